@@ -1,0 +1,379 @@
+"""Anisotropy: how spread out are an encoder's vectors? (S-LSTM paper §7.1, Fig. 6; Ethayarajh 2019)
+
+For every layer l = 0..L (0 = embeddings):
+
+* token cosines: all C(N, 2) pairwise cosines of N random token occurrences (special tokens
+  excluded unless --keep-special) -> histogram on [-1, 1] with fixed bins, mean, std, quantiles,
+  fraction below zero. An isotropic space is centred on 0; a narrow cone sits near 1.
+* sentence cosines: the same for the sentence vectors of the sampled sentences (cls / mean /
+  last / g, as checkpoints.yaml names it for the model).
+* Ethayarajh's statistics: the average cosine of random tokens (the anisotropy baseline),
+  self-similarity (mean cosine between occurrences of the same token type in different
+  sentences), intra-sentence similarity (mean cosine of a sentence's tokens with their mean),
+  and maximum explainable variance sigma_1^2 / sum_i sigma_i^2 of a token type's (uncentred)
+  occurrence matrix. Each is also reported minus its random baseline.
+
+    $ python -m analyses.anisotropy --model minilm-l6 [--model tiny-bert] [--corpus PATH] [--layer L]
+          [--n-tokens 5000] [--n-sentences 5000] [--seed 0] [--out out]
+
+Writes out/results/anisotropy/<model>.json (+ .csv) and out/figures/anisotropy.{png,pdf}
+(Fig. 6: one column per model, tokens on top, sentences below) and
+out/figures/anisotropy-layers.{png,pdf} (the per-layer statistics, one line per model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from analyses.common import arg, config_dict, parse_config, read_results, run_main, save_figure, write_result
+from probes.activations import Activations
+from probes.errors import ProbeError
+
+QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+BLOCK_ELEMENTS = 2**23  # gram-matrix block size (floats) for the streaming paths: 32 MiB
+
+
+@dataclass
+class Config:
+    """Cosine-similarity distributions and Ethayarajh's anisotropy statistics, per layer."""
+
+    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    layer: int = arg(-1, "layer drawn in the Fig. 6 histogram (0 = embeddings, -1 = last); all are computed")
+    n_tokens: int = arg(5000, "random token occurrences N (C(N,2) pairs)")
+    n_sentences: int = arg(5000, "random sentences (their tokens are the token pool)")
+    seed: int = arg(0, "seed for every random choice")
+    bins: int = arg(100, "histogram bins on [-1, 1]")
+    keep_special: bool = arg(False, "include special tokens ([CLS], [SEP], <s>, ...) in token statistics")
+    min_occurrences: int = arg(5, "self-similarity / MEV: token types seen in at least this many sentences")
+    max_occurrences: int = arg(20, "self-similarity / MEV: at most this many occurrences per type (seeded)")
+    max_types: int = arg(1000, "self-similarity / MEV: at most this many token types (seeded)")
+    exact_limit: int = arg(50_000_000, "above this many pairs, quantiles come from the histogram (streaming)")
+    batch_size: int = arg(32, "texts per forward pass")
+    device: str = arg("cpu", "torch device for extraction")
+    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+
+
+# ----------------------------------------------------------------------------- pairwise cosines
+
+
+def _normalize(X: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (float32); all-zero rows stay zero (their cosines are 0)."""
+    X = np.asarray(X, dtype=np.float32)
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.where(norms > 0, norms, 1)
+
+
+def _upper_blocks(X: np.ndarray):
+    """Yield the upper-triangle cosines (i < j) of X row by row in blocks, never the full n x n."""
+    Xn = _normalize(X)
+    n = len(Xn)
+    start = 0
+    while start < n - 1:
+        rows = max(1, min(n - 1 - start, BLOCK_ELEMENTS // max(n - start, 1)))
+        G = Xn[start:start + rows] @ Xn[start:].T  # (rows, n - start)
+        yield start, [G[r, r + 1:] for r in range(rows)]
+        start += rows
+
+
+def pairwise_cosines(X: np.ndarray) -> np.ndarray:
+    """All C(n,2) cosines of the rows of X (n, d), for i < j in row-major order (i, then j). (C(n,2),)"""
+    n = len(X)
+    out = np.empty(n * (n - 1) // 2, dtype=np.float32)
+    pos = 0
+    for _, rows in _upper_blocks(X):
+        for r in rows:
+            out[pos:pos + len(r)] = r
+            pos += len(r)
+    return out
+
+
+@dataclass
+class CosineSummary:
+    """Distribution of pairwise cosines."""
+
+    n_vectors: int
+    n_pairs: int
+    mean: float
+    std: float
+    frac_negative: float
+    quantiles: dict  # {"0.5": value, ...}
+    quantile_method: str  # "exact" or "histogram (resolution 2/bins)"
+    counts: list  # (bins,) histogram counts on edges linspace(-1, 1, bins + 1)
+
+
+def cosine_summary(X: np.ndarray, bins: int = 100, exact_limit: int = 50_000_000) -> CosineSummary:
+    """Histogram and moments of all pairwise cosines of X (n, d). Streams in bounded memory;
+    quantiles are exact while C(n,2) <= exact_limit, else read off a fine histogram."""
+    n = len(X)
+    n_pairs = n * (n - 1) // 2
+    if n_pairs == 0:
+        raise ProbeError(f"need at least 2 vectors for pairwise cosines, got {n}")
+    edges = np.linspace(-1.0, 1.0, bins + 1)
+    if n_pairs <= exact_limit:
+        c = pairwise_cosines(X).astype(np.float64)
+        counts = np.histogram(np.clip(c, -1, 1), bins=edges)[0]
+        q = np.quantile(c, QUANTILES)
+        return CosineSummary(n, n_pairs, c.mean(), c.std(), float((c < 0).mean()),
+                             {str(p): v for p, v in zip(QUANTILES, q)}, "exact", counts.tolist())
+    fine = np.linspace(-1.0, 1.0, 20_001)  # quantile resolution 1e-4
+    fine_counts = np.zeros(len(fine) - 1, np.int64)
+    s = s2 = 0.0
+    neg = 0
+    for _, rows in _upper_blocks(X):
+        c = np.concatenate(rows).astype(np.float64)
+        fine_counts += np.histogram(np.clip(c, -1, 1), bins=fine)[0]
+        s, s2, neg = s + c.sum(), s2 + (c * c).sum(), neg + int((c < 0).sum())
+    mean = s / n_pairs
+    # quantile = the point where the histogram's piecewise-linear CDF reaches p (within one bin)
+    cdf = np.concatenate([[0.0], np.cumsum(fine_counts) / n_pairs])
+    q = [float(np.interp(p, cdf, fine)) for p in QUANTILES]
+    counts = fine_counts.reshape(bins, -1).sum(1) if 20_000 % bins == 0 else \
+        np.histogram(fine[:-1] + 1e-4 / 2, bins=edges, weights=fine_counts)[0]
+    return CosineSummary(n, n_pairs, mean, np.sqrt(max(s2 / n_pairs - mean**2, 0.0)), neg / n_pairs,
+                         {str(p): v for p, v in zip(QUANTILES, q)}, "histogram (resolution 1e-4)",
+                         np.asarray(counts).astype(int).tolist())
+
+
+# ----------------------------------------------------------------------------- Ethayarajh's statistics
+
+
+def self_similarity(groups: list[np.ndarray]) -> float:
+    """Mean over token types of the mean pairwise cosine among that type's occurrences (k_i, d)."""
+    return float(np.mean([pairwise_cosines(g).mean() for g in groups]))
+
+
+def max_explainable_variance(groups: list[np.ndarray]) -> float:
+    """Mean over groups of sigma_1^2 / sum sigma_i^2 of the uncentred occurrence matrix (k_i, d)."""
+    vals = []
+    for g in groups:
+        s = np.linalg.svd(np.asarray(g, np.float64), compute_uv=False)
+        vals.append(s[0] ** 2 / (s**2).sum())
+    return float(np.mean(vals))
+
+
+def intra_sentence_similarity(H: np.ndarray, offsets: np.ndarray, keep: np.ndarray) -> float:
+    """Mean over sentences of the mean cosine between each kept token and the sentence's mean
+    of kept tokens. H (N, d); offsets (T+1,); keep (N,) bool."""
+    vals = []
+    for t in range(len(offsets) - 1):
+        rows = np.flatnonzero(keep[offsets[t]:offsets[t + 1]]) + offsets[t]
+        if len(rows) < 2:
+            continue
+        Hs = _normalize(H[rows])
+        centre = _normalize(np.asarray(H[rows], np.float64).mean(0, keepdims=True))[0]
+        vals.append(float((Hs @ centre).mean()))
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+@dataclass
+class Sample:
+    """The random choices, made once and shared by every layer."""
+
+    tokens: np.ndarray  # (n_tokens,) indices into the token axis
+    groups: list[np.ndarray]  # per token type: indices of its occurrences (one per sentence)
+    group_types: list[int]  # token id of each group
+    random_groups: list[np.ndarray]  # size-matched groups of random occurrences (MEV / self-sim baselines)
+    keep: np.ndarray  # (N,) bool: tokens that count
+
+
+def draw_sample(acts: Activations, cfg: Config) -> Sample:
+    rng = np.random.default_rng(cfg.seed)
+    keep = np.ones(len(acts.token_ids), bool) if cfg.keep_special else ~acts.special
+    pool = np.flatnonzero(keep)
+    if len(pool) < 2:
+        raise ProbeError(f"only {len(pool)} usable tokens in the sampled sentences; use more sentences")
+    tokens = np.sort(rng.choice(pool, size=min(cfg.n_tokens, len(pool)), replace=False))
+    # occurrences of each token type, at most one per sentence (different contexts)
+    text_of = acts.text_index()
+    ids = acts.token_ids[pool]
+    order = np.lexsort((text_of[pool], ids))
+    by_type: dict[int, list[int]] = {}
+    last_text: dict[int, int] = {}
+    for j in order:
+        tid, t = int(ids[j]), int(text_of[pool[j]])
+        if last_text.get(tid) != t:
+            by_type.setdefault(tid, []).append(int(pool[j]))
+            last_text[tid] = t
+    types = sorted(t for t, occ in by_type.items() if len(occ) >= cfg.min_occurrences)
+    if len(types) > cfg.max_types:
+        types = sorted(rng.choice(types, size=cfg.max_types, replace=False).tolist())
+    groups = []
+    for t in types:
+        occ = np.array(by_type[t])
+        if len(occ) > cfg.max_occurrences:
+            occ = np.sort(rng.choice(occ, size=cfg.max_occurrences, replace=False))
+        groups.append(occ)
+    random_groups = [np.sort(rng.choice(pool, size=len(g), replace=False)) for g in groups]
+    return Sample(tokens, groups, types, random_groups, keep)
+
+
+def compute(acts: Activations, cfg: Config | None = None) -> dict:
+    """Per-layer cosine distributions and Ethayarajh statistics for one model's activations.
+
+    Returns a JSON-ready dict (what write_result saves and plot draws)."""
+    cfg = cfg or Config()
+    L = acts.n_layers
+    layer = cfg.layer if cfg.layer >= 0 else L + 1 + cfg.layer
+    if not 0 <= layer <= L:
+        raise ProbeError(f"--layer {cfg.layer} is out of range for a model with {L} layers (0..{L}, or -1)")
+    sample = draw_sample(acts, cfg)
+    layers = []
+    for lyr in tqdm(range(L + 1), desc=f"anisotropy {acts.meta['model']['name']}", unit="layer"):
+        H = np.asarray(acts.hidden[lyr])  # (N, d)
+        tok = cosine_summary(H[sample.tokens], cfg.bins, cfg.exact_limit)
+        sen = cosine_summary(acts.sentence[lyr], cfg.bins, cfg.exact_limit)
+        row = {"layer": lyr, "token": asdict(tok), "sentence": asdict(sen), "baseline_cosine": tok.mean}
+        if sample.groups:
+            ss = self_similarity([H[g] for g in sample.groups])
+            mev = max_explainable_variance([H[g] for g in sample.groups])
+            ss_base = self_similarity([H[g] for g in sample.random_groups])
+            mev_base = max_explainable_variance([H[g] for g in sample.random_groups])
+            row.update(self_similarity=ss, self_similarity_baseline=ss_base,
+                       self_similarity_adjusted=ss - ss_base, mev=mev, mev_baseline=mev_base,
+                       mev_adjusted=mev - mev_base)
+        intra = intra_sentence_similarity(H, acts.offsets, sample.keep)
+        row.update(intra_sentence_similarity=intra, intra_sentence_adjusted=intra - tok.mean)
+        layers.append(row)
+    return {
+        "model_name": acts.meta["model"]["name"],
+        "config": config_dict(cfg),
+        "model": acts.meta["model"],
+        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts")},
+        "corpus": acts.meta.get("corpus"),
+        "definitions": {
+            "layers": "0 = embedding output, l = output of layer l",
+            "headline_layer": layer,
+            "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
+            "sentence_vector": acts.meta["model"]["sentence_vector"],
+            "histogram_edges": f"numpy.linspace(-1, 1, {cfg.bins + 1}); values clipped to [-1, 1]",
+            "token_sample": f"{len(sample.tokens)} occurrences drawn without replacement from "
+                            f"{int(sample.keep.sum())} tokens of {acts.n_texts} sentences",
+            "self_similarity": f"{len(sample.groups)} token types seen in >= {cfg.min_occurrences} sentences, "
+                               f"<= {cfg.max_occurrences} occurrences each, one per sentence; "
+                               "baseline: size-matched groups of random occurrences",
+            "mev": "sigma_1^2 / sum sigma_i^2 of the uncentred occurrence matrix (Ethayarajh 2019)",
+            "intra_sentence": "cosine of each token with the mean of its sentence's tokens; "
+                              "adjusted = minus the random-token baseline",
+        },
+        "layers": layers,
+    }
+
+
+def table_rows(result: dict) -> list[dict]:
+    """Flat CSV rows: one per (layer, level)."""
+    rows = []
+    for row in result["layers"]:
+        for level in ("token", "sentence"):
+            s = row[level]
+            rows.append({
+                "layer": row["layer"], "level": level, "n_vectors": s["n_vectors"], "mean": s["mean"],
+                "std": s["std"], "frac_negative": s["frac_negative"],
+                **{f"q{k}": v for k, v in s["quantiles"].items()},
+                "self_similarity": row.get("self_similarity"), "intra_sentence": row["intra_sentence_similarity"],
+                "mev": row.get("mev"),
+            })
+    return rows
+
+
+# ----------------------------------------------------------------------------- plot
+
+
+def plot(results: list[dict], axes=None, layer: int | None = None):
+    """Fig. 6: one column per model; token cosines on top, sentence cosines below.
+
+    ``layer`` overrides each result's headline layer. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        fig, axes = plt.subplots(2, len(results), figsize=(2.6 * len(results) + 0.6, 4.4),
+                                 squeeze=False, sharex=True, constrained_layout=True)
+    else:
+        axes = np.asarray(axes).reshape(2, len(results))
+        fig = axes[0, 0].figure
+    for col, res in enumerate(results):
+        lyr = res["definitions"]["headline_layer"] if layer is None else layer
+        row = res["layers"][lyr]
+        for r, level in enumerate(("token", "sentence")):
+            ax, s = axes[r, col], row[level]
+            counts = np.asarray(s["counts"], float)
+            edges = np.linspace(-1, 1, len(counts) + 1)
+            ax.stairs(counts / counts.sum() / np.diff(edges), edges, fill=True, alpha=0.75,
+                      color="C0" if level == "token" else "C1")
+            ax.axvline(0, color="0.4", lw=0.6, ls=":")
+            ax.axvline(s["mean"], color="k", lw=0.8)
+            ax.text(0.03, 0.95, f"mean {s['mean']:.2f}\n<0: {100 * s['frac_negative']:.1f}%",
+                    transform=ax.transAxes, va="top", fontsize=7)
+            ax.set_xlim(-1, 1)
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(f"{res['model_name']} (layer {lyr})", fontsize=9)
+            if col == 0:
+                ax.set_ylabel(f"{level} cosine\ndensity", fontsize=8)
+            if r == 1:
+                ax.set_xlabel("cosine similarity", fontsize=8)
+    return fig
+
+
+LAYER_PANELS = (("baseline_cosine", "random-token cosine\n(anisotropy baseline)"),
+                ("self_similarity", "self-similarity"),
+                ("intra_sentence_similarity", "intra-sentence similarity"),
+                ("mev", "max. explainable variance"))
+
+
+def plot_layers(results: list[dict], axes=None):
+    """Ethayarajh's statistics against depth (layer / L), one line per model."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        fig, axes = plt.subplots(1, len(LAYER_PANELS), figsize=(11, 2.6), constrained_layout=True)
+    fig = np.ravel(axes)[0].figure
+    for res in results:
+        L = len(res["layers"]) - 1
+        x = np.arange(L + 1)
+        for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
+            y = [row.get(key, np.nan) for row in res["layers"]]
+            ax.plot(x, y, marker="o", ms=3, label=res["model_name"])
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
+    np.ravel(axes)[0].legend(fontsize=7)
+    return fig
+
+
+def figures(results: list[dict], out: str) -> list:
+    """Draw and save both anisotropy figures."""
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for name, draw in (("anisotropy", plot), ("anisotropy-layers", plot_layers)):
+        fig = draw(results)
+        paths += save_figure(fig, out, name)
+        plt.close(fig)
+    return paths
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> None:
+    from analyses.data import sentence_activations
+
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    for name in cfg.model:
+        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
+                                    batch_size=cfg.batch_size, device=cfg.device)
+        result = compute(acts, cfg)
+        json_path, _ = write_result(cfg.out, "anisotropy", name, result, table_rows(result))
+        print(f"{name}: wrote {json_path}")
+    paths = figures(read_results(cfg.out, "anisotropy", cfg.model), cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+if __name__ == "__main__":
+    run_main(main)

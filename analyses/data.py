@@ -1,0 +1,28 @@
+"""Corpus -> texts -> cached Activations: the one data path the analysis CLIs share.
+
+    $ python -c "from analyses.data import sentence_activations as s; print(s('minilm-l6', 'default', 100, 0))"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from probes.activations import Activations, extract
+from probes.corpus import load_corpus, sample_sentences
+from probes.registry import get_spec
+
+
+def sentence_activations(model: str, corpus: str, n_sentences: int, seed: int, out: str = "out",
+                         batch_size: int = 32, device: str = "cpu", attentions: bool = False,
+                         min_words: int = 5, max_words: int = 60) -> Activations:
+    """Activations of ``n_sentences`` seeded random sentences of ``corpus`` (cached under out/cache).
+
+    The model name is checked before the corpus is read, so a typo fails at once."""
+    get_spec(model)
+    corp = load_corpus(None if corpus == "default" else corpus)
+    texts = sample_sentences(corp, n_sentences, seed=seed, min_words=min_words, max_words=max_words)
+    acts = extract(model, texts, attentions=attentions, batch_size=batch_size,
+                   cache_dir=Path(out) / "cache", device=device)
+    acts.meta["corpus"] = {**corp.identity(), "unit": "sentence", "n_sampled": len(texts), "seed": seed,
+                           "min_words": min_words, "max_words": max_words}
+    return acts

@@ -1,0 +1,49 @@
+"""Redraw every figure and table from saved results, without running any model.
+
+Each analysis module exposes ``figures(results, out) -> paths``; this walks
+``<out>/results/<analysis>/*.json`` and calls it for every analysis that has results.
+
+    $ python -m analyses.figures [--out out] [--model minilm-l6 --model tiny-bert]
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from analyses.common import arg, parse_config, read_results, run_main
+
+ANALYSES = ("anisotropy",)  # modules under analyses/ that save results and draw figures
+
+
+@dataclass
+class Config:
+    """Redraw all figures from saved results."""
+
+    out: str = arg("out", "output root holding results/; figures go to <out>/figures/")
+    model: list[str] = arg([], "only these models, in this order (default: every saved result)")
+
+
+def redraw(out: str, models: list[str] | None = None) -> list[Path]:
+    """Redraw every analysis that has saved results; returns the figure paths."""
+    paths = []
+    for name in ANALYSES:
+        if not any((Path(out) / "results" / name).glob("*.json")):
+            continue
+        module = importlib.import_module(f"analyses.{name}")
+        paths += module.figures(read_results(out, name, models or None), out)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    paths = redraw(cfg.out, cfg.model)
+    if not paths:
+        print(f"no saved results under {cfg.out}/results: run an analysis first (e.g. make demo)")
+    for p in paths:
+        print(p)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,220 @@
+"""Extraction overhead: ``probes.extract`` against a bare loop of forward passes over the same batches.
+
+On one loaded encoder (default ``minilm-l6``) and the same sentences (sampled from the default
+corpus with the seed), this times
+
+* bare: ``encoder.model(**batch, output_hidden_states=True)`` under ``torch.inference_mode()`` for
+  exactly the padded batches that extract runs (same chunks, same length-sorted order, same batch
+  size), built once up front, outside the timed region;
+* extract: ``probes.extract(encoder, texts, cache_dir=None, progress=False)``: tokenizing,
+  batching, the forward passes, slicing padding off, sentence vectors, the output arrays;
+* extract + cache write: the same with ``cache_dir`` a fresh temporary folder (includes writing
+  the cache entry to disk);
+* cache hit: extract again on a written entry (reads meta and small arrays; hidden is memory-mapped).
+
+The first three run interleaved within each repeat (start order rotating), after a warm-up,
+in one process; medians are reported with the ratio to bare (goal for extract: <= 1.10).
+
+    $ python -m benchmarks.bench_extract [--n-sentences 1000] [--repeats 3] [--batch-size 32]
+
+The module also holds the helpers the other benchmarks share: :func:`machine_info`,
+:func:`interleave` and :func:`print_table`.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from analyses.common import arg, parse_config
+
+GOAL = 1.10  # extract / bare
+
+
+@dataclass
+class Settings:
+    """Time probes.extract against bare forward passes over the same padded batches."""
+
+    model: str = arg("minilm-l6", "checkpoint name from checkpoints.yaml")
+    n_sentences: int = arg(1000, "sentences sampled from the default corpus")
+    seed: int = arg(0, "seed of the sentence sample")
+    batch_size: int = arg(32, "texts per forward pass (extract's batch_size)")
+    repeats: int = arg(3, "timed repeats of each contender (median reported)")
+    warmup: int = arg(1, "untimed runs of each contender first")
+    hit_repeats: int = arg(5, "timed cache-hit reloads")
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+
+def machine_info() -> list[str]:
+    """Lines describing what the timings ran on: CPU, torch threads, numpy's BLAS."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    lines = [f"python {platform.python_version()} on {platform.machine()} ({platform.processor() or 'cpu'}), "
+             f"{cpus} usable CPUs of {os.cpu_count()}",
+             f"torch {torch.__version__}: {torch.get_num_threads()} intra-op threads, "
+             f"{torch.get_num_interop_threads()} inter-op threads",
+             f"numpy {np.__version__}"]
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        lines.append("threadpoolctl not installed: BLAS thread pools unknown")
+        return lines
+    for pool in threadpool_info():
+        lines.append(f"  {pool['user_api']}: {pool['internal_api']} {pool.get('version') or ''}, "
+                     f"{pool['num_threads']} threads ({os.path.basename(pool['filepath'])})")
+    return lines
+
+
+def interleave(contenders: dict[str, Callable[[], object]], repeats: int, warmup: int = 1,
+               before: dict[str, Callable[[], object]] | None = None) -> dict[str, list[float]]:
+    """Seconds per call of each contender, measured side by side.
+
+    Each contender runs ``warmup`` times untimed; then every repeat runs all of them once, the
+    start order rotating from repeat to repeat. ``before[name]`` (untimed) runs before each call
+    of ``name``, followed by a garbage collection."""
+    before = before or {}
+    names = list(contenders)
+    for _ in range(warmup):
+        for name in names:
+            before.get(name, lambda: None)()
+            contenders[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            before.get(name, lambda: None)()
+            gc.collect()
+            t0 = time.perf_counter()
+            contenders[name]()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+@dataclass
+class Row:
+    """One line of a summary table."""
+
+    benchmark: str
+    measure: str
+    seconds: float
+    ratio: str = ""  # e.g. "1.04 x bare"
+    goal: str = ""  # e.g. "<= 1.10: met"
+    note: str = ""
+
+
+def print_table(rows: list[Row]) -> None:
+    head = ("benchmark", "measure", "median s", "ratio", "goal", "note")
+    cells = [head] + [(r.benchmark, r.measure, f"{r.seconds:.3f}", r.ratio, r.goal, r.note) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    for k, c in enumerate(cells):
+        print("  ".join(s.rjust(w) if i == 2 else s.ljust(w) for i, (s, w) in enumerate(zip(c, widths))).rstrip())
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def goal_text(ratio: float, goal: float) -> str:
+    return f"<= {goal:.2f}: {'met' if ratio <= goal else 'MISSED'}"
+
+
+# ----------------------------------------------------------------------------- this benchmark
+
+
+def bare_batches(encoder, texts: list[str], batch_size: int) -> list[dict]:
+    """The padded batches extract runs, in its order: chunks as in ``_capture``, each sorted by
+    length (stable), cut into ``batch_size`` texts, right-padded with the pad id."""
+    from probes.activations import _chunks, _prepare
+
+    toks, _ = _prepare(encoder, texts, truncate=False)
+    lengths = np.array([len(t.ids) for t in toks], dtype=np.int64)
+    per_token = 4 * (encoder.num_layers + 1) * encoder.hidden_size
+    batches = []
+    for rng in _chunks(lengths.tolist(), per_token, lambda n: 0):  # no attention maps
+        order = rng.start + np.argsort(lengths[rng.start:rng.stop], kind="stable")
+        for b in range(0, len(order), batch_size):
+            idx = order[b:b + batch_size]
+            n = int(lengths[idx].max())
+            ids = torch.full((len(idx), n), encoder.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(idx), n), dtype=torch.long)
+            for r, i in enumerate(idx):
+                ids[r, :lengths[i]] = torch.tensor(toks[i].ids)
+                mask[r, :lengths[i]] = 1
+            batches.append({"input_ids": ids, "attention_mask": mask})
+    return batches
+
+
+def run(cfg: Settings) -> list[Row]:
+    """Measure and print; returns the summary rows."""
+    import probes
+    from probes.corpus import load_corpus, sample_sentences
+
+    encoder = probes.load(cfg.model)
+    texts = sample_sentences(load_corpus(), cfg.n_sentences, seed=cfg.seed)
+    batches = bare_batches(encoder, texts, cfg.batch_size)
+    n_tokens = sum(int(b["attention_mask"].sum()) for b in batches)
+    padded = sum(b["input_ids"].numel() for b in batches)
+    print(f"extract: {cfg.model}, {len(texts)} sentences, {n_tokens} tokens ({padded} with padding), "
+          f"{len(batches)} batches of <= {cfg.batch_size}; {cfg.repeats} repeats after {cfg.warmup} warm-up")
+
+    def bare():
+        with torch.inference_mode():
+            for batch in batches:
+                encoder.model(**batch, output_hidden_states=True)
+
+    root = tempfile.mkdtemp(prefix="bench-extract-")
+    cache = {"dir": None}
+
+    def fresh_cache_dir():
+        if cache["dir"] is not None:
+            shutil.rmtree(cache["dir"], ignore_errors=True)
+        cache["dir"] = tempfile.mkdtemp(dir=root)
+
+    try:
+        times = interleave(
+            {"bare": bare,
+             "extract": lambda: probes.extract(encoder, texts, cache_dir=None, progress=False),
+             "extract+cache": lambda: probes.extract(encoder, texts, cache_dir=cache["dir"], progress=False)},
+            cfg.repeats, cfg.warmup, before={"extract+cache": fresh_cache_dir})
+        hit = interleave({"hit": lambda: probes.extract(encoder, texts, cache_dir=cache["dir"], progress=False)},
+                         cfg.hit_repeats, warmup=1)["hit"]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    med = {k: median(v) for k, v in times.items()}
+    for k, v in times.items():
+        print(f"  {k:14s} median {med[k]:7.3f} s   runs: {', '.join(f'{t:.3f}' for t in v)}")
+    print(f"  {'cache hit':14s} median {median(hit):7.3f} s   runs: {', '.join(f'{t:.3f}' for t in hit)}")
+    r_ex, r_cache = med["extract"] / med["bare"], med["extract+cache"] / med["bare"]
+    print(f"  overhead extract / bare = {r_ex:.3f} (goal <= {GOAL:.2f}); "
+          f"with cache write = {r_cache:.3f}")
+    tag = f"{len(texts)} sentences"
+    return [
+        Row("extract", f"bare forward loop ({tag})", med["bare"]),
+        Row("extract", "probes.extract, cache_dir=None", med["extract"], f"{r_ex:.3f} x bare", goal_text(r_ex, GOAL)),
+        Row("extract", "probes.extract, writing the cache", med["extract+cache"], f"{r_cache:.3f} x bare"),
+        Row("extract", "probes.extract, cache hit", median(hit), f"{median(hit) / med['bare']:.3f} x bare",
+            note="hidden memory-mapped"),
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Settings, argv, __doc__.split("\n\n")[0])
+    print("\n".join(machine_info()))
+    print_table(run(cfg))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""analyses.anisotropy against planted structure: known angles, known spectra, known cones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analyses import anisotropy as an
+from probes.activations import Activations
+from probes.errors import ProbeError
+
+
+def brute_force_cosines(X):
+    X = np.asarray(X, np.float64)
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    G = Xn @ Xn.T
+    i, j = np.triu_indices(len(X), k=1)  # row-major: i ascending, then j
+    return G[i, j]
+
+
+@pytest.mark.parametrize("block", [an.BLOCK_ELEMENTS, 7, 64])
+def test_pairwise_cosines_matches_brute_force_in_row_major_order(monkeypatch, block):
+    monkeypatch.setattr(an, "BLOCK_ELEMENTS", block)  # small blocks: many block boundaries
+    X = np.random.default_rng(1).normal(size=(37, 5))
+    got = an.pairwise_cosines(X)
+    assert got.shape == (37 * 36 // 2,)
+    np.testing.assert_allclose(got, brute_force_cosines(X), atol=1e-6)
+
+
+def test_pairwise_cosines_known_angles():
+    angles = np.array([0.0, np.pi / 3, np.pi / 2, np.pi])
+    X = np.stack([np.cos(angles), np.sin(angles)], 1) * np.array([[1.0], [2.0], [0.5], [3.0]])  # norms differ
+    want = [np.cos(angles[j] - angles[i]) for i in range(4) for j in range(i + 1, 4)]
+    np.testing.assert_allclose(an.pairwise_cosines(X), want, atol=1e-6)
+
+
+def test_zero_vectors_give_zero_cosine_not_nan():
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    np.testing.assert_allclose(an.pairwise_cosines(X), [0, 0, 0], atol=1e-7)
+
+
+def test_isotropic_gaussian_is_centred_on_zero():
+    d = 256
+    X = np.random.default_rng(0).normal(size=(1500, d))
+    s = an.cosine_summary(X, bins=50)
+    assert abs(s.mean) < 0.01
+    assert s.std == pytest.approx(1 / np.sqrt(d), rel=0.05)  # cosine of random directions ~ N(0, 1/d)
+    assert s.frac_negative == pytest.approx(0.5, abs=0.02)
+    assert sum(s.counts) == s.n_pairs == 1500 * 1499 // 2
+    assert s.quantiles["0.5"] == pytest.approx(0.0, abs=0.01)
+
+
+def test_narrow_cone_is_near_one():
+    rng = np.random.default_rng(0)
+    d, a = 64, 8.0  # a shared direction of length a plus unit noise: cos ~ a^2 / (a^2 + d) = 0.5
+    u = np.zeros(d)
+    u[0] = a
+    X = u + rng.normal(size=(800, d))
+    s = an.cosine_summary(X)
+    assert s.mean == pytest.approx(a**2 / (a**2 + d), abs=0.03)
+    assert s.frac_negative < 0.01
+
+
+def test_streaming_path_agrees_with_exact(monkeypatch):
+    monkeypatch.setattr(an, "BLOCK_ELEMENTS", 500)  # force many blocks in the streaming path too
+    X = np.random.default_rng(3).normal(size=(300, 16)) + 0.3
+    exact = an.cosine_summary(X, bins=40)
+    stream = an.cosine_summary(X, bins=40, exact_limit=0)
+    assert exact.quantile_method == "exact" and stream.quantile_method.startswith("histogram")
+    assert stream.mean == pytest.approx(exact.mean, abs=1e-6)
+    assert stream.std == pytest.approx(exact.std, abs=1e-5)
+    assert stream.frac_negative == pytest.approx(exact.frac_negative, abs=1e-9)
+    assert stream.counts == exact.counts
+    c = an.pairwise_cosines(X)
+    for q in exact.quantiles:
+        assert exact.quantiles[q] == pytest.approx(np.quantile(c.astype(np.float64), float(q)), abs=1e-7)
+        # the histogram's quantile lies within one fine bin (1e-4) of the order statistic it selects
+        order_stat = np.quantile(c, float(q), method="inverted_cdf")
+        assert stream.quantiles[q] == pytest.approx(order_stat, abs=1.01e-4)
+
+
+def test_cosine_summary_needs_two_vectors():
+    with pytest.raises(ProbeError, match="at least 2"):
+        an.cosine_summary(np.ones((1, 3)))
+
+
+def test_mev_known_spectra():
+    v = np.random.default_rng(0).normal(size=10)
+    rank_one = np.outer([1.0, -2.0, 3.0], v)  # one direction: all variance in sigma_1
+    assert an.max_explainable_variance([rank_one]) == pytest.approx(1.0)
+    k = 4
+    assert an.max_explainable_variance([np.eye(k, 10)]) == pytest.approx(1 / k)  # equal singular values
+    planted = np.diag([3.0, 1.0, 1.0])  # sigma = 3, 1, 1 -> 9 / 11
+    assert an.max_explainable_variance([planted]) == pytest.approx(9 / 11)
+
+
+def test_self_similarity_and_intra_sentence_known_values():
+    same = np.tile([1.0, 2.0, 3.0], (5, 1))
+    ortho = np.eye(3)
+    assert an.self_similarity([same]) == pytest.approx(1.0)
+    assert an.self_similarity([same, ortho]) == pytest.approx(0.5)
+    # sentence 0: identical tokens (similarity 1); sentence 1: two orthogonal unit tokens (cos 45 deg each)
+    H = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    keep = np.ones(4, bool)
+    got = an.intra_sentence_similarity(H, np.array([0, 2, 4]), keep)
+    assert got == pytest.approx((1.0 + np.cos(np.pi / 4)) / 2)
+
+
+def planted_activations(n_texts=60, n_tok=8, d=48, seed=0) -> Activations:
+    """Layer 0 isotropic, layer 1 a narrow cone; token type t reappears in every sentence."""
+    rng = np.random.default_rng(seed)
+    N = n_texts * n_tok
+    iso = rng.normal(size=(N, d))
+    cone = np.zeros(d)
+    cone[0] = 10.0
+    hidden = np.stack([iso, cone + rng.normal(size=(N, d))]).astype(np.float32)  # (L+1=2, N, d)
+    offsets = np.arange(0, N + 1, n_tok)
+    special = np.zeros(N, bool)
+    special[offsets[:-1]] = True  # a [CLS]-like token at each text start
+    token_ids = np.tile(np.arange(n_tok), n_texts)
+    sentence = hidden[:, offsets[:-1]]
+    meta = {"model": {"name": "planted", "sentence_vector": "cls"}, "key": "k", "n_texts": n_texts,
+            "n_tokens": N, "truncated_texts": []}
+    return Activations(meta=meta, texts=[f"t{i}" for i in range(n_texts)],
+                       tokens=[[str(t) for t in range(n_tok)]] * n_texts, offsets=offsets,
+                       token_ids=token_ids, special=special, hidden=hidden, sentence=sentence)
+
+
+def test_compute_on_planted_activations():
+    acts = planted_activations()
+    cfg = an.Config(n_tokens=200, seed=0, bins=20, min_occurrences=5)
+    res = an.compute(acts, cfg)
+    iso, cone = res["layers"]
+    assert len(res["layers"]) == 2
+    assert abs(iso["token"]["mean"]) < 0.05 and cone["token"]["mean"] > 0.6
+    assert iso["token"]["n_vectors"] == 200 and sum(iso["token"]["counts"]) == 200 * 199 // 2
+    assert iso["sentence"]["n_vectors"] == 60
+    # 7 non-special token types, each in all 60 sentences; capped at max_occurrences
+    assert "7 token types" in res["definitions"]["self_similarity"]
+    assert cone["self_similarity"] > 0.6 and abs(iso["self_similarity_adjusted"]) < 0.05
+    assert res["definitions"]["headline_layer"] == 1
+    assert res["definitions"]["special_tokens"] == "excluded from token statistics"
+
+
+def test_special_tokens_are_excluded_unless_kept():
+    acts = planted_activations()
+    cfg = an.Config(n_tokens=10_000)  # more than the pool: uses every eligible token
+    sample = an.draw_sample(acts, cfg)
+    assert not acts.special[sample.tokens].any()
+    assert len(sample.tokens) == (~acts.special).sum()
+    kept = an.draw_sample(acts, an.Config(n_tokens=10_000, keep_special=True))
+    assert acts.special[kept.tokens].any()
+
+
+def test_compute_is_deterministic_and_seed_dependent():
+    acts = planted_activations()
+    a = an.compute(acts, an.Config(n_tokens=100, seed=1))
+    b = an.compute(acts, an.Config(n_tokens=100, seed=1))
+    c = an.compute(acts, an.Config(n_tokens=100, seed=2))
+    assert a["layers"][0]["token"] == b["layers"][0]["token"]
+    assert a["layers"][0]["token"]["mean"] != c["layers"][0]["token"]["mean"]
+
+
+def test_layer_out_of_range_is_a_clear_error():
+    with pytest.raises(ProbeError, match="out of range"):
+        an.compute(planted_activations(), an.Config(layer=5))
+
+
+def test_plot_draws_one_column_per_model():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    acts = planted_activations()
+    res = an.compute(acts, an.Config(n_tokens=100))
+    doc = res
+    fig = an.plot([doc, {**doc, "model_name": "again"}])
+    assert len(fig.axes) == 4
+    assert fig.axes[0].get_title().startswith("planted")
+    fig2 = an.plot_layers([doc])
+    assert len(fig2.axes) == len(an.LAYER_PANELS)

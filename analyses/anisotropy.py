@@ -115,7 +115,7 @@ def cosine_summary(X: np.ndarray, bins: int = 100, exact_limit: int = 50_000_000
     edges = np.linspace(-1.0, 1.0, bins + 1)
     if n_pairs <= exact_limit:
         c = pairwise_cosines(X).astype(np.float64)
-        counts = np.histogram(np.clip(c, -1, 1), bins=edges)[0]
+        counts = np.histogram(np.clip(c, -1, 1), bins=bins, range=(-1.0, 1.0))[0]  # uniform bins: no sort
         q = np.quantile(c, QUANTILES)
         return CosineSummary(n, n_pairs, c.mean(), c.std(), float((c < 0).mean()),
                              {str(p): v for p, v in zip(QUANTILES, q)}, "exact", counts.tolist())
@@ -125,7 +125,7 @@ def cosine_summary(X: np.ndarray, bins: int = 100, exact_limit: int = 50_000_000
     neg = 0
     for _, rows in _upper_blocks(X):
         c = np.concatenate(rows).astype(np.float64)
-        fine_counts += np.histogram(np.clip(c, -1, 1), bins=fine)[0]
+        fine_counts += np.histogram(np.clip(c, -1, 1), bins=len(fine) - 1, range=(-1.0, 1.0))[0]
         s, s2, neg = s + c.sum(), s2 + (c * c).sum(), neg + int((c < 0).sum())
     mean = s / n_pairs
     # quantile = the point where the histogram's piecewise-linear CDF reaches p (within one bin)
@@ -267,18 +267,19 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
 
 
 def table_rows(result: dict) -> list[dict]:
-    """Flat CSV rows: one per (layer, level)."""
+    """Flat CSV rows, one per layer: token and sentence cosine summaries, then Ethayarajh's statistics."""
     rows = []
     for row in result["layers"]:
+        flat = {"layer": row["layer"]}
         for level in ("token", "sentence"):
             s = row[level]
-            rows.append({
-                "layer": row["layer"], "level": level, "n_vectors": s["n_vectors"], "mean": s["mean"],
-                "std": s["std"], "frac_negative": s["frac_negative"],
-                **{f"q{k}": v for k, v in s["quantiles"].items()},
-                "self_similarity": row.get("self_similarity"), "intra_sentence": row["intra_sentence_similarity"],
-                "mev": row.get("mev"),
-            })
+            flat.update({f"{level}_mean": s["mean"], f"{level}_std": s["std"],
+                         f"{level}_frac_negative": s["frac_negative"],
+                         **{f"{level}_q{k}": v for k, v in s["quantiles"].items()}})
+        for key in ("baseline_cosine", "self_similarity", "self_similarity_adjusted", "intra_sentence_similarity",
+                    "intra_sentence_adjusted", "mev", "mev_adjusted"):
+            flat[key] = row.get(key)
+        rows.append(flat)
     return rows
 
 

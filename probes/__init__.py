@@ -10,23 +10,35 @@ Names come from checkpoints.yaml (see probes.registry). Analyses only ever see A
 from __future__ import annotations
 
 from probes.activations import Activations, extract
-from probes.encoder import Encoder
+from probes.encoder import Encoder, Tokenizer
 from probes.errors import CheckpointError, CorpusError, ProbeError
 from probes.registry import CheckpointSpec, get_spec, read_registry
 
-LOADERS = {"hf": "probes.hf:load_hf"}  # family -> "module:function(spec, device) -> Encoder"
+# family -> ("module:load(spec, device) -> Encoder", "module:load_tokenizer(spec) -> Tokenizer")
+LOADERS = {"hf": ("probes.hf:load_hf", "probes.hf:load_hf_tokenizer")}
+
+
+def _loader(name: str, which: int):
+    import importlib
+
+    spec = get_spec(name)
+    if spec.family not in LOADERS:
+        raise CheckpointError(f"model '{name}': unknown family '{spec.family}' (known: {', '.join(LOADERS)})")
+    module, fn = LOADERS[spec.family][which].split(":")
+    return spec, getattr(importlib.import_module(module), fn)
 
 
 def load(name: str, device: str = "cpu") -> Encoder:
     """Load the checkpoint registered as ``name`` in checkpoints.yaml."""
-    spec = get_spec(name)
-    if spec.family not in LOADERS:
-        raise CheckpointError(f"model '{name}': unknown family '{spec.family}' (known: {', '.join(LOADERS)})")
-    import importlib
+    spec, fn = _loader(name, 0)
+    return fn(spec, device=device)
 
-    module, fn = LOADERS[spec.family].split(":")
-    return getattr(importlib.import_module(module), fn)(spec, device=device)
+
+def load_tokenizer(name: str) -> Tokenizer:
+    """Only the tokenizer of ``name`` (fast: no weights are read)."""
+    spec, fn = _loader(name, 1)
+    return fn(spec)
 
 
 __all__ = ["Activations", "CheckpointError", "CheckpointSpec", "CorpusError", "Encoder", "ProbeError",
-           "extract", "get_spec", "load", "read_registry"]
+           "Tokenizer", "extract", "get_spec", "load", "load_tokenizer", "read_registry"]

@@ -22,18 +22,18 @@ import json
 import os
 import shutil
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from probes.encoder import Encoder, Tokenized
+from probes.encoder import Encoder, MapSpec, Tokenized
 from probes.errors import ProbeError
 from probes.registry import CheckpointSpec, get_spec
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # bump when the layout on disk changes: older entries are re-extracted
 DEFAULT_CACHE_DIR = Path(os.environ.get("PROBES_CACHE", "out/cache"))
 CHUNK_BYTES = 256 * 2**20  # memory budget of one chunk of captured states
 
@@ -53,8 +53,8 @@ class Activations:
     special: np.ndarray  # (N,) bool, True for special tokens
     hidden: np.ndarray  # (L+1, N, d) float32; memory-mapped when read from the cache
     sentence: np.ndarray  # (L+1, T, d) float32; the model's sentence vector at every layer
-    attentions: np.ndarray | None = None  # flat float32; text t's (L, H, n_t, n_t) at attn_offsets[t]
-    attn_offsets: np.ndarray | None = None  # (T+1,) int64
+    maps: dict[str, np.ndarray] = field(default_factory=dict)  # name -> flat float32, text by text
+    map_offsets: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (T+1,) int64 into maps[name]
 
     @property
     def n_texts(self) -> int:
@@ -73,38 +73,55 @@ class Activations:
         """(L+1, n_t, d) the states of text t."""
         return np.asarray(self.hidden[:, self.offsets[t]:self.offsets[t + 1]])
 
+    def text_map(self, name: str, t: int) -> np.ndarray:
+        """Text t's map ``name``: (layers, K, n_t, n_t), or (layers, K, n_t) for per-token maps.
+        "attention" is the softmaxed attention; encoders may add others (see ``meta["maps"]``)."""
+        if name not in self.maps:
+            have = ", ".join(self.maps) or "none (captured with attentions=False)"
+            raise ProbeError(f"no map '{name}' in these activations; maps: {have}")
+        spec = self.meta["maps"][name]
+        n = int(self.offsets[t + 1] - self.offsets[t])
+        flat = self.maps[name][self.map_offsets[name][t]:self.map_offsets[name][t + 1]]
+        return np.asarray(flat).reshape(spec["layers"], spec["k"], *([n] * spec["token_axes"]))
+
     def text_attentions(self, t: int) -> np.ndarray:
         """(L, H, n_t, n_t) the attention maps of text t."""
-        if self.attentions is None:
-            raise ProbeError("these activations were captured without attention maps (attentions=False)")
-        n = int(self.offsets[t + 1] - self.offsets[t])
-        flat = self.attentions[self.attn_offsets[t]:self.attn_offsets[t + 1]]
-        return np.asarray(flat).reshape(self.n_layers, -1, n, n)
+        return self.text_map("attention", t)
+
+    @property
+    def attentions(self) -> np.ndarray | None:
+        """All attention maps, flat (text t's (L, H, n_t, n_t) at map_offsets["attention"][t])."""
+        return self.maps.get("attention")
 
     def __repr__(self) -> str:
         return (f"Activations(model={self.meta['model']['name']!r}, texts={self.n_texts}, "
                 f"tokens={len(self.token_ids)}, layers={self.n_layers}+1, d={self.hidden.shape[-1]}, "
-                f"attentions={self.attentions is not None})")
+                f"maps={list(self.maps) or None})")
 
 
 # ----------------------------------------------------------------------------- public entry point
 
 
-def extract(model: str | Encoder, texts: list[str], *, attentions: bool = False, truncate: bool = False,
-            batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
+def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, attentions: bool = False,
+            truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
             progress: bool = True, device: str = "cpu") -> Activations:
-    """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``texts``.
+    """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
-    A cache hit returns at once without loading the model. ``truncate=False`` makes a text longer
+    ``inputs`` are texts, or token-id sequences without special tokens (fixed-length windows cut
+    from running text); the model's special tokens are added either way. ``attentions=True`` also
+    captures the attention maps and any other maps the encoder declares (``Encoder.map_specs``).
+    A cache hit returns at once without loading the model. ``truncate=False`` makes an input longer
     than the model's limit an error; ``truncate=True`` cuts it (keeping a final special token),
-    warns, and records which texts were cut. ``cache_dir=None`` disables the cache.
+    warns, and records which inputs were cut. ``cache_dir=None`` disables the cache.
     """
-    texts = list(texts)
-    if not texts:
-        raise ProbeError("no texts to encode: the text list is empty")
+    inputs = [i if isinstance(i, str) else [int(t) for t in i] for i in inputs]
+    if not inputs:
+        raise ProbeError("no texts to encode: the input list is empty")
+    if len({isinstance(i, str) for i in inputs}) > 1:
+        raise ProbeError("inputs must be all texts or all token-id lists, not a mix")
     spec = model.spec if isinstance(model, Encoder) else get_spec(model)
     settings = {"attentions": bool(attentions), "truncate": bool(truncate)}
-    key = cache_key(spec, texts, settings)
+    key = cache_key(spec, inputs, settings)
     entry = Path(cache_dir) / spec.name / key if cache_dir is not None else None
     if entry is not None and (entry / "meta.json").exists():
         try:
@@ -116,14 +133,14 @@ def extract(model: str | Encoder, texts: list[str], *, attentions: bool = False,
         from probes import load  # here, not at the top: a cache hit never imports model code
 
         model = load(model, device=device)
-    return _capture(model, texts, settings, key, entry, batch_size, progress)
+    return _capture(model, inputs, settings, key, entry, batch_size, progress)
 
 
-def cache_key(spec: CheckpointSpec, texts: list[str], settings: dict) -> str:
-    """Hash of model identity + texts + capture settings: equal keys mean equal activations."""
+def cache_key(spec: CheckpointSpec, inputs: list[str] | list[list[int]], settings: dict) -> str:
+    """Hash of model identity + inputs + capture settings: equal keys mean equal activations."""
     h = hashlib.sha256()
-    for t in texts:
-        h.update(t.encode("utf-8") + b"\0")
+    for t in inputs:
+        h.update(t.encode("utf-8") + b"\0" if isinstance(t, str) else b"ids:" + np.asarray(t, "<i8").tobytes() + b"\0")
     blob = {"format": CACHE_FORMAT, "model": spec.name, "fingerprint": spec.fingerprint(),
             "sentence": spec.sentence, "special_tokens": spec.special_tokens,
             "texts_sha256": h.hexdigest(), **settings}
@@ -133,9 +150,10 @@ def cache_key(spec: CheckpointSpec, texts: list[str], settings: dict) -> str:
 # ----------------------------------------------------------------------------- capture
 
 
-def _prepare(encoder: Encoder, texts: list[str], truncate: bool) -> tuple[list[Tokenized], list[int]]:
-    """Tokenize, then enforce the length limit (error, or truncate and record)."""
-    toks = encoder.tokenize(texts)
+def _prepare(encoder: Encoder, inputs: list, truncate: bool) -> tuple[list[Tokenized], list[int]]:
+    """Tokenize (or add special tokens to id inputs), then enforce the length limit."""
+    texts = isinstance(inputs[0], str)
+    toks = encoder.tokenize(inputs) if texts else encoder.tokenize_ids(inputs)
     cut = []
     for i, tk in enumerate(toks):
         if len(tk.ids) == 0:
@@ -151,16 +169,15 @@ def _prepare(encoder: Encoder, texts: list[str], truncate: bool) -> tuple[list[T
         toks[i] = Tokenized([tk.ids[j] for j in sel], [tk.special[j] for j in sel], [tk.tokens[j] for j in sel])
         cut.append(i)
     if cut:
-        warnings.warn(f"{len(cut)} of {len(texts)} texts were longer than {encoder.max_length} tokens "
+        warnings.warn(f"{len(cut)} of {len(inputs)} texts were longer than {encoder.max_length} tokens "
                       f"and were truncated (recorded in the activations' meta)", stacklevel=3)
     return toks, cut
 
 
-def _chunks(lengths: list[int], per_token_bytes: int, attentions_bytes) -> list[range]:
-    """Consecutive ranges of texts whose captured states fit in CHUNK_BYTES (at least one text each)."""
+def _chunks(lengths: np.ndarray, bytes_per_text: np.ndarray) -> list[range]:
+    """Consecutive ranges of texts whose captured arrays fit in CHUNK_BYTES (at least one text each)."""
     out, start, used = [], 0, 0
-    for i, n in enumerate(lengths):
-        cost = n * per_token_bytes + attentions_bytes(n)
+    for i, cost in enumerate(bytes_per_text.tolist()):
         if i > start and used + cost > CHUNK_BYTES:
             out.append(range(start, i))
             start, used = i, 0
@@ -186,19 +203,30 @@ def _sentence_vectors(encoder: Encoder, hidden: torch.Tensor, mask: torch.Tensor
     return (hidden * keep[None, :, :, None]).sum(2) / keep.sum(1)[None, :, None]
 
 
-def _run_chunk(encoder: Encoder, toks: list[Tokenized], attentions: bool, batch_size: int, bar) -> dict:
-    """Run the texts of one chunk; returns numpy arrays in the chunk's text order."""
-    L1, d = encoder.num_layers + 1, encoder.hidden_size
+def _batches(lengths: np.ndarray, batch_size: int, padding_safe: bool) -> list[np.ndarray]:
+    """Index batches in length order (little padding). Encoders that are not padding-safe get
+    batches of equal length only, so no padding is ever added."""
+    order = np.argsort(lengths, kind="stable")
+    if padding_safe:
+        return [order[b:b + batch_size] for b in range(0, len(order), batch_size)]
+    runs = np.split(order, np.flatnonzero(np.diff(lengths[order])) + 1)
+    return [run[b:b + batch_size] for run in runs for b in range(0, len(run), batch_size)]
+
+
+def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec], batch_size: int, bar,
+               dest: dict) -> None:
+    """Run the texts of one chunk, writing their states straight into ``dest``: the chunk's views of
+    the output arrays, in the chunk's text order (no per-chunk copy):
+
+        dest["hidden"]      # (L+1, N_chunk, d) float32, N_chunk = the chunk's tokens
+        dest["sentence"]    # (L+1, T_chunk, d) float32
+        dest["map.<name>"]  # flat float32, each text's (layers, K, n_t[, n_t]) in turn; only with maps
+    """
     lengths = np.array([len(t.ids) for t in toks])
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    hidden = np.empty((L1, offsets[-1], d), np.float32)
-    sentence = np.empty((L1, len(toks), d), np.float32)
-    att_sizes = encoder.num_layers * _heads(encoder) * lengths**2 if attentions else np.zeros_like(lengths)
-    att_offsets = np.concatenate([[0], np.cumsum(att_sizes)])
-    att = np.empty(att_offsets[-1], np.float32) if attentions else None
-    order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
-    for b in range(0, len(order), batch_size):
-        idx = order[b:b + batch_size]
+    hidden, sentence = dest["hidden"], dest["sentence"]
+    map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
+    for idx in _batches(lengths, batch_size, getattr(encoder, "padding_safe", True)):
         n = int(lengths[idx].max())
         ids = torch.full((len(idx), n), encoder.pad_id, dtype=torch.long)
         mask = torch.zeros((len(idx), n), dtype=torch.bool)
@@ -207,54 +235,62 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], attentions: bool, batch_
             ids[r, :lengths[i]] = torch.tensor(toks[i].ids)
             mask[r, :lengths[i]] = True
             special[r, :lengths[i]] = torch.tensor(toks[i].special)
-        out = encoder.forward(ids, mask.long(), attentions=attentions)
+        out = encoder.forward(ids, mask.long(), attentions=bool(maps))
         h = out.hidden.float().cpu()  # (L+1, B, n, d)
         s = _sentence_vectors(encoder, h, mask, special, torch.as_tensor(lengths[idx]),
                               None if out.sentence is None else out.sentence.float().cpu())
+        h, s = h.numpy(), s.numpy()  # (L+1, B, n, d), (L+1, B, d); views, no copy
+        batch_maps = {m: (out.attentions if m == "attention" else out.maps[m]).float().cpu() for m in maps}
         for r, i in enumerate(idx):
-            hidden[:, offsets[i]:offsets[i + 1]] = h[:, r, :lengths[i]].numpy()
-            sentence[:, i] = s[:, r].numpy()
-            if attentions:
-                a = out.attentions[:, r, :, :lengths[i], :lengths[i]].float().cpu()  # (L, H, n_i, n_i)
-                att[att_offsets[i]:att_offsets[i + 1]] = a.reshape(-1).numpy()
+            hidden[:, offsets[i]:offsets[i + 1]] = h[:, r, :lengths[i]]
+            sentence[:, i] = s[:, r]
+            for m, spec in maps.items():
+                # (layers, B, K, n[, n]) -> this text's (layers, K, n_i[, n_i]), padding cut off
+                cut = batch_maps[m][:, r][(slice(None), slice(None)) + (slice(0, lengths[i]),) * spec.token_axes]
+                dest[f"map.{m}"][map_offsets[m][i]:map_offsets[m][i + 1]] = cut.reshape(-1).numpy()
         bar.update(len(idx))
-    return {"hidden": hidden, "sentence": sentence, **({"attentions": att} if attentions else {})}
 
 
-def _heads(encoder: Encoder) -> int:
-    cfg = getattr(getattr(encoder, "model", None), "config", None)
-    return int(getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", 1))
+def _map_sizes(spec: MapSpec, lengths: np.ndarray) -> np.ndarray:
+    """(T,) number of floats of each text's map."""
+    return spec.layers * spec.k * lengths.astype(np.int64) ** spec.token_axes
 
 
-def _capture(encoder: Encoder, texts: list[str], settings: dict, key: str, entry: Path | None,
+def _capture_maps(encoder: Encoder, attentions: bool) -> dict[str, MapSpec]:
+    if not attentions:
+        return {}
+    return {"attention": MapSpec(encoder.num_layers, encoder.num_heads, 2, "softmaxed self-attention"),
+            **encoder.map_specs()}
+
+
+def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Path | None,
              batch_size: int, progress: bool) -> Activations:
     """Run the model chunk by chunk, writing straight into the (memory-mapped) output arrays.
 
     With a cache, the arrays live in ``<entry>.partial/`` and a chunk is listed in ``done.json``
     only after it is flushed, so a rerun after an interruption skips the finished chunks."""
-    toks, cut = _prepare(encoder, texts, settings["truncate"])
-    L, d, heads = encoder.num_layers, encoder.hidden_size, _heads(encoder)
+    toks, cut = _prepare(encoder, inputs, settings["truncate"])
+    texts = inputs if isinstance(inputs[0], str) else [encoder.tokenizer.decode(i) for i in inputs]
+    L, d = encoder.num_layers, encoder.hidden_size
+    maps = _capture_maps(encoder, settings["attentions"])
     lengths = np.array([len(t.ids) for t in toks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    att_sizes = L * heads * lengths**2 if settings["attentions"] else np.zeros_like(lengths)
-    att_offsets = np.concatenate([[0], np.cumsum(att_sizes)])
-    shapes = {"hidden": (L + 1, int(offsets[-1]), d), "sentence": (L + 1, len(texts), d)}
-    if settings["attentions"]:
-        shapes["attentions"] = (int(att_offsets[-1]),)
-    chunks = _chunks(lengths.tolist(), 4 * (L + 1) * d, lambda n: 4 * L * heads * n * n * settings["attentions"])
+    map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
+    shapes = {"hidden": (L + 1, int(offsets[-1]), d), "sentence": (L + 1, len(toks), d),
+              **{f"map.{m}": (int(o[-1]),) for m, o in map_offsets.items()}}
+    per_text = 4 * ((L + 1) * d * lengths + sum(_map_sizes(spec, lengths) for spec in maps.values()))
+    chunks = _chunks(lengths, per_text)
     work = entry.with_name(entry.name + ".partial") if entry is not None else None
     arrays, done = _open_work(work, key, shapes)
-    with tqdm(total=len(texts), desc=f"extract {encoder.name}", unit="text", disable=not progress) as bar:
+    with tqdm(total=len(toks), desc=f"extract {encoder.name}", unit="text", disable=not progress) as bar:
         for c, rng in enumerate(chunks):
             if c in done:  # finished by an earlier, interrupted run
                 bar.update(len(rng))
                 continue
-            part = _run_chunk(encoder, [toks[i] for i in rng], settings["attentions"], batch_size, bar)
             a, b = rng.start, rng.stop
-            arrays["hidden"][:, offsets[a]:offsets[b]] = part["hidden"]
-            arrays["sentence"][:, a:b] = part["sentence"]
-            if settings["attentions"]:
-                arrays["attentions"][att_offsets[a]:att_offsets[b]] = part["attentions"]
+            dest = {"hidden": arrays["hidden"][:, offsets[a]:offsets[b]], "sentence": arrays["sentence"][:, a:b],
+                    **{f"map.{m}": arrays[f"map.{m}"][o[a]:o[b]] for m, o in map_offsets.items()}}
+            _run_chunk(encoder, [toks[i] for i in rng], maps, batch_size, bar, dest)
             if work is not None:
                 for arr in arrays.values():
                     arr.flush()
@@ -262,22 +298,26 @@ def _capture(encoder: Encoder, texts: list[str], settings: dict, key: str, entry
                 _atomic_json(work / "done.json", {"key": key, "done": sorted(done)})
     meta = {
         "format": CACHE_FORMAT, "key": key, "model": encoder.describe(), **settings,
-        "n_texts": len(texts), "n_tokens": int(offsets[-1]), "truncated_texts": cut,
-        "padding": "right, masked; sorted by length within chunks", "batch_size": batch_size,
-        "torch": torch.__version__,
+        "inputs": "texts" if isinstance(inputs[0], str) else "token ids (special tokens added by the model)",
+        "n_texts": len(toks), "n_tokens": int(offsets[-1]), "truncated_texts": cut,
+        "maps": {m: asdict(spec) for m, spec in maps.items()},
+        "padding": ("right, masked; sorted by length within chunks" if getattr(encoder, "padding_safe", True)
+                    else "none: only inputs of equal length share a batch (the encoder is not padding-safe)"),
+        "batch_size": batch_size, "torch": torch.__version__,
     }
     acts = Activations(
         meta=meta, texts=texts, tokens=[t.tokens for t in toks], offsets=offsets,
         token_ids=np.array([i for t in toks for i in t.ids], dtype=np.int64),
         special=np.array([s for t in toks for s in t.special], dtype=bool),
-        hidden=arrays["hidden"], sentence=arrays["sentence"], attentions=arrays.get("attentions"),
-        attn_offsets=att_offsets if settings["attentions"] else None,
+        hidden=arrays["hidden"], sentence=arrays["sentence"],
+        maps={m: arrays[f"map.{m}"] for m in maps}, map_offsets=map_offsets,
     )
     if work is None:
         return acts
-    for name in _SMALL:
-        if getattr(acts, name) is not None:
-            np.save(work / f"{name}.npy", getattr(acts, name), allow_pickle=False)
+    small = {"offsets": acts.offsets, "token_ids": acts.token_ids, "special": acts.special,
+             **{f"map.{m}.offsets": o for m, o in map_offsets.items()}}
+    for name, arr in small.items():
+        np.save(work / f"{name}.npy", arr, allow_pickle=False)
     doc = {"meta": acts.meta, "texts": acts.texts, "tokens": acts.tokens}
     (work / "meta.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     (work / "done.json").unlink()
@@ -319,25 +359,28 @@ def _atomic_json(path: Path, obj) -> None:
 
 # ----------------------------------------------------------------------------- the cache on disk
 
-_SMALL = ("offsets", "token_ids", "special", "attn_offsets")
-_ARRAYS = _SMALL + ("hidden", "sentence", "attentions")
-
-
 def _read_entry(entry: Path) -> Activations:
+    """Load a finished cache entry (big arrays memory-mapped); ValueError if anything is off."""
     doc = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
     if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
         raise ValueError("meta.json does not describe a cache entry")
-    if doc["meta"].get("format") != CACHE_FORMAT:
-        raise ValueError(f"cache format {doc['meta'].get('format')} != {CACHE_FORMAT}")
-    optional = () if doc["meta"].get("attentions") else ("attentions", "attn_offsets")
-    arrays = {}
-    for name in _ARRAYS:
+    meta = doc["meta"]
+    if meta.get("format") != CACHE_FORMAT:
+        raise ValueError(f"cache format {meta.get('format')} != {CACHE_FORMAT}")
+
+    def load(name: str, mmap: bool = False) -> np.ndarray:
         path = entry / f"{name}.npy"
-        if name not in optional and not path.exists():
+        if not path.exists():
             raise ValueError(f"{name}.npy is missing")
-        big = name in ("hidden", "attentions")
-        arrays[name] = np.load(path, mmap_mode="r" if big else None, allow_pickle=False) if path.exists() else None
-    acts = Activations(meta=doc["meta"], texts=doc["texts"], tokens=doc["tokens"], **arrays)
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+
+    maps = meta.get("maps", {})
+    acts = Activations(meta=meta, texts=doc["texts"], tokens=doc["tokens"], offsets=load("offsets"),
+                       token_ids=load("token_ids"), special=load("special"), hidden=load("hidden", mmap=True),
+                       sentence=load("sentence"), maps={m: load(f"map.{m}", mmap=True) for m in maps},
+                       map_offsets={m: load(f"map.{m}.offsets") for m in maps})
     if acts.hidden.shape[1] != len(acts.token_ids) or len(acts.offsets) != len(acts.texts) + 1:
         raise ValueError("array shapes do not agree")
+    if any(len(acts.maps[m]) != acts.map_offsets[m][-1] for m in maps):
+        raise ValueError("map sizes do not agree")
     return acts

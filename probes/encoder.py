@@ -1,13 +1,13 @@
-"""The encoder interface every loader returns: token ids in, per-layer states out.
+"""The interfaces every loader returns: a Tokenizer (text <-> ids) and an Encoder (ids -> states).
 
-An :class:`Encoder` is deliberately small: it tokenizes texts and runs one padded batch.
-Everything else (batching, slicing off padding, sentence vectors, caching) lives in
-``probes.activations`` so that every architecture is captured by the same code path.
+An :class:`Encoder` is deliberately small: it tokenizes and runs one padded batch. Everything
+else (batching, slicing off padding, sentence vectors, caching) lives in ``probes.activations``,
+so every architecture is captured by the same code path.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -16,7 +16,7 @@ from probes.registry import CheckpointSpec
 
 @dataclass
 class Tokenized:
-    """One text after tokenization (no padding, no truncation)."""
+    """One input after tokenization (special tokens added, no padding, no truncation)."""
 
     ids: list[int]  # (n,)
     special: list[bool]  # (n,) True for [CLS]/[SEP]/<s>/</s>-like tokens
@@ -30,16 +30,53 @@ class EncoderOutput:
     hidden: torch.Tensor  # (L+1, B, n, d); hidden[0] = embedding output, hidden[l] = output of layer l
     attentions: torch.Tensor | None = None  # (L, B, H, n, n) softmaxed attention, when asked
     sentence: torch.Tensor | None = None  # (L+1, B, d) model-defined sentence vector (S-LSTM's g)
+    maps: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (L, B, K, n) or (L, B, K, n, n)
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """Shape of one per-text map an encoder returns besides attention: (layers, K, n[, n])."""
+
+    layers: int  # first axis
+    k: int  # second axis: heads, gates, ...
+    token_axes: int  # 1: (layers, k, n); 2: (layers, k, n, n)
+    description: str = ""
+
+
+class Tokenizer:
+    """Text <-> token ids for one checkpoint, without its weights."""
+
+    spec: CheckpointSpec
+    max_length: int  # longest input (special tokens included) the model accepts
+    n_special: int  # special tokens added around one sequence (2 for BERT, 0 for GPT-2)
+    pad_id: int = 0
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without special tokens."""
+        raise NotImplementedError
+
+    def decode(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def tokenize(self, texts: list[str]) -> list[Tokenized]:
+        """Texts -> model inputs with the checkpoint's special tokens."""
+        raise NotImplementedError
+
+    def tokenize_ids(self, ids_list: list[list[int]]) -> list[Tokenized]:
+        """Id sequences (no special tokens) -> model inputs with the checkpoint's special tokens."""
+        raise NotImplementedError
 
 
 class Encoder:
     """Base class: a named checkpoint ready to run. Subclasses set the attributes and implement
-    :meth:`tokenize` and :meth:`forward`."""
+    :meth:`forward` (and :meth:`map_specs` if they return maps besides attention)."""
 
     spec: CheckpointSpec
+    tokenizer: Tokenizer
     fingerprint: dict  # identifies the weights (see CheckpointSpec.fingerprint)
     num_layers: int  # L
     hidden_size: int  # d
+    num_heads: int = 1  # attention heads H (attention maps are (L, H, n, n))
     max_length: int  # longest input (in tokens, special tokens included) the model accepts
     pad_id: int = 0
     device: torch.device = torch.device("cpu")
@@ -49,11 +86,19 @@ class Encoder:
         return self.spec.name
 
     def tokenize(self, texts: list[str]) -> list[Tokenized]:
-        raise NotImplementedError
+        return self.tokenizer.tokenize(texts)
+
+    def tokenize_ids(self, ids_list: list[list[int]]) -> list[Tokenized]:
+        return self.tokenizer.tokenize_ids(ids_list)
+
+    def map_specs(self) -> dict[str, MapSpec]:
+        """The maps besides attention that forward(..., attentions=True) returns in ``maps``."""
+        return {}
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 attentions: bool = False) -> EncoderOutput:
-        """input_ids, attention_mask: (B, n), right-padded. Must not let padding change real tokens."""
+        """input_ids, attention_mask: (B, n), right-padded. Must not let padding change real tokens.
+        With ``attentions``, also return attention maps and the maps named by :meth:`map_specs`."""
         raise NotImplementedError
 
     def describe(self) -> dict:

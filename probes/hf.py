@@ -16,7 +16,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from probes.encoder import Encoder, EncoderOutput, Tokenized
+from probes.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
 from probes.errors import CheckpointError
 from probes.registry import CheckpointSpec, get_spec
 
@@ -57,23 +57,30 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
         raise CheckpointError(f"model '{spec.name}': cannot load '{hub_id}' from the hub: {e}") from None
 
 
-class HFEncoder(Encoder):
-    """A Hugging Face model + tokenizer behind the :class:`Encoder` interface."""
+def _max_length(cfg, tokenizer) -> int:
+    """The longest input (special tokens included) that both the positions and the tokenizer allow."""
+    limits = [getattr(cfg, k) for k in ("max_position_embeddings", "n_positions") if getattr(cfg, k, None)]
+    if cfg.model_type in ("roberta", "xlm-roberta", "camembert", "mpnet"):  # positions start after the pad index
+        limits = [m - cfg.pad_token_id - 1 for m in limits]
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if tok_max and tok_max < 1_000_000:
+        limits.append(tok_max)
+    return min(limits) if limits else 512
 
-    def __init__(self, spec: CheckpointSpec, model: torch.nn.Module, tokenizer, fingerprint: dict):
-        self.spec, self.model, self.tokenizer, self.fingerprint = spec, model.eval(), tokenizer, fingerprint
-        cfg = model.config
-        self.num_layers = cfg.num_hidden_layers
-        self.hidden_size = cfg.hidden_size
-        limits = [getattr(cfg, k) for k in ("max_position_embeddings", "n_positions") if getattr(cfg, k, None)]
-        if cfg.model_type in ("roberta", "xlm-roberta", "camembert"):  # positions start after the pad index
-            limits = [m - cfg.pad_token_id - 1 for m in limits]
-        tok_max = getattr(tokenizer, "model_max_length", None)
-        if tok_max and tok_max < 1_000_000:
-            limits.append(tok_max)
-        self.max_length = min(limits) if limits else 512
+
+class HFTokenizer(Tokenizer):
+    """A Hugging Face tokenizer behind the :class:`Tokenizer` interface."""
+
+    def __init__(self, spec: CheckpointSpec, tokenizer, max_length: int):
+        self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
+        self.n_special = tokenizer.num_special_tokens_to_add(pair=False) if spec.special_tokens else 0
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.device = next(model.parameters()).device
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids)
 
     def tokenize(self, texts: list[str]) -> list[Tokenized]:
         enc = self.tokenizer(list(texts), add_special_tokens=self.spec.special_tokens, truncation=False,
@@ -83,28 +90,103 @@ class HFEncoder(Encoder):
             for ids, sp in zip(enc["input_ids"], enc["special_tokens_mask"])
         ]
 
+    def tokenize_ids(self, ids_list: list[list[int]]) -> list[Tokenized]:
+        prefix, suffix = self._special_frame()
+        out = []
+        for ids in ids_list:
+            ids = prefix + [int(i) for i in ids] + suffix
+            special = [True] * len(prefix) + [False] * (len(ids) - len(prefix) - len(suffix)) + [True] * len(suffix)
+            out.append(Tokenized(ids=ids, special=special, tokens=self.tokenizer.convert_ids_to_tokens(ids)))
+        return out
+
+    def _special_frame(self) -> tuple[list[int], list[int]]:
+        """The special ids the tokenizer puts before and after one sequence ([CLS], [SEP] for BERT)."""
+        if not self.spec.special_tokens:
+            return [], []
+        probe = self.tokenize(["a"])[0]  # [specials before] a [specials after]
+        first = probe.special.index(False)
+        last = len(probe.special) - probe.special[::-1].index(False)
+        return probe.ids[:first], probe.ids[last:]
+
+
+class HFEncoder(Encoder):
+    """A Hugging Face model + tokenizer behind the :class:`Encoder` interface."""
+
+    def __init__(self, spec: CheckpointSpec, model: torch.nn.Module, tokenizer, fingerprint: dict):
+        self.spec, self.model, self.fingerprint = spec, model.eval(), fingerprint
+        cfg = model.config
+        self.num_layers = cfg.num_hidden_layers
+        self.hidden_size = cfg.hidden_size
+        self.num_heads = cfg.num_attention_heads // getattr(cfg, "head_ratio", 1)  # ConvBERT: half are conv heads
+        self.tokenizer = HFTokenizer(spec, tokenizer, _max_length(cfg, tokenizer))
+        self.max_length = self.tokenizer.max_length
+        self.pad_id = self.tokenizer.pad_id
+        self.device = next(model.parameters()).device
+        self.extra_maps = _map_capture(self.model)  # None unless the architecture has maps besides attention
+        self.padding_safe = getattr(self.extra_maps, "padding_safe", True)  # False: batch equal lengths only
+
+    def map_specs(self) -> dict[str, MapSpec]:
+        return self.extra_maps.specs() if self.extra_maps is not None else {}
+
     @torch.inference_mode()
     def forward(self, input_ids, attention_mask, attentions=False) -> EncoderOutput:
-        out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                         output_hidden_states=True, output_attentions=attentions, return_dict=True)
+        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
+        run = lambda: self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                                 output_attentions=attentions, return_dict=True)
+        maps = {}
+        if attentions and self.extra_maps is not None:
+            with self.extra_maps.capture(attention_mask) as maps:  # forward hooks fill `maps`
+                out = run()
+        else:
+            out = run()
         att = torch.stack(out.attentions) if attentions else None
-        return EncoderOutput(hidden=torch.stack(out.hidden_states), attentions=att)
+        return EncoderOutput(hidden=torch.stack(out.hidden_states), attentions=att, maps=maps)
+
+
+# model_type -> "module:Class": captures of maps besides attention (e.g. ConvBERT's convolution kernels).
+# The class is built as Class(model) and provides specs() -> {name: MapSpec} and
+# capture(attention_mask), a context manager yielding the dict it fills with (L, B, K, n, n) tensors.
+MAP_CAPTURES = {"convbert": "probes.convbert:ConvKernelCapture"}
+
+
+def _map_capture(model):
+    target = MAP_CAPTURES.get(model.config.model_type)
+    if target is None:
+        return None
+    import importlib
+
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)(model)
+
+
+def _hf_tokenizer(spec: CheckpointSpec):
+    tok_spec = get_spec(spec.source["tokenizer"]) if spec.source_type == "random" else spec
+    return _from_pretrained(AutoTokenizer, tok_spec)
+
+
+def _random_config(spec: CheckpointSpec, tokenizer):
+    fields = dict(spec.source["random"])
+    return AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer), **fields)
 
 
 def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu") -> HFEncoder:
     """Load a registry entry of family ``hf``."""
     transformers.logging.set_verbosity_error()
+    tokenizer = _hf_tokenizer(spec)
     if spec.source_type == "random":
-        tok_spec = get_spec(spec.source["tokenizer"])
-        tokenizer = _from_pretrained(AutoTokenizer, tok_spec)
-        fields = dict(spec.source["random"])
-        config = AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer), **fields)
         torch.manual_seed(int(spec.source.get("seed", 0)))
-        model = AutoModel.from_config(config, attn_implementation="eager")
+        model = AutoModel.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
     else:
-        tokenizer = _from_pretrained(AutoTokenizer, spec)
         model = _from_pretrained(AutoModel, spec, attn_implementation="eager")
     fingerprint = spec.fingerprint()
     if spec.source_type == "hub":
         fingerprint["commit"] = getattr(model.config, "_commit_hash", None)
     return HFEncoder(spec, model.to(device), tokenizer, fingerprint)
+
+
+def load_hf_tokenizer(spec: CheckpointSpec) -> HFTokenizer:
+    """Only the tokenizer (and the config, for the length limit): no weights are read."""
+    transformers.logging.set_verbosity_error()
+    tokenizer = _hf_tokenizer(spec)
+    cfg = _random_config(spec, tokenizer) if spec.source_type == "random" else _from_pretrained(AutoConfig, spec)
+    return HFTokenizer(spec, tokenizer, _max_length(cfg, tokenizer))

@@ -59,6 +59,9 @@ class CheckpointSpec:
             path = Path(self.source["path"])
             path = path if path.is_absolute() else REGISTRY_PATH.parent / path
             if not path.exists():
+                if "fetch" in self.extra:  # the entry names the command that installs the folder
+                    raise CheckpointError(f"model '{self.name}' is not installed: run `{self.extra['fetch']}` "
+                                          f"(folder {self.source['path']} does not exist)")
                 raise CheckpointError(f"model '{self.name}': folder {path} does not exist")
             return path
         return None

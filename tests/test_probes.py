@@ -86,7 +86,7 @@ def test_padding_invariance(name, encoders, monkeypatch):
     np.testing.assert_allclose(batched.sentence[:, t], alone.sentence[:, 0], atol=1e-5, rtol=0)
 
     a_alone, a_batched = alone.text_attentions(0), batched.text_attentions(t)
-    L, H = enc.num_layers, probes.activations._heads(enc)
+    L, H = enc.num_layers, enc.num_heads
     assert a_alone.shape == a_batched.shape == (L, H, n_short, n_short)
     np.testing.assert_allclose(a_batched, a_alone, atol=1e-5, rtol=0)
     for i in range(3):  # every attention row of every text sums to 1 over its real tokens

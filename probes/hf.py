@@ -117,7 +117,7 @@ class HFEncoder(Encoder):
         cfg = model.config
         self.num_layers = cfg.num_hidden_layers
         self.hidden_size = cfg.hidden_size
-        self.num_heads = cfg.num_attention_heads // getattr(cfg, "head_ratio", 1)  # ConvBERT: half are conv heads
+        self.num_heads = max(1, cfg.num_attention_heads // getattr(cfg, "head_ratio", 1))  # ConvBERT: rest are conv
         self.tokenizer = HFTokenizer(spec, tokenizer, _max_length(cfg, tokenizer))
         self.max_length = self.tokenizer.max_length
         self.pad_id = self.tokenizer.pad_id

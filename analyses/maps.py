@@ -1,0 +1,416 @@
+"""Maps: where does each model look? Attention maps and ConvBERT's convolution kernels (ConvBERT Fig. 2)
+
+Every map an encoder returns is read as (L, K, n, n) per sentence: layer, head (or kernel head),
+query token i (row), key token j (column); rows are distributions over keys. That is attention
+for every Transformer and, for ConvBERT, its span-based dynamic convolution kernels written into
+banded maps (``probes.convbert``), so kernels sit beside attention heads.
+
+* Examples (Fig. 2): for ``--examples`` seeded sentences, the map averaged over heads and layers,
+  and a layer x head grid for the first one.
+* Corpus summary, per map kind: the mass by relative offset ``d = i - j`` (query i, key j; d > 0:
+  the key is to the left of / before the query, so "previous token" is d = +1 and a causal model
+  has all its mass at d >= 0) for d = -W..W, per query row averaged over queries, heads and texts,
+  per layer and overall; and the local share, the mass within |i - j| <= w, per layer and head.
+* Special tokens ([CLS], [SEP], <s>, </s>): by default their rows and columns are removed and each
+  remaining row is renormalised to sum to 1 over the kept columns; ``--keep-special`` keeps the
+  maps as captured. The policy is written into the result.
+
+    $ python -m analyses.maps --model minilm-l6 [--model tiny-convbert] [--corpus PATH] [--n-sentences 200]
+          [--window 2] [--max-offset 20] [--examples 3] [--seed 0] [--keep-special] [--out out]
+
+Writes out/results/maps/<model>.json (+ .csv, one row per map kind and layer),
+out/figures/maps-<model>.{png,pdf} (averaged example maps + the layer x head grid) and
+out/figures/maps-locality.{png,pdf} (offset profile and local share by layer, one line per model and map).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from analyses.common import arg, config_dict, parse_config, read_results, run_main, save_figure, write_result
+from probes.activations import Activations
+from probes.errors import ProbeError
+
+GRID_DECIMALS = 5  # example maps stored in the JSON (for the figures) are rounded to 1e-5
+MAP_TITLES = {"attention": "self-attention", "conv_kernel": "convolution kernels"}
+
+
+@dataclass
+class Config:
+    """Attention / kernel maps: Fig. 2-style averaged maps, offset profiles and local shares."""
+
+    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    n_sentences: int = arg(200, "random sentences for the corpus summary")
+    window: int = arg(2, "local share: mass within |i - j| <= window")
+    max_offset: int = arg(20, "offset profile: offsets i - j from -max_offset to +max_offset")
+    examples: int = arg(3, "example sentences drawn (seeded) for the averaged maps; the first gets the grid")
+    example_max_tokens: int = arg(28, "examples are drawn among sentences of at most this many (kept) tokens")
+    seed: int = arg(0, "seed for every random choice")
+    keep_special: bool = arg(False, "keep special-token rows/columns (default: drop them, renormalise rows)")
+    batch_size: int = arg(32, "texts per forward pass")
+    device: str = arg("cpu", "torch device for extraction")
+    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+
+
+# ----------------------------------------------------------------------------- map statistics
+# maps: (L, K, n, n) for one text; [l, k, i, j] = weight of key j for query i. Offset d = i - j.
+
+
+def head_layer_mean(maps: np.ndarray) -> np.ndarray:
+    """(L, K, n, n) -> (n, n): the map averaged over heads and layers (ConvBERT Fig. 2)."""
+    return np.asarray(maps, np.float64).mean(axis=(0, 1))
+
+
+def offset_profile(maps: np.ndarray, max_offset: int) -> np.ndarray:
+    """(L, K, n, n) -> (L, 2W+1): mass at offset d = i - j for d = -W..W (column d + W), per query
+    row averaged over the n queries and the K heads. Offsets beyond the sequence contribute 0."""
+    maps = np.asarray(maps, np.float64)
+    L, K, n, _ = maps.shape
+    out = np.zeros((L, 2 * max_offset + 1))
+    for d in range(-max_offset, max_offset + 1):
+        if abs(d) < n:  # [i, i - d] for all valid i
+            out[:, d + max_offset] = np.diagonal(maps, offset=-d, axis1=-2, axis2=-1).sum(-1).mean(1) / n
+    return out
+
+
+def row_local_mass(maps: np.ndarray, w: int) -> np.ndarray:
+    """(L, K, n, n) -> (L, K, n): each query row's mass within |i - j| <= w."""
+    n = maps.shape[-1]
+    i, j = np.indices((n, n))
+    return (np.asarray(maps, np.float64) * (np.abs(i - j) <= w)).sum(-1)
+
+
+def local_share(maps: np.ndarray, w: int) -> np.ndarray:
+    """(L, K, n, n) -> (L, K): mass within |i - j| <= w, averaged over query rows (how diagonal a head is)."""
+    return row_local_mass(maps, w).mean(-1)
+
+
+def keep_tokens(maps: np.ndarray, keep: np.ndarray, renormalise: bool = True) -> np.ndarray:
+    """(L, K, n, n) -> (L, K, m, m): rows and columns of the m kept tokens; with ``renormalise``
+    each row is rescaled to sum to 1 over the kept columns (a row with no mass left stays 0)."""
+    keep = np.asarray(keep, bool)
+    sub = np.asarray(maps, np.float64)[:, :, keep][:, :, :, keep]
+    if renormalise:
+        s = sub.sum(-1, keepdims=True)
+        sub = np.divide(sub, s, out=np.zeros_like(sub), where=s > 0)
+    return sub
+
+
+# ----------------------------------------------------------------------------- reading maps from Activations
+
+
+def map_names(acts: Activations) -> list[str]:
+    """The per-text maps the activations hold: "attention" first, then those the encoder declared."""
+    if not acts.maps:
+        raise ProbeError("these activations were captured without maps: extract with attentions=True")
+    return sorted(acts.maps, key=lambda name: name != "attention")  # stable: declared order after attention
+
+
+def text_map(acts: Activations, name: str, t: int) -> np.ndarray:
+    """(L, K, n_t, n_t) (or (L, K, n_t) for one-token-axis maps) of text t."""
+    return np.asarray(acts.text_map(name, t))
+
+
+def _text_keep(acts: Activations, t: int, keep_special: bool) -> np.ndarray:
+    special = np.asarray(acts.special[acts.offsets[t]:acts.offsets[t + 1]], bool)
+    return np.ones_like(special) if keep_special else ~special
+
+
+def choose_examples(acts: Activations, cfg: Config) -> list[int]:
+    """Seeded example sentences among those with 2..example_max_tokens kept tokens (else all)."""
+    rng = np.random.default_rng(cfg.seed)
+    n_kept = np.array([_text_keep(acts, t, cfg.keep_special).sum() for t in range(acts.n_texts)])
+    pool = np.flatnonzero((n_kept >= 2) & (n_kept <= cfg.example_max_tokens))
+    if len(pool) == 0:
+        pool = np.flatnonzero(n_kept >= 1)
+    return [int(t) for t in rng.choice(pool, size=min(cfg.examples, len(pool)), replace=False)]
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]) -> dict:
+    """Corpus summary of one map kind over every text, plus the example maps for the figures."""
+    W, w = cfg.max_offset, cfg.window
+    profile = share = row_mass = None
+    n_queries = n_texts = 0
+    uniform = 0.0  # local mass of a uniform map over the same kept tokens, summed over queries
+    row_sums = []
+    for t in range(acts.n_texts):
+        m = text_map(acts, name, t)
+        if m.ndim != 4:
+            return {"skipped": f"map with {m.ndim - 2} token axis: no offsets to summarise"}
+        keep = _text_keep(acts, t, cfg.keep_special)
+        if not keep.any():
+            continue
+        row_sums.append(m.sum(-1).ravel())
+        sub = keep_tokens(m, keep, renormalise=not cfg.keep_special)
+        q = sub.shape[-1]
+        if profile is None:
+            profile, share = np.zeros((sub.shape[0], 2 * W + 1)), np.zeros(sub.shape[:2])
+            row_mass = np.zeros(sub.shape[0])
+        profile += offset_profile(sub, W) * q  # weighted by queries: every query row counts once
+        share += local_share(sub, w) * q
+        row_mass += sub.sum(-1).mean(1).sum(-1)  # (L,): row sums, mean over heads, summed over queries
+        i = np.arange(q)
+        uniform += float(((np.minimum(i + w, q - 1) - np.maximum(i - w, 0) + 1) / q).sum())
+        n_queries += q
+        n_texts += 1
+    if n_texts == 0:
+        raise ProbeError("no sentence has a token left once special tokens are dropped; try --keep-special")
+    profile, share, row_mass = profile / n_queries, share / n_queries, row_mass / n_queries
+    rs = np.concatenate(row_sums)
+    ex_maps = []
+    for t in examples:
+        sub = keep_tokens(text_map(acts, name, t), _text_keep(acts, t, cfg.keep_special), not cfg.keep_special)
+        ex_maps.append(np.round(head_layer_mean(sub), GRID_DECIMALS))
+    grid = keep_tokens(text_map(acts, name, examples[0]), _text_keep(acts, examples[0], cfg.keep_special),
+                       not cfg.keep_special)
+    L, K = share.shape
+    return {
+        "layers": L, "heads": K, "n_texts": n_texts, "n_queries": n_queries,
+        "captured_row_sums": {"min": float(rs.min()), "max": float(rs.max()), "mean": float(rs.mean())},
+        "offsets": list(range(-W, W + 1)),
+        "offset_profile": profile,  # (L, 2W+1)
+        "offset_profile_overall": profile.mean(0),  # (2W+1,)
+        "mass_beyond_max_offset": row_mass - profile.sum(1),  # (L,): |i - j| > max_offset
+        "local_share": share,  # (L, K)
+        "local_share_by_layer": share.mean(1),  # (L,)
+        "local_share_overall": float(share.mean()),
+        "local_share_uniform": uniform / n_queries,  # baseline: every row uniform over the kept tokens
+        "example_means": ex_maps,  # per example: (m, m), averaged over heads and layers
+        "grid": np.round(grid, GRID_DECIMALS),  # (L, K, m, m) of examples[0]
+    }
+
+
+def check_config(cfg: Config) -> None:
+    """Bad settings fail before any model runs."""
+    if cfg.window < 0 or cfg.max_offset < 0 or cfg.examples < 1 or cfg.example_max_tokens < 1:
+        raise ProbeError("--window and --max-offset must be >= 0, --examples and --example-max-tokens >= 1")
+
+
+def compute(acts: Activations, cfg: Config | None = None) -> dict:
+    """Example maps and the corpus locality summary of every map in ``acts``. Returns a JSON-ready dict."""
+    cfg = cfg or Config()
+    check_config(cfg)
+    names = map_names(acts)
+    examples = choose_examples(acts, cfg)
+    if not examples:
+        raise ProbeError("no sentence has a token left once special tokens are dropped; try --keep-special")
+    maps = {}
+    for name in tqdm(names, desc=f"maps {acts.meta['model']['name']}", unit="map"):
+        maps[name] = summarise_map(acts, name, cfg, examples)
+    ex = []
+    for t in examples:
+        keep = _text_keep(acts, t, cfg.keep_special)
+        ex.append({"text_index": t, "text": acts.texts[t], "tokens": [s for s, k in zip(acts.tokens[t], keep) if k]})
+    return {
+        "model_name": acts.meta["model"]["name"],
+        "config": config_dict(cfg),
+        "model": acts.meta["model"],
+        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts")},
+        "corpus": acts.meta.get("corpus"),
+        "definitions": {
+            "maps": "per sentence (L, K, n, n): [layer, head, query i, key j]; rows are distributions over keys",
+            "offset": "d = i - j (query i, key j): d > 0 is a key before the query (previous token: d = +1); "
+                      "a causal model has all its mass at d >= 0",
+            "offset_profile": f"mass at offset d for d = -{cfg.max_offset}..{cfg.max_offset}, per query row, "
+                              "averaged over queries, heads and texts (each query row of the corpus counts once)",
+            "local_share": f"mass within |i - j| <= {cfg.window}, averaged over query rows and texts, per layer and "
+                           "head; local_share_by_layer averages heads; local_share_uniform is the same for maps "
+                           "uniform over the kept tokens of the same sentences (the no-locality baseline)",
+            "special_tokens": "kept; maps as captured (rows not renormalised)" if cfg.keep_special else
+                              "rows and columns of special tokens dropped, each row renormalised to sum to 1 over "
+                              "the kept tokens",
+            "captured_row_sums": "row sums of the maps as captured, before any special-token removal",
+            "examples": f"{len(examples)} sentences drawn with the seed among those with at most "
+                        f"{cfg.example_max_tokens} kept tokens; example maps rounded to 1e-{GRID_DECIMALS}",
+            "map_descriptions": {n: acts.meta.get("maps", {}).get(n, {}).get("description", "") for n in names},
+        },
+        "maps_captured": names,
+        "examples": ex,
+        "maps": maps,
+    }
+
+
+def table_rows(result: dict) -> list[dict]:
+    """Flat CSV rows, one per (map, layer): local share (mean/min/max over heads) and the offset profile."""
+    rows = []
+    for name, m in result["maps"].items():
+        if "skipped" in m:
+            continue
+        for lyr, (share, prof) in enumerate(zip(m["local_share"], m["offset_profile"])):
+            share = np.asarray(share)
+            rows.append({"map": name, "layer": lyr + 1, "heads": m["heads"], "local_share_mean": share.mean(),
+                         "local_share_min": share.min(), "local_share_max": share.max(),
+                         **{f"offset_{d}": v for d, v in zip(m["offsets"], prof)}})
+    return rows
+
+
+# ----------------------------------------------------------------------------- plot
+
+
+def _summaries(results: list[dict]):
+    """(colour, line style, summary, label) per model and map kind: colour = model, style = map kind."""
+    styles = {"attention": "-"}
+    for c, res in enumerate(results):
+        for name, m in res["maps"].items():
+            if "skipped" in m:
+                continue
+            ls = styles.setdefault(name, ("--", ":", "-.")[(len(styles) - 1) % 3])
+            kind = MAP_TITLES.get(name, name)
+            yield f"C{c % 10}", ls, m, f"{res['model_name']} ({kind})"
+
+
+def plot(results: list[dict], axes=None):
+    """Locality: (a) offset profile averaged over layers, (b) local share by layer (heads as dots),
+    one line per model and map kind. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), constrained_layout=True)
+    fig = np.ravel(axes)[0].figure
+    ax_p, ax_s = np.ravel(axes)[:2]
+    baselines = {}
+    for color, ls, m, label in _summaries(results):
+        ax_p.plot(m["offsets"], m["offset_profile_overall"], color=color, ls=ls, marker="o", ms=2.5, lw=1.2,
+                  label=label)
+        share = np.asarray(m["local_share"])  # (L, K)
+        layers = np.arange(1, len(share) + 1)
+        ax_s.plot(layers, share.mean(1), color=color, ls=ls, marker="o", ms=4, lw=1.4, label=label)
+        jitter = (np.arange(share.shape[1]) - (share.shape[1] - 1) / 2) * min(0.5 / share.shape[1], 0.04)
+        ax_s.scatter((layers[:, None] + jitter[None]).ravel(), share.ravel(), s=6, color=color, alpha=0.35, lw=0)
+        if "local_share_uniform" in m and color not in baselines:  # one baseline per model
+            baselines[color] = ax_s.axhline(m["local_share_uniform"], color=color, ls=":", lw=0.9,
+                                            label="uniform maps, same sentences" if not baselines else None)
+    cfg = results[0]["config"]
+    ax_p.set_xlabel("offset i - j  (query i, key j; > 0: key before query)", fontsize=8)
+    ax_p.set_ylabel("mass per query row", fontsize=8)
+    ax_p.set_title("attention mass by relative offset (mean over layers)", fontsize=9)
+    ax_p.set_ylim(bottom=0)
+    ax_p.axvline(0, color="0.5", lw=0.6, ls=":")
+    ax_s.set_xlabel("layer", fontsize=8)
+    ax_s.set_ylabel(f"share within |i - j| <= {cfg['window']}", fontsize=8)
+    ax_s.set_title("local share by layer (line: mean over heads; dots: heads)", fontsize=9)
+    ax_s.set_ylim(0, 1.02)
+    ax_s.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    n_layers = max((len(m["local_share"]) for _, _, m, _ in _summaries(results)), default=1)
+    ax_s.set_xlim(0.5, n_layers + 0.5)
+    for ax in (ax_p, ax_s):
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.25, lw=0.5)
+    policy = "special tokens kept" if cfg["keep_special"] else "[CLS]/[SEP] dropped, rows renormalised"
+    ax_s.legend(fontsize=7, loc="best", title=policy, title_fontsize=7)
+    return fig
+
+
+def _token_labels(ax, tokens: list[str], fontsize: float) -> None:
+    ticks = np.arange(len(tokens))
+    ax.set_xticks(ticks, tokens, rotation=90, fontsize=fontsize)
+    ax.set_yticks(ticks, tokens, fontsize=fontsize)
+    ax.tick_params(length=1.5, pad=1)
+
+
+def plot_examples(result: dict, fig=None):
+    """One model: Fig. 2-style maps of the example sentences (averaged over heads and layers; one row
+    per map kind) above the layer x head grid of the first example. Returns the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import PowerNorm
+
+    kinds = [(n, m) for n, m in result["maps"].items() if "skipped" not in m]
+    examples = result["examples"]
+    E, R = len(examples), len(kinds)
+    heads = [m["heads"] for _, m in kinds]
+    L = max(m["layers"] for _, m in kinds)
+    cell = 0.62 if sum(heads) <= 16 else 0.45
+    grid_w = sum(heads) * cell + 1.0 * R
+    width = max(3.4 * E + 0.8, grid_w, 6.0)
+    top_h, grid_h = 4.1 * R + 0.3, L * cell + 0.9
+    if fig is None:
+        fig = plt.figure(figsize=(width, top_h + grid_h), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[top_h, grid_h], hspace=0.04)
+    policy = "special tokens kept" if result["config"]["keep_special"] else "[CLS]/[SEP] dropped, rows renormalised"
+    top.suptitle(f"{result['model_name']}: maps averaged over heads and layers ({policy})", fontsize=10)
+    axes = np.atleast_2d(top.subplots(R, E, squeeze=False))
+    gamma = 0.5
+    for r, (name, m) in enumerate(kinds):
+        vmax = max(float(np.max(a)) for a in m["example_means"]) or 1.0
+        for c, ex in enumerate(examples):
+            ax = axes[r, c]
+            im = ax.imshow(np.asarray(m["example_means"][c]), cmap="viridis",
+                           norm=PowerNorm(gamma, vmin=0, vmax=vmax), interpolation="nearest")
+            n = len(ex["tokens"])
+            _token_labels(ax, ex["tokens"], fontsize=max(3.5, min(7.0, 150 / max(n, 1))))
+            ax.set_title(f"{MAP_TITLES.get(name, name)}: sentence {ex['text_index']}", fontsize=8)
+            if c == 0:
+                ax.set_ylabel("query i", fontsize=7)
+            ax.set_xlabel("key j", fontsize=7, labelpad=1)
+        cb = top.colorbar(im, ax=axes[r, :].tolist(), shrink=0.8, pad=0.01)
+        cb.set_label("weight (sqrt scale)", fontsize=7)
+        cb.ax.tick_params(labelsize=6)
+    bottom.suptitle(f"layer x head maps of sentence {examples[0]['text_index']} "
+                    f"(\"{_shorten(examples[0]['text'])}\")", fontsize=9)
+    sub = np.atleast_1d(bottom.subfigures(1, R, width_ratios=[h + 1.2 for h in heads], wspace=0.02))
+    for sf, (name, m) in zip(sub, kinds):
+        grid = np.asarray(m["grid"])  # (L, K, n, n)
+        gax = sf.subplots(m["layers"], m["heads"], squeeze=False, gridspec_kw={"wspace": 0.05, "hspace": 0.05})
+        norm = PowerNorm(gamma, vmin=0, vmax=float(grid.max()) or 1.0)
+        for lyr in range(m["layers"]):
+            for h in range(m["heads"]):
+                ax = gax[lyr, h]
+                im = ax.imshow(grid[lyr, h], cmap="viridis", norm=norm, interpolation="nearest")
+                ax.set_xticks([])
+                ax.set_yticks([])
+                if lyr == 0:
+                    ax.set_title(f"h{h + 1}", fontsize=6, pad=2)
+                if h == 0:
+                    ax.set_ylabel(f"L{lyr + 1}", fontsize=6, rotation=0, ha="right", va="center", labelpad=2)
+        sf.suptitle(MAP_TITLES.get(name, name), fontsize=8)
+        cb = sf.colorbar(im, ax=gax.ravel().tolist(), shrink=0.6, pad=0.02, aspect=30)
+        cb.ax.tick_params(labelsize=6)
+    return fig
+
+
+def _shorten(text: str, limit: int = 70) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def figures(results: list[dict], out: str) -> list:
+    """Draw and save maps-<model> for each result and maps-locality for all of them."""
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for res in results:
+        fig = plot_examples(res)
+        paths += save_figure(fig, out, f"maps-{res['model_name']}")
+        plt.close(fig)
+    fig = plot(results)
+    paths += save_figure(fig, out, "maps-locality")
+    plt.close(fig)
+    return paths
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> None:
+    from analyses.data import sentence_activations
+
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    check_config(cfg)
+    for name in cfg.model:
+        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
+                                    batch_size=cfg.batch_size, device=cfg.device, attentions=True)
+        result = compute(acts, cfg)
+        json_path, _ = write_result(cfg.out, "maps", name, result, table_rows(result))
+        print(f"{name}: wrote {json_path}")
+    paths = figures(read_results(cfg.out, "maps", cfg.model), cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+if __name__ == "__main__":
+    run_main(main)

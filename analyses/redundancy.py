@@ -1,0 +1,414 @@
+"""Redundancy: how many principal components does a window of running text need? (S-LSTM §7.2, Table 6)
+
+Windows of exactly n tokens (n = 100 and 300 by default) are cut from the running text of one
+document (never across documents) and encoded as one sequence each; the model adds its own
+special tokens ([CLS] ... [SEP] for BERT, none for GPT-2), which are left out of H. For each
+window, H (n x d) holds its n tokens' states at one layer (default: the last). Its columns are
+centred (PCA; ``--no-center`` gives the raw SVD), sigma are its singular values (float64), and
+
+    r_k = sum_{i<=k} sigma_i^2 / sum_i sigma_i^2,   k(p) = smallest k with r_k >= p,
+
+for p in {0.90, 0.92, 0.94, 0.96, 0.98}. The result reports mean, std and count of k over
+windows for every (n, p), and the mean r_k curve. Fewer components = more redundant features.
+
+    $ python -m analyses.redundancy --model minilm-l6 [--model tiny-bert] [--corpus PATH] [--layer L]
+          [--window 100 --window 300] [--n-windows 100] [--no-center] [--seed 0] [--out out]
+
+Writes out/results/redundancy/<model>.json (+ .csv, one row per window size and threshold),
+out/results/redundancy/table6.md (Table 6: models x thresholds, one block per window size),
+out/figures/redundancy.{png,pdf} (k versus p, one panel per window size, one line per model) and
+out/figures/redundancy-spectrum.{png,pdf} (the mean r_k curves).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from analyses.common import (
+    _atomic_write,
+    arg,
+    config_dict,
+    parse_config,
+    read_results,
+    run_main,
+    save_figure,
+    write_result,
+)
+from probes.activations import Activations
+from probes.errors import ProbeError
+
+THRESHOLDS = (0.90, 0.92, 0.94, 0.96, 0.98)
+TOLERANCE = 1e-12  # r_k >= p - TOLERANCE: a ratio that is p up to rounding counts as reaching p
+
+
+@dataclass
+class Config:
+    """Principal components needed to keep 90-98% of a token window's variance (S-LSTM Table 6)."""
+
+    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    layer: int = arg(-1, "layer whose states form H (0 = embeddings, -1 = last)")
+    window: list[int] = arg([100, 300], "window length n in tokens (special tokens not counted)")
+    threshold: list[float] = arg(list(THRESHOLDS), "retained-variance thresholds p in (0, 1]")
+    n_windows: int = arg(100, "windows per window length, drawn without overlap from running text")
+    center: bool = arg(True, "centre H's columns (PCA); --no-center gives the raw SVD")
+    seed: int = arg(0, "seed for every random choice")
+    batch_size: int = arg(16, "windows per forward pass")
+    device: str = arg("cpu", "torch device for extraction")
+    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+
+
+# ----------------------------------------------------------------------------- the statistic
+
+
+def _spectrum(H: np.ndarray, center: bool) -> np.ndarray:
+    """Squared singular values (float64, descending) of H (n, d), columns centred if ``center``."""
+    H = np.asarray(H, dtype=np.float64)
+    if H.ndim != 2 or H.shape[0] == 0 or H.shape[1] == 0:
+        raise ProbeError(f"H must be a non-empty (n, d) matrix, got shape {H.shape}")
+    if not np.isfinite(H).all():
+        raise ProbeError("H contains NaN or infinite values")
+    scale = float(np.linalg.norm(H))
+    X = H - H.mean(axis=0) if center else H
+    s = np.linalg.svd(X, compute_uv=False)
+    if s.size == 0 or s[0] <= 1e-9 * scale:  # all zero (up to rounding of the centring)
+        what = " after centring its columns (every row is the same vector)" if center and scale > 0 else ""
+        raise ProbeError(f"H ({H.shape[0]} x {H.shape[1]}) is all zero{what}: it has no variance to explain")
+    return s**2
+
+
+def cumulative_variance(H: np.ndarray, center: bool = True) -> np.ndarray:
+    """r_k for k = 1..min(n, d): the fraction of sum sigma_i^2 kept by the first k components."""
+    e = _spectrum(H, center)
+    return np.cumsum(e) / e.sum()
+
+
+def _k_from_ratio(r: np.ndarray, thresholds) -> np.ndarray:
+    p = np.asarray(thresholds, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0 or not ((p > 0) & (p <= 1)).all():
+        raise ProbeError(f"thresholds must be in (0, 1], got {list(np.atleast_1d(thresholds))}")
+    k = np.searchsorted(r, p - TOLERANCE, side="left") + 1  # r is non-decreasing
+    return np.minimum(k, len(r)).astype(int)
+
+
+def components_needed(H: np.ndarray, thresholds=THRESHOLDS, center: bool = True) -> np.ndarray:
+    """k(p) for each threshold p: the fewest principal components of H (n, d) whose squared singular
+    values keep at least a fraction p of sum_i sigma_i^2. Columns are centred (PCA) when ``center``,
+    else the raw SVD. SVD in float64; r_k >= p is tested as r_k >= p - 1e-12. (len(thresholds),) int."""
+    return _k_from_ratio(cumulative_variance(H, center), thresholds)
+
+
+# ----------------------------------------------------------------------------- data: token windows
+
+
+def check_window_lengths(model: str, windows: list[int], tokenizer=None) -> object:
+    """Raise ProbeError if a window of n tokens plus the model's special tokens exceeds its limit.
+    Returns the tokenizer (loaded if not given): no weights are read."""
+    import probes
+
+    tok = tokenizer if tokenizer is not None else probes.load_tokenizer(model)
+    for n in windows:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+            raise ProbeError(f"--window {n}: a window needs at least 2 tokens")
+        if n + tok.n_special > tok.max_length:
+            extra = f" plus its {tok.n_special} special tokens" if tok.n_special else ""
+            raise ProbeError(f"--window {n} is too long for model '{model}': {n} tokens{extra} = "
+                             f"{n + tok.n_special} > its limit of {tok.max_length} tokens; "
+                             f"use --window {tok.max_length - tok.n_special} or less")
+    return tok
+
+
+def window_activations(model: str, corpus: str, windows: list[int], n_windows: int, seed: int,
+                       out: str = "out", batch_size: int = 16, device: str = "cpu",
+                       tokenizer=None) -> list[Activations]:
+    """For each n in ``windows``: ``n_windows`` seeded non-overlapping windows of exactly n token ids
+    from the running text of ``corpus`` (see probes.corpus.token_windows), encoded by ``model``
+    (cached under out/cache). Every length is checked against the model's limit before anything
+    is extracted. Returns one Activations per window length, in order."""
+    from probes.activations import extract
+    from probes.corpus import load_corpus, token_windows
+    from probes.registry import get_spec
+
+    get_spec(model)
+    tok = check_window_lengths(model, windows, tokenizer)
+    if n_windows < 1:
+        raise ProbeError(f"--n-windows must be at least 1, got {n_windows}")
+    corp = load_corpus(None if corpus == "default" else corpus)
+    encode = functools.lru_cache(maxsize=None)(tok.encode)  # each paragraph is tokenized once for all n
+    result = []
+    for n in windows:
+        ids = token_windows(corp, encode, n, n_windows, seed)
+        acts = extract(model, ids, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device)
+        got, _ = window_matrices(acts, 0, load=False)
+        if got != n:  # the encoder must add its own special tokens and flag exactly those
+            raise ProbeError(f"model '{model}': windows of {n} ids came back with {got} non-special tokens")
+        acts.meta["corpus"] = {**corp.identity(), "unit": "token window of running text", "window": n,
+                               "n_windows": len(ids), "seed": seed,
+                               "sampling": "probes.corpus.token_windows: non-overlapping, within one document"}
+        result.append(acts)
+    return result
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+def window_matrices(acts: Activations, layer: int, load: bool = True) -> tuple[int, list[np.ndarray]]:
+    """(n, [H_t]): every text's non-special token states at ``layer``, each (n, d) float64, with one
+    n for all texts (else ProbeError). ``load=False`` only checks and returns (n, [])."""
+    kept = np.concatenate([[0], np.cumsum(~np.asarray(acts.special))])
+    counts = kept[acts.offsets[1:]] - kept[acts.offsets[:-1]]  # non-special tokens per text
+    if len(counts) == 0:
+        raise ProbeError("no windows in the activations")
+    n = int(counts[0])
+    if (counts != n).any():
+        raise ProbeError(f"windows must all have the same number of non-special tokens, got "
+                         f"{sorted(set(counts.tolist()))}")
+    if not load:
+        return n, []
+    hidden = acts.hidden[layer]
+    mats = []
+    for t in range(acts.n_texts):
+        rows = np.flatnonzero(~acts.special[acts.offsets[t]:acts.offsets[t + 1]]) + acts.offsets[t]
+        mats.append(np.asarray(hidden[rows], dtype=np.float64))
+    return n, mats
+
+
+def _one_blas_thread():
+    """Many small SVDs run fastest on one BLAS thread (threads only contend, and torch's own pool
+    makes it worse: 10-100x slower on a busy machine)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn brings threadpoolctl
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: bool = True) -> dict:
+    """k(p) per window of one window length, summarised over windows (JSON-ready)."""
+    n, mats = window_matrices(acts, layer)
+    with _one_blas_thread():
+        curves = np.stack([cumulative_variance(H, center) for H in mats])  # (n_windows, min(n, d))
+    ks = np.stack([_k_from_ratio(r, thresholds) for r in curves])  # (n_windows, n_thresholds)
+    d = mats[0].shape[1]
+    rows = [{"threshold": float(p), "mean": float(col.mean()), "std": float(col.std()),
+             "median": float(np.median(col)), "min": int(col.min()), "max": int(col.max()), "count": len(col)}
+            for p, col in zip(thresholds, ks.T)]
+    return {
+        "window": n,
+        "n_windows": len(mats),
+        "hidden_size": d,
+        "max_components": min(n - 1 if center else n, d),
+        "thresholds": rows,
+        "mean_cumulative_variance": curves.mean(0),
+        "k": ks,
+    }
+
+
+def compute(acts: Activations | list[Activations], cfg: Config | None = None) -> dict:
+    """Table 6 numbers for one model: one Activations per window length (each text one window).
+
+    Returns a JSON-ready dict (what write_result saves and plot draws)."""
+    cfg = cfg or Config()
+    acts_list = [acts] if isinstance(acts, Activations) else list(acts)
+    if not acts_list:
+        raise ProbeError("no activations given")
+    L = acts_list[0].n_layers
+    layer = cfg.layer if cfg.layer >= 0 else L + 1 + cfg.layer
+    if not 0 <= layer <= L:
+        raise ProbeError(f"--layer {cfg.layer} is out of range for a model with {L} layers (0..{L}, or -1)")
+    windows = [window_stats(a, layer, cfg.threshold, cfg.center) for a in acts_list]
+    first = acts_list[0].meta
+    corpus = first.get("corpus")
+    if corpus is not None:
+        corpus = {k: v for k, v in corpus.items() if k not in ("window", "n_windows")}
+        corpus["windows"] = {str(w["window"]): w["n_windows"] for w in windows}
+    return {
+        "model_name": first["model"]["name"],
+        "config": config_dict(cfg),
+        "model": first["model"],
+        "activations": [{"window": w["window"], **{k: a.meta.get(k) for k in
+                                                    ("key", "n_texts", "n_tokens", "truncated_texts")}}
+                        for w, a in zip(windows, acts_list)],
+        "corpus": corpus,
+        "definitions": {
+            "window": "n consecutive token ids cut from the running text of one document (paragraphs "
+                      "tokenized separately and concatenated; never across documents), encoded as one sequence",
+            "special_tokens": "added by the model around each window and excluded from H",
+            "H": f"(n, d): the n window tokens' states at layer {layer} "
+                 f"({'the last layer' if layer == L else 'embeddings' if layer == 0 else 'output of that layer'})",
+            "layer": layer,
+            "layers": "0 = embedding output, l = output of layer l",
+            "centring": "columns of H centred (PCA)" if cfg.center else "none (raw SVD of H)",
+            "svd": "numpy.linalg.svd of H in float64",
+            "r_k": "sum_{i<=k} sigma_i^2 / sum_i sigma_i^2",
+            "k": f"smallest k with r_k >= p - {TOLERANCE:g}",
+            "thresholds": [float(p) for p in cfg.threshold],
+            "std": "population standard deviation over windows (ddof = 0)",
+            "max_components": "rank bound min(n - 1, d) with centring, min(n, d) without",
+        },
+        "windows": windows,
+    }
+
+
+def table_rows(result: dict) -> list[dict]:
+    """Flat CSV rows, one per (window length, threshold)."""
+    rows = []
+    for w in result["windows"]:
+        for t in w["thresholds"]:
+            rows.append({"window": w["window"], "threshold": t["threshold"],
+                         "layer": result["definitions"]["layer"], "center": result["config"]["center"],
+                         "k_mean": t["mean"], "k_std": t["std"], "k_median": t["median"], "k_min": t["min"],
+                         "k_max": t["max"], "n_windows": t["count"], "max_components": w["max_components"]})
+    return rows
+
+
+# ----------------------------------------------------------------------------- table and plots
+
+
+def _window_sizes(results: list[dict]) -> list[int]:
+    return sorted({w["window"] for r in results for w in r["windows"]})
+
+
+def _thresholds(results: list[dict]) -> list[float]:
+    return sorted({t["threshold"] for r in results for w in r["windows"] for t in w["thresholds"]})
+
+
+def _pct(p: float) -> str:
+    return f"{100 * p:g}%"
+
+
+def markdown_table(results: list[dict]) -> str:
+    """Table 6: rows = models (one block per window length), columns = thresholds, "mean ± std" of k."""
+    ps = _thresholds(results)
+    lines = ["# Principal components k needed to keep a fraction p of a window's variance (S-LSTM Table 6)", "",
+             "| Length | Model | " + " | ".join(_pct(p) for p in ps) + " |",
+             "|---|---|" + "---:|" * len(ps)]
+    for n in _window_sizes(results):
+        first = True
+        for r in results:
+            w = next((w for w in r["windows"] if w["window"] == n), None)
+            if w is None:
+                continue
+            by_p = {t["threshold"]: t for t in w["thresholds"]}
+            cells = [f"{by_p[p]['mean']:.2f} ± {by_p[p]['std']:.2f}" if p in by_p else "–" for p in ps]
+            lines.append(f"| {f'n={n}' if first else ''} | {r['model_name']} | " + " | ".join(cells) + " |")
+            first = False
+    lines += ["", "Mean ± standard deviation (ddof = 0) over windows. Per model:", ""]
+    for r in results:
+        d = r["definitions"]
+        sizes = ", ".join(f"{w['n_windows']} windows of n={w['window']} (k <= {w['max_components']})"
+                          for w in r["windows"])
+        lines.append(f"- {r['model_name']}: layer {d['layer']}, {d['centring']}, {sizes}; "
+                     f"seed {r['config']['seed']}, corpus {r['config']['corpus']}")
+    lines += ["", "Windows are cut from the running text of one document; the model's special tokens are "
+              "excluded from H; SVD in float64; k = smallest k with r_k >= p.", ""]
+    return "\n".join(lines)
+
+
+def _model_colors(results: list[dict]) -> dict:
+    return {r["model_name"]: f"C{i % 10}" for i, r in enumerate(results)}
+
+
+def plot(results: list[dict], axes=None):
+    """k versus p: one panel per window length, one line per model (mean ± std over windows)."""
+    import matplotlib.pyplot as plt
+
+    sizes = _window_sizes(results)
+    if axes is None:
+        fig, axes = plt.subplots(1, len(sizes), figsize=(3.4 * len(sizes) + 0.4, 3.0), squeeze=False,
+                                 constrained_layout=True)
+    axes = np.asarray(axes).ravel()
+    fig = axes[0].figure
+    colors = _model_colors(results)
+    for ax, n in zip(axes, sizes):
+        for r in results:
+            w = next((w for w in r["windows"] if w["window"] == n), None)
+            if w is None:
+                continue
+            p = np.array([t["threshold"] for t in w["thresholds"]]) * 100
+            m = np.array([t["mean"] for t in w["thresholds"]])
+            s = np.array([t["std"] for t in w["thresholds"]])
+            c = colors[r["model_name"]]
+            ax.plot(p, m, marker="o", ms=3.5, color=c, label=r["model_name"])
+            ax.fill_between(p, m - s, m + s, color=c, alpha=0.15, lw=0)
+        ax.set_xticks([100 * p for p in _thresholds(results)])
+        ax.set_title(f"n = {n} tokens", fontsize=9)
+        ax.set_xlabel("retained variance p (%)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3, lw=0.5)
+    axes[0].set_ylabel("principal components k", fontsize=8)
+    axes[0].legend(fontsize=7, loc="upper left", title="band: ± std over windows", title_fontsize=6.5)
+    return fig
+
+
+def plot_spectrum(results: list[dict], axes=None):
+    """Mean r_k (cumulative explained variance) against k: one panel per window length."""
+    import matplotlib.pyplot as plt
+
+    sizes = _window_sizes(results)
+    if axes is None:
+        fig, axes = plt.subplots(1, len(sizes), figsize=(3.4 * len(sizes) + 0.4, 3.0), squeeze=False,
+                                 constrained_layout=True)
+    axes = np.asarray(axes).ravel()
+    fig = axes[0].figure
+    colors = _model_colors(results)
+    for ax, n in zip(axes, sizes):
+        ps = set()
+        for r in results:
+            w = next((w for w in r["windows"] if w["window"] == n), None)
+            if w is None:
+                continue
+            y = np.asarray(w["mean_cumulative_variance"])
+            ax.plot(np.arange(1, len(y) + 1), y, color=colors[r["model_name"]], lw=1.2, label=r["model_name"])
+            ps |= {t["threshold"] for t in w["thresholds"]}
+        for p in sorted(ps):
+            ax.axhline(p, color="0.5", lw=0.5, ls=":")
+        ax.set_ylim(0, 1.01)
+        ax.set_xlim(left=0)
+        ax.set_title(f"n = {n} tokens", fontsize=9)
+        ax.set_xlabel("components k", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].set_ylabel("mean cumulative variance $r_k$", fontsize=8)
+    axes[0].legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def figures(results: list[dict], out: str) -> list:
+    """Draw and save both redundancy figures and write Table 6 (Markdown)."""
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for name, draw in (("redundancy", plot), ("redundancy-spectrum", plot_spectrum)):
+        fig = draw(results)
+        paths += save_figure(fig, out, name)
+        plt.close(fig)
+    table = Path(out) / "results" / "redundancy" / "table6.md"
+    _atomic_write(table, markdown_table(results).encode("utf-8"))
+    return paths + [table]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    _k_from_ratio(np.ones(1), cfg.threshold)  # bad thresholds fail before any work
+    # every model's window lengths are checked before anything is extracted
+    tokenizers = {name: check_window_lengths(name, cfg.window) for name in cfg.model}
+    for name in cfg.model:
+        acts = window_activations(name, cfg.corpus, cfg.window, cfg.n_windows, cfg.seed, out=cfg.out,
+                                  batch_size=cfg.batch_size, device=cfg.device, tokenizer=tokenizers[name])
+        result = compute(acts, cfg)
+        json_path, _ = write_result(cfg.out, "redundancy", name, result, table_rows(result))
+        print(f"{name}: wrote {json_path}")
+    paths = figures(read_results(cfg.out, "redundancy", cfg.model), cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,245 @@
+"""Transitions: how much does each layer change the token and sentence vectors? (S-LSTM §7.3, Fig. 7)
+
+For every layer l = 1..L, between its input hidden[l-1] and its output hidden[l]:
+
+* token level: the L2 distance ||hidden[l]_i - hidden[l-1]_i||_2, averaged over a text's tokens
+  (special tokens excluded unless --keep-special), then mean and std over texts;
+* sentence level: ||s_l - s_{l-1}||_2 of the model's sentence vector (cls / mean / last / g, as
+  checkpoints.yaml names it), mean and std over texts;
+* at both levels also the cosine between layer input and output (1 = the layer kept the direction).
+
+The texts are the same seeded sentence sample as the anisotropy analysis (same defaults), so the
+cached activations are shared and a second analysis costs no second extraction.
+
+    $ python -m analyses.transitions --model minilm-l6 [--model tiny-bert] [--corpus PATH]
+          [--n-sentences 5000] [--seed 0] [--keep-special] [--out out]
+
+Writes out/results/transitions/<model>.json (+ .csv, one row per layer) and
+out/figures/transitions.{png,pdf} (Fig. 7: L2 distances, token level left, sentence level right, one
+line per model) and out/figures/transitions-cosines.{png,pdf} (the input/output cosines, same layout).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyses.common import arg, config_dict, parse_config, read_results, run_main, save_figure, write_result
+from probes.activations import Activations
+from probes.errors import ProbeError
+
+BLOCK_TOKENS = 4096  # tokens per block when streaming the (memory-mapped) hidden states: bounded memory
+
+
+@dataclass
+class Config:
+    """Hidden-state change from layer to layer, for tokens and sentences (S-LSTM Fig. 7)."""
+
+    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    n_sentences: int = arg(5000, "random sentences (the same sample and cache as the anisotropy analysis)")
+    seed: int = arg(0, "seed for every random choice")
+    keep_special: bool = arg(False, "include special tokens ([CLS], [SEP], <s>, ...) in token statistics")
+    batch_size: int = arg(32, "texts per forward pass")
+    device: str = arg("cpu", "torch device for extraction")
+    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+
+
+# ----------------------------------------------------------------------------- per-token transitions
+
+
+def _check_hidden(hidden) -> np.ndarray:
+    if np.ndim(hidden) != 3 or np.shape(hidden)[0] < 2:
+        raise ProbeError(f"hidden must be (L+1, n, d) with L >= 1, got shape {np.shape(hidden)}")
+    return hidden
+
+
+def token_transitions(hidden) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer and token: (distances, cosines), each (L, n), between hidden[l-1] and hidden[l].
+
+    hidden (L+1, n, d). Float64. A zero vector has cosine 0 with anything."""
+    h = np.asarray(_check_hidden(hidden), dtype=np.float64)
+    a, b = h[:-1], h[1:]  # layer inputs, layer outputs
+    dist = np.linalg.norm(b - a, axis=-1)
+    na, nb = np.linalg.norm(a, axis=-1), np.linalg.norm(b, axis=-1)
+    denom = na * nb
+    cos = np.divide(np.einsum("lnd,lnd->ln", a, b), denom, out=np.zeros_like(denom), where=denom > 0)
+    return dist, cos
+
+
+def layer_distances(hidden) -> np.ndarray:
+    """(L,): for l = 1..L the mean over the n tokens of ||hidden[l]_i - hidden[l-1]_i||_2. hidden (L+1, n, d)."""
+    if np.shape(_check_hidden(hidden))[1] == 0:
+        raise ProbeError("hidden has no tokens")
+    return token_transitions(hidden)[0].mean(axis=1)
+
+
+def layer_cosines(hidden) -> np.ndarray:
+    """(L,): for l = 1..L the mean over the n tokens of cos(hidden[l-1]_i, hidden[l]_i). hidden (L+1, n, d)."""
+    if np.shape(_check_hidden(hidden))[1] == 0:
+        raise ProbeError("hidden has no tokens")
+    return token_transitions(hidden)[1].mean(axis=1)
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+def per_text_transitions(acts: Activations, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distances, cosines, used): per text the mean over its kept tokens, each (L, T'), for the T'
+    texts with at least one kept token (``used``: their indices). Streams the token axis in blocks."""
+    L, N = acts.n_layers, acts.hidden.shape[1]
+    text_of = acts.text_index()
+    sums = np.zeros((2, L, acts.n_texts))
+    for start in range(0, N, BLOCK_TOKENS):
+        stop = min(start + BLOCK_TOKENS, N)
+        k = keep[start:stop]
+        if not k.any():
+            continue
+        dist, cos = token_transitions(np.asarray(acts.hidden[:, start:stop])[:, k])
+        t = text_of[start:stop][k]
+        for lyr in range(L):
+            sums[0, lyr] += np.bincount(t, weights=dist[lyr], minlength=acts.n_texts)
+            sums[1, lyr] += np.bincount(t, weights=cos[lyr], minlength=acts.n_texts)
+    counts = np.bincount(text_of[keep], minlength=acts.n_texts)
+    used = np.flatnonzero(counts > 0)
+    means = sums[:, :, used] / counts[used]
+    return means[0], means[1], used
+
+
+def _summary(values: np.ndarray) -> dict:
+    """values (L, T) -> per layer mean and std (ddof = 0) over texts."""
+    return {"mean": values.mean(axis=1), "std": values.std(axis=1)}
+
+
+def compute(acts: Activations, cfg: Config | None = None) -> dict:
+    """Per-layer token and sentence transitions (L2 distance and cosine) for one model's activations.
+
+    Returns a JSON-ready dict (what write_result saves and plot draws)."""
+    cfg = cfg or Config()
+    L = acts.n_layers
+    if L < 1:
+        raise ProbeError("transitions need at least one layer besides the embeddings")
+    keep = np.ones(len(acts.token_ids), bool) if cfg.keep_special else ~np.asarray(acts.special)
+    tok_dist, tok_cos, used = per_text_transitions(acts, keep)
+    if len(used) == 0:
+        raise ProbeError("no text has a non-special token; use --keep-special or other texts")
+    sen_dist, sen_cos = token_transitions(np.asarray(acts.sentence))  # (L, T) each
+    token = {"distance": _summary(tok_dist), "cosine": _summary(tok_cos)}
+    sentence = {"distance": _summary(sen_dist), "cosine": _summary(sen_cos)}
+    layers = [{"layer": lyr + 1,
+               "token": {f"{q}_{s}": token[q][s][lyr] for q in ("distance", "cosine") for s in ("mean", "std")},
+               "sentence": {f"{q}_{s}": sentence[q][s][lyr] for q in ("distance", "cosine") for s in ("mean", "std")}}
+              for lyr in range(L)]
+    return {
+        "model_name": acts.meta["model"]["name"],
+        "config": config_dict(cfg),
+        "model": acts.meta["model"],
+        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts")},
+        "corpus": acts.meta.get("corpus"),
+        "definitions": {
+            "layers": "0 = embedding output, l = output of layer l; row l compares hidden[l-1] (input) "
+                      "with hidden[l] (output)",
+            "n_layers": L,
+            "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
+            "sentence_vector": acts.meta["model"]["sentence_vector"],
+            "token_distance": "per text: mean over its tokens of ||hidden[l]_i - hidden[l-1]_i||_2; "
+                              "then mean and std over texts",
+            "sentence_distance": "||s_l - s_{l-1}||_2 of the sentence vectors; mean and std over texts",
+            "cosine": "cos(input, output) per token (per sentence vector), averaged the same way; 0 for a zero vector",
+            "std": "population standard deviation over texts (ddof = 0)",
+            "n_texts_used": int(len(used)),
+        },
+        "layers": layers,
+    }
+
+
+def table_rows(result: dict) -> list[dict]:
+    """Flat CSV rows, one per layer l = 1..L."""
+    rows = []
+    for row in result["layers"]:
+        flat = {"layer": row["layer"]}
+        for level in ("token", "sentence"):
+            flat.update({f"{level}_{k}": v for k, v in row[level].items()})
+        rows.append(flat)
+    return rows
+
+
+# ----------------------------------------------------------------------------- plot
+
+
+QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$", "cosine": r"cosine$(h_{l-1}, h_l)$"}
+
+
+def plot(results: list[dict], axes=None, relative_depth: bool | None = None, quantity: str = "distance"):
+    """Fig. 7: token level left, sentence level right; one line per model (band: ± std over texts).
+
+    ``quantity`` is "distance" (Fig. 7) or "cosine" (input/output cosine). x is the layer index
+    l = 1..L, or the relative depth l / L when ``relative_depth`` (default: only when the models
+    differ in depth); the axis label says which. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if quantity not in QUANTITIES:
+        raise ProbeError(f"quantity must be one of {', '.join(QUANTITIES)}, got {quantity!r}")
+    relative = len({len(r["layers"]) for r in results}) > 1 if relative_depth is None else relative_depth
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(7.2, 2.9), sharex=True, constrained_layout=True)
+    axes = np.asarray(axes).ravel()
+    fig = axes[0].figure
+    for i, res in enumerate(results):
+        lyr = np.array([row["layer"] for row in res["layers"]])
+        x = lyr / len(lyr) if relative else lyr
+        for ax, level in zip(axes, ("token", "sentence")):
+            m = np.array([row[level][f"{quantity}_mean"] for row in res["layers"]])
+            s = np.array([row[level][f"{quantity}_std"] for row in res["layers"]])
+            ax.plot(x, m, marker="o", ms=3.5, color=f"C{i % 10}", label=res["model_name"])
+            ax.fill_between(x, m - s, m + s, color=f"C{i % 10}", alpha=0.15, lw=0)
+    for ax, level in zip(axes, ("token", "sentence")):
+        ax.set_title(f"{level} representations", fontsize=9)
+        ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)",
+                      fontsize=8)
+        ax.set_ylabel(QUANTITIES[quantity], fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3, lw=0.5)
+        if not relative:
+            ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    axes[0].legend(fontsize=7, title="band: ± std over texts", title_fontsize=6.5)
+    return fig
+
+
+def plot_cosines(results: list[dict], axes=None, relative_depth: bool | None = None):
+    """The cosine between each layer's input and output, laid out like :func:`plot`."""
+    return plot(results, axes, relative_depth, quantity="cosine")
+
+
+def figures(results: list[dict], out: str) -> list:
+    """Draw and save the Fig. 7-style distance figure and the cosine figure."""
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for name, draw in (("transitions", plot), ("transitions-cosines", plot_cosines)):
+        fig = draw(results)
+        paths += save_figure(fig, out, name)
+        plt.close(fig)
+    return paths
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> None:
+    from analyses.data import sentence_activations
+
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    for name in cfg.model:
+        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
+                                    batch_size=cfg.batch_size, device=cfg.device)
+        result = compute(acts, cfg)
+        json_path, _ = write_result(cfg.out, "transitions", name, result, table_rows(result))
+        print(f"{name}: wrote {json_path}")
+    paths = figures(read_results(cfg.out, "transitions", cfg.model), cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+if __name__ == "__main__":
+    run_main(main)

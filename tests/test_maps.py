@@ -1,0 +1,193 @@
+"""analyses.maps against planted maps (identity, previous token, uniform, causal) and end to end on
+tiny-bert, tiny-gpt2 and tiny-convbert.
+
+Sign convention under test: offset d = i - j for query i (row) and key j (column); d = +1 is the
+previous token, and a causal model has no mass at d < 0.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from analyses import figures
+from analyses import maps as mp
+from analyses.data import sentence_activations
+from probes.activations import Activations
+from probes.errors import ProbeError
+
+W = 5
+
+
+def planted(rows: np.ndarray, L: int = 2, K: int = 3) -> np.ndarray:
+    """(n, n) -> (L, K, n, n): the same map in every layer and head."""
+    return np.broadcast_to(rows, (L, K, *rows.shape)).copy()
+
+
+def test_identity_map_is_fully_local():
+    n = 9
+    M = planted(np.eye(n))
+    np.testing.assert_allclose(mp.local_share(M, 0), 1.0)
+    np.testing.assert_allclose(mp.local_share(M, 2), 1.0)
+    prof = mp.offset_profile(M, W)
+    assert prof.shape == (2, 2 * W + 1)
+    np.testing.assert_allclose(prof[:, W], 1.0)  # column W is offset 0
+    np.testing.assert_allclose(np.delete(prof, W, axis=1), 0.0)
+    np.testing.assert_allclose(mp.head_layer_mean(M), np.eye(n))
+
+
+def test_previous_token_map_puts_all_mass_at_offset_plus_one():
+    n = 8
+    prev = np.eye(n, k=-1)  # row i has its weight on column i - 1; row 0 has no previous token
+    prof = mp.offset_profile(planted(prev), W)
+    offsets = np.arange(-W, W + 1)
+    np.testing.assert_allclose(prof[:, offsets == 1], (n - 1) / n)  # every row with a previous token
+    np.testing.assert_allclose(prof[:, offsets != 1], 0.0)
+    np.testing.assert_allclose(mp.local_share(planted(prev), 0), 0.0)
+    np.testing.assert_allclose(mp.local_share(planted(prev), 1), (n - 1) / n)
+    nxt = np.eye(n, k=1)  # the next token is offset -1
+    assert mp.offset_profile(planted(nxt), W)[0, W - 1] == pytest.approx((n - 1) / n)
+
+
+def test_uniform_map_gives_the_known_shares():
+    n, w = 15, 2
+    M = planted(np.full((n, n), 1 / n))
+    rows = mp.row_local_mass(M, w)  # (L, K, n)
+    np.testing.assert_allclose(rows[..., w:n - w], (2 * w + 1) / n)  # interior: 2w + 1 keys in the window
+    np.testing.assert_allclose(rows[..., 0], (w + 1) / n)  # the first row has no keys to its left
+    expected = np.mean([(min(i + w, n - 1) - max(i - w, 0) + 1) / n for i in range(n)])
+    np.testing.assert_allclose(mp.local_share(M, w), expected)
+    prof = mp.offset_profile(M, W)[0]
+    np.testing.assert_allclose(prof, [(n - abs(d)) / n**2 for d in range(-W, W + 1)])  # n - |d| pairs
+    assert mp.offset_profile(M, n + 3)[0].sum() == pytest.approx(1.0)  # a wide window sees every pair
+
+
+def test_causal_map_has_no_mass_at_negative_offsets():
+    n = 10
+    causal = np.tril(np.ones((n, n)))
+    causal /= causal.sum(1, keepdims=True)
+    prof = mp.offset_profile(planted(causal), n)
+    assert np.all(prof[:, :n] == 0) and prof[:, n:].sum(1) == pytest.approx(1.0)
+
+
+def test_dropping_special_tokens_renormalises_rows():
+    n = 6
+    M = np.zeros((n, n))
+    M[:, 0] = 0.5  # half of every row on [CLS]
+    M[np.arange(n), np.arange(n)] += 0.5  # half on the token itself
+    keep = np.array([False, True, True, True, True, False])
+    sub = mp.keep_tokens(planted(M), keep)
+    assert sub.shape == (2, 3, 4, 4)
+    np.testing.assert_allclose(sub[0, 0], np.eye(4))  # renormalised: all mass on itself
+    raw = mp.keep_tokens(planted(M), keep, renormalise=False)
+    np.testing.assert_allclose(raw.sum(-1), 0.5)
+
+
+def planted_activations(lengths=(6, 10), L=2, H=3) -> Activations:
+    """Texts [CLS] w ... w [SEP]; every row puts 0.5 on [CLS] and 0.5 on itself ([CLS]: 1 on itself)."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    special = np.concatenate([[True] + [False] * (n - 2) + [True] for n in lengths])
+    att, att_off = [], [0]
+    for n in lengths:
+        m = np.zeros((n, n))
+        m[:, 0] = 0.5
+        m[np.arange(n), np.arange(n)] += 0.5
+        att.append(planted(m, L, H).ravel())
+        att_off.append(att_off[-1] + L * H * n * n)
+    N, d = int(offsets[-1]), 4
+    tokens = [["[CLS]"] + [f"w{i}" for i in range(n - 2)] + ["[SEP]"] for n in lengths]
+    meta = {"model": {"name": "planted", "sentence_vector": "cls"}, "key": "k", "n_texts": len(lengths),
+            "n_tokens": N, "truncated_texts": [], "attentions": True,
+            "maps": {"attention": {"layers": L, "k": H, "token_axes": 2, "description": "planted"}}}
+    return Activations(meta=meta, texts=[f"text {i}" for i in range(len(lengths))], tokens=tokens,
+                       offsets=offsets, token_ids=np.arange(N), special=special,
+                       hidden=np.zeros((L + 1, N, d), np.float32), sentence=np.zeros((L + 1, len(lengths), d)),
+                       maps={"attention": np.concatenate(att).astype(np.float32)},
+                       map_offsets={"attention": np.array(att_off)})
+
+
+def test_compute_on_planted_activations_weights_every_query_row_once():
+    acts = planted_activations()
+    res = mp.compute(acts, mp.Config(window=0, max_offset=W, examples=2))
+    a = res["maps"]["attention"]
+    assert res["maps_captured"] == ["attention"]
+    assert a["n_queries"] == 4 + 8 and a["n_texts"] == 2
+    np.testing.assert_allclose(a["local_share"], 1.0)  # [CLS] dropped, rows renormalised: the identity
+    assert a["captured_row_sums"]["min"] == pytest.approx(1.0) and a["captured_row_sums"]["max"] == pytest.approx(1.0)
+    assert "dropped" in res["definitions"]["special_tokens"]
+    assert all(ex["tokens"][0] != "[CLS]" for ex in res["examples"])
+    kept = mp.compute(acts, mp.Config(window=0, max_offset=W, examples=1, keep_special=True))["maps"]["attention"]
+    # per text: the [CLS] row is fully local, the other n - 1 rows half; averaged over all 16 query rows
+    assert kept["local_share_overall"] == pytest.approx((1 + 5 * 0.5 + 1 + 9 * 0.5) / 16)
+    assert kept["n_queries"] == 16
+    rows = mp.table_rows(res)
+    assert [r["layer"] for r in rows] == [1, 2] and rows[0]["offset_0"] == pytest.approx(1.0)
+
+
+def test_uniform_maps_meet_the_uniform_baseline():
+    acts = planted_activations(lengths=(7, 12, 30))
+    flat, off = acts.maps["attention"], acts.map_offsets["attention"]
+    for t, n in enumerate(np.diff(acts.offsets)):
+        flat[off[t]:off[t + 1]] = 1.0 / n  # uniform over all tokens; uniform over the kept ones once renormalised
+    a = mp.compute(acts, mp.Config(window=2, max_offset=W, examples=1))["maps"]["attention"]
+    np.testing.assert_allclose(a["local_share"], a["local_share_uniform"], atol=1e-6)
+    kept = [5, 10, 28]
+    expected = sum(sum((min(i + 2, q - 1) - max(i - 2, 0) + 1) / q for i in range(q)) for q in kept) / sum(kept)
+    assert a["local_share_uniform"] == pytest.approx(expected)
+
+
+def test_bad_settings_are_clear_errors():
+    with pytest.raises(ProbeError, match="--window"):
+        mp.compute(planted_activations(), mp.Config(window=-1))
+
+
+SMALL = ["--n-sentences", "16", "--examples", "2", "--max-offset", "6", "--seed", "1"]
+
+
+def read(out, model):
+    return json.loads((out / "results" / "maps" / f"{model}.json").read_text())
+
+
+def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
+    out = tmp_path / "out"
+    mp.main(["--model", "tiny-bert", "--model", "tiny-gpt2", *SMALL, "--out", str(out)])
+    bert, gpt = read(out, "tiny-bert"), read(out, "tiny-gpt2")
+    for doc in (bert, gpt):
+        assert doc["maps_captured"] == ["attention"]
+        a = doc["maps"]["attention"]
+        assert np.shape(a["local_share"]) == (2, 4) and np.shape(a["offset_profile"]) == (2, 13)
+        assert a["captured_row_sums"]["min"] == pytest.approx(1.0, abs=1e-5)
+        assert a["captured_row_sums"]["max"] == pytest.approx(1.0, abs=1e-5)
+        assert doc["config"]["n_sentences"] == 16 and doc["corpus"]["n_sampled"] == 16
+        assert len(doc["examples"]) == 2 and np.shape(a["grid"])[:2] == (2, 4)
+    prof = np.asarray(gpt["maps"]["attention"]["offset_profile"])
+    assert np.all(prof[:, :6] == 0) and prof[:, 6:].sum() > 0  # causal: nothing at offsets < 0
+    for name in ("maps-tiny-bert", "maps-tiny-gpt2", "maps-locality"):
+        for ext in ("png", "pdf"):
+            assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+    assert (out / "results" / "maps" / "tiny-bert.csv").read_text().startswith("map,layer,heads,local_share_mean")
+    (out / "figures" / "maps-locality.png").unlink()
+    paths = figures.redraw(str(out))
+    assert {"maps-locality.png", "maps-tiny-bert.png", "maps-tiny-gpt2.pdf"} <= {p.name for p in paths}
+    # the captured attention rows sum to 1 before special tokens are dropped (read back from the cache)
+    acts = sentence_activations("tiny-bert", "default", 16, 1, out=str(out), attentions=True)
+    assert acts.n_texts == 16
+    for t in range(acts.n_texts):
+        np.testing.assert_allclose(acts.text_attentions(t).sum(-1), 1.0, atol=1e-5)
+        np.testing.assert_array_equal(mp.text_map(acts, "attention", t), acts.text_attentions(t))
+
+
+def test_end_to_end_tiny_convbert_kernels_beside_attention(tmp_path):
+    out = tmp_path / "out"
+    mp.main(["--model", "tiny-convbert", *SMALL, "--window", "4", "--out", str(out)])
+    doc = read(out, "tiny-convbert")
+    assert doc["maps_captured"] == ["attention", "conv_kernel"]
+    att, conv = doc["maps"]["attention"], doc["maps"]["conv_kernel"]
+    assert (att["layers"], att["heads"]) == (conv["layers"], conv["heads"]) == (2, 2)
+    np.testing.assert_allclose(conv["local_share"], 1.0, atol=1e-6)  # kernel 9: all mass within |i - j| <= 4
+    prof = np.asarray(conv["offset_profile"])
+    assert np.all(prof[:, :2] == 0) and np.all(prof[:, -2:] == 0)  # offsets +-5, +-6: outside the kernel
+    assert conv["captured_row_sums"]["max"] <= 1 + 1e-5 and conv["captured_row_sums"]["min"] < 1  # edges
+    assert (out / "figures" / "maps-tiny-convbert.png").stat().st_size > 1000

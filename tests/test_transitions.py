@@ -1,0 +1,159 @@
+"""analyses.transitions against hand-built hidden states with known displacements and angles, and end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyses import transitions as tr
+from probes.activations import Activations
+from probes.errors import ProbeError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def stepped(n=5, d=4, L=3, seed=0):
+    """hidden[l] = hidden[l-1] + l * u for a unit vector u: layer l moves every token by exactly l."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    h = [rng.normal(size=(n, d))]
+    for lyr in range(1, L + 1):
+        h.append(h[-1] + lyr * u)
+    return np.stack(h)
+
+
+def test_known_displacements_give_known_distances():
+    hidden = stepped()
+    np.testing.assert_allclose(tr.layer_distances(hidden), [1.0, 2.0, 3.0], atol=1e-12)
+    np.testing.assert_allclose(tr.layer_distances(hidden.astype(np.float32)), [1, 2, 3], atol=1e-6)
+
+
+def test_known_rotations_give_known_cosines_and_chords():
+    # every token rotates in the (e0, e1) plane by 60 degrees, then 90, then 180; norms differ per token
+    radii = np.array([1.0, 2.0, 0.5])
+    angles = np.cumsum([0.0, np.pi / 3, np.pi / 2, np.pi])
+    hidden = np.stack([np.stack([radii * np.cos(a), radii * np.sin(a), np.zeros(3)], 1) for a in angles])
+    np.testing.assert_allclose(tr.layer_cosines(hidden), [0.5, 0.0, -1.0], atol=1e-12)
+    chord = lambda theta: 2 * radii.mean() * np.sin(theta / 2)  # ||R(theta) h - h|| = 2 |h| sin(theta / 2)
+    np.testing.assert_allclose(tr.layer_distances(hidden), [chord(np.pi / 3), chord(np.pi / 2), chord(np.pi)])
+
+
+def test_zero_vector_has_cosine_zero_and_bad_shapes_are_errors():
+    hidden = np.array([[[0.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [2.0, 0.0]]])  # (2, 2, 2)
+    np.testing.assert_allclose(tr.layer_cosines(hidden), [0.5])  # (0 + 1) / 2
+    np.testing.assert_allclose(tr.layer_distances(hidden), [1.0])
+    with pytest.raises(ProbeError, match=r"\(L\+1, n, d\)"):
+        tr.layer_distances(np.ones((1, 3, 2)))
+    with pytest.raises(ProbeError, match="no tokens"):
+        tr.layer_cosines(np.ones((3, 0, 2)))
+
+
+def planted_activations(lengths=(2, 4, 3), d=6, L=3, seed=0) -> Activations:
+    """Text t's real tokens move by (t + 1) * l at layer l; the special tokens framing each text move by
+    100 (they must not count); the sentence vector of text t moves by 10 * (t + 1) * l at layer l."""
+    rng = np.random.default_rng(seed)
+    u = np.eye(d)[0]
+    blocks, special, sentence = [], [], []
+    for t, n in enumerate(lengths):
+        h0 = rng.normal(size=(n + 2, d))
+        h = [h0]
+        for lyr in range(1, L + 1):
+            step = np.full((n + 2, 1), (t + 1) * lyr, float)
+            step[[0, -1]] = 100.0
+            h.append(h[-1] + step * u)
+        blocks.append(np.stack(h))
+        special += [True] + [False] * n + [True]
+        s0 = rng.normal(size=d)
+        sentence.append(np.stack([s0 + 10 * (t + 1) * lyr * (lyr + 1) / 2 * np.eye(d)[1] for lyr in range(L + 1)]))
+    hidden = np.concatenate(blocks, axis=1).astype(np.float32)
+    offsets = np.concatenate([[0], np.cumsum(np.array(lengths) + 2)])
+    N = int(offsets[-1])
+    meta = {"model": {"name": "planted", "sentence_vector": "cls"}, "key": "k", "n_texts": len(lengths),
+            "n_tokens": N, "truncated_texts": []}
+    return Activations(meta=meta, texts=[f"t{i}" for i in range(len(lengths))],
+                       tokens=[["x"] * (n + 2) for n in lengths], offsets=offsets,
+                       token_ids=np.zeros(N, np.int64), special=np.array(special),
+                       hidden=hidden, sentence=np.stack(sentence, 1).astype(np.float32))
+
+
+@pytest.mark.parametrize("block", [tr.BLOCK_TOKENS, 1, 4])
+def test_compute_averages_per_text_then_over_texts_without_special_tokens(monkeypatch, block):
+    monkeypatch.setattr(tr, "BLOCK_TOKENS", block)  # blocks that split texts must not change anything
+    res = tr.compute(planted_activations(), tr.Config())
+    assert [row["layer"] for row in res["layers"]] == [1, 2, 3]
+    for row in res["layers"]:
+        lyr = row["layer"]
+        per_text = np.array([1, 2, 3]) * lyr  # texts move by 1, 2, 3 times l (their lengths must not weigh)
+        assert row["token"]["distance_mean"] == pytest.approx(per_text.mean())
+        assert row["token"]["distance_std"] == pytest.approx(per_text.std())
+        assert row["sentence"]["distance_mean"] == pytest.approx(10 * lyr * 2)  # 10 * (1 + 2 + 3) / 3
+        assert row["sentence"]["distance_std"] == pytest.approx(10 * lyr * np.std([1, 2, 3]))
+        assert -1 <= row["token"]["cosine_mean"] <= 1
+    assert res["definitions"]["special_tokens"] == "excluded from token statistics"
+    assert res["definitions"]["n_texts_used"] == 3
+    rows = tr.table_rows(res)
+    assert len(rows) == 3 and set(rows[0]) >= {"layer", "token_distance_mean", "sentence_cosine_std"}
+
+
+def test_keep_special_counts_the_special_tokens():
+    res = tr.compute(planted_activations(), tr.Config(keep_special=True))
+    assert res["layers"][0]["token"]["distance_mean"] > 20  # the special tokens' jumps of 100 now count
+    assert res["definitions"]["special_tokens"] == "kept"
+
+
+def test_plot_draws_token_and_sentence_panels():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    res = tr.compute(planted_activations(), tr.Config())
+    fig = tr.plot([res, {**res, "model_name": "again"}])
+    assert [ax.get_title() for ax in fig.axes] == ["token representations", "sentence representations"]
+    assert fig.axes[0].get_xlabel().startswith("layer l")
+    shallow = {**res, "model_name": "shallow", "layers": res["layers"][:2]}
+    fig = tr.plot_cosines([res, shallow])  # different depths: relative depth, and the label says so
+    assert fig.axes[0].get_xlabel() == "relative depth l / L"
+
+
+def test_end_to_end_shares_the_anisotropy_cache(tmp_path, monkeypatch):
+    from analyses import anisotropy
+
+    out = tmp_path / "out"
+    anisotropy.main(["--model", "tiny-bert", "--n-sentences", "60", "--n-tokens", "100", "--bins", "10",
+                     "--out", str(out)])
+    import probes
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded although anisotropy cached these activations")
+
+    monkeypatch.setattr(probes, "load", no_model)
+    tr.main(["--model", "tiny-bert", "--n-sentences", "60", "--out", str(out)])
+    monkeypatch.undo()
+    tr.main(["--model", "tiny-gpt2", "--n-sentences", "60", "--out", str(out)])
+    doc = json.loads((out / "results" / "transitions" / "tiny-bert.json").read_text())
+    assert len(doc["layers"]) == 2 and doc["definitions"]["n_layers"] == 2
+    assert doc["config"]["n_sentences"] == 60 and doc["config"]["keep_special"] is False
+    assert doc["corpus"]["n_sampled"] == 60 and doc["model"]["sentence_vector"] == "cls"
+    assert all(row["token"]["distance_mean"] > 0 for row in doc["layers"])
+    gpt = json.loads((out / "results" / "transitions" / "tiny-gpt2.json").read_text())
+    assert gpt["model"]["sentence_vector"] == "last"
+    assert len((out / "results" / "transitions" / "tiny-gpt2.csv").read_text().splitlines()) == 3
+    for name in ("transitions", "transitions-cosines"):
+        for ext in ("png", "pdf"):
+            assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+
+
+def test_missing_corpus_is_one_clear_line(tmp_path):
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
+    proc = subprocess.run([sys.executable, "-m", "analyses.transitions", "--model", "tiny-bert", "--corpus",
+                           "/no/such/path", "--out", str(tmp_path / "out")],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "/no/such/path" in lines[0]

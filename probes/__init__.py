@@ -15,7 +15,10 @@ from probes.errors import CheckpointError, CorpusError, ProbeError
 from probes.registry import CheckpointSpec, get_spec, read_registry
 
 # family -> ("module:load(spec, device) -> Encoder", "module:load_tokenizer(spec) -> Tokenizer")
-LOADERS = {"hf": ("probes.hf:load_hf", "probes.hf:load_hf_tokenizer")}
+LOADERS = {"hf": ("probes.hf:load_hf", "probes.hf:load_hf_tokenizer"),
+           "slstm": ("probes.slstm_encoder:load_slstm", "probes.slstm_encoder:load_slstm_tokenizer"),
+           # recurrent GPT-2 as an Encoder: one window (no h_prev), i.e. its fine-tuned transformer
+           "recurrent": ("probes.lm:load_recurrent_encoder", "probes.lm:load_recurrent_tokenizer")}
 
 
 def _loader(name: str, which: int):

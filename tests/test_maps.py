@@ -191,3 +191,135 @@ def test_end_to_end_tiny_convbert_kernels_beside_attention(tmp_path):
     assert np.all(prof[:, :2] == 0) and np.all(prof[:, -2:] == 0)  # offsets +-5, +-6: outside the kernel
     assert conv["captured_row_sums"]["max"] <= 1 + 1e-5 and conv["captured_row_sums"]["min"] < 1  # edges
     assert (out / "figures" / "maps-tiny-convbert.png").stat().st_size > 1000
+
+
+# ----------------------------------------------------------------------------- per-token maps (S-LSTM)
+
+
+def planted_token_activations(lengths=(5, 8), L=2) -> Activations:
+    """Texts [CLS] w ... w [SEP] with per-token maps (token_axes 1): gates constant per layer, layer l
+    = GATE_SHARES[l] at every token; sentence weights 0.3 on [CLS], 0.1 on [SEP], the rest spread over
+    the words proportionally to 1, 2, ..., so own-cell weight 0.1 in every layer."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    special = np.concatenate([[True] + [False] * (n - 2) + [True] for n in lengths])
+    gates, sw, g_off, s_off = [], [], [0], [0]
+    for n in lengths:
+        g = np.stack([np.broadcast_to(np.asarray(GATE_SHARES[lyr])[:, None], (5, n)) for lyr in range(L)])
+        gates.append(g.ravel())
+        w = np.zeros(n)
+        w[0], w[-1] = 0.3, 0.1
+        words = np.arange(1, n - 1, dtype=float)
+        w[1:-1] = 0.5 * words / words.sum()
+        sw.append(np.broadcast_to(w, (L, 1, n)).ravel())
+        g_off.append(g_off[-1] + L * 5 * n)
+        s_off.append(s_off[-1] + L * n)
+    N, d = int(offsets[-1]), 4
+    tokens = [["[CLS]"] + [f"w{i}" for i in range(n - 2)] + ["[SEP]"] for n in lengths]
+    meta = {"model": {"name": "planted-slstm", "sentence_vector": "g"}, "key": "k", "n_texts": len(lengths),
+            "n_tokens": N, "truncated_texts": [], "attentions": True,
+            "maps": {"gates": {"layers": L, "k": 5, "token_axes": 1, "description": "planted gates"},
+                     "sentence_weights": {"layers": L, "k": 1, "token_axes": 1, "description": "planted"}}}
+    return Activations(meta=meta, texts=[f"text {i}" for i in range(len(lengths))], tokens=tokens,
+                       offsets=offsets, token_ids=np.arange(N), special=special,
+                       hidden=np.zeros((L + 1, N, d), np.float32), sentence=np.zeros((L + 1, len(lengths), d)),
+                       maps={"gates": np.concatenate(gates).astype(np.float32),
+                             "sentence_weights": np.concatenate(sw).astype(np.float32)},
+                       map_offsets={"gates": np.array(g_off), "sentence_weights": np.array(s_off)})
+
+
+GATE_SHARES = [(0.4, 0.1, 0.1, 0.2, 0.2), (0.1, 0.3, 0.3, 0.2, 0.1)]
+
+
+def test_gate_labels_follow_the_slstm():
+    from probes.slstm import GATES
+
+    assert mp.GATES == GATES
+
+
+def test_planted_gates_give_their_per_layer_means():
+    acts = planted_token_activations()
+    res = mp.compute(acts, mp.Config(examples=2, position_bins=4))
+    assert res["maps_captured"] == ["gates", "sentence_weights"]
+    g = res["maps"]["gates"]
+    assert g["token_axes"] == 1 and g["components"] == list(mp.GATES)
+    assert g["n_tokens"] == 3 + 6 and g["n_texts"] == 2  # [CLS]/[SEP] dropped
+    np.testing.assert_allclose(g["component_mean"], GATE_SHARES, atol=1e-6)
+    np.testing.assert_allclose(g["position_profile"], np.repeat(np.asarray(GATE_SHARES)[..., None], 4, -1),
+                               atol=1e-6)  # constant along the sentence
+    assert g["captured_sums"]["min"] == pytest.approx(1.0, abs=1e-6)
+    assert sorted(np.shape(e) for e in g["example_maps"]) == [(2, 5, 3), (2, 5, 6)]  # kept tokens only
+    assert "per_token_maps" in res["definitions"]
+    rows = mp.table_rows(res)
+    assert list(rows[0]) == ["map", "layer", "component", "statistic", "value"]
+    means = {(r["layer"], r["component"]): r["value"] for r in rows if r["map"] == "gates" and r["statistic"] == "mean"}
+    assert means[(1, "input")] == pytest.approx(0.4) and means[(2, "right")] == pytest.approx(0.3)
+
+
+def test_sentence_weights_are_renormalised_over_the_kept_tokens():
+    acts = planted_token_activations()
+    s = mp.compute(acts, mp.Config(examples=2, position_bins=3))["maps"]["sentence_weights"]
+    ex = {np.shape(e)[-1]: np.asarray(e) for e in s["example_maps"]}  # by kept length: 3 and 6 words
+    for q in (3, 6):
+        words = np.arange(1, q + 1)
+        np.testing.assert_allclose(ex[q][:, 0], np.broadcast_to(words / words.sum(), (2, q)), atol=1e-5)
+    np.testing.assert_allclose(s["mass_on_kept_tokens"], 0.5, atol=1e-6)
+    np.testing.assert_allclose(s["self_weight"], 0.1, atol=1e-6)
+
+    def entropy(q):
+        p = np.arange(1, q + 1) / (q * (q + 1) / 2)
+        return -(p * np.log(p)).sum() / np.log(q)
+
+    np.testing.assert_allclose(s["normalised_entropy"], (entropy(3) + entropy(6)) / 2, atol=1e-6)
+    # position profile, 3 bins: text 1 has one word per bin, text 2 two; value m * p_i averaged per bin
+    p3, p6 = 3 * np.arange(1, 4) / 6, 6 * np.arange(1, 7) / 21
+    expected = [(p3[b] + p6[2 * b] + p6[2 * b + 1]) / 3 for b in range(3)]
+    np.testing.assert_allclose(np.asarray(s["position_profile"])[:, 0], [expected] * 2, atol=1e-6)
+    kept = mp.compute(acts, mp.Config(examples=1, keep_special=True))["maps"]["sentence_weights"]
+    np.testing.assert_allclose(kept["mass_on_kept_tokens"], 0.9, atol=1e-6)  # all tokens: 1 - own weight
+    assert sum(kept["position_tokens"]) == 5 + 8
+
+
+def test_uniform_sentence_weights_have_entropy_one_and_flat_profile():
+    acts = planted_token_activations(lengths=(7, 12))
+    flat, off = acts.maps["sentence_weights"], acts.map_offsets["sentence_weights"]
+    for t, n in enumerate(np.diff(acts.offsets)):
+        flat[off[t]:off[t + 1]] = 0.9 / n
+    s = mp.compute(acts, mp.Config(examples=1))["maps"]["sentence_weights"]
+    np.testing.assert_allclose(s["normalised_entropy"], 1.0, atol=1e-6)
+    np.testing.assert_allclose(s["weight_cv"], 0.0, atol=1e-5)
+    np.testing.assert_allclose(s["position_profile"], 1.0, atol=1e-5)
+
+
+def test_end_to_end_tiny_slstm(tmp_path):
+    out = tmp_path / "out"
+    mp.main(["--model", "tiny-slstm", *SMALL, "--out", str(out)])
+    doc = read(out, "tiny-slstm")
+    assert doc["maps_captured"] == ["gates", "gates_dominant", "sentence_weights"]  # no attention
+    for name in ("gates", "gates_dominant"):
+        g = doc["maps"][name]
+        assert np.shape(g["component_mean"]) == (2, 5) and g["components"] == list(mp.GATES)
+        np.testing.assert_allclose(np.sum(g["component_mean"], 1), 1.0, atol=1e-5)
+    assert np.all(np.asarray(doc["maps"]["gates"]["component_mean"]) > 0.084)  # softmax of sigmoids
+    s = doc["maps"]["sentence_weights"]
+    assert np.shape(s["normalised_entropy"]) == (2, 1) and np.all(np.asarray(s["normalised_entropy"]) <= 1)
+    assert np.all(np.asarray(s["self_weight"]) > 0) and s["captured_sums"]["max"] < 1
+    for e, ex in zip(s["example_maps"], doc["examples"]):
+        assert np.shape(e) == (2, 1, len(ex["tokens"]))
+        np.testing.assert_allclose(np.sum(e, -1), 1.0, atol=1e-4)
+    csv = (out / "results" / "maps" / "tiny-slstm.csv").read_text()
+    assert csv.startswith("map,layer,component,statistic,value")
+    assert "sentence_weights,2,weight,normalised_entropy," in csv
+    for name in ("maps-tiny-slstm", "maps-locality"):
+        for ext in ("png", "pdf"):
+            assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+
+
+def test_mixed_run_tiny_bert_and_tiny_slstm(tmp_path):
+    out = tmp_path / "out"
+    mp.main(["--model", "tiny-bert", "--model", "tiny-slstm", *SMALL, "--out", str(out)])
+    assert read(out, "tiny-bert")["maps_captured"] == ["attention"]
+    assert "attention" not in read(out, "tiny-slstm")["maps"]
+    for name in ("maps-tiny-bert", "maps-tiny-slstm", "maps-locality"):
+        assert (out / "figures" / f"{name}.png").stat().st_size > 1000
+    paths = figures.redraw(str(out))
+    assert {"maps-locality.png", "maps-tiny-slstm.png"} <= {p.name for p in paths}

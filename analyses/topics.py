@@ -1,0 +1,452 @@
+"""Topic propagation: do continuations stay on the context's topic? (recurrence paper §5.3.1)
+
+1. **LDA.** gensim ``LdaModel`` with K = 20 topics (``--topics``), ``random_state = seed``,
+   ``minimum_probability = 0``, fitted on the TRAIN part of the corpus (the first 90% of every
+   document; :func:`probes.lm.split_text`), cut into chunks of consecutive paragraphs of at least
+   ``--lda-chunk-words`` (200) words. Preprocessing of every text (training chunks, contexts,
+   continuations): ``gensim.utils.simple_preprocess`` (lowercase, accents stripped, alphabetic
+   tokens of 3-15 letters), minus gensim's ``STOPWORDS``; the dictionary keeps words in at least
+   ``--no-below`` (5) chunks and at most ``--no-above`` (50%) of them.
+2. **Contexts.** M (``--n-contexts``) non-overlapping spans of C + 30 tokens (C =
+   ``--context-tokens``, default: model A's window T, i.e. one window as in the paper) drawn with
+   the seed from the HELD-OUT part (the last 10% of every document): C context tokens, then the 30
+   real next tokens (the reference continuation).
+3. **Continuations.** 30 greedy (argmax) tokens from model A (recurrent) and model B (baseline),
+   each run in its own window setting (T, o) on context + generated tokens exactly as
+   ``analyses.perplexity`` runs a document: windows start every T - o tokens and a token is
+   predicted by the window that would score it. With C = T and o = 0 the first token is predicted
+   from the full context and the rest from a new window that holds only generated tokens; the
+   recurrent model also gets h_prev of the context window, the baseline nothing more (the paper's
+   footnote 6: "the baseline receives one token of context to begin generating from").
+4. **Topic distributions** of context and continuation: the full K-vector (LDA variational
+   posterior gamma normalised, i.e. ``get_document_topics`` with ``minimum_probability=0`` and
+   without gensim's 1e-8 floor); the inference RNG is reset to the seed for every text, so a
+   text's distribution does not depend on the order. A text with no dictionary word gets the
+   prior (uniform).
+5. **JSD** of context vs continuation: :func:`js_divergence` (base 2, the divergence, not its
+   square root; in [0, 1]). Reported: mean JSD of A, of B and of the real continuation; the share
+   of contexts where A's JSD < B's (ties count as not less and are reported); the sign test
+   (``scipy.stats.binomtest`` on the non-tied pairs) and the Wilcoxon signed-rank test
+   (``scipy.stats.wilcoxon``), two-sided, plus one-sided "A < B" p-values.
+
+    $ python -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base
+          [--corpus PATH] [--n-contexts 500] [--seed 0] [--out out]
+
+Writes out/results/topics/<A>-vs-<B>.json (numbers, per-context JSDs, the topics' top words;
+.csv: one row per context), out/results/topics/<A>-vs-<B>.continuations.jsonl (every context
+with both continuations and the real one, their JSDs and top topics), and
+out/figures/topics.{png,pdf} (paired JSDs, A against B) and topics-differences.{png,pdf}.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from analyses.common import (
+    _atomic_write,
+    arg,
+    config_dict,
+    parse_config,
+    read_results,
+    run_main,
+    save_figure,
+    write_result,
+)
+from probes.errors import ProbeError
+
+
+@dataclass
+class Config:
+    """Topic JSD between contexts and greedy continuations of a recurrent model (A) and a baseline (B)."""
+
+    model_a: str = arg("gpt2-small-recurrent", "model A (the recurrent model), a causal LM from checkpoints.yaml")
+    model_b: str = arg("gpt2-small-base", "model B (the baseline), a causal LM from checkpoints.yaml")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    n_contexts: int = arg(500, "contexts M drawn from the held-out part (non-overlapping)")
+    context_tokens: int = arg(0, "context length C in tokens (0: model A's window T)")
+    continuation_tokens: int = arg(30, "greedy tokens generated after each context")
+    window_a: int = arg(0, "model A's window T (0: its own: recurrence training window, else longest input)")
+    overlap_a: int = arg(0, "model A's overlap o")
+    window_b: int = arg(0, "model B's window (0: the same as model A's)")
+    overlap_b: int = arg(0, "model B's overlap")
+    topics: int = arg(20, "LDA topics K")
+    lda_passes: int = arg(5, "LDA passes over the training chunks")
+    lda_iterations: int = arg(100, "LDA inference iterations per document")
+    lda_chunk_words: int = arg(200, "training chunks: consecutive paragraphs of at least this many words")
+    no_below: int = arg(5, "dictionary: keep words in at least this many training chunks")
+    no_above: float = arg(0.5, "dictionary: keep words in at most this fraction of training chunks")
+    seed: int = arg(0, "seed for the context draw, LDA and topic inference")
+    batch_size: int = arg(32, "contexts per forward pass")
+    device: str = arg("cpu", "torch device")
+    out: str = arg("out", "output root: results/ and figures/ go below it")
+
+
+# ----------------------------------------------------------------------------- JSD
+
+
+def js_divergence(p, q):
+    """Jensen-Shannon divergence in bits (base 2): 0.5 KL(p || m) + 0.5 KL(q || m), m = (p + q) / 2.
+
+    The divergence itself, in [0, 1], not scipy's distance (its square root). Rows (last axis) of
+    ``p`` and ``q`` are distributions; 0 log 0 = 0. Returns a float for 1-D inputs, else an array."""
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    if p.shape != q.shape:
+        raise ProbeError(f"js_divergence: shapes differ, {p.shape} vs {q.shape}")
+    m = 0.5 * (p + q)
+
+    def kl(a):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(a > 0, a * np.log2(a / m), 0.0)
+        return terms.sum(-1)
+
+    d = np.clip(0.5 * kl(p) + 0.5 * kl(q), 0.0, 1.0)
+    return float(d) if d.ndim == 0 else d
+
+
+# ----------------------------------------------------------------------------- LDA
+
+
+def preprocess(text: str) -> list[str]:
+    """Lowercase alphabetic tokens of 3-15 letters (gensim simple_preprocess), stop words removed."""
+    from gensim.parsing.preprocessing import STOPWORDS
+    from gensim.utils import simple_preprocess
+
+    return [w for w in simple_preprocess(text, deacc=True, min_len=3, max_len=15) if w not in STOPWORDS]
+
+
+def training_chunks(texts: list[str], min_words: int) -> list[str]:
+    """Consecutive paragraphs of each text grouped until a group has at least ``min_words`` words."""
+    chunks = []
+    for text in texts:
+        group, n = [], 0
+        for para in text.split("\n\n"):
+            para = para.strip()
+            if not para:
+                continue
+            group.append(para)
+            n += len(para.split())
+            if n >= min_words:
+                chunks.append("\n\n".join(group))
+                group, n = [], 0
+        if group:
+            chunks.append("\n\n".join(group))
+    return chunks
+
+
+def fit_lda(texts: list[str], cfg: Config):
+    """(LdaModel, Dictionary) fitted on ``texts`` with the documented preprocessing; seeded."""
+    import logging
+
+    from gensim.corpora import Dictionary
+    from gensim.models import LdaModel
+
+    logging.getLogger("gensim").setLevel(logging.WARNING)
+    docs = [preprocess(t) for t in texts]
+    dictionary = Dictionary(docs)
+    dictionary.filter_extremes(no_below=cfg.no_below, no_above=cfg.no_above, keep_n=None)
+    if len(dictionary) == 0:
+        raise ProbeError(f"no word survives the LDA dictionary filter (no_below={cfg.no_below}, "
+                         f"no_above={cfg.no_above}) in {len(texts)} training chunks; use a larger corpus")
+    bows = [dictionary.doc2bow(d) for d in docs]
+    lda = LdaModel(bows, id2word=dictionary, num_topics=cfg.topics, random_state=cfg.seed, passes=cfg.lda_passes,
+                   iterations=cfg.lda_iterations, chunksize=2000, alpha="symmetric", minimum_probability=0.0,
+                   eval_every=None)
+    return lda, dictionary
+
+
+def topic_distributions(lda, dictionary, texts: list[str], seed: int = 0) -> np.ndarray:
+    """(n, K) topic distributions; the inference RNG restarts from ``seed`` for every text."""
+    out = np.empty((len(texts), lda.num_topics))
+    for i, t in enumerate(texts):
+        lda.random_state = np.random.RandomState(seed)
+        gamma, _ = lda.inference([dictionary.doc2bow(preprocess(t))])
+        out[i] = gamma[0] / gamma[0].sum()
+    return out
+
+
+def top_words(lda, n: int = 10) -> list[list[str]]:
+    return [[w for w, _ in lda.show_topic(k, topn=n)] for k in range(lda.num_topics)]
+
+
+# ----------------------------------------------------------------------------- contexts
+
+
+def sample_spans(doc_ids: list[list[int]], length: int, n: int, seed: int) -> list[tuple[int, int]]:
+    """``n`` non-overlapping (document, start) spans of ``length`` tokens, seeded; the placement
+    rule of probes.corpus.token_windows (slots per document, then random non-overlapping starts)."""
+    capacity = np.array([len(ids) // length for ids in doc_ids], dtype=np.int64)
+    if n > capacity.sum():
+        raise ProbeError(f"the held-out text holds only {int(capacity.sum())} non-overlapping spans of {length} "
+                         f"tokens; asked for {n} contexts (lower --n-contexts or --context-tokens)")
+    rng = np.random.default_rng(seed)
+    slots = rng.choice(int(capacity.sum()), size=n, replace=False)
+    per_doc = np.bincount(np.searchsorted(np.cumsum(capacity), slots, side="right"), minlength=len(doc_ids))
+    spans = []
+    for d, (ids, k) in enumerate(zip(doc_ids, per_doc)):
+        if k:
+            free = len(ids) - k * length
+            values = np.sort(rng.choice(free + k, size=k, replace=False))
+            spans += [(d, int(s)) for s in values + np.arange(k) * (length - 1)]
+    return spans
+
+
+# ----------------------------------------------------------------------------- generation
+
+
+@torch.inference_mode()
+def greedy_windowed(lm, context: torch.Tensor, n_new: int, T: int, o: int) -> torch.Tensor:
+    """(B, n_new) greedy tokens after ``context`` (B, C), with the model run in windows of T tokens
+    every T - o tokens: token p is predicted from t_s..t_{p-1} of the window that would score it in
+    analyses.perplexity (s = k (T - o), k = 0 if p <= T else ceil((p - T) / (T - o))); a recurrent
+    model carries h_prev from each complete window to the next."""
+    from analyses.perplexity import check_window, scoring_context_start
+
+    check_window(T, o)
+    if T > lm.max_positions:
+        raise ProbeError(f"window {T} is longer than model '{lm.name}' allows ({lm.max_positions} positions)")
+    stride = T - o
+    seq = context.to(lm.device)
+    h, k_have = None, 0  # h = h_prev entering window k_have
+    for _ in range(n_new):
+        p = seq.shape[1]
+        s = scoring_context_start(p, T, o)
+        k = s // stride
+        if lm.recurrent:
+            while k_have < k:
+                a = k_have * stride
+                h = lm.model(seq[:, a:a + T], h_prev=h, pool_len=stride).h_next
+                k_have += 1
+            logits = lm.model(seq[:, s:p], h_prev=h, need_state=False).logits
+        else:
+            logits = lm.model(input_ids=seq[:, s:p]).logits
+        seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return seq[:, context.shape[1]:].cpu()
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def paired_statistics(jsd_a: np.ndarray, jsd_b: np.ndarray) -> dict:
+    """Mean JSDs, share A < B, sign test and Wilcoxon signed-rank p-values (two-sided and A < B)."""
+    from scipy.stats import binomtest, wilcoxon
+
+    diff = np.asarray(jsd_a) - np.asarray(jsd_b)
+    less, greater = int((diff < 0).sum()), int((diff > 0).sum())
+    n = len(diff)
+    out = {"n_contexts": n, "mean_jsd_a": float(np.mean(jsd_a)), "mean_jsd_b": float(np.mean(jsd_b)),
+           "median_difference": float(np.median(diff)), "n_a_less": less, "n_a_greater": greater,
+           "n_ties": n - less - greater, "share_a_less": less / n if n else float("nan")}
+    if less + greater == 0:
+        out.update(sign_test_p=1.0, sign_test_p_a_less=1.0, wilcoxon_p=1.0, wilcoxon_p_a_less=1.0,
+                   note="no pair differs: both tests are void (p = 1)")
+        return out
+    out["sign_test_p"] = binomtest(less, less + greater, 0.5, alternative="two-sided").pvalue
+    out["sign_test_p_a_less"] = binomtest(less, less + greater, 0.5, alternative="greater").pvalue
+    out["wilcoxon_p"] = float(wilcoxon(jsd_a, jsd_b, alternative="two-sided").pvalue)
+    out["wilcoxon_p_a_less"] = float(wilcoxon(jsd_a, jsd_b, alternative="less").pvalue)
+    return out
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+def _window(lm, window: int) -> int:
+    return window if window > 0 else lm.window
+
+
+def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[dict, list[dict]]:
+    """The comparison (JSON-ready) and the per-context records (for the JSONL)."""
+    from probes.corpus import load_corpus
+    from probes.lm import corpus_split
+
+    cfg = cfg or Config()
+    Ta = _window(lm_a, cfg.window_a)
+    Tb = cfg.window_b if cfg.window_b > 0 else Ta
+    C = cfg.context_tokens if cfg.context_tokens > 0 else Ta
+    N = cfg.continuation_tokens
+    if N < 1:
+        raise ProbeError(f"--continuation-tokens must be at least 1, got {N}")
+    for lm, T, o in ((lm_a, Ta, cfg.overlap_a), (lm_b, Tb, cfg.overlap_b)):
+        from analyses.perplexity import check_window
+
+        check_window(T, o)
+        if T > lm.max_positions:
+            raise ProbeError(f"window {T} is longer than model '{lm.name}' allows ({lm.max_positions} positions)")
+    full = load_corpus(None if cfg.corpus == "default" else cfg.corpus)
+    train, held = corpus_split(full, "train"), corpus_split(full, "heldout")
+
+    lda, dictionary = fit_lda(training_chunks([d.text for d in train.documents], cfg.lda_chunk_words), cfg)
+
+    doc_ids = [lm_a.encode(d.text) for d in held.documents]
+    spans = sample_spans(doc_ids, C + N, cfg.n_contexts, cfg.seed)
+    same_tok = lm_a.tokenizer.get_vocab() == lm_b.tokenizer.get_vocab()
+    contexts = torch.tensor([doc_ids[d][s:s + C] for d, s in spans], dtype=torch.long)
+    reference = [doc_ids[d][s + C:s + C + N] for d, s in spans]
+    cont_a, cont_b = [], []
+    for b in tqdm(range(0, len(spans), cfg.batch_size), desc="continuations", unit="batch"):
+        ctx = contexts[b:b + cfg.batch_size]
+        cont_a += greedy_windowed(lm_a, ctx, N, Ta, cfg.overlap_a).tolist()
+        if same_tok:
+            cont_b += greedy_windowed(lm_b, ctx, N, Tb, cfg.overlap_b).tolist()
+        else:  # another tokenizer: the same context text, re-encoded, its last C tokens
+            for row in ctx.tolist():
+                ids_b = lm_b.encode(lm_a.decode(row))[-C:]
+                cont_b += greedy_windowed(lm_b, torch.tensor([ids_b]), N, Tb, cfg.overlap_b).tolist()
+    dec = lambda lm, ids: lm.tokenizer.decode(ids, skip_special_tokens=True)
+    text_ctx = [dec(lm_a, c) for c in contexts.tolist()]
+    text_a = [dec(lm_a, c) for c in cont_a]
+    text_b = [dec(lm_b, c) for c in cont_b]
+    text_ref = [dec(lm_a, c) for c in reference]
+    theta = {k: topic_distributions(lda, dictionary, v, cfg.seed)
+             for k, v in (("context", text_ctx), ("a", text_a), ("b", text_b), ("reference", text_ref))}
+    jsd_a = js_divergence(theta["context"], theta["a"])
+    jsd_b = js_divergence(theta["context"], theta["b"])
+    jsd_ref = js_divergence(theta["context"], theta["reference"])
+    stats = paired_statistics(jsd_a, jsd_b)
+    stats["mean_jsd_reference"] = float(np.mean(jsd_ref))
+    stats["paper_direction_held"] = bool(stats["mean_jsd_a"] < stats["mean_jsd_b"] and stats["share_a_less"] > 0.5)
+    records = []
+    for i, (d, s) in enumerate(spans):
+        records.append({
+            "index": i, "document": held.documents[d].name, "start_token": s, "context": text_ctx[i],
+            "continuation_a": text_a[i], "continuation_b": text_b[i], "continuation_reference": text_ref[i],
+            "jsd_a": float(jsd_a[i]), "jsd_b": float(jsd_b[i]), "jsd_reference": float(jsd_ref[i]),
+            "top_topics": {k: [int(t) for t in np.argsort(-theta[k][i])[:3]] for k in theta},
+        })
+    result = {
+        "model_name": f"{lm_a.name}-vs-{lm_b.name}",
+        "config": config_dict(cfg),
+        "model_a": {**lm_a.describe(), "window": Ta, "overlap": cfg.overlap_a},
+        "model_b": {**lm_b.describe(), "window": Tb, "overlap": cfg.overlap_b},
+        "corpus": {**full.identity(), "lda_training": train.identity(), "contexts_from": held.identity(),
+                   "same_tokenizer": same_tok},
+        "definitions": {
+            "lda": f"gensim LdaModel, K={cfg.topics}, passes={cfg.lda_passes}, iterations={cfg.lda_iterations}, "
+                   f"random_state={cfg.seed}, alpha=symmetric, minimum_probability=0; fitted on "
+                   f"{lda.num_terms}-word dictionary (no_below={cfg.no_below}, no_above={cfg.no_above}) over "
+                   f"training chunks of >= {cfg.lda_chunk_words} words",
+            "preprocessing": "gensim simple_preprocess(deacc=True, min_len=3, max_len=15) (lowercase alphabetic "
+                             "tokens), gensim STOPWORDS removed",
+            "topic_distribution": "normalised variational gamma (get_document_topics with minimum_probability=0 "
+                                  "and no 1e-8 floor); inference RNG reset to the seed per text",
+            "contexts": f"{len(spans)} non-overlapping spans of {C} + {N} tokens (model A's tokenizer) from the "
+                        "held-out part, seeded; the last N tokens are the reference continuation",
+            "continuations": f"{N} greedy tokens; each model in windows of T tokens every T - o tokens, a token "
+                             "predicted by the window that would score it in analyses.perplexity",
+            "jsd": "Jensen-Shannon divergence, base 2, the divergence (not its square root), in [0, 1]",
+            "share_a_less": "contexts with JSD_A < JSD_B over all contexts (ties count as not less)",
+            "tests": "sign test: scipy.stats.binomtest on non-tied pairs; Wilcoxon: scipy.stats.wilcoxon "
+                     "(zero differences dropped); two-sided, and one-sided for A < B (*_a_less)",
+        },
+        "statistics": stats,
+        "topics_top_words": top_words(lda),
+        "jsd_a": jsd_a, "jsd_b": jsd_b, "jsd_reference": jsd_ref,
+    }
+    return result, records
+
+
+def table_rows(result: dict) -> list[dict]:
+    return [{"index": i, "jsd_a": a, "jsd_b": b, "jsd_reference": r}
+            for i, (a, b, r) in enumerate(zip(result["jsd_a"], result["jsd_b"], result["jsd_reference"]))]
+
+
+def summary_line(result: dict) -> str:
+    s = result["statistics"]
+    held = "held" if s["paper_direction_held"] else "did not hold"
+    return (f"{result['model_name']}: mean topic JSD A {s['mean_jsd_a']:.4f} vs B {s['mean_jsd_b']:.4f} "
+            f"(real continuation {s['mean_jsd_reference']:.4f}); A < B in {100 * s['share_a_less']:.1f}% of "
+            f"{s['n_contexts']} contexts ({s['n_ties']} ties); sign test p = {s['sign_test_p']:.3g}, Wilcoxon "
+            f"p = {s['wilcoxon_p']:.3g} (two-sided); the paper's direction (recurrent < baseline) {held}")
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def plot(results: list[dict], axes=None):
+    """Paired JSDs: A's against B's per context (below the diagonal: A stays closer to the topic)."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        fig, axes = plt.subplots(1, len(results), figsize=(3.4 * len(results) + 0.4, 3.3), squeeze=False,
+                                 constrained_layout=True)
+    axes = np.ravel(axes)
+    fig = axes[0].figure
+    for ax, res in zip(axes, results):
+        a, b = np.asarray(res["jsd_a"]), np.asarray(res["jsd_b"])
+        ax.scatter(b, a, s=6, alpha=0.5, lw=0)
+        ax.plot([0, 1], [0, 1], color="0.4", lw=0.7, ls=":")
+        s = res["statistics"]
+        ax.text(0.03, 0.97, f"mean A {s['mean_jsd_a']:.3f}\nmean B {s['mean_jsd_b']:.3f}\n"
+                            f"A<B {100 * s['share_a_less']:.0f}%, p={s['sign_test_p']:.2g}",
+                transform=ax.transAxes, va="top", fontsize=7)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel(f"JSD, B = {res['model_b']['name']}", fontsize=8)
+        ax.set_ylabel(f"JSD, A = {res['model_a']['name']}", fontsize=8)
+        ax.set_title("topic JSD context vs continuation", fontsize=9)
+    return fig
+
+
+def plot_differences(results: list[dict], ax=None):
+    """Histogram of JSD_A - JSD_B (left of 0: A closer to the context's topics)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(4.2, 2.9), constrained_layout=True)
+    fig = ax.figure
+    bins = np.linspace(-1, 1, 41)
+    for res in results:
+        diff = np.asarray(res["jsd_a"]) - np.asarray(res["jsd_b"])
+        ax.hist(diff, bins=bins, alpha=0.6, label=res["model_name"])
+    ax.axvline(0, color="k", lw=0.7)
+    ax.set_xlabel("JSD_A - JSD_B", fontsize=8)
+    ax.set_ylabel("contexts", fontsize=8)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def figures(results: list[dict], out: str) -> list:
+    """Both topic figures, from saved results (each result holds its paired JSDs)."""
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for name, draw in (("topics", plot), ("topics-differences", plot_differences)):
+        fig = draw(results)
+        paths += save_figure(fig, out, name)
+        plt.close(fig)
+    return paths
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> None:
+    from probes.lm import _need_causal, load_lm
+    from probes.registry import get_spec
+
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    for name in (cfg.model_a, cfg.model_b):  # both names checked before any work
+        _need_causal(get_spec(name))
+    if cfg.n_contexts < 1:
+        raise ProbeError(f"--n-contexts must be at least 1, got {cfg.n_contexts}")
+    lm_a = load_lm(cfg.model_a, cfg.device)
+    lm_b = lm_a if cfg.model_b == cfg.model_a else load_lm(cfg.model_b, cfg.device)
+    result, records = compute(lm_a, lm_b, cfg)
+    key = result["model_name"]
+    json_path, _ = write_result(cfg.out, "topics", key, result, table_rows(result))
+    jsonl = json_path.with_name(f"{key}.continuations.jsonl")
+    _atomic_write(jsonl, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))
+    print(f"wrote {json_path} and {jsonl}")
+    print(summary_line(result))
+    paths = figures(read_results(cfg.out, "topics", [key]), cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+if __name__ == "__main__":
+    run_main(main)
+

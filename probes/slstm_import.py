@@ -1,0 +1,241 @@
+"""Import the authors' fairseq S-LSTM checkpoints (github.com/ylwangy/slstm_pytorch) into probes.slstm.
+
+Loading never runs code from the file. ``torch.load(path, weights_only=True)`` rebuilds only
+tensors and plain containers (dict, list, tuple, str, numbers, None); on top of that exactly one
+class is allowed: ``argparse.Namespace``, because fairseq stores its training arguments (``args``)
+as one. A Namespace is rebuilt by creating the object and filling its ``__dict__``; no method of
+it, and nothing else from the file, is called. Anything else the pickle asks for (``os.system``,
+``builtins.eval``, an omegaconf ``DictConfig``, a fairseq class, ...) makes the load fail with a
+:class:`~probes.errors.CheckpointError` ("refused: the checkpoint asks to run code / load objects
+beyond tensors and plain containers ..."); the file is never executed.
+
+Newer (hydra) fairseq versions store ``cfg`` as an omegaconf ``DictConfig`` instead of ``args``:
+such files are refused and must be converted once in an environment that trusts them, e.g.
+
+    ckpt = torch.load("checkpoint_last.pt", weights_only=False)   # trusted machine, with fairseq
+    torch.save({"model": ckpt["model"], "args": {"encoder_layers": 24, "slstm_kernel_size": 1}}, "plain.pt")
+
+Layout read (fairseq ``SlstmModel`` state dict; the released ``*_ln_posinput`` architectures):
+
+=========================================================  ==========================================
+fairseq key                                                probes.slstm.SLSTMForMaskedLM key
+=========================================================  ==========================================
+encoder.embed_tokens.weight                                slstm.embed_tokens.weight
+encoder.embed_positions.weight (rows pad+1 onwards)        slstm.embed_positions.weight
+encoder.layernorm_embedding.{weight,bias}                  slstm.layernorm_embedding.*
+encoder.encoder.layer.WV_t_ilrfsou.{weight,bias}           slstm.block.token_w.*   (4d -> 7d)
+encoder.encoder.layer.U_t_ilrfsou.weight                   slstm.block.token_u.weight (d -> 7d)
+encoder.encoder.layer.WU_g_fo.{weight,bias}                slstm.block.sent_fo.*   (2d -> 2d)
+encoder.encoder.layer.WU_g_f_.{weight,bias}                slstm.block.sent_f.*    (2d -> d)
+encoder.encoder.layer.{i,l,r,f,s,o,u}_norm.{weight,bias}   slstm.block.token_norm.* rows 0..6
+encoder.encoder.layer.{gf,go,gf_}_norm.{weight,bias}       slstm.block.sent_norm.* rows 0..2
+encoder.lm_head.{dense,layer_norm}.*, encoder.lm_head.bias lm_head.* (lm_head.weight is tied to E)
+=========================================================  ==========================================
+
+fairseq's learned positions start at ``padding_idx + 1`` (pad = 1, so row 2 is the first token);
+those rows become our 0-based positions. Ignored: ``classification_heads.*`` (fine-tuning heads)
+and the multi-task ``lm_head_left/right``. Refused: checkpoints trained with ``pos_g2h`` /
+``pos_h2g`` (positions inside the block, ``encoder.encoder.layer.embed_positions``), which the
+released models do not use.
+
+Vocabulary: fairseq id = SentencePiece id + 4; ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3 and
+``<mask>`` last (the authors' ``example/slstm_demo.py``). Inputs are ``<s> pieces </s>``.
+
+Convert once to the native, pickle-free folder (config.json + model.safetensors + the
+SentencePiece model), which ``family: slstm`` entries load directly:
+
+    $ python -m probes.slstm_import checkpoint_last.pt --sentencepiece wiki_books_openweb_nospecial.model \\
+          --out models/slstm-en [--num-layers 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import re
+import shutil
+import warnings
+from pathlib import Path
+
+import torch
+
+from probes.errors import CheckpointError
+from probes.slstm import CONFIG_NAME, SLSTMConfig, SLSTMForMaskedLM, save_pretrained
+
+FAIRSEQ_PAD = 1  # fairseq Dictionary: <s>=0, <pad>=1, </s>=2, <unk>=3
+SPM_OFFSET = 4
+TOKEN_NORMS = ("i", "l", "r", "f", "s", "o", "u")  # rows of token_norm
+SENT_NORMS = ("gf", "go", "gf_")  # rows of sent_norm: f_g, o (after the sigmoid), per-token f_i
+LINEARS = {  # fairseq block module -> ours
+    "WV_t_ilrfsou": "token_w", "U_t_ilrfsou": "token_u", "WU_g_fo": "sent_fo", "WU_g_f_": "sent_f",
+}
+REFUSED = "refused: the checkpoint asks to run code / load objects beyond tensors and plain containers"
+
+
+def safe_load(path: str | Path) -> object:
+    """torch.load with weights_only=True (+ argparse.Namespace); CheckpointError on anything else."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        with torch.serialization.safe_globals([argparse.Namespace]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4": the load is refused anyway
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"GLOBAL ([\w.]+)", str(e))
+        operand = re.search(r"Unsupported operand \d+", str(e))
+        what = f" (it asks for {found.group(1)})" if found else f" ({operand.group(0)})" if operand else ""
+        hint = ""
+        if found and found.group(1).split(".")[0] in ("omegaconf", "fairseq"):
+            hint = "; a hydra-era fairseq checkpoint must be converted first (see probes.slstm_import)"
+        raise CheckpointError(f"{path}: {REFUSED}{what}{hint}") from None
+    except (RuntimeError, OSError, EOFError, ValueError) as e:
+        reason = " ".join(str(e).split())[:200]
+        raise CheckpointError(f"{path}: not a readable torch checkpoint ({reason})") from None
+
+
+def _args_of(ckpt: dict) -> dict:
+    """The training arguments as a dict (fairseq ``args`` Namespace, a plain dict, or cfg['model'])."""
+    args = ckpt.get("args")
+    if args is None and isinstance(ckpt.get("cfg"), dict):
+        args = ckpt["cfg"].get("model")
+    if isinstance(args, argparse.Namespace):
+        return vars(args)
+    return dict(args) if isinstance(args, dict) else {}
+
+
+def fairseq_to_native(ckpt: object, num_layers: int | None = None) -> tuple[SLSTMConfig, dict, dict]:
+    """A loaded fairseq checkpoint (or bare state dict) -> (config, our state dict, notes)."""
+    if not isinstance(ckpt, dict):
+        raise CheckpointError(f"not a fairseq checkpoint: the file holds a {type(ckpt).__name__}, not a dict")
+    state = ckpt.get("model", ckpt)
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError("not a fairseq checkpoint: no state dict of tensors under 'model'")
+    args = _args_of(ckpt)
+    p = "encoder.encoder.layer."
+    if f"{p}embed_positions.weight" in state or args.get("pos_g2h") or args.get("pos_h2g"):
+        raise CheckpointError("this S-LSTM checkpoint uses positions inside the block (pos_g2h / pos_h2g), "
+                              "which probes.slstm does not implement (the released models use pos_input)")
+    need = ["encoder.embed_tokens.weight", f"{p}WV_t_ilrfsou.weight", f"{p}U_t_ilrfsou.weight",
+            f"{p}WU_g_fo.weight", f"{p}WU_g_f_.weight"]
+    missing = [k for k in need if k not in state]
+    if missing:
+        raise CheckpointError(f"not an S-LSTM fairseq checkpoint: missing {', '.join(missing)}")
+    V, d = state["encoder.embed_tokens.weight"].shape
+    L = args.get("encoder_layers", num_layers)
+    if L is None:
+        raise CheckpointError("the checkpoint does not record its number of steps (args.encoder_layers): "
+                              "give num_layers (registry field `num_layers:`)")
+    ln = f"{p}i_norm.weight" in state
+    pos = state.get("encoder.embed_positions.weight")
+    if pos is None:
+        raise CheckpointError("the checkpoint has no encoder.embed_positions (trained without pos_input); "
+                              "probes.slstm needs input positions")
+    pad = int(args.get("padding_idx", FAIRSEQ_PAD))
+    cfg = SLSTMConfig(vocab_size=int(V), hidden_size=int(d), num_layers=int(L),
+                      max_positions=int(pos.shape[0]) - pad - 1, window=int(args.get("slstm_kernel_size", 1)),
+                      dropout=0.0, pad_id=pad, gate_layer_norm=ln)
+    f = lambda t: t.detach().to(torch.float32).clone()
+    out = {"slstm.embed_tokens.weight": f(state["encoder.embed_tokens.weight"]),
+           "slstm.embed_positions.weight": f(pos[pad + 1:])}
+    for k in ("weight", "bias"):
+        out[f"slstm.layernorm_embedding.{k}"] = f(state[f"encoder.layernorm_embedding.{k}"])
+    for theirs, ours in LINEARS.items():
+        out[f"slstm.block.{ours}.weight"] = f(state[f"{p}{theirs}.weight"])
+        if f"{p}{theirs}.bias" in state:
+            out[f"slstm.block.{ours}.bias"] = f(state[f"{p}{theirs}.bias"])
+    for k in ("weight", "bias"):
+        if ln:
+            out[f"slstm.block.token_norm.{k}"] = torch.stack([f(state[f"{p}{g}_norm.{k}"]) for g in TOKEN_NORMS])
+            out[f"slstm.block.sent_norm.{k}"] = torch.stack([f(state[f"{p}{g}_norm.{k}"]) for g in SENT_NORMS])
+        else:  # unused without gate LayerNorms; identity values keep the state dict complete
+            fill = torch.ones if k == "weight" else torch.zeros
+            out[f"slstm.block.token_norm.{k}"] = fill(7, d)
+            out[f"slstm.block.sent_norm.{k}"] = fill(3, d)
+    head = "encoder.lm_head."
+    notes = {"fairseq_args": {k: v for k, v in args.items() if isinstance(v, (int, float, str, bool))},
+             "ignored_keys": sorted(k for k in state if k.startswith(("classification_heads.", "encoder.lm_head_")))}
+    if f"{head}dense.weight" in state:
+        for k in ("dense.weight", "dense.bias", "layer_norm.weight", "layer_norm.bias", "bias"):
+            out[f"lm_head.{k}"] = f(state[head + k])
+        if f"{head}weight" in state and not torch.equal(state[f"{head}weight"], state["encoder.embed_tokens.weight"]):
+            notes["untied_lm_head"] = "lm_head.weight differs from embed_tokens; the tied embeddings are used"
+    else:
+        notes["no_lm_head"] = True
+    return cfg, out, notes
+
+
+def build_model(cfg: SLSTMConfig, state: dict) -> SLSTMForMaskedLM:
+    """Our model with an imported state dict (the LM head keeps its initial values if absent)."""
+    model = SLSTMForMaskedLM(cfg)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith("lm_head.")]
+    if missing or unexpected:
+        raise CheckpointError(f"imported weights do not fit: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    return model.eval()
+
+
+def import_fairseq(path: str | Path, num_layers: int | None = None) -> tuple[SLSTMForMaskedLM, dict]:
+    """Read a fairseq S-LSTM checkpoint file (safely) into (SLSTMForMaskedLM in float32, notes)."""
+    cfg, state, notes = fairseq_to_native(safe_load(path), num_layers)
+    return build_model(cfg, state), notes
+
+
+def export_fairseq_state_dict(model: SLSTMForMaskedLM) -> dict:
+    """Our model in the fairseq layout (the inverse of :func:`fairseq_to_native`; positions padded
+    back with pad + 1 leading rows)."""
+    sd = model.state_dict()
+    d = model.config.hidden_size
+    pad = model.config.pad_id
+    p = "encoder.encoder.layer."
+    pos = sd["slstm.embed_positions.weight"]
+    out = {"encoder.embed_tokens.weight": sd["slstm.embed_tokens.weight"].clone(),
+           "encoder.embed_positions.weight": torch.cat([torch.zeros(pad + 1, d), pos]),
+           "encoder.layernorm_embedding.weight": sd["slstm.layernorm_embedding.weight"].clone(),
+           "encoder.layernorm_embedding.bias": sd["slstm.layernorm_embedding.bias"].clone()}
+    for theirs, ours in LINEARS.items():
+        out[f"{p}{theirs}.weight"] = sd[f"slstm.block.{ours}.weight"].clone()
+        if f"slstm.block.{ours}.bias" in sd:
+            out[f"{p}{theirs}.bias"] = sd[f"slstm.block.{ours}.bias"].clone()
+    for k in ("weight", "bias"):
+        for r, g in enumerate(TOKEN_NORMS):
+            out[f"{p}{g}_norm.{k}"] = sd[f"slstm.block.token_norm.{k}"][r].clone()
+        for r, g in enumerate(SENT_NORMS):
+            out[f"{p}{g}_norm.{k}"] = sd[f"slstm.block.sent_norm.{k}"][r].clone()
+    for k in ("dense.weight", "dense.bias", "layer_norm.weight", "layer_norm.bias", "bias"):
+        out[f"encoder.lm_head.{k}"] = sd[f"lm_head.{k}"].clone()
+    out["encoder.lm_head.weight"] = out["encoder.embed_tokens.weight"]
+    return out
+
+
+def convert(checkpoint: str | Path, sentencepiece: str | Path, out: str | Path, num_layers: int | None = None,
+            dtype: str = "float32") -> Path:
+    """Write the native folder (config.json + model.safetensors + sentencepiece.model)."""
+    model, notes = import_fairseq(checkpoint, num_layers)
+    out = Path(out)
+    tok = {"type": "sentencepiece", "file": "sentencepiece.model", "id_offset": SPM_OFFSET,
+           "bos": 0, "pad": FAIRSEQ_PAD, "eos": 2, "unk": 3, "mask": model.config.vocab_size - 1}
+    save_pretrained(model, out, dtype=dtype, extra_config={"tokenizer": tok, "imported_from": str(checkpoint),
+                                                           "import_notes": notes})
+    shutil.copyfile(sentencepiece, out / "sentencepiece.model")
+    json.loads((out / CONFIG_NAME).read_text())  # written and readable
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Convert a fairseq S-LSTM checkpoint to the native folder.")
+    ap.add_argument("checkpoint")
+    ap.add_argument("--sentencepiece", required=True, help="the SentencePiece .model the checkpoint was trained with")
+    ap.add_argument("--out", required=True, help="output folder")
+    ap.add_argument("--num-layers", type=int, default=None, help="recurrent steps, if the checkpoint lacks args")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    a = ap.parse_args(argv)
+    try:
+        print(convert(a.checkpoint, a.sentencepiece, a.out, a.num_layers, a.dtype))
+    except CheckpointError as e:
+        raise SystemExit(f"error: {e}") from None
+
+
+if __name__ == "__main__":
+    main()

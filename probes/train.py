@@ -1,0 +1,430 @@
+"""Masked-LM pre-training of the S-LSTM and its Transformer baselines on the same data (S-LSTM paper §7).
+
+One recipe, three architectures of the same width and depth, trained with the same tokenizer,
+data order, masking, steps, batch and optimiser, as the paper does for its fair comparison:
+
+* ``slstm``: :class:`probes.slstm.SLSTMForMaskedLM` (one block shared by ``--layers`` steps);
+* ``bert``: ``transformers.BertForMaskedLM`` from a config (``--layers`` independent layers);
+* ``albert``: ``transformers.AlbertForMaskedLM`` from a config (one layer shared ``--layers`` times,
+  factorised embeddings of ``--albert-embedding``).
+
+Data: the corpus (default: the embedded one) split into sentences; complete sentences of a
+document are packed into blocks of at most ``--seq-len`` tokens including [CLS] ... [SEP]
+(fairseq's ``--sample-break-mode complete``; a longer sentence is cut into pieces), shuffled with
+the seed each epoch. Masking (BERT): 15% of the real, non-special tokens; of those 80% [MASK],
+10% a random token, 10% unchanged; the loss is the cross-entropy at the masked positions only.
+No next-sentence objective (as the paper, following RoBERTa). Optimiser: AdamW (betas 0.9/0.98,
+eps 1e-6, weight decay on matrices only), linear warm-up then linear decay to 0, gradient
+clipping at 1.0.
+
+Tokenizer: WordPiece (lower-cased, BERT normalisation and pre-tokenisation, [PAD] [UNK] [CLS]
+[SEP] [MASK]) trained with the ``tokenizers`` library on the same corpus, ids renumbered
+canonically (the trainer's tie order varies from run to run). The first run saves it in
+``<out-dir>/wordpiece-<vocab-size>/`` (with the corpus hash it was trained on) and every later
+run loads it from there, so all three models share one tokenizer; each checkpoint folder gets a
+copy (Hugging Face ``PreTrainedTokenizerFast`` files).
+
+Output, written into ``<out-dir>/.<name>.partial-<pid>/`` and renamed to ``<out-dir>/<name>/`` only
+when complete: ``model.safetensors`` (weights in ``--dtype``, float16 by default: the loaders cast
+to float32), ``config.json`` (the S-LSTM's or the Hugging Face config), the tokenizer files,
+``train_config.json`` (the resolved config + the outcome) and ``train_log.csv`` (loss every
+``--log-every`` steps). The Hugging Face folders load with ``AutoModel`` (registry family ``hf``),
+the S-LSTM folder with ``probes.slstm_encoder`` (family ``slstm``).
+
+    $ python -m probes.train --arch slstm      # -> checkpoints/slstm-small/
+    $ python -m probes.train --arch bert       # -> checkpoints/bert-small/
+    $ python -m probes.train --arch albert     # -> checkpoints/albert-small/
+
+A new architecture (e.g. a causal GPT-2 recipe) adds an entry to :data:`ARCHS`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from analyses.common import arg, parse_config, run_main
+from probes.errors import ProbeError
+from probes.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, replace_folder, save_pretrained
+
+SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class TrainConfig:
+    """Masked-LM pre-training of the S-LSTM / BERT-style / ALBERT-style models on the same data."""
+
+    arch: str = arg("slstm", "architecture: slstm | bert | albert")
+    name: str = arg("", "checkpoint folder name (default: <arch>-small)")
+    out_dir: str = arg("checkpoints", "folder that receives <name>/ (relative to the current directory)")
+    corpus: str = arg("default", "training corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    vocab_size: int = arg(4096, "WordPiece vocabulary size (specials included)")
+    tokenizer: str = arg("", "tokenizer folder shared by all runs (default: <out-dir>/wordpiece-<vocab-size>); "
+                             "loaded if it exists, else trained on --corpus and saved there")
+    width: int = arg(256, "hidden size d of every model")
+    layers: int = arg(4, "S-LSTM recurrent steps / Transformer layers")
+    heads: int = arg(4, "attention heads (bert, albert)")
+    intermediate: int = arg(1024, "feed-forward size (bert, albert)")
+    albert_embedding: int = arg(128, "ALBERT's factorised embedding size")
+    max_positions: int = arg(512, "position embeddings (longest input the model accepts)")
+    seq_len: int = arg(320, "longest training block, [CLS] and [SEP] included (320: 300-token windows in range)")
+    batch_size: int = arg(6, "blocks per step")
+    steps: int = arg(150, "optimiser steps")
+    lr: float = arg(1e-3, "peak learning rate")
+    warmup: int = arg(15, "linear warm-up steps (then linear decay to 0)")
+    weight_decay: float = arg(0.01, "AdamW weight decay (matrices only)")
+    clip: float = arg(1.0, "gradient-norm clipping (0 = off)")
+    mask_prob: float = arg(0.15, "share of real, non-special tokens selected for prediction")
+    dropout: float = arg(0.0, "dropout of every model (the released S-LSTMs use 0.0)")
+    seed: int = arg(0, "seed for initialisation, data order and masking")
+    log_every: int = arg(1, "write the loss to train_log.csv every this many steps")
+    dtype: str = arg("float16", "dtype of the saved weights (float16 keeps checkpoints small; loaders cast to float32)")
+    threads: int = arg(1, "torch intra-op threads (0 = torch's default); the count changes float rounding")
+    device: str = arg("cpu", "torch device (cuda scales the same recipe up: raise --steps and --batch-size)")
+    progress: bool = arg(True, "show a progress bar")
+
+
+# ----------------------------------------------------------------------------- tokenizer + data
+
+
+def train_tokenizer(texts: list[str], vocab_size: int, max_length: int):
+    """A WordPiece PreTrainedTokenizerFast trained on ``texts`` (deterministic)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS), show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    # The trainer breaks ties between equally frequent merges in hash order, so the same tokens come
+    # out with run-dependent ids: renumber them canonically (specials, then words, then ##pieces).
+    rest = sorted((t for t in tok.get_vocab() if t not in SPECIALS), key=lambda t: (t.startswith("##"), t))
+    vocab = {t: i for i, t in enumerate(list(SPECIALS) + rest)}
+    tok.model = models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=max_length)
+
+
+def pack_blocks(doc_sentence_ids: list[tuple[int, list[int]]], max_tokens: int) -> list[list[int]]:
+    """Complete sentences of one document packed greedily into blocks of <= max_tokens ids (a longer
+    sentence is cut into pieces). Input: (document index, ids) in corpus order."""
+    blocks: list[list[int]] = []
+    cur: list[int] = []
+    cur_doc = None
+    for doc, ids in doc_sentence_ids:
+        if doc != cur_doc or len(cur) + len(ids) > max_tokens:
+            if cur:
+                blocks.append(cur)
+            cur, cur_doc = [], doc
+        while len(ids) > max_tokens:
+            blocks.append(ids[:max_tokens])
+            ids = ids[max_tokens:]
+        cur = cur + ids
+    if cur:
+        blocks.append(cur)
+    return [b for b in blocks if b]
+
+
+def shared_tokenizer(folder: Path, texts: list[str], cfg: TrainConfig, corpus_id: dict):
+    """The tokenizer in ``folder`` if it was trained on the same corpus with the same vocabulary
+    size; else (no folder) train one and save it there, so every run of the recipe shares it."""
+    from transformers import PreTrainedTokenizerFast
+
+    want = {"corpus_sha256": corpus_id["sha256"], "vocab_size": cfg.vocab_size, "kind": "wordpiece"}
+    meta_path = folder / "tokenizer_training.json"
+    if not (folder / "tokenizer.json").exists():
+        tok = train_tokenizer(texts, cfg.vocab_size, cfg.max_positions)
+        work = folder.with_name(f".{folder.name}.partial-{os.getpid()}")
+        shutil.rmtree(work, ignore_errors=True)
+        tok.save_pretrained(work)
+        (work / "tokenizer_training.json").write_text(json.dumps({**want, "corpus": corpus_id}, indent=1) + "\n")
+        try:
+            os.replace(work, folder)  # another run may have finished first: then use its tokenizer
+        except OSError:
+            shutil.rmtree(work, ignore_errors=True)
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        raise ProbeError(f"tokenizer folder {folder} has no readable tokenizer_training.json") from None
+    if {k: meta.get(k) for k in want} != want:
+        raise ProbeError(f"tokenizer folder {folder} was trained with {({k: meta.get(k) for k in want})}, "
+                         f"not {want}: pass another --tokenizer folder")
+    tok = PreTrainedTokenizerFast.from_pretrained(str(folder), local_files_only=True)
+    tok.model_max_length = cfg.max_positions
+    return tok
+
+
+def build_data(cfg: TrainConfig):
+    """(tokenizer, blocks with [CLS]/[SEP], corpus identity)."""
+    from probes.corpus import load_corpus, sentences
+
+    corpus = load_corpus(None if cfg.corpus == "default" else cfg.corpus)
+    sents = sentences(corpus)
+    if not sents:
+        raise ProbeError(f"corpus {corpus.name} has no sentences to train on")
+    folder = Path(cfg.tokenizer) if cfg.tokenizer else Path(cfg.out_dir) / f"wordpiece-{cfg.vocab_size}"
+    tokenizer = shared_tokenizer(folder, [s for _, s in sents], cfg, corpus.identity())
+    enc = tokenizer([s for _, s in sents], add_special_tokens=False, verbose=False)["input_ids"]
+    blocks = pack_blocks([(d, ids) for (d, _), ids in zip(sents, enc) if ids], cfg.seq_len - 2)
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    return tokenizer, [[cls] + b + [sep] for b in blocks], corpus.identity()
+
+
+def batches(blocks: list[list[int]], batch_size: int, seed: int):
+    """Endless seeded shuffled batches of block indices (one permutation per epoch)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(len(blocks))
+        for b in range(0, len(order) - batch_size + 1, batch_size):
+            yield order[b:b + batch_size]
+
+
+def collate(blocks: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    n = max(len(b) for b in blocks)
+    ids = torch.full((len(blocks), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(blocks), n), dtype=torch.long)
+    for r, b in enumerate(blocks):
+        ids[r, :len(b)] = torch.tensor(b)
+        mask[r, :len(b)] = 1
+    return ids, mask
+
+
+def mask_tokens(ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: list[int], mask_id: int,
+                vocab_size: int, prob: float, gen: torch.Generator):
+    """BERT masking. Returns (corrupted ids, selected (B, n) bool, targets at the selected positions)."""
+    candidates = attention_mask.bool() & ~torch.isin(ids, torch.tensor(special_ids))
+    selected = (torch.rand(ids.shape, generator=gen) < prob) & candidates
+    if not selected.any():  # at least one prediction per batch
+        first = candidates.flatten().nonzero()[0]
+        selected.view(-1)[first] = True
+    r = torch.rand(ids.shape, generator=gen)
+    random_ids = torch.randint(len(SPECIALS), vocab_size, ids.shape, generator=gen)
+    corrupted = torch.where(selected & (r < 0.8), torch.full_like(ids, mask_id), ids)
+    corrupted = torch.where(selected & (r >= 0.8) & (r < 0.9), random_ids, corrupted)
+    return corrupted, selected, ids[selected]
+
+
+# ----------------------------------------------------------------------------- architectures
+
+
+@dataclass
+class Arch:
+    """How to build one architecture, compute masked logits, and save it."""
+
+    build: Callable  # (cfg, vocab_size, pad_id) -> nn.Module
+    masked_logits: Callable  # (model, ids, mask, selected) -> (M, V)
+    save: Callable  # (model, folder, cfg) -> None
+
+
+def _build_slstm(cfg: TrainConfig, vocab_size: int, pad_id: int):
+    return SLSTMForMaskedLM(SLSTMConfig(vocab_size=vocab_size, hidden_size=cfg.width, num_layers=cfg.layers,
+                                        max_positions=cfg.max_positions, dropout=cfg.dropout, pad_id=pad_id))
+
+
+def _save_slstm(model, folder: Path, cfg: TrainConfig) -> None:
+    save_pretrained(model, folder, dtype=cfg.dtype)
+
+
+def _build_bert(cfg: TrainConfig, vocab_size: int, pad_id: int):
+    from transformers import BertConfig, BertForMaskedLM
+
+    conf = BertConfig(vocab_size=vocab_size, hidden_size=cfg.width, num_hidden_layers=cfg.layers,
+                      num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate,
+                      max_position_embeddings=cfg.max_positions, hidden_dropout_prob=cfg.dropout,
+                      attention_probs_dropout_prob=cfg.dropout, pad_token_id=pad_id)
+    return BertForMaskedLM(conf)
+
+
+def _build_albert(cfg: TrainConfig, vocab_size: int, pad_id: int):
+    from transformers import AlbertConfig, AlbertForMaskedLM
+
+    conf = AlbertConfig(vocab_size=vocab_size, embedding_size=cfg.albert_embedding, hidden_size=cfg.width,
+                        num_hidden_layers=cfg.layers, num_hidden_groups=1, num_attention_heads=cfg.heads,
+                        intermediate_size=cfg.intermediate, max_position_embeddings=cfg.max_positions,
+                        hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout,
+                        classifier_dropout_prob=cfg.dropout, pad_token_id=pad_id, bos_token_id=None,
+                        eos_token_id=None)
+    return AlbertForMaskedLM(conf)
+
+
+def _hf_logits(base: str, head: str):
+    def logits(model, ids, mask, selected):
+        seq = getattr(model, base)(input_ids=ids, attention_mask=mask).last_hidden_state
+        return getattr(model, head)(seq[selected])
+    return logits
+
+
+def _save_hf(model, folder: Path, cfg: TrainConfig) -> None:
+    """save_pretrained (float32 config), then the safetensors file rewritten in cfg.dtype."""
+    from safetensors.torch import load_file, save_file
+
+    model.save_pretrained(folder)
+    path = folder / "model.safetensors"
+    sd = load_file(str(path))
+    save_file({k: v.to(getattr(torch, cfg.dtype)).contiguous() for k, v in sd.items()}, str(path),
+              metadata={"format": "pt"})
+
+
+ARCHS: dict[str, Arch] = {
+    "slstm": Arch(_build_slstm, lambda m, ids, mask, sel: m(ids, mask, masked_positions=sel), _save_slstm),
+    "bert": Arch(_build_bert, _hf_logits("bert", "cls"), _save_hf),
+    "albert": Arch(_build_albert, _hf_logits("albert", "predictions"), _save_hf),
+}
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _optimizer(model, cfg: TrainConfig):
+    params = list({id(p): p for p in model.parameters() if p.requires_grad}.values())
+    decay = [p for p in params if p.dim() >= 2]
+    rest = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
+    warm = max(cfg.warmup, 1)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (cfg.steps - s) / max(cfg.steps - warm, 1))))
+    return opt, sched
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Train one model and save it to ``<out_dir>/<name>/``; returns that folder."""
+    if cfg.arch not in ARCHS:
+        raise ProbeError(f"unknown --arch {cfg.arch!r}: this recipe trains {', '.join(ARCHS)}")
+    if cfg.seq_len > cfg.max_positions or cfg.seq_len < 8:
+        raise ProbeError(f"--seq-len {cfg.seq_len} must be between 8 and --max-positions ({cfg.max_positions})")
+    if cfg.dtype not in ("float16", "bfloat16", "float32"):
+        raise ProbeError(f"--dtype must be float16, bfloat16 or float32, not {cfg.dtype!r}")
+    name = cfg.name or f"{cfg.arch}-small"
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    out_dir = Path(cfg.out_dir)
+    dest = out_dir / name
+    work = out_dir / f".{name}.partial-{os.getpid()}"
+    _remove_stale(out_dir, name)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        summary = _train_into(cfg, work)
+        (work / "train_config.json").write_text(json.dumps({"config": asdict(cfg), "name": name, **summary},
+                                                           indent=1) + "\n")
+        replace_folder(work, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
+def _remove_stale(out_dir: Path, name: str) -> None:
+    """Delete work folders of earlier runs that were killed (their process is gone)."""
+    for p in out_dir.glob(f".{name}.partial-*"):
+        try:
+            os.kill(int(p.name.rsplit("-", 1)[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except (ValueError, PermissionError):
+            pass
+
+
+def _train_into(cfg: TrainConfig, work: Path) -> dict:
+    t_start = time.perf_counter()
+    tokenizer, blocks, corpus_id = build_data(cfg)
+    if len(blocks) < cfg.batch_size:
+        raise ProbeError(f"the corpus gives only {len(blocks)} training blocks; lower --batch-size")
+    arch = ARCHS[cfg.arch]
+    vocab = len(tokenizer)
+    pad_id = tokenizer.pad_token_id
+    seed_everything(cfg.seed)
+    model = arch.build(cfg, vocab, pad_id).to(cfg.device)
+    model.train()
+    opt, sched = _optimizer(model, cfg)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    specials = [tokenizer.convert_tokens_to_ids(t) for t in SPECIALS]
+    data = batches(blocks, cfg.batch_size, cfg.seed)
+    log_path = work / "train_log.csv"
+    log_f = open(log_path, "w", newline="")
+    writer = csv.writer(log_f)
+    writer.writerow(["step", "loss", "loss_mean", "lr", "masked_tokens", "tokens", "seconds"])
+    losses, window, tokens, first_loss = [], [], 0, None
+    t0 = time.perf_counter()
+    bar = tqdm(range(1, cfg.steps + 1), desc=f"train {cfg.arch}", unit="step", disable=not cfg.progress)
+    try:
+        for step in bar:
+            ids, mask = collate([blocks[i] for i in next(data)], pad_id)
+            corrupted, selected, targets = mask_tokens(ids, mask, specials, tokenizer.mask_token_id, vocab,
+                                                       cfg.mask_prob, gen)
+            dev = cfg.device
+            logits = arch.masked_logits(model, corrupted.to(dev), mask.to(dev), selected.to(dev))
+            loss = F.cross_entropy(logits.float(), targets.to(dev))
+            if not torch.isfinite(loss):
+                raise ProbeError(f"the loss became {loss.item()} at step {step}; lower --lr")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            opt.step()
+            sched.step()
+            value = float(loss.item())
+            first_loss = value if first_loss is None else first_loss
+            losses.append(value)
+            window.append(value)
+            tokens += int(mask.sum())
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                writer.writerow([step, f"{value:.5f}", f"{np.mean(window):.5f}", f"{sched.get_last_lr()[0]:.3e}",
+                                 int(selected.sum()), tokens, f"{time.perf_counter() - t0:.1f}"])
+                log_f.flush()
+                window = []
+                bar.set_postfix(loss=f"{np.mean(losses[-cfg.log_every:]):.3f}")
+    finally:
+        log_f.close()
+    train_seconds = time.perf_counter() - t0
+    model.eval().cpu()
+    arch.save(model, work, cfg)
+    tokenizer.save_pretrained(work)
+    k = max(1, len(losses) // 6)  # first / last sixth of the steps
+    return {
+        "arch": cfg.arch, "parameters": count_parameters(model), "vocab_size": vocab,
+        "first_loss": first_loss, "first_loss_mean": float(np.mean(losses[:k])),
+        "last_loss_mean": float(np.mean(losses[-k:])), "loss_mean_over": k, "final_loss": losses[-1],
+        "train_seconds": round(train_seconds, 1), "total_seconds": round(time.perf_counter() - t_start, 1),
+        "tokens_seen": tokens, "training_blocks": len(blocks), "corpus": corpus_id,
+        "weights_dtype": cfg.dtype, "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+        "uniform_loss": math.log(vocab),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(TrainConfig, argv, __doc__.split("\n\n")[0])
+    dest = train(cfg)
+    info = json.loads((dest / "train_config.json").read_text())
+    print(f"{cfg.arch}: wrote {dest} ({info['parameters']:,} parameters); MLM loss "
+          f"{info['first_loss_mean']:.3f} -> {info['last_loss_mean']:.3f} (mean of {info['loss_mean_over']} steps) "
+          f"in {info['train_seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,393 @@
+"""The suite's recipe for the small GPT-2 models of the recurrence paper's experiments, on this CPU.
+
+Three stages, each seeded and deterministic on one machine (CPU, float32), each written
+atomically (a temporary folder renamed into place) as a Hugging Face folder: ``config.json``,
+``model.safetensors`` (float16 storage; loaded back as float32), tokenizer files,
+``training_config.json`` (the resolved settings + data identity + wall time) and ``loss.csv``:
+
+1. ``pretrain``: a byte-level BPE tokenizer (``tokenizers``, 4,096 entries) trained on the train
+   part of the default corpus (the first 90% of every book; the last 10% is held out for the
+   evaluations, see :func:`probes.lm.split_text`), then a small GPT-2 (4 layers, 128 wide, 4 heads,
+   128 positions) trained by causal LM on random 128-token windows of that text.
+2. ``finetune``: the pretrained model fine-tuned on book-length sequences: each example is ``k``
+   consecutive windows of T tokens (overlap o) from one book; every window scores the tokens
+   it predicts that earlier windows of the sequence did not (as in analyses.perplexity).
+3. ``finetune --recurrent``: the same data, steps, seed and loss, with the recurrence module of
+   :mod:`probes.recurrent` (h_prev from window i-1 inserted at layer l_ins of window i),
+   trained end to end by backpropagation through the k windows.
+
+    $ python -m probes.train_lm all        # = the three commands below, with their defaults
+    $ python -m probes.train_lm pretrain --out out/train/gpt2-small-pretrained
+    $ python -m probes.train_lm finetune --init out/train/gpt2-small-pretrained --out checkpoints/gpt2-small-base
+    $ python -m probes.train_lm finetune --init out/train/gpt2-small-pretrained --recurrent \\
+          --out checkpoints/gpt2-small-recurrent
+
+The baseline and the recurrent model see exactly the same sequences in the same order (same
+seed) for the same number of steps; only h_prev differs. The recurrence module's parameters get
+their own learning rate (``--recurrence-lr``): they start from scratch, the transformer does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from probes.errors import ProbeError
+
+EOS = "<|endoftext|>"
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+@dataclass
+class PretrainConfig:
+    out: str = "out/train/gpt2-small-pretrained"
+    corpus: str = "default"
+    seed: int = 0
+    vocab_size: int = 4096
+    n_layer: int = 4
+    n_embd: int = 128
+    n_head: int = 4
+    n_positions: int = 128
+    steps: int = 300
+    batch_size: int = 16
+    lr: float = 2e-3
+    warmup: int = 30
+    weight_decay: float = 0.01
+    min_lr_ratio: float = 0.1
+    threads: int = 2
+
+
+@dataclass
+class FinetuneConfig:
+    init: str = "out/train/gpt2-small-pretrained"
+    out: str = "checkpoints/gpt2-small-base"
+    recurrent: bool = False
+    corpus: str = "default"
+    seed: int = 0
+    window: int = 128  # T
+    overlap: int = 0  # o: training and evaluation use the same overlap
+    windows_per_sequence: int = 4  # k: BPTT through k windows
+    steps: int = 300
+    batch_size: int = 4
+    lr: float = 5e-4  # the transformer (both models)
+    recurrence_lr: float = 2e-3  # the recurrence module (recurrent model only)
+    warmup: int = 20
+    weight_decay: float = 0.01
+    l_ins: int = 2
+    ffn_hidden: list = field(default_factory=lambda: [200, 200, 200])
+    threads: int = 2
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _provenance() -> dict:
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in ("torch", "transformers", "tokenizers", "safetensors", "numpy"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return {"python": platform.python_version(), "packages": versions, "machine": platform.machine(),
+            "torch_threads": torch.get_num_threads()}
+
+
+def _train_texts(corpus: str) -> tuple[list[tuple[str, str]], dict]:
+    from probes.corpus import load_corpus
+    from probes.lm import HELD_OUT_FRACTION, corpus_split
+
+    full = load_corpus(None if corpus == "default" else corpus)
+    train = corpus_split(full, "train")
+    ident = {**full.identity(), "train_part": train.identity(), "held_out_fraction": HELD_OUT_FRACTION}
+    return [(d.name, d.text) for d in train.documents], ident
+
+
+def train_tokenizer(texts: list[str], vocab_size: int, max_length: int):
+    """A byte-level BPE tokenizer trained on ``texts``, as a transformers PreTrainedTokenizerFast."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOS, eos_token=EOS, unk_token=EOS,
+                                   model_max_length=max_length, clean_up_tokenization_spaces=False)
+
+
+def _write_folder(out: Path, write) -> None:
+    """Call ``write(tmp)`` to fill a temporary sibling folder, then rename it to ``out`` (replacing it)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    write(tmp)
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _save_hf(model, tokenizer, folder: Path) -> None:
+    """Weights as float16 safetensors; config.json says float32 so loaders compute in float32."""
+    import copy
+
+    half = copy.deepcopy(model).to(torch.float16)
+    half.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    cfg_path = folder / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["dtype"] = "float32"  # stored as float16 (see training_config.json), computed in float32
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def _write_loss_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _lr_lambda(warmup: int, steps: int, min_ratio: float):
+    def f(step: int) -> float:  # linear warm-up from 0, then cosine down to min_ratio
+        if step < warmup:
+            return (step + 1) / warmup
+        t = (step - warmup) / max(1, steps - warmup)
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
+    return f
+
+
+# ----------------------------------------------------------------------------- stage 1: pretraining
+
+
+def pretrain(cfg: PretrainConfig) -> Path:
+    from tqdm.auto import tqdm
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.set_num_threads(cfg.threads)
+    t0 = time.time()
+    docs, corpus_id = _train_texts(cfg.corpus)
+    tokenizer = train_tokenizer([t for _, t in docs], cfg.vocab_size, cfg.n_positions)
+    eos = tokenizer.convert_tokens_to_ids(EOS)
+    stream = []
+    for _, text in docs:  # books in corpus order, each followed by <|endoftext|>
+        stream.extend(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        stream.append(eos)
+    data = torch.tensor(stream, dtype=torch.long)
+    torch.manual_seed(cfg.seed)
+    mcfg = GPT2Config(vocab_size=len(tokenizer), n_positions=cfg.n_positions, n_embd=cfg.n_embd,
+                      n_layer=cfg.n_layer, n_head=cfg.n_head, bos_token_id=eos, eos_token_id=eos,
+                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel._from_config(mcfg, attn_implementation="sdpa")
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup, cfg.steps, cfg.min_lr_ratio))
+    gen = torch.Generator().manual_seed(cfg.seed)
+    T = cfg.n_positions
+    rows = []
+    bar = tqdm(range(cfg.steps), desc="pretrain", unit="step")
+    for step in bar:
+        starts = torch.randint(0, len(data) - T - 1, (cfg.batch_size,), generator=gen)
+        batch = torch.stack([data[s:s + T + 1] for s in starts.tolist()])
+        logits = model(input_ids=batch[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        rows.append({"step": step + 1, "loss": round(loss.item(), 5), "lr": opt.param_groups[0]["lr"],
+                     "tokens": (step + 1) * cfg.batch_size * T, "elapsed_s": round(time.time() - t0, 1)})
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.eval()
+    info = {"stage": "pretrain", "config": asdict(cfg), "corpus": corpus_id, "train_tokens": len(data),
+            "parameters": sum(p.numel() for p in model.parameters()), "storage_dtype": "float16",
+            "compute_dtype": "float32", "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
+            "wall_time_s": round(time.time() - t0, 1),
+            "command": " ".join(["python -m probes.train_lm", *sys.argv[1:]]),
+            "provenance": _provenance()}
+
+    def write(tmp: Path):
+        _save_hf(model, tokenizer, tmp)
+        _write_loss_csv(tmp / "loss.csv", rows)
+        (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
+
+    _write_folder(Path(cfg.out), write)
+    print(f"pretrain: {len(data)} training tokens, final loss {info['final_loss_mean_last_20']:.3f}, "
+          f"{info['wall_time_s']:.0f} s -> {cfg.out}")
+    return Path(cfg.out)
+
+
+# ----------------------------------------------------------------------------- stage 2: fine-tuning
+
+
+def sequence_loss(model, batch: torch.Tensor, T: int, o: int, k: int, recurrent: bool) -> torch.Tensor:
+    """Mean next-token loss over k consecutive windows (window i starts at i*(T-o)); window 0
+    scores all its T predictions, later windows only the T-o new ones. With ``recurrent``,
+    h_prev flows from each window to the next (BPTT through all k)."""
+    total, count = 0.0, 0
+    h_prev = None
+    stride = T - o
+    for i in range(k):
+        s = i * stride
+        inputs, targets = batch[:, s:s + T], batch[:, s + 1:s + T + 1]
+        first = 0 if i == 0 else o
+        if recurrent:
+            out = model(inputs, h_prev=h_prev, pool_len=stride if i < k - 1 else None,
+                        need_state=i < k - 1)
+            logits, h_prev = out.logits, out.h_next
+        else:
+            logits = model(input_ids=inputs).logits
+        lg = logits[:, first:]
+        total = total + torch.nn.functional.cross_entropy(
+            lg.reshape(-1, lg.size(-1)), targets[:, first:].reshape(-1), reduction="sum")
+        count += lg.shape[0] * lg.shape[1]
+    return total / count
+
+
+def finetune(cfg: FinetuneConfig) -> Path:
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from probes.recurrent import RecurrenceConfig, RecurrentLM
+
+    torch.set_num_threads(cfg.threads)
+    T, o, k = cfg.window, cfg.overlap, cfg.windows_per_sequence
+    if not 0 <= o < T:
+        raise ProbeError(f"overlap must be in [0, window), got {o} for window {T}")
+    t0 = time.time()
+    init = Path(cfg.init)
+    if not (init / "config.json").exists():
+        raise ProbeError(f"no pretrained model in {init}: run `python -m probes.train_lm pretrain` first")
+    tokenizer = AutoTokenizer.from_pretrained(init)
+    torch.manual_seed(cfg.seed)
+    lm = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32, attn_implementation="eager")
+    if T > lm.config.n_positions:
+        raise ProbeError(f"window {T} is longer than the model's {lm.config.n_positions} positions")
+    docs, corpus_id = _train_texts(cfg.corpus)
+    books = [torch.tensor(tokenizer(t, add_special_tokens=False, verbose=False)["input_ids"]) for _, t in docs]
+    span = T + (k - 1) * (T - o) + 1  # inputs of k windows + the last target
+    books = [b for b in books if len(b) > span]
+    weights = torch.tensor([len(b) - span for b in books], dtype=torch.float64)
+    if cfg.recurrent:
+        rcfg = RecurrenceConfig(l_ins=cfg.l_ins, ffn_hidden=list(cfg.ffn_hidden), window=T, overlap=o)
+        torch.manual_seed(cfg.seed + 1)
+        model = RecurrentLM(lm, rcfg, fast=True)  # fast: sdpa kernels in training (same maths as eager)
+        groups = [{"params": list(model.lm.parameters()), "lr": cfg.lr},
+                  {"params": list(model.recurrence.parameters()), "lr": cfg.recurrence_lr}]
+    else:
+        model = lm
+        model.set_attn_implementation("sdpa")
+        groups = [{"params": list(model.parameters()), "lr": cfg.lr}]
+    model.train()
+    opt = torch.optim.AdamW(groups, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup, cfg.steps, 0.1))
+    gen = torch.Generator().manual_seed(cfg.seed)  # same sequences for both models
+    rows = []
+    bar = tqdm(range(cfg.steps), desc="finetune" + (" (recurrent)" if cfg.recurrent else ""), unit="step")
+    for step in bar:
+        which = torch.multinomial(weights, cfg.batch_size, replacement=True, generator=gen).tolist()
+        batch = []
+        for b in which:
+            s = int(torch.randint(0, len(books[b]) - span, (1,), generator=gen))
+            batch.append(books[b][s:s + span])
+        loss = sequence_loss(model, torch.stack(batch), T, o, k, cfg.recurrent)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        rows.append({"step": step + 1, "loss": round(loss.item(), 5), "lr": opt.param_groups[0]["lr"],
+                     "tokens": (step + 1) * cfg.batch_size * (span - 1), "elapsed_s": round(time.time() - t0, 1)})
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.eval()
+    base = model.lm if cfg.recurrent else model
+    base.set_attn_implementation("eager")
+    info = {"stage": "finetune-recurrent" if cfg.recurrent else "finetune", "config": asdict(cfg),
+            "init": str(init), "init_training": json.loads((init / "training_config.json").read_text())
+            if (init / "training_config.json").exists() else None,
+            "corpus": corpus_id, "sequence_tokens": span, "storage_dtype": "float16", "compute_dtype": "float32",
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
+            "wall_time_s": round(time.time() - t0, 1),
+            "command": " ".join(["python -m probes.train_lm", *sys.argv[1:]]),
+            "provenance": _provenance()}
+
+    def write(tmp: Path):
+        _save_hf(base, tokenizer, tmp)
+        if cfg.recurrent:
+            model.save_recurrence(tmp)
+        _write_loss_csv(tmp / "loss.csv", rows)
+        (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
+
+    _write_folder(Path(cfg.out), write)
+    print(f"finetune{' (recurrent)' if cfg.recurrent else ''}: final loss {info['final_loss_mean_last_20']:.3f}, "
+          f"{info['wall_time_s']:.0f} s -> {cfg.out}")
+    return Path(cfg.out)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _add_fields(parser: argparse.ArgumentParser, cls) -> None:
+    import dataclasses
+
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif isinstance(default, list):
+            parser.add_argument(flag, type=int, nargs="+", default=default)
+        else:
+            parser.add_argument(flag, type=type(default), default=default, help=f"(default: {default})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="stage", required=True)
+    _add_fields(sub.add_parser("pretrain", help="tokenizer + small GPT-2 by causal LM"), PretrainConfig)
+    _add_fields(sub.add_parser("finetune", help="fine-tune on book sequences, with or without recurrence"),
+                FinetuneConfig)
+    p_all = sub.add_parser("all", help="pretrain, then fine-tune without and with recurrence (the defaults)")
+    p_all.add_argument("--work", default="out/train/gpt2-small-pretrained")
+    p_all.add_argument("--base-out", default="checkpoints/gpt2-small-base")
+    p_all.add_argument("--recurrent-out", default="checkpoints/gpt2-small-recurrent")
+    args = vars(parser.parse_args(argv))
+    stage = args.pop("stage")
+    try:
+        if stage == "pretrain":
+            pretrain(PretrainConfig(**args))
+        elif stage == "finetune":
+            finetune(FinetuneConfig(**args))
+        else:
+            pretrain(PretrainConfig(out=args["work"]))
+            finetune(FinetuneConfig(init=args["work"], out=args["base_out"]))
+            finetune(FinetuneConfig(init=args["work"], out=args["recurrent_out"], recurrent=True))
+    except ProbeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

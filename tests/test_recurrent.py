@@ -1,0 +1,168 @@
+"""probes.recurrent: h_prev is one extra key/value at layer l_ins, and changes nothing else."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers.models.gpt2.modeling_gpt2 as modeling_gpt2
+
+from probes.errors import CheckpointError
+from probes.lm import load_lm
+from probes.recurrent import RecurrenceConfig, RecurrentLM
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return load_lm("tiny-gpt2")
+
+
+@pytest.fixture(scope="module")
+def rec():
+    return load_lm("tiny-gpt2-recurrent")
+
+
+def ids(n, seed=0, vocab=30000):
+    return torch.randint(1000, vocab, (1, n), generator=torch.Generator().manual_seed(seed))
+
+
+@torch.inference_mode()
+def test_first_window_equals_the_plain_model_exactly(plain, rec):
+    x = ids(32)
+    a = plain.model(input_ids=x, output_hidden_states=True)
+    b = rec.model(x)
+    assert torch.equal(a.logits, b.logits)
+    assert all(torch.equal(h, g) for h, g in zip(a.hidden_states, b.hidden_states))
+
+
+@torch.inference_mode()
+def test_h_prev_changes_the_next_window_from_layer_l_ins_on_and_nothing_else(plain, rec):
+    w1, w2 = ids(32, 1), ids(32, 2)
+    first = rec.model(w1)
+    again = rec.model(w1)  # running window 2 with h_prev leaves no state behind
+    second = rec.model(w2, h_prev=first.h_next)
+    ref = plain.model(input_ids=w2, output_hidden_states=True)
+    l_ins = rec.model.config.l_ins
+    for layer, (h, g) in enumerate(zip(second.hidden_states, ref.hidden_states)):
+        if layer < l_ins:  # embeddings and the outputs of the layers below l_ins: untouched
+            assert torch.equal(h, g), layer
+        else:  # the output of layer l_ins and everything above: every position changed
+            assert (h - g).abs().amax(-1).min() > 1e-6, layer
+    assert (second.logits - ref.logits).abs().amax(-1).min() > 1e-6
+    after = rec.model(w2)  # and without h_prev the window is plain again
+    assert torch.equal(after.logits, ref.logits)
+    assert torch.equal(again.logits, first.logits)
+
+
+@torch.inference_mode()
+def test_300_queries_and_301_keys_at_l_ins_only(rec, monkeypatch):
+    seen = []
+    orig = modeling_gpt2.eager_attention_forward
+
+    def record(module, query, key, value, mask, **kw):
+        seen.append((module.layer_idx, query.shape[2], key.shape[2], value.shape[2]))
+        return orig(module, query, key, value, mask, **kw)
+
+    monkeypatch.setattr(modeling_gpt2, "eager_attention_forward", record)
+    outs = []
+    hook = rec.model.attn.register_forward_hook(lambda m, a, o: outs.append(o[0].shape))
+    try:
+        h = rec.model(ids(300, 3)).h_next
+        seen.clear()
+        out = rec.model(ids(300, 4), h_prev=h)
+    finally:
+        hook.remove()
+    l_ins = rec.model.config.l_ins
+    assert seen == [(i, 300, 301 if i == l_ins - 1 else 300, 301 if i == l_ins - 1 else 300)
+                    for i in range(rec.base.config.num_hidden_layers)]
+    assert outs[-1][1] == 300 and out.logits.shape[1] == 300  # 300 outputs at l_ins and at the top
+
+
+@torch.inference_mode()
+def test_the_slot_keeps_attention_causal(rec):
+    h = rec.model(ids(32, 5)).h_next
+    x = ids(32, 6)
+    y = x.clone()
+    y[0, 20] = 1234
+    a, b = rec.model(x, h_prev=h), rec.model(y, h_prev=h)
+    assert torch.equal(a.logits[0, :20], b.logits[0, :20])
+    assert not torch.equal(a.logits[0, 20:], b.logits[0, 20:])
+
+
+@torch.inference_mode()
+def test_pooling_is_eq_1_over_layer_outputs_and_the_non_repeated_positions(rec):
+    out = rec.model(ids(32, 7))
+    module = rec.model.recurrence
+    w = torch.softmax(module.alpha, 0)
+    assert torch.allclose(w.sum(), torch.tensor(1.0))
+    L = len(out.hidden_states) - 1
+    want = sum(w[k - 1] * out.hidden_states[k][:, :24].mean(1) for k in range(1, L + 1))  # hidden[0] excluded
+    assert torch.allclose(module.pool(out.hidden_states, pool_len=24), want, atol=1e-6)
+    assert torch.allclose(rec.model(ids(32, 7), pool_len=24).h_next, module.ffn(want), atol=1e-6)
+    assert torch.allclose(out.h_next, module.ffn(module.pool(out.hidden_states)), atol=1e-6)
+
+
+def test_gradients_flow_through_the_windows(rec):
+    model = rec.model
+    model.zero_grad()
+    first = model(ids(16, 8))
+    second = model(ids(16, 9), h_prev=first.h_next, need_state=False)
+    second.logits.logsumexp(-1).sum().backward()
+    assert model.recurrence.alpha.grad is not None and model.recurrence.alpha.grad.abs().sum() > 0
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.recurrence.ffn.parameters())
+    model.zero_grad()
+
+
+@torch.inference_mode()
+def test_fast_training_kernels_match_eager(rec):
+    x1, x2 = ids(24, 10), ids(24, 11)
+    h = rec.model(x1).h_next
+    ref = rec.model(x2, h_prev=h).logits
+    for b in rec.base.transformer.h:
+        b.attn._probes_fast = True
+    try:
+        fast = rec.model(x2, h_prev=h).logits
+    finally:
+        for b in rec.base.transformer.h:
+            b.attn._probes_fast = False
+    assert torch.allclose(fast, ref, atol=1e-5)
+
+
+@torch.inference_mode()
+def test_save_and_load_round_trip(rec, tmp_path):
+    rec.model.save_recurrence(tmp_path)
+    import json
+
+    cfg = RecurrenceConfig.from_dict(json.loads((tmp_path / "recurrence.json").read_text()))
+    assert cfg == rec.model.config
+    import copy
+
+    other = RecurrentLM.with_weights(copy.deepcopy(rec.base), cfg, tmp_path / "recurrence.safetensors").eval()
+    x = ids(16, 12)
+    assert torch.equal(other(x).h_next, rec.model(x).h_next)
+
+
+def test_bad_settings_are_one_line_errors(plain):
+    import copy
+
+    lm = copy.deepcopy(plain.model)
+    with pytest.raises(CheckpointError, match="l_ins = 5 is out of range"):
+        RecurrentLM(lm, RecurrenceConfig(window=16, l_ins=5))
+    with pytest.raises(CheckpointError, match="overlap 16"):
+        RecurrentLM(lm, RecurrenceConfig(window=16, overlap=16))
+
+
+def test_an_encoder_is_not_a_causal_lm():
+    with pytest.raises(CheckpointError, match="'tiny-bert' is not a causal language model") as err:
+        load_lm("tiny-bert")
+    assert "\n" not in str(err.value)
+
+
+def test_the_recurrent_family_is_an_encoder_of_one_window():
+    import numpy as np
+
+    import probes
+
+    texts = ["A short text here.", "Another one, a little longer than the first."]
+    a = probes.extract("tiny-gpt2-recurrent", texts, cache_dir=None, progress=False)
+    b = probes.extract("tiny-gpt2", texts, cache_dir=None, progress=False)
+    np.testing.assert_array_equal(np.asarray(a.hidden), np.asarray(b.hidden))

@@ -28,7 +28,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from analyses.common import arg, config_dict, parse_config, read_results, run_main, save_figure, write_result
+from analyses.common import (
+    arg,
+    config_dict,
+    parse_config,
+    read_results,
+    run_main,
+    save_drawings,
+    write_result,
+)
 from probes.activations import Activations
 from probes.errors import ProbeError
 
@@ -350,14 +358,7 @@ def plot_layers(results: list[dict], axes=None):
 
 def figures(results: list[dict], out: str) -> list:
     """Draw and save both anisotropy figures."""
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for name, draw in (("anisotropy", plot), ("anisotropy-layers", plot_layers)):
-        fig = draw(results)
-        paths += save_figure(fig, out, name)
-        plt.close(fig)
-    return paths
+    return save_drawings(results, out, (("anisotropy", plot), ("anisotropy-layers", plot_layers)))
 
 
 # ----------------------------------------------------------------------------- CLI

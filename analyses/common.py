@@ -102,7 +102,8 @@ def provenance() -> dict:
 # ----------------------------------------------------------------------------- results on disk
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_bytes(data)
@@ -139,13 +140,13 @@ def write_result(out: str | os.PathLike, analysis: str, model: str, result: dict
     """Atomically write the result JSON (numbers + settings) and a flat CSV table."""
     json_path, csv_path = result_paths(out, analysis, model)
     doc = _jsonable({"analysis": analysis, "model_name": model, **result, "provenance": provenance()})
-    _atomic_write(json_path, (json.dumps(doc, indent=1, sort_keys=False) + "\n").encode())
+    atomic_write(json_path, (json.dumps(doc, indent=1, sort_keys=False) + "\n").encode())
     buf = io.StringIO()
     if rows:
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
         writer.writerows(_jsonable(rows))
-    _atomic_write(csv_path, buf.getvalue().encode())
+    atomic_write(csv_path, buf.getvalue().encode())
     return json_path, csv_path
 
 
@@ -172,8 +173,21 @@ def save_figure(fig, out: str | os.PathLike, name: str) -> list[Path]:
             buf = io.BytesIO()
             fig.savefig(buf, format=ext, bbox_inches="tight", **kw)
             path = Path(out) / "figures" / f"{name}.{ext}"
-            _atomic_write(path, buf.getvalue())
+            atomic_write(path, buf.getvalue())
             paths.append(path)
+    return paths
+
+
+def save_drawings(results: list[dict], out: str | os.PathLike, drawings) -> list[Path]:
+    """For each ``(name, draw)`` in ``drawings``: ``fig = draw(results)``, save it as
+    ``<out>/figures/<name>.{png,pdf}`` and close it. Returns the paths."""
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for name, draw in drawings:
+        fig = draw(results)
+        paths += save_figure(fig, out, name)
+        plt.close(fig)
     return paths
 
 

@@ -49,13 +49,13 @@ import torch
 from tqdm.auto import tqdm
 
 from analyses.common import (
-    _atomic_write,
     arg,
+    atomic_write,
     config_dict,
     parse_config,
     read_results,
     run_main,
-    save_figure,
+    save_drawings,
     write_result,
 )
 from probes.errors import ProbeError
@@ -343,15 +343,9 @@ def plot_flops(results: list[dict], ax=None):
 
 def figures(results: list[dict], out: str) -> list:
     """Both perplexity figures and the Markdown table."""
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for name, draw in (("perplexity", plot), ("perplexity-flops", plot_flops)):
-        fig = draw(results)
-        paths += save_figure(fig, out, name)
-        plt.close(fig)
+    paths = save_drawings(results, out, (("perplexity", plot), ("perplexity-flops", plot_flops)))
     table = Path(out) / "results" / "perplexity" / "table.md"
-    _atomic_write(table, markdown_table(results).encode("utf-8"))
+    atomic_write(table, markdown_table(results).encode("utf-8"))
     return paths + [table]
 
 

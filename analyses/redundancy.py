@@ -30,13 +30,13 @@ from pathlib import Path
 import numpy as np
 
 from analyses.common import (
-    _atomic_write,
     arg,
+    atomic_write,
     config_dict,
     parse_config,
     read_results,
     run_main,
-    save_figure,
+    save_drawings,
     write_result,
 )
 from probes.activations import Activations
@@ -380,15 +380,9 @@ def plot_spectrum(results: list[dict], axes=None):
 
 def figures(results: list[dict], out: str) -> list:
     """Draw and save both redundancy figures and write Table 6 (Markdown)."""
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for name, draw in (("redundancy", plot), ("redundancy-spectrum", plot_spectrum)):
-        fig = draw(results)
-        paths += save_figure(fig, out, name)
-        plt.close(fig)
+    paths = save_drawings(results, out, (("redundancy", plot), ("redundancy-spectrum", plot_spectrum)))
     table = Path(out) / "results" / "redundancy" / "table6.md"
-    _atomic_write(table, markdown_table(results).encode("utf-8"))
+    atomic_write(table, markdown_table(results).encode("utf-8"))
     return paths + [table]
 
 

@@ -48,7 +48,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from analyses.common import arg, config_dict, parse_config, read_results, run_main, save_figure, write_result
+from analyses.common import (
+    arg,
+    config_dict,
+    parse_config,
+    read_results,
+    run_main,
+    save_drawings,
+    write_result,
+)
 from probes.errors import ProbeError
 
 RANDOM_MODELS = ("slstm", "bert", "albert")
@@ -396,14 +404,7 @@ def plot_slopes(results: list[dict], ax=None):
 
 
 def figures(results: list[dict], out: str) -> list:
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for name, draw in (("speed", plot), ("speed-slopes", plot_slopes)):
-        fig = draw(results)
-        paths += save_figure(fig, out, name)
-        plt.close(fig)
-    return paths
+    return save_drawings(results, out, (("speed", plot), ("speed-slopes", plot_slopes)))
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -48,13 +48,13 @@ import torch
 from tqdm.auto import tqdm
 
 from analyses.common import (
-    _atomic_write,
     arg,
+    atomic_write,
     config_dict,
     parse_config,
     read_results,
     run_main,
-    save_figure,
+    save_drawings,
     write_result,
 )
 from probes.errors import ProbeError
@@ -412,14 +412,7 @@ def plot_differences(results: list[dict], ax=None):
 
 def figures(results: list[dict], out: str) -> list:
     """Both topic figures, from saved results (each result holds its paired JSDs)."""
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for name, draw in (("topics", plot), ("topics-differences", plot_differences)):
-        fig = draw(results)
-        paths += save_figure(fig, out, name)
-        plt.close(fig)
-    return paths
+    return save_drawings(results, out, (("topics", plot), ("topics-differences", plot_differences)))
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -440,7 +433,7 @@ def main(argv: list[str] | None = None) -> None:
     key = result["model_name"]
     json_path, _ = write_result(cfg.out, "topics", key, result, table_rows(result))
     jsonl = json_path.with_name(f"{key}.continuations.jsonl")
-    _atomic_write(jsonl, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))
+    atomic_write(jsonl, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))
     print(f"wrote {json_path} and {jsonl}")
     print(summary_line(result))
     paths = figures(read_results(cfg.out, "topics", [key]), cfg.out)

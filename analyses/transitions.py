@@ -25,7 +25,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyses.common import arg, config_dict, parse_config, read_results, run_main, save_figure, write_result
+from analyses.common import (
+    arg,
+    config_dict,
+    parse_config,
+    read_results,
+    run_main,
+    save_drawings,
+    write_result,
+)
 from probes.activations import Activations
 from probes.errors import ProbeError
 
@@ -214,14 +222,7 @@ def plot_cosines(results: list[dict], axes=None, relative_depth: bool | None = N
 
 def figures(results: list[dict], out: str) -> list:
     """Draw and save the Fig. 7-style distance figure and the cosine figure."""
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for name, draw in (("transitions", plot), ("transitions-cosines", plot_cosines)):
-        fig = draw(results)
-        paths += save_figure(fig, out, name)
-        plt.close(fig)
-    return paths
+    return save_drawings(results, out, (("transitions", plot), ("transitions-cosines", plot_cosines)))
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -9,6 +9,10 @@ OUT     ?= out
 # BERT-/ALBERT-style baselines (checkpoints/), and mpnet-base once `make models` has fetched it.
 MODELS  ?= minilm-l6 $(if $(wildcard models/mpnet-base/config.json),mpnet-base) slstm-small bert-small albert-small
 M       := $(foreach m,$(MODELS),--model $(m))
+# The demo's recurrence-paper evaluations are cut to fit 10 minutes on 2 cores; FULL=1 runs them
+# at full size (all held-out tokens, 500 contexts), as the README's numbers were made.
+PPL_TOKENS := $(if $(FULL),0,8000)
+CONTEXTS   := $(if $(FULL),500,160)
 
 .PHONY: demo test figures bench lint corpus models clean
 
@@ -24,8 +28,9 @@ demo: $(STAMP)
 	$(PY) -m analyses.transitions $(M) --out $(OUT)
 	$(PY) -m analyses.redundancy $(M) --out $(OUT)
 	$(PY) -m analyses.maps --model minilm-l6 --model slstm-small --out $(OUT)
-	$(PY) -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 --out $(OUT)
-	$(PY) -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base --out $(OUT)
+	$(PY) -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
+		--max-tokens $(PPL_TOKENS) --out $(OUT)
+	$(PY) -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
 	$(PY) -m analyses.figures --out $(OUT)
 	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/"
 

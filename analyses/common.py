@@ -56,7 +56,8 @@ def parse_config(cls, argv: list[str] | None = None, description: str | None = N
         flag = "--" + f.name.replace("_", "-")
         tp, is_list = _base_type(hints[f.name])
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        kw = {"help": f"{f.metadata.get('help', '')} (default: {default})", "dest": f.name}
+        help_text = f"{f.metadata.get('help', '')} (default: {default})".replace("%", "%%")  # argparse formats %
+        kw = {"help": help_text, "dest": f.name}
         if tp is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, **kw)
         elif is_list:

@@ -12,10 +12,14 @@ corpus with the seed), this times
   the cache entry to disk);
 * cache hit: extract again on a written entry (reads meta and small arrays; hidden is memory-mapped).
 
-The first three run interleaved within each repeat (start order rotating), after a warm-up,
-in one process; medians are reported with the ratio to bare (goal for extract: <= 1.10).
+Before timing, one untimed extract records what reaches ``encoder.forward`` and checks it equals
+the bare batches. The first three contenders then run interleaved within each repeat (start order
+rotating), after a warm-up, in one process; medians (and minima, and process CPU time) are
+reported with the ratio to bare (goal for extract: <= 1.10). With 2 torch threads on 2 cores,
+any other busy process slows both contenders several-fold and the ratio of medians becomes noise;
+the load average is printed first, and ``--threads 1`` gives steadier numbers on a busy machine.
 
-    $ python -m benchmarks.bench_extract [--n-sentences 1000] [--repeats 3] [--batch-size 32]
+    $ python -m benchmarks.bench_extract [--n-sentences 1000] [--repeats 5] [--batch-size 32] [--threads 1]
 
 The module also holds the helpers the other benchmarks share: :func:`machine_info`,
 :func:`interleave` and :func:`print_table`.
@@ -49,9 +53,10 @@ class Settings:
     n_sentences: int = arg(1000, "sentences sampled from the default corpus")
     seed: int = arg(0, "seed of the sentence sample")
     batch_size: int = arg(32, "texts per forward pass (extract's batch_size)")
-    repeats: int = arg(3, "timed repeats of each contender (median reported)")
+    repeats: int = arg(5, "timed repeats of each contender (median reported)")
     warmup: int = arg(1, "untimed runs of each contender first")
     hit_repeats: int = arg(5, "timed cache-hit reloads")
+    threads: int = arg(0, "torch intra-op threads (0: torch's default); 1 is steadier on a busy machine")
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -65,6 +70,8 @@ def machine_info() -> list[str]:
              f"torch {torch.__version__}: {torch.get_num_threads()} intra-op threads, "
              f"{torch.get_num_interop_threads()} inter-op threads",
              f"numpy {np.__version__}"]
+    if hasattr(os, "getloadavg"):  # other work on the machine shows up in the timings
+        lines[0] += f"; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
@@ -77,12 +84,15 @@ def machine_info() -> list[str]:
 
 
 def interleave(contenders: dict[str, Callable[[], object]], repeats: int, warmup: int = 1,
-               before: dict[str, Callable[[], object]] | None = None) -> dict[str, list[float]]:
-    """Seconds per call of each contender, measured side by side.
+               before: dict[str, Callable[[], object]] | None = None,
+               cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Wall seconds per call of each contender, measured side by side.
 
     Each contender runs ``warmup`` times untimed; then every repeat runs all of them once, the
     start order rotating from repeat to repeat. ``before[name]`` (untimed) runs before each call
-    of ``name``, followed by a garbage collection."""
+    of ``name``, followed by a garbage collection. If ``cpu`` is given, it receives the process
+    CPU seconds of each call too (all threads; steadier than wall time when other work competes
+    for the cores, as long as the threads do not spin)."""
     before = before or {}
     names = list(contenders)
     for _ in range(warmup):
@@ -94,9 +104,11 @@ def interleave(contenders: dict[str, Callable[[], object]], repeats: int, warmup
         for name in names[r % len(names):] + names[:r % len(names)]:
             before.get(name, lambda: None)()
             gc.collect()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             contenders[name]()
             times[name].append(time.perf_counter() - t0)
+            if cpu is not None:
+                cpu.setdefault(name, []).append(time.process_time() - c0)
     return times
 
 
@@ -134,26 +146,49 @@ def goal_text(ratio: float, goal: float) -> str:
 
 
 def bare_batches(encoder, texts: list[str], batch_size: int) -> list[dict]:
-    """The padded batches extract runs, in its order: chunks as in ``_capture``, each sorted by
-    length (stable), cut into ``batch_size`` texts, right-padded with the pad id."""
-    from probes.activations import _chunks, _prepare
+    """The padded batches extract runs, in its order: the chunks of ``_capture`` (no maps), each
+    cut into batches by ``_batches`` (length-sorted), right-padded with the pad id."""
+    from probes.activations import _batches, _chunks, _prepare
 
     toks, _ = _prepare(encoder, texts, truncate=False)
     lengths = np.array([len(t.ids) for t in toks], dtype=np.int64)
-    per_token = 4 * (encoder.num_layers + 1) * encoder.hidden_size
+    per_text = 4 * (encoder.num_layers + 1) * encoder.hidden_size * lengths  # as _capture, no maps
     batches = []
-    for rng in _chunks(lengths.tolist(), per_token, lambda n: 0):  # no attention maps
-        order = rng.start + np.argsort(lengths[rng.start:rng.stop], kind="stable")
-        for b in range(0, len(order), batch_size):
-            idx = order[b:b + batch_size]
-            n = int(lengths[idx].max())
+    for rng in _chunks(lengths, per_text):
+        chunk = lengths[rng.start:rng.stop]
+        for idx in _batches(chunk, batch_size, encoder.padding_safe):
+            n = int(chunk[idx].max())
             ids = torch.full((len(idx), n), encoder.pad_id, dtype=torch.long)
             mask = torch.zeros((len(idx), n), dtype=torch.long)
-            for r, i in enumerate(idx):
+            for r, i in enumerate(rng.start + idx):
                 ids[r, :lengths[i]] = torch.tensor(toks[i].ids)
                 mask[r, :lengths[i]] = 1
             batches.append({"input_ids": ids, "attention_mask": mask})
     return batches
+
+
+def check_batches(encoder, texts: list[str], batch_size: int, batches: list[dict]) -> None:
+    """Run extract once (untimed) recording what reaches ``encoder.forward``; raise unless it is
+    exactly ``batches``, so that the bare loop does the same model work."""
+    import probes
+
+    seen = []
+    inner = encoder.forward
+
+    def recording(input_ids, attention_mask, attentions=False):
+        seen.append((input_ids, attention_mask))
+        return inner(input_ids, attention_mask, attentions=attentions)
+
+    encoder.forward = recording
+    try:
+        probes.extract(encoder, texts, batch_size=batch_size, cache_dir=None, progress=False)
+    finally:
+        del encoder.forward  # back to the class's method
+    same = len(seen) == len(batches) and all(
+        torch.equal(ids, b["input_ids"]) and torch.equal(mask.long(), b["attention_mask"])
+        for (ids, mask), b in zip(seen, batches))
+    if not same:
+        raise RuntimeError("the bare batches differ from the ones extract runs; the comparison would be unfair")
 
 
 def run(cfg: Settings) -> list[Row]:
@@ -161,13 +196,17 @@ def run(cfg: Settings) -> list[Row]:
     import probes
     from probes.corpus import load_corpus, sample_sentences
 
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
     encoder = probes.load(cfg.model)
     texts = sample_sentences(load_corpus(), cfg.n_sentences, seed=cfg.seed)
     batches = bare_batches(encoder, texts, cfg.batch_size)
+    check_batches(encoder, texts, cfg.batch_size, batches)
     n_tokens = sum(int(b["attention_mask"].sum()) for b in batches)
     padded = sum(b["input_ids"].numel() for b in batches)
     print(f"extract: {cfg.model}, {len(texts)} sentences, {n_tokens} tokens ({padded} with padding), "
-          f"{len(batches)} batches of <= {cfg.batch_size}; {cfg.repeats} repeats after {cfg.warmup} warm-up")
+          f"{len(batches)} batches of <= {cfg.batch_size} (checked identical to extract's); "
+          f"{cfg.repeats} repeats after {cfg.warmup} warm-up; {torch.get_num_threads()} torch threads")
 
     def bare():
         with torch.inference_mode():
@@ -182,24 +221,30 @@ def run(cfg: Settings) -> list[Row]:
             shutil.rmtree(cache["dir"], ignore_errors=True)
         cache["dir"] = tempfile.mkdtemp(dir=root)
 
+    cpu: dict[str, list[float]] = {}
     try:
         times = interleave(
             {"bare": bare,
-             "extract": lambda: probes.extract(encoder, texts, cache_dir=None, progress=False),
-             "extract+cache": lambda: probes.extract(encoder, texts, cache_dir=cache["dir"], progress=False)},
-            cfg.repeats, cfg.warmup, before={"extract+cache": fresh_cache_dir})
-        hit = interleave({"hit": lambda: probes.extract(encoder, texts, cache_dir=cache["dir"], progress=False)},
+             "extract": lambda: probes.extract(encoder, texts, batch_size=cfg.batch_size, cache_dir=None,
+                                               progress=False),
+             "extract+cache": lambda: probes.extract(encoder, texts, batch_size=cfg.batch_size,
+                                                     cache_dir=cache["dir"], progress=False)},
+            cfg.repeats, cfg.warmup, before={"extract+cache": fresh_cache_dir}, cpu=cpu)
+        hit = interleave({"hit": lambda: probes.extract(encoder, texts, batch_size=cfg.batch_size,
+                                                        cache_dir=cache["dir"], progress=False)},
                          cfg.hit_repeats, warmup=1)["hit"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
     med = {k: median(v) for k, v in times.items()}
-    for k, v in times.items():
-        print(f"  {k:14s} median {med[k]:7.3f} s   runs: {', '.join(f'{t:.3f}' for t in v)}")
-    print(f"  {'cache hit':14s} median {median(hit):7.3f} s   runs: {', '.join(f'{t:.3f}' for t in hit)}")
+    for k, v in {**times, "cache hit": hit}.items():
+        print(f"  {k:14s} median {median(v):7.3f} s  min {min(v):7.3f} s   runs: {', '.join(f'{t:.3f}' for t in v)}")
     r_ex, r_cache = med["extract"] / med["bare"], med["extract+cache"] / med["bare"]
-    print(f"  overhead extract / bare = {r_ex:.3f} (goal <= {GOAL:.2f}); "
-          f"with cache write = {r_cache:.3f}")
+    print(f"  overhead extract / bare = {r_ex:.3f} (goal <= {GOAL:.2f}; ratio of minima "
+          f"{min(times['extract']) / min(times['bare']):.3f}); with cache write = {r_cache:.3f}")
+    print(f"  process CPU time, medians: bare {median(cpu['bare']):.3f} s, extract {median(cpu['extract']):.3f} s "
+          f"(ratio {median(cpu['extract']) / median(cpu['bare']):.3f}), extract+cache "
+          f"{median(cpu['extract+cache']):.3f} s (ratio {median(cpu['extract+cache']) / median(cpu['bare']):.3f})")
     tag = f"{len(texts)} sentences"
     return [
         Row("extract", f"bare forward loop ({tag})", med["bare"]),

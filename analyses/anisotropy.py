@@ -30,9 +30,9 @@ from tqdm.auto import tqdm
 
 from analyses.common import (
     arg,
-    config_dict,
     parse_config,
     read_results,
+    result_header,
     run_main,
     save_drawings,
     write_result,
@@ -251,11 +251,7 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
         row.update(intra_sentence_similarity=intra, intra_sentence_adjusted=intra - tok.mean)
         layers.append(row)
     return {
-        "model_name": acts.meta["model"]["name"],
-        "config": config_dict(cfg),
-        "model": acts.meta["model"],
-        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts")},
-        "corpus": acts.meta.get("corpus"),
+        **result_header(acts, cfg),
         "definitions": {
             "layers": "0 = embedding output, l = output of layer l",
             "headline_layer": layer,

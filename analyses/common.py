@@ -192,6 +192,18 @@ def save_drawings(results: list[dict], out: str | os.PathLike, drawings) -> list
     return paths
 
 
+def result_header(acts, cfg) -> dict:
+    """What every result computed from Activations starts with: the model, the resolved config,
+    the activation cache entry and the corpus identity (with its sampling)."""
+    return {
+        "model_name": acts.meta["model"]["name"],
+        "config": config_dict(cfg),
+        "model": acts.meta["model"],
+        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts")},
+        "corpus": acts.meta.get("corpus"),
+    }
+
+
 def config_dict(cfg) -> dict:
     """The resolved config for a result file. ``out`` is left out: where results are written does
     not change them, and equal runs must give byte-identical files wherever they are written."""

@@ -45,7 +45,15 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from analyses.common import arg, config_dict, parse_config, read_results, run_main, save_figure, write_result
+from analyses.common import (
+    arg,
+    parse_config,
+    read_results,
+    result_header,
+    run_main,
+    save_figure,
+    write_result,
+)
 from probes.activations import Activations
 from probes.errors import ProbeError
 
@@ -382,11 +390,7 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
         keep = _text_keep(acts, t, cfg.keep_special)
         ex.append({"text_index": t, "text": acts.texts[t], "tokens": [s for s, k in zip(acts.tokens[t], keep) if k]})
     return {
-        "model_name": acts.meta["model"]["name"],
-        "config": config_dict(cfg),
-        "model": acts.meta["model"],
-        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts")},
-        "corpus": acts.meta.get("corpus"),
+        **result_header(acts, cfg),
         "definitions": {
             "maps": "per sentence (L, K, n, n): [layer, head, query i, key j]; rows are distributions over keys "
                     "(maps with one token axis: see per_token_maps)",

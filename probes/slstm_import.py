@@ -33,10 +33,15 @@ encoder.lm_head.{dense,layer_norm}.*, encoder.lm_head.bias lm_head.* (lm_head.we
 =========================================================  ==========================================
 
 fairseq's learned positions start at ``padding_idx + 1`` (pad = 1, so row 2 is the first token);
-those rows become our 0-based positions. Ignored: ``classification_heads.*`` (fine-tuning heads)
-and the multi-task ``lm_head_left/right``. Refused: checkpoints trained with ``pos_g2h`` /
-``pos_h2g`` (positions inside the block, ``encoder.encoder.layer.embed_positions``), which the
-released models do not use.
+those rows become our 0-based positions. Ignored on purpose (listed in the notes as
+``ignored_keys``): ``classification_heads.*`` (fine-tuning heads) and the multi-task
+``lm_head_left/right``. Refused: checkpoints trained with ``pos_g2h`` / ``pos_h2g`` (positions
+inside the block, ``encoder.encoder.layer.embed_positions``), which the released models do not
+use, and any checkpoint holding a key the table above does not map (another architecture
+variant): it fails naming the first few such keys instead of loading partially. The gate
+LayerNorms are read when ``i_norm.weight`` is present (fairseq ``ln``) and are then required in
+full; :func:`export_fairseq_state_dict` writes them only for a model that has them
+(``gate_layer_norm``), so export -> import keeps the model.
 
 Vocabulary: fairseq id = SentencePiece id + 4; ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3 and
 ``<mask>`` last (the authors' ``example/slstm_demo.py``). Inputs are ``<s> pieces </s>``.
@@ -128,6 +133,9 @@ def fairseq_to_native(ckpt: object, num_layers: int | None = None) -> tuple[SLST
         raise CheckpointError("the checkpoint does not record its number of steps (args.encoder_layers): "
                               "give num_layers (registry field `num_layers:`)")
     ln = f"{p}i_norm.weight" in state
+    if "ln" in args and bool(args["ln"]) != ln:
+        raise CheckpointError(f"the checkpoint's args say ln={args['ln']} but its state dict "
+                              f"{'has' if ln else 'lacks'} the gate LayerNorms ({p}i_norm.weight)")
     pos = state.get("encoder.embed_positions.weight")
     if pos is None:
         raise CheckpointError("the checkpoint has no encoder.embed_positions (trained without pos_input); "
@@ -136,33 +144,48 @@ def fairseq_to_native(ckpt: object, num_layers: int | None = None) -> tuple[SLST
     cfg = SLSTMConfig(vocab_size=int(V), hidden_size=int(d), num_layers=int(L),
                       max_positions=int(pos.shape[0]) - pad - 1, window=int(args.get("slstm_kernel_size", 1)),
                       dropout=0.0, pad_id=pad, gate_layer_norm=ln)
-    f = lambda t: t.detach().to(torch.float32).clone()
-    out = {"slstm.embed_tokens.weight": f(state["encoder.embed_tokens.weight"]),
-           "slstm.embed_positions.weight": f(pos[pad + 1:])}
+    used = {"encoder.embed_positions.weight"}  # every key the mapping reads; the rest must be ignored on purpose
+
+    def f(key: str) -> torch.Tensor:
+        if key not in state:
+            raise CheckpointError(f"not an S-LSTM fairseq checkpoint of the released layout: missing {key}")
+        used.add(key)
+        return state[key].detach().to(torch.float32).clone()
+
+    out = {"slstm.embed_tokens.weight": f("encoder.embed_tokens.weight"),
+           "slstm.embed_positions.weight": pos[pad + 1:].detach().to(torch.float32).clone()}
     for k in ("weight", "bias"):
-        out[f"slstm.layernorm_embedding.{k}"] = f(state[f"encoder.layernorm_embedding.{k}"])
+        out[f"slstm.layernorm_embedding.{k}"] = f(f"encoder.layernorm_embedding.{k}")
     for theirs, ours in LINEARS.items():
-        out[f"slstm.block.{ours}.weight"] = f(state[f"{p}{theirs}.weight"])
+        out[f"slstm.block.{ours}.weight"] = f(f"{p}{theirs}.weight")
         if f"{p}{theirs}.bias" in state:
-            out[f"slstm.block.{ours}.bias"] = f(state[f"{p}{theirs}.bias"])
+            out[f"slstm.block.{ours}.bias"] = f(f"{p}{theirs}.bias")
     for k in ("weight", "bias"):
         if ln:
-            out[f"slstm.block.token_norm.{k}"] = torch.stack([f(state[f"{p}{g}_norm.{k}"]) for g in TOKEN_NORMS])
-            out[f"slstm.block.sent_norm.{k}"] = torch.stack([f(state[f"{p}{g}_norm.{k}"]) for g in SENT_NORMS])
+            out[f"slstm.block.token_norm.{k}"] = torch.stack([f(f"{p}{g}_norm.{k}") for g in TOKEN_NORMS])
+            out[f"slstm.block.sent_norm.{k}"] = torch.stack([f(f"{p}{g}_norm.{k}") for g in SENT_NORMS])
         else:  # unused without gate LayerNorms; identity values keep the state dict complete
             fill = torch.ones if k == "weight" else torch.zeros
             out[f"slstm.block.token_norm.{k}"] = fill(7, d)
             out[f"slstm.block.sent_norm.{k}"] = fill(3, d)
     head = "encoder.lm_head."
+    ignored = sorted(k for k in state if k.startswith(("classification_heads.", "encoder.lm_head_")))
     notes = {"fairseq_args": {k: v for k, v in args.items() if isinstance(v, (int, float, str, bool))},
-             "ignored_keys": sorted(k for k in state if k.startswith(("classification_heads.", "encoder.lm_head_")))}
+             "ignored_keys": ignored}
     if f"{head}dense.weight" in state:
         for k in ("dense.weight", "dense.bias", "layer_norm.weight", "layer_norm.bias", "bias"):
-            out[f"lm_head.{k}"] = f(state[head + k])
-        if f"{head}weight" in state and not torch.equal(state[f"{head}weight"], state["encoder.embed_tokens.weight"]):
-            notes["untied_lm_head"] = "lm_head.weight differs from embed_tokens; the tied embeddings are used"
+            out[f"lm_head.{k}"] = f(head + k)
+        if f"{head}weight" in state:
+            used.add(f"{head}weight")
+            if not torch.equal(state[f"{head}weight"], state["encoder.embed_tokens.weight"]):
+                notes["untied_lm_head"] = "lm_head.weight differs from embed_tokens; the tied embeddings are used"
     else:
         notes["no_lm_head"] = True
+    unknown = [k for k in state if k not in used and k not in ignored]
+    if unknown:
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise CheckpointError(f"refused to load partially: {len(unknown)} checkpoint key(s) the S-LSTM mapping "
+                              f"does not know (another architecture variant?): {', '.join(unknown[:5])}{more}")
     return cfg, out, notes
 
 
@@ -184,7 +207,7 @@ def import_fairseq(path: str | Path, num_layers: int | None = None) -> tuple[SLS
 
 def export_fairseq_state_dict(model: SLSTMForMaskedLM) -> dict:
     """Our model in the fairseq layout (the inverse of :func:`fairseq_to_native`; positions padded
-    back with pad + 1 leading rows)."""
+    back with pad + 1 leading rows; the ``*_norm`` keys only when the model has gate LayerNorms)."""
     sd = model.state_dict()
     d = model.config.hidden_size
     pad = model.config.pad_id
@@ -198,7 +221,7 @@ def export_fairseq_state_dict(model: SLSTMForMaskedLM) -> dict:
         out[f"{p}{theirs}.weight"] = sd[f"slstm.block.{ours}.weight"].clone()
         if f"slstm.block.{ours}.bias" in sd:
             out[f"{p}{theirs}.bias"] = sd[f"slstm.block.{ours}.bias"].clone()
-    for k in ("weight", "bias"):
+    for k in ("weight", "bias") if model.config.gate_layer_norm else ():  # fairseq has *_norm only with ln
         for r, g in enumerate(TOKEN_NORMS):
             out[f"{p}{g}_norm.{k}"] = sd[f"slstm.block.token_norm.{k}"][r].clone()
         for r, g in enumerate(SENT_NORMS):

@@ -2,7 +2,11 @@
 
 * The identity: with the captured maps M (L, H_conv, n, n) and the convolution branch's values
   V = conv_out_layer(X) split into heads, M @ V is exactly the convolution half of each layer's
-  ConvBertSelfAttention output (the half HF concatenates after the self-attention heads).
+  ConvBertSelfAttention output (the half HF concatenates after the self-attention heads), checked
+  against the installed transformers model. The random init's kernels are within 3e-5 of uniform
+  (1/9), which would hide a wrong band, head or offset; this test scales ``conv_kernel_layer``'s
+  weights by KERNEL_SCALE so the kernels are peaked (mean row maximum ~0.8), and a band shifted by
+  one, swapped heads or reversed offsets in probes.convbert then miss by 0.1-1, not 1e-5.
 * The band: rows sum to 1 away from the sequence edges and to less than 1 within (k-1)//2 of
   them (zero-padded offsets are dropped, not renormalised); nothing outside |i - j| <= (k-1)//2.
 * The padding leak: HF's convolution branch applies no attention mask, so right padding changes
@@ -28,9 +32,22 @@ LONG = ["A considerably longer sentence follows here, with many more words than 
         "Another long text: padding must never change the states of real tokens in any model."]
 
 
+KERNEL_SCALE = 1e5  # the random init's kernel logits are ~1e-4 (near-uniform kernels); scaled, they are peaked
+
+
 @pytest.fixture(scope="module")
 def enc():
     return probes.load("tiny-convbert")
+
+
+@pytest.fixture(scope="module")
+def peaked():
+    """tiny-convbert (a fresh copy) with every layer's kernel-producing Linear scaled by KERNEL_SCALE."""
+    model = probes.load("tiny-convbert")
+    with torch.no_grad():
+        for layer in model.model.encoder.layer:
+            layer.attention.self.conv_kernel_layer.weight.mul_(KERNEL_SCALE)
+    return model
 
 
 def batch(enc, texts):
@@ -76,16 +93,21 @@ def test_specs_and_shapes(enc):
 
 
 @pytest.mark.parametrize("texts", [[SHORT], [SHORT, LONG[0]]], ids=["alone", "padded-batch"])
-def test_kernel_maps_times_values_reproduce_the_convolution_heads(enc, texts):
-    ids, mask, _ = batch(enc, texts)
-    out, values, outputs = forward_with_branches(enc, ids, mask)
+def test_kernel_maps_times_values_reproduce_the_convolution_heads(peaked, texts):
+    ids, mask, _ = batch(peaked, texts)
+    out, values, outputs = forward_with_branches(peaked, ids, mask)
     M = out.maps[MAP_NAME]  # (L, B, H, n, n)
     L, B, H, n, _ = M.shape
+    p = (peaked.model.config.conv_kernel_size - 1) // 2
+    interior_max = M[..., p:n - p, :].amax(-1)  # (L, B, H, n - 2p): each kernel's largest weight
+    assert interior_max.mean() > 0.5, "the fixture's kernels must be peaked, not near-uniform (1/9)"
     for lyr in range(L):
         hs = values[lyr].shape[-1] // H
         V = values[lyr].reshape(B, n, H, hs).transpose(1, 2)  # (B, H, n, hs)
         conv_half = outputs[lyr][..., H * hs:].reshape(B, n, H, hs).transpose(1, 2)  # after the attention heads
         torch.testing.assert_close(M[lyr] @ V, conv_half, atol=1e-5, rtol=0)
+        # the check can tell heads apart: the other head's kernels miss by far more than the tolerance
+        assert (M[lyr].flip(1) @ V - conv_half).abs().max() > 1e-2
 
 
 def test_band_rows_and_edges(enc):

@@ -24,8 +24,10 @@ window does not repeat). A plain model runs them independently (batched).
   matrix excluded) and n_ctx = T, times tokens processed / tokens scored (T / (T - o) for long
   documents); recurrent models add, per window, 2 x (FFN parameters) + 2 L (T - o) d for the
   pooling and, at layer l_ins, 6 d^2 for the slot's projections + 4 d per window token for
-  attending to it. For GPT-2 small at T = 300 this gives the paper's 1.75e8 (o = 0) and
-  1.94e8 (o = 30).
+  attending to it. For GPT-2 small at T = 300 (N = 85,056,000: every non-embedding weight, biases
+  and LayerNorms included) this gives 1.756e8 (o = 0) and 1.952e8 (o = 30), 0.4% and 0.6% above
+  the paper's 1.75e8 and 1.94e8. The paper's column is consistent with its rounded 1.75e8 times
+  T / (T - o); Kaplan's approximation N = 12 n_layer d_model^2 = 84,934,656 would give 1.754e8.
 
     $ python -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent
           [--window T] [--overlap 0 --overlap 30] [--corpus PATH] [--split heldout] [--n-documents N]

@@ -26,9 +26,14 @@ within p of either edge (the missing mass is what the model gave to the zero pad
 **Padding leaks.** The convolution branch applies no attention mask: the span-aware key
 (``key_conv_attn_layer``, a depth-wise separable convolution) and the values at pad positions are
 ordinary projections of the pad tokens' states, so with right padding the last p real tokens of a
-shorter text see pad tokens, and their outputs (and kernels) change. ``padding_safe = False``
-tells the activation capture to batch only texts of equal length (no padding at all); the maps
-are the ones of the padded sequence as run (pad rows and columns are not masked).
+shorter text see pad tokens, and their outputs (and kernels) change. That holds at layer 1 only:
+from layer 2 on *every* real token is affected, because the changed states reach all tokens
+through the (masked, but global) self-attention heads, and the convolution's reach grows by p per
+layer (in the random ``tiny-convbert``, a 9-token text padded to 34 changes its first 5 tokens by
+~1e-9 at layer 1, noise, but by ~2e-5 at layer 2; its last 4 by ~1e-2). ``padding_safe = False``
+tells the activation capture to batch only texts of equal length (no padding at all), so no
+result is affected; the maps are the ones of the padded sequence as run (pad rows and columns are
+not masked).
 """
 
 from __future__ import annotations

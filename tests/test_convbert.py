@@ -10,8 +10,9 @@
 * The band: rows sum to 1 away from the sequence edges and to less than 1 within (k-1)//2 of
   them (zero-padded offsets are dropped, not renormalised); nothing outside |i - j| <= (k-1)//2.
 * The padding leak: HF's convolution branch applies no attention mask, so right padding changes
-  the last (k-1)//2 real tokens of a shorter text. The encoder says so (padding_safe = False) and
-  probes.extract then avoids padding: its activations are padding-invariant.
+  the last (k-1)//2 real tokens of a shorter text at layer 1, and every real token from layer 2
+  on. The encoder says so (padding_safe = False) and probes.extract then avoids padding: its
+  activations are padding-invariant.
 
 Model: the seeded random ``tiny-convbert`` from checkpoints.yaml (2 layers, 32 wide, 2 attention
 + 2 convolution heads, kernel 9), built in about a second.
@@ -153,6 +154,8 @@ def test_hf_convbert_leaks_padding_so_the_encoder_is_not_padding_safe(enc):
     diff = (a[1][0] - b[1][0, :n]).abs().amax(-1)  # layer 1, per real token of SHORT
     assert torch.all(diff[:n - p] < 1e-5), "tokens further than p from the end must not see the padding"
     assert torch.all(diff[n - p:] > 1e-4), "the last p real tokens see pad tokens through the convolution"
+    diff2 = (a[2][0] - b[2][0, :n]).abs().amax(-1)  # layer 2: the change has reached every real token
+    assert torch.all(diff2 > 1e-6) and diff2[:n - p].min() > 100 * diff[:n - p].max()
 
 
 def test_encoder_counts_the_attention_heads_after_head_ratio(enc):

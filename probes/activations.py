@@ -8,9 +8,18 @@ are concatenated along the token axis and ``offsets`` marks where each text star
     hidden[l, offsets[t]:offsets[t+1]]   # (n_t, d): text t at layer l
 
 Batches are padded on the right and sorted by length; padding never reaches a real token (the
-tests check it). Work is done in chunks of bounded memory; each finished chunk is saved, so an
-interrupted extraction resumes where it stopped. The finished cache entry is assembled in a
-temporary folder and renamed into place in one step, so a reader never sees half an entry.
+tests check it). Work is done in chunks of bounded memory; each finished chunk is saved with its
+checksum, so an interrupted extraction resumes where it stopped (a finished chunk whose bytes
+changed since is run again). The finished cache entry is assembled in a temporary folder and
+renamed into place in one step, so a reader never sees half an entry; it is finalised only when
+every chunk, text and token asked for was written, and it records the batch size that produced it.
+
+One process at a time writes an entry: ``<cache>/.locks/<model>.<key>.lock`` (filelock); a second
+process waits, then reads the finished entry. Every file of an entry is checksummed (sha256 per
+16 MiB block, and meta.json's content) when written and checked when opened; a damaged entry is
+removed with a warning and extracted again. ``PROBES_CACHE_VERIFY=quick`` checks sizes, headers,
+files up to 8 blocks entirely and every 8th block of bigger ones instead of every byte (a flipped
+byte in an unchecked block of ``hidden.npy`` then goes unnoticed).
 
     $ python -c "import probes; a = probes.extract('minilm-l6', ['A text.', 'Another one.']); print(a)"
 """
@@ -188,7 +197,8 @@ def _open_entry(entry: Path, repair: bool) -> Activations | None:
         return _read_entry(entry)
     except (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError) as e:  # EOFError: an emptied .npy
         if repair:
-            warnings.warn(f"activation cache {entry} is unreadable or damaged ({e}); removed, extracting again", stacklevel=3)
+            warnings.warn(f"activation cache {entry} is unreadable or damaged ({e}); removed, extracting again",
+                          stacklevel=3)
             shutil.rmtree(entry, ignore_errors=True)
         return None
 

@@ -85,7 +85,7 @@ def safe_load(path: str | Path) -> object:
             warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4": the load is refused anyway
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        if (broken := _not_a_pickle(path)) is not None:  # corrupt bytes, not a pickle that asks for code
+        if (broken := pickle_damage(path)) is not None:  # corrupt bytes, not a pickle that asks for code
             raise CheckpointError(f"{path}: not a readable torch checkpoint (corrupt: {broken})") from None
         found = re.search(r"GLOBAL ([\w.]+)", str(e))
         operand = re.search(r"Unsupported operand \d+", str(e))
@@ -99,7 +99,7 @@ def safe_load(path: str | Path) -> object:
         raise CheckpointError(f"{path}: not a readable torch checkpoint ({reason})") from None
 
 
-def _not_a_pickle(path: Path) -> str | None:
+def pickle_damage(path: Path) -> str | None:
     """Why the file's pickle stream (``data.pkl`` inside a zip checkpoint) is not a well-formed
     pickle, or None when it is one. Only parses opcodes (pickletools): nothing is executed."""
     try:

@@ -348,3 +348,26 @@ def test_random_bytes_checkpoint_is_corrupt_not_malicious(tmp_path):
     broken_zip.write_bytes(bytes(data[: len(data) // 2]))
     with pytest.raises(CheckpointError, match="not a readable torch checkpoint"):
         safe_load(broken_zip)
+
+
+@pytest.mark.parametrize("weights", ["random", "evil"])
+def test_pickled_hf_weights_corrupt_or_malicious_is_one_line(weights, tmp_path, monkeypatch):
+    """A `path:` folder (relative to its registry) whose pytorch_model.bin is random bytes / asks for code."""
+    monkeypatch.delenv("PROBES_CHECKPOINTS", raising=False)
+    src = probes.get_spec("minilm-l6").local_path()
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(src / name, folder / name)
+    marker = tmp_path / "pwned"
+    if weights == "random":
+        (folder / "pytorch_model.bin").write_bytes(np.random.default_rng(0).bytes(100_000))
+    else:
+        torch.save({"x": Evil(marker)}, folder / "pytorch_model.bin")
+    (tmp_path / "checkpoints.yaml").write_text("rb:\n  family: hf\n  kind: encoder\n  source: {path: m}\n"
+                                               "  sentence: mean\n")
+    monkeypatch.setenv("PROBES_CHECKPOINTS", str(tmp_path / "checkpoints.yaml"))
+    want = "not a readable torch checkpoint \\(corrupt: " if weights == "random" else "refused: the checkpoint asks"
+    with pytest.raises(CheckpointError, match=want) as err:
+        probes.load("rb")
+    assert "\n" not in str(err.value) and not marker.exists()

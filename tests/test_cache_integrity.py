@@ -128,17 +128,19 @@ WORKER = textwrap.dedent("""
     torch.set_num_threads(1)
     import probes
     texts = [f"Sentence number {i} of the race test, with " + "more words " * (i % 7) for i in range(300)]
-    a = probes.extract("tiny-bert", texts, batch_size=int(sys.argv[2]), cache_dir=sys.argv[1], progress=False)
+    a = probes.extract("tiny-bert", texts, batch_size=int(sys.argv[2]), cache_dir=sys.argv[1],
+                       progress=sys.argv[3] == "progress")
     digest = {f: hashlib.sha256(np.ascontiguousarray(getattr(a, f)).tobytes()).hexdigest()
               for f in ("hidden", "sentence", "offsets", "token_ids", "special")}
     print(json.dumps({"digest": digest, "batch_size": a.meta["batch_size"]}))
 """)
 
 
-def _worker(cache: Path, batch_size: int) -> subprocess.Popen:
+def _worker(cache: Path, batch_size: int, stderr=subprocess.PIPE) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", WORKER, str(cache), str(batch_size)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    progress = "quiet" if stderr == subprocess.PIPE else "progress"  # progress: announces waiting for the lock
+    return subprocess.Popen([sys.executable, "-c", WORKER, str(cache), str(batch_size), progress], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 def _finish(p: subprocess.Popen) -> dict:
@@ -161,13 +163,18 @@ def test_a_held_lock_makes_the_second_run_wait(tmp_path):
     entry = next((tmp_path / "tiny-bert").iterdir())
     lock = FileLock(tmp_path / ".locks" / f"tiny-bert.{entry.name}.lock")
     shutil.rmtree(entry)
-    with lock:
-        waiting = _worker(tmp_path, 8)
-        time.sleep(8)  # long enough to import torch and reach the lock
-        assert waiting.poll() is None  # still waiting
+    log = tmp_path / "stderr.txt"
+    with lock, open(log, "w") as err:
+        waiting = _worker(tmp_path, 8, stderr=err)
+        deadline = time.monotonic() + 300
+        while "waiting for another process" not in log.read_text() and time.monotonic() < deadline:
+            assert waiting.poll() is None, log.read_text()
+            time.sleep(0.2)
+        time.sleep(1)
+        assert waiting.poll() is None  # blocked on the lock: it has not extracted anything
         assert not entry.exists() and not entry.with_name(entry.name + ".partial").exists()
-    _finish(waiting)
-    assert (entry / "meta.json").exists()
+    assert json.loads(waiting.communicate(timeout=600)[0].strip().splitlines()[-1])["batch_size"] == 8
+    assert waiting.returncode == 0 and (entry / "meta.json").exists()
 
 
 # --------------------------------------------------------------------------- 4: checksums
@@ -190,6 +197,16 @@ def _rewrite_header(path: Path, old: bytes, new: bytes) -> None:
     head, body = raw[:128], raw[128:]
     assert old in head, head
     path.write_bytes(head.replace(old, new, 1) + body)
+
+
+def test_damaged_map_is_detected(tmp_path, tiny_bert):
+    first = run(tiny_bert, cache_dir=tmp_path, attentions=True)
+    want, entry = np.array(first.maps["attention"]), entry_of(tmp_path, first)
+    del first
+    _flip(entry / "map.attention.npy", 0.5)
+    with pytest.warns(UserWarning, match=r"map\.attention\.npy does not match its checksum"):
+        again = run(tiny_bert, cache_dir=tmp_path, attentions=True)
+    np.testing.assert_array_equal(again.maps["attention"], want)
 
 
 CORRUPTIONS = {

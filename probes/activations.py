@@ -8,34 +8,49 @@ are concatenated along the token axis and ``offsets`` marks where each text star
     hidden[l, offsets[t]:offsets[t+1]]   # (n_t, d): text t at layer l
 
 Batches are padded on the right and sorted by length; padding never reaches a real token (the
-tests check it). Work is done in chunks of bounded memory; each finished chunk is saved, so an
-interrupted extraction resumes where it stopped. The finished cache entry is assembled in a
-temporary folder and renamed into place in one step, so a reader never sees half an entry.
+tests check it). Work is done in chunks of bounded memory; each finished chunk is saved with its
+checksum, so an interrupted extraction resumes where it stopped (a finished chunk whose bytes
+changed since is run again). The finished cache entry is assembled in a temporary folder and
+renamed into place in one step, so a reader never sees half an entry; it is finalised only when
+every chunk, text and token asked for was written, and it records the batch size that produced it.
+
+One process at a time writes an entry: ``<cache>/.locks/<model>.<key>.lock`` (filelock); a second
+process waits, then reads the finished entry. Every file of an entry is checksummed (sha256 per
+16 MiB block, and meta.json's content) when written and checked when opened; a damaged entry is
+removed with a warning and extracted again. ``PROBES_CACHE_VERIFY=quick`` checks sizes, headers,
+files up to 8 blocks entirely and every 8th block of bigger ones instead of every byte (a flipped
+byte in an unchecked block of ``hidden.npy`` then goes unnoticed).
 
     $ python -c "import probes; a = probes.extract('minilm-l6', ['A text.', 'Another one.']); print(a)"
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import operator
 import os
 import shutil
+import sys
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+from filelock import FileLock
 from tqdm.auto import tqdm
 
 from probes.encoder import Encoder, MapSpec, Tokenized
 from probes.errors import ProbeError
 from probes.registry import CheckpointSpec, get_spec
 
-CACHE_FORMAT = 2  # bump when the layout on disk changes: older entries are re-extracted
+CACHE_FORMAT = 3  # bump when the layout on disk changes: older entries are re-extracted (3: checksums)
 DEFAULT_CACHE_DIR = Path(os.environ.get("PROBES_CACHE", "out/cache"))
 CHUNK_BYTES = 256 * 2**20  # memory budget of one chunk of captured states
+CHECK_BLOCK = 16 * 2**20  # bytes per checksummed block of an entry's files
+QUICK_STRIDE = 8  # PROBES_CACHE_VERIFY=quick checks every QUICK_STRIDE-th block (+ first, last) of big files
 
 
 @dataclass
@@ -119,21 +134,73 @@ def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, attent
         raise ProbeError("no texts to encode: the input list is empty")
     if len({isinstance(i, str) for i in inputs}) > 1:
         raise ProbeError("inputs must be all texts or all token-id lists, not a mix")
+    batch_size = _check_batch_size(batch_size)
     spec = model.spec if isinstance(model, Encoder) else get_spec(model)
     settings = {"attentions": bool(attentions), "truncate": bool(truncate)}
     key = cache_key(spec, inputs, settings)
     entry = Path(cache_dir) / spec.name / key if cache_dir is not None else None
-    if entry is not None and (entry / "meta.json").exists():
-        try:
-            return _read_entry(entry)
-        except (OSError, ValueError, KeyError, EOFError) as e:  # EOFError: an emptied .npy
-            warnings.warn(f"activation cache {entry} is unreadable ({e}); extracting again", stacklevel=2)
-            shutil.rmtree(entry, ignore_errors=True)
-    if not isinstance(model, Encoder):
-        from probes import load  # here, not at the top: a cache hit never imports model code
+    if entry is not None and (hit := _open_entry(entry, repair=False)) is not None:
+        return hit  # finished entries are immutable: no lock needed to read one
+    with _entry_lock(entry, progress):  # one writer per entry; the others wait, then read its result
+        if entry is not None and (hit := _open_entry(entry, repair=True)) is not None:
+            return hit
+        if not isinstance(model, Encoder):
+            from probes import load  # here, not at the top: a cache hit never imports model code
 
-        model = load(model, device=device)
-    return _capture(model, inputs, settings, key, entry, batch_size, progress)
+            model = load(model, device=device)
+        return _capture(model, inputs, settings, key, entry, batch_size, progress)
+
+
+def _check_batch_size(batch_size) -> int:
+    """batch_size as an int >= 1; ProbeError otherwise (a batch size < 1 would run no batch at all)."""
+    try:
+        value = operator.index(batch_size)
+    except TypeError:
+        raise ProbeError(f"batch size must be a whole number >= 1, not {batch_size!r}") from None
+    if isinstance(batch_size, bool) or value < 1:
+        raise ProbeError(f"batch size must be a whole number >= 1, not {batch_size!r}")
+    return value
+
+
+def _entry_lock(entry: Path | None, progress: bool):
+    """An exclusive lock on one cache entry (``<cache>/.locks/<model>.<key>.lock``, a file that stays:
+    removing lock files races): the process that holds it is the only one that extracts, resumes,
+    repairs or replaces that entry."""
+    if entry is None:
+        return contextlib.nullcontext()
+    locks = entry.parent.parent / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(locks / f"{entry.parent.name}.{entry.name}.lock")
+
+    @contextlib.contextmanager
+    def held():
+        try:
+            lock.acquire(timeout=0)
+        except TimeoutError:  # filelock.Timeout subclasses TimeoutError
+            if progress:
+                print(f"waiting for another process that is extracting {entry} ...", file=sys.stderr, flush=True)
+            lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
+
+    return held()
+
+
+def _open_entry(entry: Path, repair: bool) -> Activations | None:
+    """The verified entry, or None when it is absent or damaged. With ``repair`` (only under the
+    entry's lock) a damaged entry is removed with a warning, so that it is extracted again."""
+    if not (entry / "meta.json").exists():
+        return None
+    try:
+        return _read_entry(entry)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError) as e:  # EOFError: an emptied .npy
+        if repair:
+            warnings.warn(f"activation cache {entry} is unreadable or damaged ({e}); removed, extracting again",
+                          stacklevel=3)
+            shutil.rmtree(entry, ignore_errors=True)
+        return None
 
 
 def cache_key(spec: CheckpointSpec, inputs: list[str] | list[list[int]], settings: dict) -> str:
@@ -226,6 +293,7 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     hidden, sentence = dest["hidden"], dest["sentence"]
     map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
+    written = np.zeros(len(toks), dtype=bool)
     for idx in _batches(lengths, batch_size, encoder.padding_safe):
         n = int(lengths[idx].max())
         ids = torch.full((len(idx), n), encoder.pad_id, dtype=torch.long)
@@ -248,7 +316,11 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
                 # (layers, B, K, n[, n]) -> this text's (layers, K, n_i[, n_i]), padding cut off
                 cut = batch_maps[m][:, r][(slice(None), slice(None)) + (slice(0, lengths[i]),) * spec.token_axes]
                 dest[f"map.{m}"][map_offsets[m][i]:map_offsets[m][i + 1]] = cut.reshape(-1).numpy()
+            written[i] = True
         bar.update(len(idx))
+    if not written.all():  # never let unwritten (zero-filled) rows reach a cache entry
+        raise RuntimeError(f"{int((~written).sum())} of {len(toks)} texts of a chunk got no states "
+                           f"(batch size {batch_size}); the cache entry is not finalised")
 
 
 def _map_sizes(spec: MapSpec, lengths: np.ndarray) -> np.ndarray:
@@ -284,18 +356,26 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     arrays, done = _open_work(work, key, shapes)
     with tqdm(total=len(toks), desc=f"extract {encoder.name}", unit="text", disable=not progress) as bar:
         for c, rng in enumerate(chunks):
-            if c in done:  # finished by an earlier, interrupted run
-                bar.update(len(rng))
-                continue
             a, b = rng.start, rng.stop
             dest = {"hidden": arrays["hidden"][:, offsets[a]:offsets[b]], "sentence": arrays["sentence"][:, a:b],
                     **{f"map.{m}": arrays[f"map.{m}"][o[a]:o[b]] for m, o in map_offsets.items()}}
+            rec = {"texts": len(rng), "tokens": int(offsets[b] - offsets[a])}
+            if c in done:  # finished by an earlier, interrupted run: reused only if its checksum still holds
+                if done[c].get("sha256") == _chunk_digest(dest) and all(done[c].get(k) == v for k, v in rec.items()):
+                    bar.update(len(rng))
+                    continue
+                warnings.warn(f"chunk {c} of the interrupted extraction {work} is damaged; running it again",
+                              stacklevel=3)
+                del done[c]
             _run_chunk(encoder, [toks[i] for i in rng], maps, batch_size, bar, dest)
+            done[c] = {**rec, "batch_size": batch_size}
             if work is not None:
                 for arr in arrays.values():
                     arr.flush()
-                done.add(c)
-                _atomic_json(work / "done.json", {"key": key, "done": sorted(done)})
+                done[c]["sha256"] = _chunk_digest(dest)
+                _atomic_json(work / "done.json", {"key": key, "chunks": {str(k): v for k, v in sorted(done.items())}})
+    _check_complete(done, len(chunks), len(toks), int(offsets[-1]))
+    sizes = sorted({done[c]["batch_size"] for c in done})
     meta = {
         "format": CACHE_FORMAT, "key": key, "model": encoder.describe(), **settings,
         "inputs": "texts" if isinstance(inputs[0], str) else "token ids (special tokens added by the model)",
@@ -303,7 +383,10 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         "maps": {m: asdict(spec) for m, spec in maps.items()},
         "padding": ("right, masked; sorted by length within chunks" if encoder.padding_safe
                     else "none: only inputs of equal length share a batch (the encoder is not padding-safe)"),
-        "batch_size": batch_size, "torch": torch.__version__,
+        # the batch size that produced the states (they differ by ~1e-6 between batch sizes); a list,
+        # one per chunk, when a resumed extraction used several
+        "batch_size": sizes[0] if len(sizes) == 1 else [done[c]["batch_size"] for c in sorted(done)],
+        "torch": torch.__version__,
     }
     acts = Activations(
         meta=meta, texts=texts, tokens=[t.tokens for t in toks], offsets=offsets,
@@ -319,6 +402,8 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     for name, arr in small.items():
         np.save(work / f"{name}.npy", arr, allow_pickle=False)
     doc = {"meta": acts.meta, "texts": acts.texts, "tokens": acts.tokens}
+    doc["checksums"] = {"algorithm": "sha256", "block_bytes": CHECK_BLOCK, "doc": _doc_digest(doc),
+                        "files": {p.name: _file_blocks(p) for p in sorted(work.glob("*.npy"))}}
     (work / "meta.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     (work / "done.json").unlink()
     del arrays, acts
@@ -327,26 +412,27 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     return _read_entry(entry)
 
 
-def _open_work(work: Path | None, key: str, shapes: dict) -> tuple[dict, set]:
+def _open_work(work: Path | None, key: str, shapes: dict) -> tuple[dict, dict]:
     """Output arrays: in memory without a cache; else memory-mapped files in ``work``, reused
-    (with their list of finished chunks) when an earlier run with the same key was interrupted."""
+    (with their records of finished chunks: {chunk: {texts, tokens, batch_size, sha256}}) when an
+    earlier run with the same key was interrupted."""
     if work is None:
-        return {k: np.empty(s, np.float32) for k, s in shapes.items()}, set()
-    done = set()
+        return {k: np.empty(s, np.float32) for k, s in shapes.items()}, {}
+    done = {}
     state = work / "done.json"
     if state.exists():
         try:
             doc = json.loads(state.read_text())
             if doc["key"] == key and all(np.load(work / f"{k}.npy", mmap_mode="r").shape == s
                                          for k, s in shapes.items()):
-                done = set(doc["done"])
-        except (OSError, ValueError, KeyError):
-            done = set()
+                done = {int(c): dict(r) for c, r in doc["chunks"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, SyntaxError):
+            done = {}
     if not done:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         arrays = {k: np.lib.format.open_memmap(work / f"{k}.npy", "w+", np.float32, s) for k, s in shapes.items()}
-        _atomic_json(state, {"key": key, "done": []})
+        _atomic_json(state, {"key": key, "chunks": {}})
         return arrays, done
     return {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}, done
 
@@ -357,16 +443,91 @@ def _atomic_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+def _check_complete(done: dict, n_chunks: int, n_texts: int, n_tokens: int) -> None:
+    """Refuse to finalise unless every chunk is done and the chunks hold exactly the texts and
+    tokens asked for (a zero-filled entry must never look valid)."""
+    texts, tokens = sum(r["texts"] for r in done.values()), sum(r["tokens"] for r in done.values())
+    if sorted(done) != list(range(n_chunks)) or texts != n_texts or tokens != n_tokens:
+        raise RuntimeError(f"extraction incomplete: {len(done)} of {n_chunks} chunks, {texts} of {n_texts} texts, "
+                           f"{tokens} of {n_tokens} tokens written; the cache entry is not finalised")
+
+
+def _chunk_digest(dest: dict) -> str:
+    """sha256 over one chunk's slices of the output arrays (each contiguous per leading index)."""
+    h = hashlib.sha256()
+    for name in sorted(dest):
+        arr = dest[name]
+        for part in (arr if arr.ndim > 1 else [arr]):  # hidden[l, a:b], sentence[l, a:b]: contiguous rows
+            h.update(np.ascontiguousarray(part).data)
+    return h.hexdigest()
+
+
+def _file_blocks(path: Path) -> dict:
+    """{"bytes": size, "blocks": [sha256 of each CHECK_BLOCK bytes of the file, header included]}."""
+    blocks = []
+    with open(path, "rb") as f:
+        for data in iter(lambda: f.read(CHECK_BLOCK), b""):
+            blocks.append(hashlib.sha256(data).hexdigest()[:32])
+    return {"bytes": path.stat().st_size, "blocks": blocks}
+
+
+def _doc_digest(doc: dict) -> str:
+    """sha256 of meta.json's content other than the checksums themselves."""
+    body = {k: doc[k] for k in ("meta", "texts", "tokens")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def verify_mode() -> str:
+    """How much of an entry is checked when it is opened: ``PROBES_CACHE_VERIFY`` = full (default,
+    every byte) or quick (sizes, headers, small arrays, and every QUICK_STRIDE-th block of big ones)."""
+    mode = os.environ.get("PROBES_CACHE_VERIFY", "full").strip().lower() or "full"
+    if mode not in ("full", "quick"):
+        raise ProbeError(f"PROBES_CACHE_VERIFY must be 'full' or 'quick', not {mode!r}")
+    return mode
+
+
+def _verify_entry(entry: Path, doc: dict, full: bool) -> None:
+    """ValueError unless the entry's files match the checksums recorded when it was written."""
+    sums = doc.get("checksums")
+    if not isinstance(sums, dict) or sums.get("algorithm") != "sha256":
+        raise ValueError("the entry has no checksums")
+    if sums.get("doc") != _doc_digest(doc):
+        raise ValueError("meta.json does not match its checksum")
+    block, files = int(sums["block_bytes"]), sums["files"]
+    expected = {"offsets", "token_ids", "special", "hidden", "sentence",
+                *(f"map.{m}{x}" for m in doc["meta"].get("maps", {}) for x in ("", ".offsets"))}
+    if set(files) != {f"{n}.npy" for n in expected}:
+        raise ValueError("the checksummed files are not the entry's arrays")
+    buf = bytearray(block)
+    for name, rec in files.items():
+        path, blocks = entry / name, rec["blocks"]
+        if not path.exists():
+            raise ValueError(f"{name} is missing")
+        if path.stat().st_size != rec["bytes"]:
+            raise ValueError(f"{name} has {path.stat().st_size} bytes, not {rec['bytes']}")
+        pick = range(len(blocks))
+        if not full and len(blocks) > QUICK_STRIDE:
+            pick = sorted({*range(0, len(blocks), QUICK_STRIDE), len(blocks) - 1})
+        with open(path, "rb") as f:
+            for i in pick:
+                f.seek(i * block)
+                n = f.readinto(buf)
+                if hashlib.sha256(memoryview(buf)[:n]).hexdigest()[:32] != blocks[i]:
+                    raise ValueError(f"{name} does not match its checksum (bytes {i * block}..{i * block + n})")
+
+
 # ----------------------------------------------------------------------------- the cache on disk
 
 def _read_entry(entry: Path) -> Activations:
-    """Load a finished cache entry (big arrays memory-mapped); ValueError if anything is off."""
+    """Load a finished cache entry (big arrays memory-mapped) after checking it against the checksums
+    written with it; ValueError if anything is off."""
     doc = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
     if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
         raise ValueError("meta.json does not describe a cache entry")
     meta = doc["meta"]
     if meta.get("format") != CACHE_FORMAT:
         raise ValueError(f"cache format {meta.get('format')} != {CACHE_FORMAT}")
+    _verify_entry(entry, doc, full=verify_mode() == "full")
 
     def load(name: str, mmap: bool = False) -> np.ndarray:
         path = entry / f"{name}.npy"

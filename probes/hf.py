@@ -10,7 +10,9 @@ minutes of retries.
 from __future__ import annotations
 
 import os
+import pickle
 import socket
+from pathlib import Path
 
 import torch
 import transformers
@@ -41,6 +43,8 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
             return loader.from_pretrained(str(spec.local_path()), local_files_only=True, **common)
         except (OSError, ValueError) as e:
             raise CheckpointError(f"model '{spec.name}': cannot load {spec.local_path()}: {e}") from None
+        except pickle.UnpicklingError:  # torch.load(weights_only=True) refused a pickled weight file
+            raise CheckpointError(_unpickling_problem(spec.name, spec.local_path())) from None
     hub_id = spec.source["hub"]
     try:  # local cache first: no network needed once downloaded
         return loader.from_pretrained(hub_id, revision=spec.revision, local_files_only=True, **common)
@@ -55,6 +59,17 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
         return loader.from_pretrained(hub_id, revision=spec.revision, **common)
     except (OSError, ValueError) as e:
         raise CheckpointError(f"model '{spec.name}': cannot load '{hub_id}' from the hub: {e}") from None
+
+
+def _unpickling_problem(name: str, folder: Path) -> str:
+    """One line for a pickled weight file that torch refused: corrupt bytes, or a pickle asking for code."""
+    from probes.slstm_import import REFUSED, pickle_damage
+
+    pickled = sorted(p for p in folder.rglob("*") if p.suffix in (".bin", ".pt", ".pth") and p.is_file())
+    for path in pickled:
+        if (damage := pickle_damage(path)) is not None:
+            return f"model '{name}': {path}: not a readable torch checkpoint (corrupt: {damage})"
+    return f"model '{name}': {folder}: {REFUSED}"
 
 
 def _max_length(cfg, tokenizer) -> int:

@@ -1,17 +1,22 @@
 """The checkpoint registry: names in ``checkpoints.yaml`` -> :class:`CheckpointSpec`.
 
-Only ``yaml.safe_load`` reads the file. A spec's :meth:`CheckpointSpec.fingerprint` identifies
-the weights cheaply (package version, file hashes, hub revision or random-init config), so the
-activation cache can be looked up without loading the model.
+Only ``yaml.safe_load`` reads the file, and nothing it names is imported or run: a ``package``
+source is located through the installed distribution's file list (the folder holding a
+``config.json`` beside weight files), never by importing the module. Names must be safe path
+components (they name cache and result folders); relative ``path`` sources resolve against the
+folder of the registry file that names them. A spec's :meth:`CheckpointSpec.fingerprint`
+identifies the weights cheaply (package version, file hashes, hub revision or random-init config),
+so the activation cache can be looked up without loading the model.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import importlib
 import importlib.metadata
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +29,8 @@ SENTENCE_VECTORS = ("cls", "mean", "last", "g")
 KINDS = ("encoder", "causal")
 SOURCES = ("package", "path", "hub", "random")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a model name is one safe path component
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a package source names a top-level module
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,7 @@ class CheckpointSpec:
     revision: str | None = None  # hub revision; None elsewhere
     description: str = ""
     extra: dict = field(default_factory=dict)  # family-specific fields, passed to the loader
+    root: Path = field(default=REGISTRY_PATH.parent, compare=False, repr=False)  # relative paths start here
 
     @property
     def source_type(self) -> str:
@@ -47,17 +55,10 @@ class CheckpointSpec:
     def local_path(self) -> Path | None:
         """The folder holding the weights, for package and path sources (None otherwise)."""
         if "package" in self.source:
-            module = self.source["package"]
-            try:
-                mod = importlib.import_module(module)
-            except ImportError:
-                raise CheckpointError(
-                    f"model '{self.name}' needs the Python package '{module}', which is not installed"
-                ) from None
-            return Path(mod.get_model_path())
+            return package_model_dir(self.name, str(self.source["package"]))
         if "path" in self.source:
             path = Path(self.source["path"])
-            path = path if path.is_absolute() else REGISTRY_PATH.parent / path
+            path = path if path.is_absolute() else self.root / path
             if not path.exists():
                 if "fetch" in self.extra:  # the entry names the command that installs the folder
                     raise CheckpointError(f"model '{self.name}' is not installed: run `{self.extra['fetch']}` "
@@ -83,6 +84,48 @@ class CheckpointSpec:
             return {"hub": self.source["hub"], "revision": self.revision or "main"}
         return {"random": self.source["random"], "seed": self.source.get("seed", 0),
                 "tokenizer": self.source.get("tokenizer")}
+
+
+@functools.cache
+def package_model_dir(name: str, module: str) -> Path:
+    """The model folder shipped by the installed distribution that provides ``module``: the one
+    folder under ``module/`` whose files include ``config.json`` and a weight file. Found from the
+    distribution's file list (RECORD); the module is never imported."""
+    if not MODULE_NAME.fullmatch(module):
+        raise CheckpointError(f"model '{name}': source package {module!r} is not a top-level module name")
+    missing = CheckpointError(f"model '{name}' needs the Python package '{module}', which no installed "
+                              f"distribution provides (install it with pip)")
+    try:
+        dists = [importlib.metadata.distribution(module)]  # the usual case: distribution named like the module
+    except importlib.metadata.PackageNotFoundError:
+        dists = []
+    if not any(_ships(d, module) for d in dists):
+        found = importlib.metadata.packages_distributions().get(module, [])
+        dists = [importlib.metadata.distribution(d) for d in dict.fromkeys(found)]
+    files = [(d, f) for d in dists if _ships(d, module) for f in d.files]
+    if not files:
+        raise missing
+    by_folder: dict[tuple, set] = {}
+    for d, f in files:
+        if f.parts and f.parts[0] == module:
+            by_folder.setdefault((d.metadata["Name"], f.parent.as_posix()), set()).add(f.name)
+    folders = [(dist, folder) for (dist, folder), names in by_folder.items()
+               if "config.json" in names and any(n.endswith(WEIGHT_SUFFIXES) for n in names)]
+    if len(folders) != 1:
+        what = "no folder" if not folders else f"{len(folders)} folders ({', '.join(f for _, f in folders)})"
+        raise CheckpointError(f"model '{name}': package '{module}' ships {what} with config.json and weight "
+                              f"files ({', '.join(WEIGHT_SUFFIXES)}); expected exactly one")
+    dist = next(d for d in dists if d.metadata["Name"] == folders[0][0])
+    path = Path(dist.locate_file(folders[0][1])).resolve()
+    if not path.is_dir():
+        raise CheckpointError(f"model '{name}': package '{module}' lists the model folder {path}, which is missing "
+                              f"(reinstall the package)")
+    return path
+
+
+def _ships(dist: importlib.metadata.Distribution, module: str) -> bool:
+    """Whether the distribution's file list holds files of the top-level package ``module``."""
+    return any(f.parts and f.parts[0] == module for f in dist.files or [])
 
 
 _SHA_MEMO: dict[tuple, str] = {}
@@ -124,7 +167,12 @@ def read_registry(path: str | os.PathLike | None = None) -> dict[str, Checkpoint
                               f"not a {type(raw).__name__}")
     specs = {}
     for name, entry in raw.items():
-        specs[name] = _parse_entry(str(name), entry, path)
+        name = str(name)
+        if not SAFE_NAME.fullmatch(name) or ".." in name:
+            raise CheckpointError(f"checkpoint registry {path}: model name {name!r} is not allowed: names become "
+                                  f"folder names, so use letters, digits, '.', '_' and '-' only (no '..', "
+                                  f"not starting with '.' or '-')")
+        specs[name] = _parse_entry(name, entry, path)
     return specs
 
 
@@ -146,7 +194,7 @@ def _parse_entry(name: str, entry: dict, path: Path) -> CheckpointSpec:
     return CheckpointSpec(
         name=name, family=family, kind=kind, source=source, sentence=sentence,
         special_tokens=bool(entry.pop("special_tokens", True)), revision=entry.pop("revision", None),
-        description=str(entry.pop("description", "")), extra=entry,
+        description=str(entry.pop("description", "")), extra=entry, root=path.resolve().parent,
     )
 
 

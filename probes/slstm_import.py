@@ -58,9 +58,11 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
+import pickletools
 import re
 import shutil
 import warnings
+import zipfile
 from pathlib import Path
 
 import torch
@@ -88,6 +90,8 @@ def safe_load(path: str | Path) -> object:
             warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4": the load is refused anyway
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
+        if (broken := pickle_damage(path)) is not None:  # corrupt bytes, not a pickle that asks for code
+            raise CheckpointError(f"{path}: not a readable torch checkpoint (corrupt: {broken})") from None
         found = re.search(r"GLOBAL ([\w.]+)", str(e))
         operand = re.search(r"Unsupported operand \d+", str(e))
         what = f" (it asks for {found.group(1)})" if found else f" ({operand.group(0)})" if operand else ""
@@ -98,6 +102,25 @@ def safe_load(path: str | Path) -> object:
     except (RuntimeError, OSError, EOFError, ValueError) as e:
         reason = " ".join(str(e).split())[:200]
         raise CheckpointError(f"{path}: not a readable torch checkpoint ({reason})") from None
+
+
+def pickle_damage(path: Path) -> str | None:
+    """Why the file's pickle stream (``data.pkl`` inside a zip checkpoint) is not a well-formed
+    pickle, or None when it is one. Only parses opcodes (pickletools): nothing is executed."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                member = next((n for n in z.namelist() if n.endswith("data.pkl")), None)
+                if member is None:
+                    return "a zip file without data.pkl"
+                data = z.read(member)
+        else:
+            data = path.read_bytes()
+        for _ in pickletools.genops(data):
+            pass
+    except (ValueError, zipfile.BadZipFile, OSError, EOFError) as e:
+        return " ".join(str(e).split())[:120] or type(e).__name__
+    return None
 
 
 def _args_of(ckpt: dict) -> dict:

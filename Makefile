@@ -53,7 +53,7 @@ corpus: $(STAMP)
 	$(PY) scripts/build_corpus.py
 
 models: $(STAMP)
-	$(PY) -m pip install -q gguf accelerate  # the [models] extra: reads GGUF files
+	$(PY) -m pip install -q -e ".[models]"  # gguf + accelerate: transformers reads and dequantises GGUF files
 	$(PY) scripts/fetch_models.py
 
 clean:

@@ -332,6 +332,8 @@ def _panels(results: list[Result], key: str, tasks: tuple, axes, title: str):
                 ax.plot(x, [r["majority"] for r in rows], ls="--", lw=0.8, color=c, label="_majority")
                 if "control_accuracy" in rows[0]:
                     ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, color=c, label="_control")
+        if key == "selectivity":
+            ax.axhline(0, color="0.4", lw=0.6)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("relative depth l / L", fontsize=8)
         ax.tick_params(labelsize=7)

@@ -43,11 +43,11 @@ DEFINITIONS = {
                     "rank band of a large corpus: a small corpus has too few sentences per word; K is scaled down "
                     "(halved from the configured size) to the K that keeps the most words.",
     "bigram_shift": "BigramShift: label 1 if two adjacent words were swapped, 0 if the sentence is original. A "
-                    "seeded half of the sentences is perturbed (sentences with no eligible pair stay originals); "
-                    "the other half are the originals, so no sentence appears in both forms. Eligible pairs are "
-                    "two different, purely alphabetic, lower-case words, not the first word of the sentence: "
-                    "unlike Conneau et al., swaps never move capitals or punctuation, which would be "
-                    "surface cues.",
+                    "seeded half of the sentences that have a swappable pair is perturbed, the other half are "
+                    "the originals (no sentence appears in both forms; sentences without a swappable pair are "
+                    "left out, so eligibility cannot leak the label). Swappable pairs are two different, purely "
+                    "alphabetic, lower-case words, not the first word of the sentence: unlike Conneau et al., "
+                    "swaps never move capitals or punctuation, which would be surface cues.",
     "source": "Source: which document (book) of the corpus the sentence comes from (not a SentEval task); "
               "documents with too few sampled sentences are dropped; balanced by cutting every document to "
               "the smallest kept one's count (seeded).",
@@ -187,29 +187,33 @@ def word_content(texts: list[str], seed: int, vocab: int = 1000, skip_top: int =
     return Task("word_content", "sentence", labels[keep], kept, items[keep], items[keep], notes=notes)
 
 
+def _swappable(words: list[str]) -> list[int]:
+    """Positions j whose pair (j, j+1) may be swapped: two different purely alphabetic lower-case
+    words, not the sentence's first word."""
+    return [j for j in range(1, len(words) - 1) if words[j].isalpha() and words[j + 1].isalpha()
+            and words[j].islower() and words[j + 1].islower() and words[j] != words[j + 1]]
+
+
 def bigram_shift_plan(texts: list[str], seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Which sentences stay original and which are perturbed: (originals, perturbed, perturbed_texts).
 
-    originals, perturbed: sorted sentence indices; perturbed_texts[k] is texts[perturbed[k]] with one
-    eligible adjacent pair swapped (seeded). Pure function of (texts, seed): the CLI extracts the
-    perturbed texts with it and :func:`bigram_shift` rebuilds the same plan."""
+    Only sentences with a swappable pair take part (so the label cannot be read off a property that
+    decides eligibility, such as length); a seeded half of them is perturbed. originals, perturbed:
+    sorted sentence indices; perturbed_texts[k] is texts[perturbed[k]] with one swappable pair
+    swapped (seeded). Pure function of (texts, seed): the CLI extracts the perturbed texts with it
+    and :func:`bigram_shift` rebuilds the same plan."""
     rng = np.random.default_rng([seed, 3])
-    half = rng.permutation(len(texts))[: len(texts) // 2]
+    pairs = [_swappable(t.split()) for t in texts]
+    eligible = np.array([i for i, p in enumerate(pairs) if p], np.int64)
     is_pert = np.zeros(len(texts), bool)
-    is_pert[half] = True
-    perturbed, new_texts = [], []
-    for i in np.flatnonzero(is_pert):
+    is_pert[rng.permutation(eligible)[: len(eligible) // 2]] = True
+    perturbed, new_texts = np.flatnonzero(is_pert), []
+    for i in perturbed:
         w = texts[i].split()
-        pairs = [j for j in range(1, len(w) - 1) if w[j].isalpha() and w[j + 1].isalpha() and w[j].islower()
-                 and w[j + 1].islower() and w[j] != w[j + 1]]
-        if not pairs:
-            is_pert[i] = False  # stays an original
-            continue
-        j = pairs[rng.integers(len(pairs))]
+        j = pairs[i][rng.integers(len(pairs[i]))]
         w[j], w[j + 1] = w[j + 1], w[j]
-        perturbed.append(i)
         new_texts.append(" ".join(w))
-    return np.flatnonzero(~is_pert), np.array(perturbed, np.int64), new_texts
+    return np.setdiff1d(eligible, perturbed), perturbed, new_texts
 
 
 def bigram_shift(texts: list[str], seed: int, min_per_class: int = 10) -> Task:

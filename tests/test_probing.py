@@ -147,6 +147,9 @@ def test_bigram_shift_swaps_one_adjacent_lowercase_pair():
     task = pt.bigram_shift(texts, seed=0)
     assert task.balance() == {"original": 100, "swapped": 100}
     assert (new, tuple(orig)) == (pt.bigram_shift_plan(texts, 0)[2], tuple(pt.bigram_shift_plan(texts, 0)[0]))
+    mixed = texts[:50] + ["Yes, Sir John.", "Oh! Mr. Knightley, Emma."] * 25  # no swappable pair in these
+    orig, pert, _ = pt.bigram_shift_plan(mixed, seed=1)
+    assert sorted([*orig, *pert]) == list(range(50)) and len(pert) == 25  # only eligible sentences take part
 
 
 def fake_acts(token_lists):

@@ -40,3 +40,10 @@ def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, atte
         print(f"{name}: wrote {json_path}")
     paths = figures(read_results(cfg.out, analysis, cfg.model), cfg.out)
     print("figures: " + ", ".join(str(p) for p in paths))
+
+
+def text_activations(model: str, texts: list[str], out: str = "out", batch_size: int = 32,
+                     device: str = "cpu") -> Activations:
+    """Activations of given texts (e.g. perturbed copies of a sentence sample) through the same
+    extraction cache as :func:`sentence_activations`; the analysis itself never runs the model."""
+    return extract(model, texts, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device)

@@ -154,7 +154,7 @@ def compute(acts_a: Activations, acts_b: Activations, cfg: Config | None = None)
         aa = similarity_matrices(XA, None, progress=lambda: bar.update(1), **kw)
         ab = aa if same else similarity_matrices(XA, XB, progress=lambda: bar.update(1), **kw)
         bb = aa if same else similarity_matrices(XB, None, progress=lambda: bar.update(1), **kw)
-    matrices = {m: {"aa": aa[m], "ab": ab[m], "bb": bb[m]} for m in cfg.measure}
+    matrices = {m: {"aa": aa[m].tolist(), "ab": ab[m].tolist(), "bb": bb[m].tolist()} for m in cfg.measure}
     meta = {"a": acts_a.meta, "b": acts_b.meta}
     return Result(
         model_a=name_a, model_b=name_b, unit=cfg.unit, measures=list(cfg.measure),

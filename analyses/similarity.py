@@ -86,6 +86,7 @@ class Result:
     n_rsa_units: int  # units in the RDMs
     matrices: dict  # measure -> block -> nested lists
     svcca_dims: dict  # "a"/"b" -> PCA dimensions kept per layer
+    svcca_chance: dict  # block -> sqrt(max(k_row, k_col) / (n - 1)): chance level of SVCCA (see svcca_chance)
     constant_columns: dict  # "a"/"b" -> per layer, the number of constant (dropped) columns
     alignment: dict  # token unit: texts kept/dropped, words; sentence unit: texts
     config: dict
@@ -160,6 +161,10 @@ def compute(acts_a: Activations, acts_b: Activations, cfg: Config | None = None)
         model_a=name_a, model_b=name_b, unit=cfg.unit, measures=list(cfg.measure),
         n_layers_a=La - 1, n_layers_b=Lb - 1, n_units=n, n_rsa_units=len(rsa_rows), matrices=matrices,
         svcca_dims={"a": aa["svcca_dims"][0], "b": bb["svcca_dims"][0]},
+        svcca_chance={blk: svcca_chance(kr, kc, n).tolist() for blk, kr, kc in
+                      (("aa", aa["svcca_dims"][0], aa["svcca_dims"][0]), ("ab", aa["svcca_dims"][0],
+                       bb["svcca_dims"][0]), ("bb", bb["svcca_dims"][0], bb["svcca_dims"][0]))}
+        if "svcca" in cfg.measure else {},
         constant_columns={"a": [len(c) for c in aa["constant"][0]], "b": [len(c) for c in bb["constant"][0]]},
         alignment=alignment, config=config_dict(cfg),
         models={k: m["model"] for k, m in meta.items()},
@@ -175,10 +180,23 @@ def compute(acts_a: Activations, acts_b: Activations, cfg: Config | None = None)
             "cka": "linear CKA, unbiased HSIC (Song et al. 2012; Nguyen et al. 2021), streamed row sums",
             "svcca": f"PCA keeping {cfg.svcca_variance:g} of the variance per side, then mean canonical correlation",
             "rsa": f"Spearman correlation of the {cfg.rsa_distance} RDMs of {len(rsa_rows)} seeded units",
+            "svcca_chance": "sqrt(max(k_a, k_b) / (n - 1)): the root of the expected mean squared canonical "
+                            "correlation of independent Gaussian data of the same dimensions (tr(P_a P_b) of random "
+                            "subspaces); the chance mean correlation is below it. SVCCA near it: no shared subspace",
             "degenerate": "a constant column is dropped; a layer with no variance has CKA and SVCCA 0 with "
                           "everything (itself included); an RDM with all entries equal has RSA 0",
         },
     )
+
+
+def svcca_chance(k_rows, k_cols, n: int) -> np.ndarray:
+    """(len(k_rows), len(k_cols)) SVCCA's chance level for PCA dimensions k_x, k_y and n units:
+    sqrt(max(k_x, k_y) / (n - 1)). For independent data, one side rotation-invariant (Gaussian), the
+    squared canonical correlations sum to tr(P_x P_y) of two random projections of ranks k_x, k_y in
+    the (n-1)-dimensional centred space, whose expectation is k_x k_y / (n - 1); divided by the
+    min(k_x, k_y) correlations SVCCA averages, and rooted (Jensen: the mean correlation is below it)."""
+    kr, kc = np.asarray(k_rows, float)[:, None], np.asarray(k_cols, float)[None, :]
+    return np.sqrt(np.maximum(kr, kc) / (n - 1)) * ((kr > 0) & (kc > 0))
 
 
 def check_config(cfg: Config) -> None:

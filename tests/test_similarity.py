@@ -155,6 +155,19 @@ def test_svcca_of_independent_noise_is_low_and_of_shared_subspace_high():
     assert sm.svcca(A, np.c_[A[:, :5], rng.normal(size=(2000, 5))]) == pytest.approx(0.5, abs=0.05)
 
 
+def test_svcca_chance_level_matches_independent_gaussians():
+    rng = np.random.default_rng(13)
+    n, kx, ky = 300, 40, 25
+    vals = [sm.svcca(rng.normal(size=(n, kx)), rng.normal(size=(n, ky)), variance=1.0) for _ in range(10)]
+    sq = [np.mean(np.linalg.svd(np.linalg.qr(A - A.mean(0))[0].T @ np.linalg.qr(B - B.mean(0))[0],
+                                compute_uv=False) ** 2)
+          for A, B in ((rng.normal(size=(n, kx)), rng.normal(size=(n, ky))) for _ in range(10))]
+    chance = sim.svcca_chance([kx], [ky], n)[0, 0]
+    assert np.mean(sq) == pytest.approx(chance**2, rel=0.05)  # E mean rho^2 = max(k) / (n - 1)
+    assert 0.8 * chance < np.mean(vals) < chance
+    assert sim.svcca_chance([0, 3], [4], 10).tolist() == [[0.0], [np.sqrt(4 / 9)]]
+
+
 def test_rsa_of_identical_inputs_is_one_and_matches_scipy(X):
     assert sm.rsa(X, X) == pytest.approx(1.0, abs=1e-12)
     assert sm.rsa(X, 4 * X @ rotation(20, 12)) == pytest.approx(1.0, abs=1e-9)  # cosine RDM unchanged

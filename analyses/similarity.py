@@ -86,13 +86,13 @@ class Result:
     n_rsa_units: int  # units in the RDMs
     matrices: dict  # measure -> block -> nested lists
     svcca_dims: dict  # "a"/"b" -> PCA dimensions kept per layer
-    svcca_chance: dict  # block -> sqrt(max(k_row, k_col) / (n - 1)): chance level of SVCCA (see svcca_chance)
     constant_columns: dict  # "a"/"b" -> per layer, the number of constant (dropped) columns
     alignment: dict  # token unit: texts kept/dropped, words; sentence unit: texts
     config: dict
     models: dict  # "a"/"b" -> model description from the activations
     activations: dict  # "a"/"b" -> cache entry identity
     corpus: dict | None
+    svcca_chance: dict = field(default_factory=dict)  # block -> sqrt(max(k_row, k_col) / (n-1)): SVCCA's chance
     definitions: dict = field(default_factory=dict)  # prose only; nothing reads numbers from it
 
     @property
@@ -275,7 +275,8 @@ def plot(results: list, axes=None, measures: list[str] | None = None):
 
 
 def plot_overview(results: list, axes=None, measure: str = "cka"):
-    """One row per (model A, unit): A x A, then A x B for every B. Returns the figure."""
+    """Two rows per (model A, unit): on top A x A, then A x B for every B; below each A x B, B x B.
+    ``axes``: an array of (2 * groups, 1 + most Bs) axes. Returns the figure."""
     import matplotlib.pyplot as plt
 
     results = [_as_result(r) for r in results if measure in _as_result(r).measures]
@@ -286,19 +287,22 @@ def plot_overview(results: list, axes=None, measure: str = "cka"):
         groups.setdefault((r.model_a, r.unit), []).append(r)
     ncol = 1 + max(sum(r.model_b != r.model_a for r in g) for g in groups.values())
     if axes is None:
-        fig, axes = plt.subplots(len(groups), ncol, figsize=(3.3 * ncol + 0.8, 3.0 * len(groups)), squeeze=False,
-                                 constrained_layout=True)
-    axes = np.asarray(axes).reshape(len(groups), ncol)
+        fig, axes = plt.subplots(2 * len(groups), ncol, figsize=(3.3 * ncol + 0.8, 5.8 * len(groups)),
+                                 squeeze=False, constrained_layout=True)
+    axes = np.asarray(axes).reshape(2 * len(groups), ncol)
     fig = axes[0, 0].figure
-    for ((name, unit), group), axrow in zip(groups.items(), axes):
+    for g, ((name, unit), group) in enumerate(groups.items()):
+        top, bottom = axes[2 * g], axes[2 * g + 1]
         a = (name, group[0].n_layers_a)
-        im = _heatmap(axrow[0], group[0].matrix(measure, "aa"), a, a, f"{name} x {name} ({unit})")
+        im = _heatmap(top[0], group[0].matrix(measure, "aa"), a, a, f"{name} x {name} ({unit})")
         others = [r for r in group if r.model_b != r.model_a]
-        for ax, r in zip(axrow[1:], others):
-            _heatmap(ax, r.matrix(measure, "ab"), a, (r.model_b, r.n_layers_b), f"{name} x {r.model_b} ({unit})")
-        for ax in axrow[1 + len(others):]:
+        for c, r in enumerate(others, start=1):
+            b = (r.model_b, r.n_layers_b)
+            _heatmap(top[c], r.matrix(measure, "ab"), a, b, f"{name} x {r.model_b} ({unit})")
+            _heatmap(bottom[c], r.matrix(measure, "bb"), b, b, f"{r.model_b} x {r.model_b} ({unit})")
+        for ax in [bottom[0], *top[1 + len(others):], *bottom[1 + len(others):]]:
             ax.axis("off")
-        fig.colorbar(im, ax=list(axrow), shrink=0.8, label=LABELS[measure])
+        fig.colorbar(im, ax=[*top, *bottom], shrink=0.6, label=LABELS[measure])
     return fig
 
 

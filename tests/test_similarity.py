@@ -284,7 +284,10 @@ def test_plot_draws_the_matrices():
     np.testing.assert_allclose(heat[5].images[0].get_array(), res.matrix("rsa", "bb"))
     assert [t.get_text() for t in heat[1].get_xticklabels()] == ["0", "0.25", "0.5", "0.75", "1"]
     over = sim.plot_overview([res])
-    np.testing.assert_allclose([ax for ax in over.axes if ax.images][1].images[0].get_array(), res.matrix("cka"))
+    drawn = [ax for ax in over.axes if ax.images]  # A x A, A x B (top row), B x B (below A x B)
+    assert len(drawn) == 3
+    for ax, blk in zip(drawn, ("aa", "ab", "bb")):
+        np.testing.assert_allclose(ax.images[0].get_array(), res.matrix("cka", blk))
 
 
 # ----------------------------------------------------------------------------- CLI (tiny random models)
@@ -339,6 +342,11 @@ def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path):
     assert res.alignment["n_texts_dropped"] == 0 and res.alignment["schemes"] == ["wordpiece", "wordpiece"]
     assert res.config["n_sentences"] == 40 and "out" not in res.config
     assert (tmp_path / "out/figures/similarity-tiny-bert__tiny-slstm__token.png").exists()
+    from analyses.figures import redraw
+
+    redrawn = redraw(str(tmp_path / "out"))  # from the saved results alone
+    names = {p.name for p in redrawn}
+    assert {"similarity-tiny-bert__tiny-slstm__token.png", "similarity-tiny-bert__token.png"} <= names
     again = run_cli(args, reg, tmp_path / "again")  # cached activations differ in place only
     assert again.returncode == 0, again.stderr
     for ext in ("json", "csv"):

@@ -92,6 +92,20 @@ def test_hsic_from_sums_equals_explicit_unbiased_hsic():
     assert sm.hsic(sm.pair_sums(la, lb, 8)) == pytest.approx(want, rel=1e-10)
 
 
+def test_streamed_cka_memory_is_bounded_by_the_batch_not_by_n():
+    import tracemalloc
+
+    n, d, batch = 40_000, 32, 500
+    A = np.random.default_rng(8).normal(size=(n, d)).astype(np.float32)
+    B = A[:, ::-1] ** 2
+    tracemalloc.start()
+    sm.linear_cka(A, B, batch_rows=batch)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # a few float64 batches (batch x d) and d x d sums; a float64 copy of A alone would be 10 MB, its Gram 12.8 GB
+    assert peak < 1_000_000
+
+
 def test_constant_and_zero_columns_give_defined_values():
     rng = np.random.default_rng(7)
     A = rng.normal(size=(100, 6))
@@ -260,6 +274,15 @@ def test_compute_on_planted_layers_recovers_the_copy():
         assert res.matrix(m, "aa").shape == (3, 3) and res.matrix(m, "bb").shape == (4, 4)
     assert res.constant_columns["b"][0] == 8 and res.n_units == n and res.n_rsa_units == 200
     assert sim.Result.from_json(json.loads(json.dumps(res.to_json()))) == res
+
+
+def test_one_model_alone_gives_its_self_similarity():
+    a = fake_acts("a", [["w"]] * 50, [[0]] * 50, 6, 0, L=3)
+    res = sim.compute(a, a, sim.Config(n_sentences=50))
+    assert res.name == "a__a__sentence"
+    for m in sim.MEASURES:
+        np.testing.assert_array_equal(res.matrix(m, "ab"), res.matrix(m, "aa"))
+        np.testing.assert_allclose(np.diag(res.matrix(m, "aa")), 1.0, atol=1e-9)
 
 
 def test_texts_must_match():

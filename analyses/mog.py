@@ -184,7 +184,8 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
         w_layer = w_text.mean(0)
         spear = []
         for j in range(L):
-            rho, p = spearmanr(lengths, w_text[:, j]) if len(set(lengths)) > 1 else (np.nan, np.nan)
+            defined = np.ptp(lengths) > 0 and np.ptp(w_text[:, j]) > 0  # else rho is undefined: null
+            rho, p = spearmanr(lengths, w_text[:, j]) if defined else (np.nan, np.nan)
             spear.append({"rho": None if np.isnan(rho) else float(rho), "p": None if np.isnan(p) else float(p)})
         claims = {**fig9_claims(wb, counts, cfg.min_bucket), **layer_claims(w_layer)}
         w_by_bucket = [[None if np.isnan(v) else float(v) for v in row] for row in wb]  # empty bucket: null

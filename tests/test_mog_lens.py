@@ -94,3 +94,41 @@ def test_unsupported_models_are_refused():
         LensEncoder(probes.load("tiny-gpt2"))
     with pytest.raises(CheckpointError, match="BERT-style"):
         LensEncoder(probes.load("tiny-mog"))
+
+
+def test_lens_statistics_pool_rows_and_add_to_one(tmp_path):
+    import json
+
+    from analyses import mog_lens as ml
+
+    enc = probes.load("tiny-bert-lens")
+    big(enc.model, seed=2)
+    texts = TEXTS + ["One two three.", "Four five six seven eight nine ten eleven twelve thirteen fourteen."]
+    acts = probes.extract(enc, texts, attentions=True, cache_dir=None, progress=False)
+    res = ml.compute(acts, ml.Config(edges=[8, 14]))
+    assert res.bucket_labels == ["all", "<8", "8-13", ">=14"] and res.bucket_counts[0] == 4
+    assert sum(res.bucket_counts[1:]) == 4
+    for b, rows in enumerate(res.share):
+        if res.bucket_counts[b] == 0:
+            assert rows == [None, None]
+            continue
+        np.testing.assert_allclose(np.sum(rows, -1), 1.0, atol=1e-4)
+        np.testing.assert_allclose(rows[0][:3], 0.0, atol=1e-6)  # layer 1: no r_p terms (ii + biases)
+    # planted: every row's cov = (1, 2, 0, 1, 0, 0) x c, var_logit = 4 c -> shares 1/4, 1/2, 0, 1/4, 0, 0
+    L, K, H = 2, len(TERMS), 4
+    for t in range(acts.n_texts):
+        n = acts.offsets[t + 1] - acts.offsets[t]
+        c = np.broadcast_to(np.array([1, 2, 0, 1, 0, 0.0])[None, :, None, None] * (t + 1), (L, K, H, n))
+        v = np.concatenate([c ** 2, np.full((L, 1, H, n), 4.0 * (t + 1))], 1)
+        for m, x in (("mog_lens_cov", c), ("mog_lens_var", v)):
+            a, b = acts.map_offsets[m][t:t + 2]
+            acts.maps[m][a:b] = x.ravel()
+    res = ml.compute(acts, ml.Config(edges=[8, 14]))
+    np.testing.assert_allclose(res.share[0], [[0.25, 0.5, 0, 0.25, 0, 0]] * 2, atol=1e-6)
+    doc = json.loads(json.dumps(res.to_json(), allow_nan=False))
+    fig = ml.plot([ml.Result.from_json(doc)])
+    for line, k in zip(fig.axes[0].get_lines(), range(5)):
+        np.testing.assert_allclose(line.get_ydata(), np.array(res.share[0])[:, k])
+    assert len(ml.table_rows(res)) == 4 * 2 * K
+    with pytest.raises(probes.ProbeError, match="mog-lens"):
+        ml.compute(probes.extract("tiny-bert", TEXTS, attentions=True, cache_dir=None, progress=False))

@@ -122,3 +122,24 @@ def test_bad_inputs(acts_template):
         am.compute(bert)
     with pytest.raises(ProbeError, match="weight-gate"):
         am.plot([])
+
+
+def test_cli_bad_inputs_are_one_line_and_results_reproducible(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(am.__file__).resolve().parent.parent
+    for argv, fragment in ((["--model", "tiny-bert"], "family mog"), (["--model", "tiny-mog", "--layer", "7"], "1..2"),
+                           (["--model", "tiny-bert-lens"], "family mog")):
+        proc = subprocess.run([sys.executable, "-m", "analyses.mog", *argv, "--n-sentences", "6", "--out",
+                               str(tmp_path / "bad")], cwd=repo, capture_output=True, text=True, timeout=300)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and lines[-1].startswith("error: ") and fragment in lines[-1], proc.stderr
+        assert "Traceback" not in proc.stderr
+    docs = []
+    for run in ("a", "b"):
+        am.main(["--model", "tiny-mog", "--n-sentences", "12", "--edges", "12", "--out", str(tmp_path / run)])
+        docs.append((tmp_path / run / "results" / "mog" / "tiny-mog.json").read_bytes())
+    assert docs[0] == docs[1]
+    assert json.loads(docs[0])["config"]["edges"] == [12]

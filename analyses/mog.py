@@ -14,7 +14,8 @@ Reads the maps :mod:`probes.mog_encoder` captures (no model runs here):
 * Fig. 10: the three attention matrices (high: Q^i K^i; middle: Q^i K^p and Q^p K^i) of one
   sentence at a chosen layer (mean over heads), and for "smoother" the mean row entropy of each
   order's attention per layer (nats, and divided by log n so sentences of different lengths
-  compare), over every row of every head of every sentence.
+  compare), over every row of every head of every sentence; ``claims["high_smoother_than_middle"]``
+  says per layer whether the high-order entropy is at least both middle-order ones.
 
 Deviation: the paper buckets by source-sentence length on WMT En-De with its own (unstated)
 bucket edges; we bucket our corpus sentences by subword tokens with ``--edges``.
@@ -190,6 +191,10 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
         claims = {**fig9_claims(wb, counts, cfg.min_bucket), **layer_claims(w_layer)}
         w_by_bucket = [[None if np.isnan(v) else float(v) for v in row] for row in wb]  # empty bucket: null
         w_layer = w_layer.tolist()
+    e_n = {m: ent_n[m] / rows for m in ORDERS}
+    # Fig. 10's "smoother": the high-order attention's normalised row entropy >= both middle orders', per layer
+    claims["high_smoother_than_middle"] = [bool(e_n[ORDERS[0]][j] >= max(e_n[ORDERS[1]][j], e_n[ORDERS[2]][j]))
+                                           for j in range(L)]
     n_tok = float(lengths.sum())
     ex = int(np.argmin(np.abs(lengths - cfg.example_length)))  # Fig. 10: the whole sentence, specials included
     example = {"text": acts.texts[ex], "tokens": acts.tokens[ex], "layer": layer, "text_index": ex,
@@ -199,7 +204,7 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
         bucket_counts=counts.tolist(), w_by_bucket=w_by_bucket, w_layer_mean=w_layer, spearman_length=spear,
         claims=claims, slot_weights=(slots / n_tok).tolist() if fusion == "self-gate" else None,
         entropy={m: (ent[m] / rows).tolist() for m in ORDERS},
-        entropy_normalised={m: (ent_n[m] / rows).tolist() for m in ORDERS}, example=example,
+        entropy_normalised={m: e_n[m].tolist() for m in ORDERS}, example=example,
         header=result_header(acts, cfg),
         definitions={"w": "weight-gate w (Eq. 16) averaged over hidden units, then a sentence's real tokens, then "
                           "the sentences of a bucket", "length": "real (non-special) subword tokens",

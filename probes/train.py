@@ -69,7 +69,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @dataclass
 class TrainConfig:
-    """Masked-LM pre-training of the S-LSTM / BERT-style / ALBERT-style models on the same data."""
+    """Masked-LM pre-training of the S-LSTM / BERT-style / ALBERT-style / Graph-Transformer models on the same data."""
 
     arch: str = arg("slstm", "architecture: slstm | bert | albert | mog")
     name: str = arg("", "checkpoint folder name (default: <arch>-small)")
@@ -80,8 +80,8 @@ class TrainConfig:
                              "loaded if it exists, else trained on --corpus and saved there")
     width: int = arg(256, "hidden size d of every model")
     layers: int = arg(4, "S-LSTM recurrent steps / Transformer layers")
-    heads: int = arg(4, "attention heads (bert, albert)")
-    intermediate: int = arg(1024, "feed-forward size (bert, albert)")
+    heads: int = arg(4, "attention heads (bert, albert, mog)")
+    intermediate: int = arg(1024, "feed-forward size (bert, albert, mog)")
     albert_embedding: int = arg(128, "ALBERT's factorised embedding size")
     fusion: str = arg("weight-gate", "Graph-Transformer fusion (mog): sum | weight-gate | self-gate")
     half_dim: bool = arg(False, "Graph-Transformer (mog): attentions of half width (probes.mog reading 5)")

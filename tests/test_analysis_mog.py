@@ -67,6 +67,7 @@ def test_planted_weights_buckets_claims_and_entropy(acts_template):
     assert c["rises_with_layer"] is True and c["dip_at_layer_4"] is True
     assert c["w4_minus_w3"] == pytest.approx(0.05 - 0.2, abs=1e-6) and c["rising_layer_steps_share"] == 0.75
     assert all(s["rho"] == pytest.approx(1.0) for s in res.spearman_length)
+    assert c["high_smoother_than_middle"] == [True] * 5  # planted: high uniform, middle one- and two-hot
     np.testing.assert_allclose(res.entropy_normalised["attention_high"], 1.0, atol=1e-6)
     np.testing.assert_allclose(res.entropy_normalised["attention_middle_qi"], 0.0, atol=1e-9)
     np.testing.assert_allclose(res.entropy["attention_middle_qp"], np.log(2), atol=1e-6)

@@ -183,7 +183,8 @@ def test_parameter_table_readings():
     d = 512
     assert rows["sum"] == rows["weight-gate"]  # Eq. 16 has no parameters
     assert rows["self-gate"] - rows["sum"] == 6 * 3 * (d * d + d)
-    assert rows["weight-gate"] - rows["weight-gate&half-dim"] == 6 * (4 * d * d + 3 * d)  # W_Q, W_K, W_V, W_O of two attentions at half width
+    # W_Q, W_K, W_V, W_O of the two attentions at half width
+    assert rows["weight-gate"] - rows["weight-gate&half-dim"] == 6 * (4 * d * d + 3 * d)
     assert rows["weight-gate"] - rows["weight-gate&shared-qkv"] == 6 * 3 * (d * d + d)
 
 

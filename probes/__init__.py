@@ -17,6 +17,9 @@ from probes.registry import CheckpointSpec, get_spec, read_registry
 # family -> ("module:load(spec, device) -> Encoder", "module:load_tokenizer(spec) -> Tokenizer")
 LOADERS = {"hf": ("probes.hf:load_hf", "probes.hf:load_hf_tokenizer"),
            "slstm": ("probes.slstm_encoder:load_slstm", "probes.slstm_encoder:load_slstm_tokenizer"),
+           "mog": ("probes.mog_encoder:load_mog", "probes.mog_encoder:load_mog_tokenizer"),  # Graph-Transformer
+           # a BERT-style hf model + the MoG lens maps (Eq. 14 terms of its attention logits)
+           "mog-lens": ("probes.mog_lens:load_lens", "probes.mog_lens:load_lens_tokenizer"),
            # recurrent GPT-2 as an Encoder: one window (no h_prev), i.e. its fine-tuned transformer
            "recurrent": ("probes.lm:load_recurrent_encoder", "probes.lm:load_recurrent_tokenizer")}
 

@@ -6,7 +6,9 @@ data order, masking, steps, batch and optimiser, as the paper does for its fair 
 * ``slstm``: :class:`probes.slstm.SLSTMForMaskedLM` (one block shared by ``--layers`` steps);
 * ``bert``: ``transformers.BertForMaskedLM`` from a config (``--layers`` independent layers);
 * ``albert``: ``transformers.AlbertForMaskedLM`` from a config (one layer shared ``--layers`` times,
-  factorised embeddings of ``--albert-embedding``).
+  factorised embeddings of ``--albert-embedding``);
+* ``mog``: :class:`probes.mog.MoGForMaskedLM`, the Graph-Transformer (``--fusion``, ``--half-dim``,
+  ``--shared-qkv``; ``--heads`` and ``--intermediate`` as for bert).
 
 Data: the corpus (default: the embedded one) split into sentences; complete sentences of a
 document are packed into blocks of at most ``--seq-len`` tokens including [CLS] ... [SEP]
@@ -34,6 +36,7 @@ the S-LSTM folder with ``probes.slstm_encoder`` (family ``slstm``).
     $ python -m probes.train --arch slstm      # -> checkpoints/slstm-small/
     $ python -m probes.train --arch bert       # -> checkpoints/bert-small/
     $ python -m probes.train --arch albert     # -> checkpoints/albert-small/
+    $ python -m probes.train --arch mog --fusion weight-gate --half-dim --name mog-small
 
 A new architecture (e.g. a causal GPT-2 recipe) adds an entry to :data:`ARCHS`.
 """
@@ -66,9 +69,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 @dataclass
 class TrainConfig:
-    """Masked-LM pre-training of the S-LSTM / BERT-style / ALBERT-style models on the same data."""
+    """Masked-LM pre-training of the S-LSTM / BERT-style / ALBERT-style / Graph-Transformer models on the same data."""
 
-    arch: str = arg("slstm", "architecture: slstm | bert | albert")
+    arch: str = arg("slstm", "architecture: slstm | bert | albert | mog")
     name: str = arg("", "checkpoint folder name (default: <arch>-small)")
     out_dir: str = arg("checkpoints", "folder that receives <name>/ (relative to the current directory)")
     corpus: str = arg("default", "training corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
@@ -77,9 +80,12 @@ class TrainConfig:
                              "loaded if it exists, else trained on --corpus and saved there")
     width: int = arg(256, "hidden size d of every model")
     layers: int = arg(4, "S-LSTM recurrent steps / Transformer layers")
-    heads: int = arg(4, "attention heads (bert, albert)")
-    intermediate: int = arg(1024, "feed-forward size (bert, albert)")
+    heads: int = arg(4, "attention heads (bert, albert, mog)")
+    intermediate: int = arg(1024, "feed-forward size (bert, albert, mog)")
     albert_embedding: int = arg(128, "ALBERT's factorised embedding size")
+    fusion: str = arg("weight-gate", "Graph-Transformer fusion (mog): sum | weight-gate | self-gate")
+    half_dim: bool = arg(False, "Graph-Transformer (mog): attentions of half width (probes.mog reading 5)")
+    shared_qkv: bool = arg(False, "Graph-Transformer (mog): high- and middle-order attention share W_Q, W_K, W_V")
     max_positions: int = arg(512, "position embeddings (longest input the model accepts)")
     seq_len: int = arg(320, "longest training block, [CLS] and [SEP] included (320: 300-token windows in range)")
     batch_size: int = arg(6, "blocks per step")
@@ -284,10 +290,30 @@ def _save_hf(model, folder: Path, cfg: TrainConfig) -> None:
               metadata={"format": "pt"})
 
 
+def _build_mog(cfg: TrainConfig, vocab_size: int, pad_id: int):
+    from probes.mog import MoGConfig, MoGForMaskedLM
+
+    try:
+        conf = MoGConfig(vocab_size=vocab_size, hidden_size=cfg.width, num_layers=cfg.layers,
+                         num_heads=cfg.heads, intermediate_size=cfg.intermediate, fusion=cfg.fusion,
+                         shared_qkv=cfg.shared_qkv, half_dim=cfg.half_dim,
+                         max_positions=cfg.max_positions, dropout=cfg.dropout, pad_id=pad_id)
+    except ValueError as e:
+        raise ProbeError(f"--arch mog: {e}") from None
+    return MoGForMaskedLM(conf)
+
+
+def _save_mog(model, folder: Path, cfg: TrainConfig) -> None:
+    from probes.mog import save_pretrained as save_mog
+
+    save_mog(model, folder, dtype=cfg.dtype)
+
+
 ARCHS: dict[str, Arch] = {
     "slstm": Arch(_build_slstm, lambda m, ids, mask, sel: m(ids, mask, masked_positions=sel), _save_slstm),
     "bert": Arch(_build_bert, _hf_logits("bert", "cls"), _save_hf),
     "albert": Arch(_build_albert, _hf_logits("albert", "predictions"), _save_hf),
+    "mog": Arch(_build_mog, lambda m, ids, mask, sel: m(ids, mask, masked_positions=sel), _save_mog),
 }
 
 

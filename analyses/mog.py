@@ -1,0 +1,308 @@
+"""Graph-Transformer subgraph weights and per-order attention (Duan & Zhao, Fig. 9 and Fig. 10).
+
+Reads the maps :mod:`probes.mog_encoder` captures (no model runs here):
+
+* Fig. 9: the weight-gate's w (Eq. 16; map ``subgraph_weight``, the mean over hidden units per
+  token) averaged over a sentence's real tokens (special tokens excluded), then over the sentences
+  of each length bucket (length = real tokens), per encoder layer. The paper's three claims are
+  checked numerically: (1) longer sentences get larger w at every layer (bucket means increase
+  with length, and the longest bucket exceeds the shortest; Spearman's rho between a sentence's
+  length and its mean w per layer, with its p-value); (2) w rises with the layer (last > first,
+  and the share of rising steps); (3) a dip at layer 4 (w_4 < w_3; null for models with < 4
+  layers). Buckets with fewer than ``min_bucket`` sentences are reported but not used in (1).
+  Self-gate models get the layer-mean 3 x 3 slot weights instead (no w exists for them).
+* Fig. 10: the three attention matrices (high: Q^i K^i; middle: Q^i K^p and Q^p K^i) of one
+  sentence at a chosen layer (mean over heads), and for "smoother" the mean row entropy of each
+  order's attention per layer (nats, and divided by log n so sentences of different lengths
+  compare), over every row of every head of every sentence; ``claims["high_smoother_than_middle"]``
+  says per layer whether the high-order entropy is at least both middle-order ones.
+
+Deviation: the paper buckets by source-sentence length on WMT En-De with its own (unstated)
+bucket edges; we bucket our corpus sentences by subword tokens with ``--edges``.
+
+    $ python -m analyses.mog --model mog-small --model mog-small-6l [--n-sentences 1000] [--layer 4]
+          [--edges 10 --edges 20 --edges 30 --edges 40] [--out out]
+
+Writes out/results/mog/<model>.json (+ .csv: one row per layer and bucket) and
+out/figures/mog-subgraph-weights.{png,pdf} (Fig. 9: one panel per weight-gate model) and
+out/figures/mog-attention-<model>.{png,pdf} (Fig. 10 + the entropy panel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from analyses.common import arg, parse_config, read_results, result_header, run_main, save_drawings, write_result
+from probes.activations import Activations
+from probes.errors import ProbeError
+
+ORDERS = ("attention_high", "attention_middle_qi", "attention_middle_qp")
+ORDER_LABELS = {"attention_high": "high  (Q^i, K^i)", "attention_middle_qi": "middle (Q^i, K^p)",
+                "attention_middle_qp": "middle (Q^p, K^i)"}
+
+
+@dataclass
+class Config:
+    """Graph-Transformer subgraph weights by length and layer (Fig. 9) and per-order attention (Fig. 10)."""
+
+    model: list[str] = arg(["mog-small"], "Graph-Transformer checkpoints (family mog) from checkpoints.yaml")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    n_sentences: int = arg(1000, "random sentences (seeded sample, as the other sentence analyses)")
+    seed: int = arg(0, "seed for every random choice")
+    edges: list[int] = arg([10, 20, 30, 40], "length-bucket edges in real tokens: [<e1, e1..e2-1, ..., >=ek]")
+    min_bucket: int = arg(10, "buckets with fewer sentences are reported but not used in the length claim")
+    layer: int = arg(0, "layer of the Fig. 10 example matrices (1..L; 0 = the last layer)")
+    example_length: int = arg(15, "the example sentence is the first of the sample with this many real tokens "
+                                  "(or the closest length)")
+    batch_size: int = arg(32, "texts per forward pass")
+    device: str = arg("cpu", "torch device for extraction")
+    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+
+
+@dataclass
+class Result:
+    """Numbers of one model (prose lives only in ``definitions``; nothing reads numbers from it)."""
+
+    model_name: str
+    fusion: str
+    n_layers: int
+    bucket_labels: list[str]
+    bucket_counts: list[int]
+    w_by_bucket: list[list[float | None]] | None  # (buckets, L) mean w; None for non-weight-gate models
+    w_layer_mean: list[float] | None  # (L,) mean w over all sentences
+    spearman_length: list[dict] | None  # per layer {"rho", "p"}
+    claims: dict  # the paper's three Fig. 9 claims, each a bool or null + the numbers behind it
+    slot_weights: list | None  # (L, 3, 3) self-gate slot weights, mean over tokens; None otherwise
+    entropy: dict  # order -> (L,) mean row entropy (nats); entropy_normalised likewise in [0, 1]
+    entropy_normalised: dict
+    example: dict  # {"text", "tokens", "layer", order -> (n, n) head-mean matrix}
+    header: dict = field(default_factory=dict)  # model / config / activations / corpus identity
+    definitions: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        return {**d.pop("header"), **d}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Result:
+        names = {f.name for f in fields(cls)} - {"header"}
+        head = {k: d[k] for k in ("config", "model", "activations", "corpus") if k in d}
+        return cls(**{k: v for k, v in d.items() if k in names}, header=head)
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def bucket_of(lengths: np.ndarray, edges: list[int]) -> np.ndarray:
+    """Bucket index per length: 0 for < edges[0], i for edges[i-1] <= n < edges[i], k for >= edges[-1]."""
+    return np.searchsorted(np.asarray(edges), lengths, side="right")
+
+
+def bucket_labels(edges: list[int]) -> list[str]:
+    e = list(edges)
+    return [f"<{e[0]}"] + [f"{a}-{b - 1}" for a, b in zip(e[:-1], e[1:])] + [f">={e[-1]}"]
+
+
+def row_entropy(P: np.ndarray) -> np.ndarray:
+    """Entropy (nats) of every row of attention maps P (..., n, n) whose rows sum to 1."""
+    P = np.asarray(P, dtype=np.float64)
+    return -np.sum(np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0), axis=-1)
+
+
+def fig9_claims(w_by_bucket: np.ndarray, counts: np.ndarray, min_bucket: int) -> dict:
+    """The paper's three Fig. 9 claims from (buckets, L) mean weights (NaN = empty bucket)."""
+    used = w_by_bucket[counts >= min_bucket]
+    out: dict = {"buckets_used": int(len(used))}
+    if len(used) >= 2:
+        steps = np.diff(used, axis=0)  # (buckets-1, L)
+        out["longer_larger_every_layer"] = bool(np.all(steps > 0))
+        out["longest_above_shortest_every_layer"] = bool(np.all(used[-1] > used[0]))
+        out["longest_minus_shortest"] = (used[-1] - used[0]).tolist()
+        out["rising_bucket_steps_share"] = float(np.mean(steps > 0))
+    else:
+        out.update(longer_larger_every_layer=None, longest_above_shortest_every_layer=None,
+                   longest_minus_shortest=None, rising_bucket_steps_share=None)
+    return out
+
+
+def layer_claims(w_layer: np.ndarray) -> dict:
+    """Claims (2) w rises with the layer and (3) a dip at layer 4, from (L,) mean weights."""
+    L = len(w_layer)
+    steps = np.diff(w_layer)
+    return {"rises_with_layer": bool(w_layer[-1] > w_layer[0]) if L > 1 else None,
+            "rising_layer_steps_share": float(np.mean(steps > 0)) if L > 1 else None,
+            "dip_at_layer_4": bool(w_layer[3] < w_layer[2]) if L >= 4 else None,
+            "w4_minus_w3": float(w_layer[3] - w_layer[2]) if L >= 4 else None}
+
+
+def compute(acts: Activations, cfg: Config | None = None) -> Result:
+    """Fig. 9 and Fig. 10 statistics of one Graph-Transformer's captured maps."""
+    cfg = cfg or Config()
+    missing = [m for m in ORDERS if m not in acts.maps]
+    if missing:
+        raise ProbeError(f"model '{acts.meta['model']['name']}' has no map {missing[0]}: analyses.mog needs a "
+                         f"Graph-Transformer (family mog) captured with maps")
+    if list(cfg.edges) != sorted(set(cfg.edges)) or not cfg.edges or cfg.edges[0] < 1:
+        raise ProbeError(f"--edges must be increasing positive token counts, got {cfg.edges}")
+    T, L = acts.n_texts, acts.n_layers
+    layer = cfg.layer or L
+    if not 1 <= layer <= L:
+        raise ProbeError(f"--layer {cfg.layer} is outside 1..{L}")
+    fusion = acts.meta["model"].get("fusion", "sum")
+    real = [~acts.special[acts.offsets[t]:acts.offsets[t + 1]] for t in range(T)]
+    lengths = np.array([int(r.sum()) for r in real])
+    if np.any(lengths == 0):
+        raise ProbeError("a sentence has no real tokens")
+    ent = {m: np.zeros(L) for m in ORDERS}
+    ent_n = {m: np.zeros(L) for m in ORDERS}
+    rows = 0
+    w_text = np.full((T, L), np.nan)
+    slots = np.zeros((L, 3, 3))
+    for t in range(T):
+        n = len(real[t])
+        for m in ORDERS:
+            H = row_entropy(acts.text_map(m, t))  # (L, heads, n)
+            ent[m] += H.sum((1, 2))
+            ent_n[m] += (H / np.log(n)).sum((1, 2)) if n > 1 else 0.0
+        rows += acts.text_map(ORDERS[0], t).shape[1] * n
+        if fusion == "weight-gate":
+            w_text[t] = acts.text_map("subgraph_weight", t)[:, 0, real[t]].mean(-1)
+        elif fusion == "self-gate":
+            slots += acts.text_map("subgraph_weight", t)[:, :, real[t]].sum(-1).reshape(L, 3, 3)
+    labels = bucket_labels(cfg.edges)
+    b = bucket_of(lengths, cfg.edges)
+    counts = np.bincount(b, minlength=len(labels))
+    w_by_bucket = w_layer = spear = None
+    claims: dict = {}
+    if fusion == "weight-gate":
+        wb = np.full((len(labels), L), np.nan)
+        for k in range(len(labels)):
+            if counts[k]:
+                wb[k] = w_text[b == k].mean(0)
+        w_layer = w_text.mean(0)
+        spear = []
+        for j in range(L):
+            defined = np.ptp(lengths) > 0 and np.ptp(w_text[:, j]) > 0  # else rho is undefined: null
+            rho, p = spearmanr(lengths, w_text[:, j]) if defined else (np.nan, np.nan)
+            spear.append({"rho": None if np.isnan(rho) else float(rho), "p": None if np.isnan(p) else float(p)})
+        claims = {**fig9_claims(wb, counts, cfg.min_bucket), **layer_claims(w_layer)}
+        w_by_bucket = [[None if np.isnan(v) else float(v) for v in row] for row in wb]  # empty bucket: null
+        w_layer = w_layer.tolist()
+    e_n = {m: ent_n[m] / rows for m in ORDERS}
+    # Fig. 10's "smoother": the high-order attention's normalised row entropy >= both middle orders', per layer
+    claims["high_smoother_than_middle"] = [bool(e_n[ORDERS[0]][j] >= max(e_n[ORDERS[1]][j], e_n[ORDERS[2]][j]))
+                                           for j in range(L)]
+    n_tok = float(lengths.sum())
+    ex = int(np.argmin(np.abs(lengths - cfg.example_length)))  # Fig. 10: the whole sentence, specials included
+    example = {"text": acts.texts[ex], "tokens": acts.tokens[ex], "layer": layer, "text_index": ex,
+               **{m: acts.text_map(m, ex)[layer - 1].mean(0).tolist() for m in ORDERS}}
+    return Result(
+        model_name=acts.meta["model"]["name"], fusion=fusion, n_layers=L, bucket_labels=labels,
+        bucket_counts=counts.tolist(), w_by_bucket=w_by_bucket, w_layer_mean=w_layer, spearman_length=spear,
+        claims=claims, slot_weights=(slots / n_tok).tolist() if fusion == "self-gate" else None,
+        entropy={m: (ent[m] / rows).tolist() for m in ORDERS},
+        entropy_normalised={m: e_n[m].tolist() for m in ORDERS}, example=example,
+        header=result_header(acts, cfg),
+        definitions={"w": "weight-gate w (Eq. 16) averaged over hidden units, then a sentence's real tokens, then "
+                          "the sentences of a bucket", "length": "real (non-special) subword tokens",
+                     "entropy": "mean over layers' rows (every head, every query token) of -sum p log p; "
+                                "normalised: divided by log n",
+                     "slot_weights": "self-gate softmax weights, query slot x key slot (high, middle, low), "
+                                     "mean over real tokens"})
+
+
+def table_rows(res: Result) -> list[dict]:
+    rows = []
+    for j in range(res.n_layers):
+        for k, label in enumerate(res.bucket_labels):
+            w = res.w_by_bucket[k][j] if res.w_by_bucket else None
+            rows.append({"layer": j + 1, "bucket": label, "sentences": res.bucket_counts[k], "w": w,
+                         **{f"entropy_{m}": res.entropy[m][j] for m in ORDERS}})
+    return rows
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def plot(results: list[Result], ax=None):
+    """Fig. 9: mean w per layer (x), one line per length bucket, one panel per weight-gate model."""
+    import matplotlib.pyplot as plt
+
+    res = [r for r in results if r.w_by_bucket is not None]
+    if not res:
+        raise ProbeError("no weight-gate Graph-Transformer among the results: Fig. 9 needs one")
+    if ax is None:
+        fig, ax = plt.subplots(1, len(res), figsize=(3.3 * len(res), 2.8), squeeze=False, constrained_layout=True)
+    axes = np.asarray(ax).ravel()
+    for a, r in zip(axes, res):
+        x = np.arange(1, r.n_layers + 1)
+        for k, label in enumerate(r.bucket_labels):
+            if r.bucket_counts[k]:
+                y = np.array([np.nan if v is None else v for v in r.w_by_bucket[k]])
+                a.plot(x, y, marker="o", ms=3, color=plt.cm.viridis(k / max(1, len(r.bucket_labels) - 1)),
+                       label=f"{label} ({r.bucket_counts[k]})")
+        a.set_title(f"{r.model_name} ({r.n_layers} layers)", fontsize=9)
+        a.set_xlabel("encoder layer", fontsize=8)
+        a.set_xticks(x)
+        a.tick_params(labelsize=7)
+        a.grid(alpha=0.3, lw=0.5)
+    axes[0].set_ylabel("mean subgraph weight w", fontsize=8)
+    axes[0].legend(fontsize=6, title="tokens (sentences)", title_fontsize=6)
+    return axes[0].figure
+
+
+def plot_attention(result: Result, axes=None):
+    """Fig. 10: the three attention matrices of the example sentence + mean row entropy per layer."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        fig, axes = plt.subplots(1, 4, figsize=(13, 3.3), constrained_layout=True)
+    ex = result.example
+    for a, m in zip(axes[:3], ORDERS):
+        M = np.asarray(ex[m])
+        a.imshow(M, cmap="viridis", vmin=0, vmax=float(M.max()) or 1.0)
+        a.set_title(f"{ORDER_LABELS[m]}, layer {ex['layer']}", fontsize=8)
+        a.set_xticks(range(len(ex["tokens"])), ex["tokens"], rotation=90, fontsize=5)
+        a.set_yticks(range(len(ex["tokens"])), ex["tokens"], fontsize=5)
+    x = np.arange(1, result.n_layers + 1)
+    for i, m in enumerate(ORDERS):
+        axes[3].plot(x, result.entropy_normalised[m], marker="o", ms=3, color=f"C{i}", label=ORDER_LABELS[m])
+    axes[3].set_xlabel("layer", fontsize=8)
+    axes[3].set_ylabel("mean row entropy / log n", fontsize=8)
+    axes[3].set_xticks(x)
+    axes[3].legend(fontsize=6)
+    axes[3].set_title(f"{result.model_name}: smoother = higher", fontsize=8)
+    return axes[0].figure
+
+
+def figures(results: list[Result], out: str) -> list:
+    """Fig. 9 for all weight-gate models together, Fig. 10 per model."""
+    results = [r if isinstance(r, Result) else Result.from_json(r) for r in results]
+    drawings = [(f"mog-attention-{r.model_name}", lambda rs, r=r: plot_attention(r)) for r in results]
+    if any(r.w_by_bucket is not None for r in results):
+        drawings.insert(0, ("mog-subgraph-weights", plot))
+    return save_drawings(results, out, drawings)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> None:
+    from analyses.data import sentence_activations
+
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    for name in cfg.model:
+        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
+                                    batch_size=cfg.batch_size, device=cfg.device, attentions=True)
+        result = compute(acts, cfg)
+        json_path, _ = write_result(cfg.out, "mog", name, result.to_json(), table_rows(result))
+        print(f"{name}: wrote {json_path}")
+    paths = figures([Result.from_json(d) for d in read_results(cfg.out, "mog", cfg.model)], cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+if __name__ == "__main__":
+    run_main(main)

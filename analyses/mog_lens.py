@@ -1,0 +1,165 @@
+"""The MoG lens statistics: how much of each layer's attention-logit variance comes from each term
+of the Graph-Transformer paper's Eq. 14 (pp, pi, ip, ii) and from the biases, per layer and
+sentence-length bucket, for any BERT-style model registered with family ``mog-lens``.
+
+From the maps of :mod:`probes.mog_lens` (no model runs here): for term t, its share of the logit
+variance is sum cov_t / sum var_logit, pooled over every query row (specials included) of every
+head and sentence in the group; cov_t is the within-row centred covariance of the term with the
+logit (rows are centred because the softmax ignores row constants), so the six shares add to 1
+exactly and a term can have a negative share. Also each term's own variance ratio
+sum var_t / sum var_logit (no covariances; these need not add to 1). The paper's argument is that
+r_p r_p^T ("pp") is recomputed at every layer and over-weights low orders: its share is the number.
+
+    $ python -m analyses.mog_lens --model minilm-l6-lens [--model bert-small-lens] [--n-sentences 300]
+          [--edges 10 --edges 20 --edges 30 --edges 40] [--out out]
+
+Writes out/results/mog_lens/<model>.json (+ .csv: one row per layer, bucket and term) and
+out/figures/mog-lens.{png,pdf} (share of each term per layer, one panel per model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from analyses.common import arg, parse_config, read_results, result_header, run_main, save_drawings, write_result
+from probes.activations import Activations
+from probes.errors import ProbeError
+from probes.mog_lens import TERMS
+
+ALL = "all"
+
+
+@dataclass
+class Config:
+    """Share of each Eq. 14 term in the attention-logit variance, per layer and length bucket."""
+
+    model: list[str] = arg(["minilm-l6-lens"], "registry entries of family mog-lens")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    n_sentences: int = arg(300, "random sentences (seeded sample)")
+    seed: int = arg(0, "seed for every random choice")
+    edges: list[int] = arg([10, 20, 30, 40], "length-bucket edges in real tokens: [<e1, e1..e2-1, ..., >=ek]")
+    batch_size: int = arg(32, "texts per forward pass")
+    device: str = arg("cpu", "torch device for extraction")
+    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+
+
+@dataclass
+class Result:
+    """Shares of one model: share[bucket][layer][term]; bucket "all" pools every sentence."""
+
+    model_name: str
+    n_layers: int
+    n_heads: int
+    terms: list[str]
+    bucket_labels: list[str]  # "all" first
+    bucket_counts: list[int]
+    share: list  # (buckets, L, 6) covariance shares (add to 1); null rows for empty buckets
+    variance_ratio: list  # (buckets, L, 6) sum var_t / sum var_logit
+    header: dict = field(default_factory=dict)
+    definitions: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        return {**d.pop("header"), **d}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Result:
+        names = {f.name for f in fields(cls)} - {"header"}
+        return cls(**{k: v for k, v in d.items() if k in names},
+                   header={k: d[k] for k in ("config", "model", "activations", "corpus") if k in d})
+
+
+def compute(acts: Activations, cfg: Config | None = None) -> Result:
+    """Pooled term shares per length bucket and layer."""
+    from analyses.mog import bucket_labels, bucket_of
+
+    cfg = cfg or Config()
+    if "mog_lens_cov" not in acts.maps or "mog_lens_var" not in acts.maps:
+        raise ProbeError(f"model '{acts.meta['model']['name']}' has no MoG lens maps: use a registry entry of "
+                         f"family mog-lens captured with maps")
+    if list(cfg.edges) != sorted(set(cfg.edges)) or not cfg.edges or cfg.edges[0] < 1:
+        raise ProbeError(f"--edges must be increasing positive token counts, got {cfg.edges}")
+    L, K = acts.n_layers, len(TERMS)
+    H = acts.meta["maps"]["mog_lens_cov"]["k"] // K
+    labels = [ALL] + bucket_labels(cfg.edges)
+    lengths = np.array([int((~acts.special[acts.offsets[t]:acts.offsets[t + 1]]).sum()) for t in range(acts.n_texts)])
+    bucket = bucket_of(lengths, cfg.edges) + 1
+    cov = np.zeros((len(labels), L, K))
+    var = np.zeros((len(labels), L, K + 1))
+    for t in range(acts.n_texts):
+        c = acts.text_map("mog_lens_cov", t).reshape(L, K, H, -1).sum((2, 3), dtype=np.float64)
+        v = acts.text_map("mog_lens_var", t).reshape(L, K + 1, H, -1).sum((2, 3), dtype=np.float64)
+        for b in (0, bucket[t]):
+            cov[b] += c
+            var[b] += v
+    counts = np.bincount(bucket, minlength=len(labels))
+    counts[0] = acts.n_texts
+    total = var[..., -1:]
+    ok = (counts > 0)[:, None, None] & (total > 0)
+    share = np.where(ok, cov / np.where(total > 0, total, 1), np.nan)
+    ratio = np.where(ok, var[..., :-1] / np.where(total > 0, total, 1), np.nan)
+    nul = lambda a: [[None if np.isnan(r).any() else r.tolist() for r in layer_rows] for layer_rows in a]  # noqa: E731
+    return Result(model_name=acts.meta["model"]["name"], n_layers=L, n_heads=H, terms=list(TERMS),
+                  bucket_labels=labels, bucket_counts=counts.tolist(), share=nul(share), variance_ratio=nul(ratio),
+                  header=result_header(acts, cfg),
+                  definitions={"share": "sum over rows of cov(term, logit) / sum of var(logit), rows centred",
+                               "variance_ratio": "sum over rows of var(term) / sum of var(logit)",
+                               "r_p": "layer l: hidden[l-2] (0 for layer 1); r_i = hidden[l-1] - r_p",
+                               "length": "real (non-special) subword tokens; empty buckets are null"})
+
+
+def table_rows(res: Result) -> list[dict]:
+    return [{"bucket": label, "sentences": res.bucket_counts[b], "layer": j + 1, "term": term,
+             "share": None if res.share[b][j] is None else res.share[b][j][k],
+             "variance_ratio": None if res.variance_ratio[b][j] is None else res.variance_ratio[b][j][k]}
+            for b, label in enumerate(res.bucket_labels) for j in range(res.n_layers)
+            for k, term in enumerate(res.terms)]
+
+
+def plot(results: list[Result], ax=None):
+    """Share of each term per layer (all sentences), one panel per model."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(1, len(results), figsize=(3.4 * len(results), 2.8), squeeze=False,
+                               constrained_layout=True)
+    axes = np.asarray(ax).ravel()
+    for a, r in zip(axes, results):
+        x = np.arange(1, r.n_layers + 1)
+        S = np.array(r.share[0], dtype=float)  # (L, 6)
+        for k, term in enumerate(r.terms):
+            if term != "bias_row":  # always 0: the softmax ignores row constants
+                a.plot(x, S[:, k], marker="o", ms=3, color=f"C{k}", label=term)
+        a.axhline(0, color="0.5", lw=0.5)
+        a.set_title(r.model_name, fontsize=9)
+        a.set_xlabel("layer", fontsize=8)
+        a.set_xticks(x)
+        a.tick_params(labelsize=7)
+    axes[0].set_ylabel("share of logit variance", fontsize=8)
+    axes[0].legend(fontsize=6)
+    return axes[0].figure
+
+
+def figures(results: list, out: str) -> list:
+    results = [r if isinstance(r, Result) else Result.from_json(r) for r in results]
+    return save_drawings(results, out, (("mog-lens", plot),))
+
+
+def main(argv: list[str] | None = None) -> None:
+    from analyses.data import sentence_activations
+
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    for name in cfg.model:
+        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
+                                    batch_size=cfg.batch_size, device=cfg.device, attentions=True)
+        result = compute(acts, cfg)
+        json_path, _ = write_result(cfg.out, "mog_lens", name, result.to_json(), table_rows(result))
+        print(f"{name}: wrote {json_path}")
+    paths = figures(read_results(cfg.out, "mog_lens", cfg.model), cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -29,6 +29,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from analyses.common import (
+    SentenceConfig,
     arg,
     parse_config,
     result_header,
@@ -43,24 +44,17 @@ BLOCK_ELEMENTS = 2**23  # gram-matrix block size (floats) for the streaming path
 
 
 @dataclass
-class Config:
+class Config(SentenceConfig):
     """Cosine-similarity distributions and Ethayarajh's anisotropy statistics, per layer."""
 
-    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
     layer: int = arg(-1, "layer drawn in the Fig. 6 histogram (0 = embeddings, -1 = last); all are computed")
-    n_tokens: int = arg(5000, "random token occurrences N (C(N,2) pairs)")
-    n_sentences: int = arg(5000, "random sentences (their tokens are the token pool)")
-    seed: int = arg(0, "seed for every random choice")
-    bins: int = arg(100, "histogram bins on [-1, 1]")
+    n_tokens: int = arg(5000, "random token occurrences N (C(N,2) pairs)", min=2)
+    bins: int = arg(100, "histogram bins on [-1, 1]", min=1)
     keep_special: bool = arg(False, "include special tokens ([CLS], [SEP], <s>, ...) in token statistics")
-    min_occurrences: int = arg(5, "self-similarity / MEV: token types seen in at least this many sentences")
-    max_occurrences: int = arg(20, "self-similarity / MEV: at most this many occurrences per type (seeded)")
-    max_types: int = arg(1000, "self-similarity / MEV: at most this many token types (seeded)")
-    exact_limit: int = arg(50_000_000, "above this many pairs, quantiles come from the histogram (streaming)")
-    batch_size: int = arg(32, "texts per forward pass")
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+    min_occurrences: int = arg(5, "self-similarity / MEV: token types seen in at least this many sentences", min=2)
+    max_occurrences: int = arg(20, "self-similarity / MEV: at most this many occurrences per type (seeded)", min=2)
+    max_types: int = arg(1000, "self-similarity / MEV: at most this many token types (seeded)", min=1)
+    exact_limit: int = arg(50_000_000, "above this many pairs, quantiles come from the histogram (streaming)", min=1)
 
 
 # ----------------------------------------------------------------------------- pairwise cosines

@@ -12,7 +12,8 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyses.common import arg, parse_config, read_results, run_main
+from analyses.common import arg, parse_config, read_results, run_main, unique
+from probes.errors import ProbeError
 
 ANALYSES = (  # modules under analyses/ that save results and draw figures
     "anisotropy", "redundancy", "transitions", "maps", "speed", "perplexity", "topics",
@@ -42,9 +43,11 @@ def redraw(out: str, models: list[str] | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    paths = redraw(cfg.out, cfg.model)
+    paths = redraw(cfg.out, unique(cfg.model))
     if not paths:
-        print(f"no saved results under {cfg.out}/results: run an analysis first (e.g. make demo)")
+        which = f" for {', '.join(cfg.model)}" if cfg.model else ""
+        raise ProbeError(f"nothing to draw: no saved results{which} under {cfg.out}/results "
+                         "(run an analysis first, e.g. make demo)")
     for p in paths:
         print(p)
 

@@ -30,7 +30,7 @@ most) and ``sentence_weights`` (the sentence node's weights over the tokens).
   gets a panel of gate shares by layer.
 
     $ python -m analyses.maps --model minilm-l6 [--model tiny-convbert] [--corpus PATH] [--n-sentences 200]
-          [--window 2] [--max-offset 20] [--examples 3] [--seed 0] [--keep-special] [--out out]
+          [--local-radius 2] [--max-offset 20] [--examples 3] [--seed 0] [--keep-special] [--out out]
 
 Writes out/results/maps/<model>.json (+ .csv, one row per map kind and layer),
 out/figures/maps-<model>.{png,pdf} (averaged example maps + the layer x head grid) and
@@ -46,6 +46,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from analyses.common import (
+    SentenceConfig,
     arg,
     parse_config,
     result_header,
@@ -66,22 +67,16 @@ COMPONENT_LABELS = {"gates": GATES, "gates_dominant": GATES, "sentence_weights":
 
 
 @dataclass
-class Config:
+class Config(SentenceConfig):
     """Attention / kernel maps: Fig. 2-style averaged maps, offset profiles and local shares."""
 
-    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    n_sentences: int = arg(200, "random sentences for the corpus summary")
-    window: int = arg(2, "local share: mass within |i - j| <= window")
-    max_offset: int = arg(20, "offset profile: offsets i - j from -max_offset to +max_offset")
-    examples: int = arg(3, "example sentences drawn (seeded) for the averaged maps; the first gets the grid")
-    example_max_tokens: int = arg(28, "examples are drawn among sentences of at most this many (kept) tokens")
-    position_bins: int = arg(10, "per-token maps: bins of relative position (i + 0.5) / m in the sentence")
-    seed: int = arg(0, "seed for every random choice")
+    n_sentences: int = arg(200, "random sentences for the corpus summary", min=1)
+    local_radius: int = arg(2, "local share: mass within |i - j| <= local radius", min=0)
+    max_offset: int = arg(20, "offset profile: offsets i - j from -max_offset to +max_offset", min=0)
+    examples: int = arg(3, "example sentences drawn (seeded) for the averaged maps; the first gets the grid", min=1)
+    example_max_tokens: int = arg(28, "examples are drawn among sentences of at most this many (kept) tokens", min=2)
+    position_bins: int = arg(10, "per-token maps: bins of relative position (i + 0.5) / m in the sentence", min=1)
     keep_special: bool = arg(False, "keep special-token rows/columns (default: drop them, renormalise rows)")
-    batch_size: int = arg(32, "texts per forward pass")
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
 
 
 # ----------------------------------------------------------------------------- map statistics
@@ -163,7 +158,7 @@ def choose_examples(acts: Activations, cfg: Config) -> list[int]:
 
 def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]) -> dict:
     """Corpus summary of one map kind over every text, plus the example maps for the figures."""
-    W, w = cfg.max_offset, cfg.window
+    W, w = cfg.max_offset, cfg.local_radius
     profile = share = row_mass = None
     n_queries = n_texts = 0
     uniform = 0.0  # local mass of a uniform map over the same kept tokens, summed over queries
@@ -334,8 +329,8 @@ def summarise_token_map(acts: Activations, name: str, cfg: Config, examples: lis
 
 def check_config(cfg: Config) -> None:
     """Bad settings fail before any model runs."""
-    if cfg.window < 0 or cfg.max_offset < 0 or cfg.examples < 1 or cfg.example_max_tokens < 1:
-        raise ProbeError("--window and --max-offset must be >= 0, --examples and --example-max-tokens >= 1")
+    if cfg.local_radius < 0 or cfg.max_offset < 0 or cfg.examples < 1 or cfg.example_max_tokens < 1:
+        raise ProbeError("--local-radius and --max-offset must be >= 0, --examples and --example-max-tokens >= 1")
     if cfg.position_bins < 1:
         raise ProbeError("--position-bins must be >= 1")
 
@@ -396,9 +391,9 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
                       "a causal model has all its mass at d >= 0",
             "offset_profile": f"mass at offset d for d = -{cfg.max_offset}..{cfg.max_offset}, per query row, "
                               "averaged over queries, heads and texts (each query row of the corpus counts once)",
-            "local_share": f"mass within |i - j| <= {cfg.window}, averaged over query rows and texts, per layer and "
-                           "head; local_share_by_layer averages heads; local_share_uniform is the same for maps "
-                           "uniform over the kept tokens of the same sentences (the no-locality baseline)",
+            "local_share": f"mass within |i - j| <= {cfg.local_radius}, averaged over query rows and texts, per "
+                           "layer and head; local_share_by_layer averages heads; local_share_uniform is the same for "
+                           "maps uniform over the kept tokens of the same sentences (the no-locality baseline)",
             "special_tokens": "kept; maps as captured (rows not renormalised)" if cfg.keep_special else
                               "rows and columns of special tokens dropped, each row renormalised to sum to 1 over "
                               "the kept tokens",
@@ -563,7 +558,7 @@ def _plot_locality(ax_p, ax_s, results: list[dict]) -> None:
     ax_p.set_ylim(bottom=0)
     ax_p.axvline(0, color="0.5", lw=0.6, ls=":")
     ax_s.set_xlabel("layer", fontsize=8)
-    ax_s.set_ylabel(f"share within |i - j| <= {cfg['window']}", fontsize=8)
+    ax_s.set_ylabel(f"share within |i - j| <= {cfg['local_radius']}", fontsize=8)
     ax_s.set_title("local share by layer (line: mean over heads; dots: heads)", fontsize=9)
     ax_s.set_ylim(0, 1.02)
     ax_s.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
@@ -755,7 +750,7 @@ def main(argv: list[str] | None = None) -> None:
 
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
     check_config(cfg)
-    run_sentence_analysis("maps", cfg, compute, table_rows, figures, attentions=True)
+    run_sentence_analysis("maps", cfg, compute, table_rows, figures, maps=True)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyses.common import (
+    SentenceConfig,
     arg,
     parse_config,
     result_header,
@@ -39,17 +40,10 @@ BLOCK_TOKENS = 4096  # tokens per block when streaming the (memory-mapped) hidde
 
 
 @dataclass
-class Config:
+class Config(SentenceConfig):
     """Hidden-state change from layer to layer, for tokens and sentences (S-LSTM Fig. 7)."""
 
-    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    n_sentences: int = arg(5000, "random sentences (the same sample and cache as the anisotropy analysis)")
-    seed: int = arg(0, "seed for every random choice")
     keep_special: bool = arg(False, "include special tokens ([CLS], [SEP], <s>, ...) in token statistics")
-    batch_size: int = arg(32, "texts per forward pass")
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
 
 
 # ----------------------------------------------------------------------------- per-token transitions

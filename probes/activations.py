@@ -77,7 +77,7 @@ class Activations:
         """Text t's map ``name``: (layers, K, n_t, n_t), or (layers, K, n_t) for per-token maps.
         "attention" is the softmaxed attention; encoders may add others (see ``meta["maps"]``)."""
         if name not in self.maps:
-            have = ", ".join(self.maps) or "none (captured with attentions=False)"
+            have = ", ".join(self.maps) or "none (captured with maps=False)"
             raise ProbeError(f"no map '{name}' in these activations; maps: {have}")
         spec = self.meta["maps"][name]
         n = int(self.offsets[t + 1] - self.offsets[t])
@@ -102,9 +102,25 @@ class Activations:
 # ----------------------------------------------------------------------------- public entry point
 
 
-def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, attentions: bool = False,
+def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
-            progress: bool = True, device: str = "cpu") -> Activations:
+            progress: bool = True, device: str = "cpu", corpus: dict | None = None) -> Activations:
+    """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
+
+    ``maps=True`` also captures the attention maps and any other maps the encoder declares
+    (``Encoder.map_specs``: S-LSTM gates, ConvBERT kernels). ``corpus`` says where the inputs came
+    from (``Corpus.identity()`` plus the sampling) and is recorded as ``meta["corpus"]``. The rest:
+    see :func:`_extract`."""
+    acts = _extract(model, inputs, attentions=maps, truncate=truncate, batch_size=batch_size,
+                    cache_dir=cache_dir, progress=progress, device=device)
+    if corpus is not None:
+        acts.meta["corpus"] = corpus
+    return acts
+
+
+def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, attentions: bool = False,
+             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
+             progress: bool = True, device: str = "cpu") -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
     ``inputs`` are texts, or token-id sequences without special tokens (fixed-length windows cut

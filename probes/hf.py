@@ -159,7 +159,8 @@ def _map_capture(model):
     return getattr(importlib.import_module(module), cls)(model)
 
 
-def _hf_tokenizer(spec: CheckpointSpec):
+def hf_tokenizer(spec: CheckpointSpec):
+    """The transformers tokenizer of an hf-style entry (a random entry names its tokenizer's entry)."""
     tok_spec = get_spec(spec.source["tokenizer"]) if spec.source_type == "random" else spec
     return _from_pretrained(AutoTokenizer, tok_spec)
 
@@ -169,24 +170,32 @@ def _random_config(spec: CheckpointSpec, tokenizer):
     return AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer), **fields)
 
 
-def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu") -> HFEncoder:
-    """Load a registry entry of family ``hf``."""
+def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tuple[torch.nn.Module, dict]:
+    """(model, fingerprint) of an hf-style entry through ``auto_class`` (``AutoModel``,
+    ``AutoModelForCausalLM``): seeded random weights, or a package / path / hub checkpoint loaded
+    with ``kwargs``; eager attention either way. The one place that loads Hugging Face weights."""
     transformers.logging.set_verbosity_error()
-    tokenizer = _hf_tokenizer(spec)
     if spec.source_type == "random":
         torch.manual_seed(int(spec.source.get("seed", 0)))
-        model = AutoModel.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
+        model = auto_class.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
     else:
-        model = _from_pretrained(AutoModel, spec, attn_implementation="eager")
+        model = _from_pretrained(auto_class, spec, attn_implementation="eager", **kwargs)
     fingerprint = spec.fingerprint()
     if spec.source_type == "hub":
         fingerprint["commit"] = getattr(model.config, "_commit_hash", None)
+    return model, fingerprint
+
+
+def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu") -> HFEncoder:
+    """Load a registry entry of family ``hf``."""
+    tokenizer = hf_tokenizer(spec)
+    model, fingerprint = load_hf_model(spec, AutoModel, tokenizer)
     return HFEncoder(spec, model.to(device), tokenizer, fingerprint)
 
 
 def load_hf_tokenizer(spec: CheckpointSpec) -> HFTokenizer:
     """Only the tokenizer (and the config, for the length limit): no weights are read."""
     transformers.logging.set_verbosity_error()
-    tokenizer = _hf_tokenizer(spec)
+    tokenizer = hf_tokenizer(spec)
     cfg = _random_config(spec, tokenizer) if spec.source_type == "random" else _from_pretrained(AutoConfig, spec)
     return HFTokenizer(spec, tokenizer, _max_length(cfg, tokenizer))

@@ -9,7 +9,7 @@
 
 Sources:
 
-* ``path`` to a native folder (``python -m probes.train --arch slstm`` or
+* ``path`` to a native folder (``python -m recipes.train --arch slstm`` or
   ``python -m probes.slstm_import``): ``config.json`` (model_type slstm) + ``model.safetensors``
   (float16 or float32 on disk, float32 in memory) + a tokenizer: Hugging Face fast tokenizer files
   (``tokenizer.json``), or a SentencePiece model named by the config's ``tokenizer`` entry.
@@ -147,9 +147,9 @@ def _only(folder, pattern: str, name: str | None, what: str, spec: CheckpointSpe
 def _resolve(spec: CheckpointSpec, weights: bool):
     """(SLSTM or None, tokenizer, config) for any supported source."""
     if spec.source_type == "random":
-        from probes.hf import HFTokenizer, _hf_tokenizer
+        from probes.hf import HFTokenizer, hf_tokenizer
 
-        tok = _hf_tokenizer(spec)
+        tok = hf_tokenizer(spec)
         fields = dict(spec.source["random"])
         cfg = SLSTMConfig.from_dict({"pad_id": tok.pad_token_id or 0, **fields, "vocab_size": len(tok)})
         tokenizer = HFTokenizer(spec, tok, cfg.max_positions)

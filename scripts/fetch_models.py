@@ -23,7 +23,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import shutil
@@ -34,6 +33,10 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a checkout
+from probes.cli import arg, parse_config, run_main  # noqa: E402
+from probes.errors import ProbeError  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DEST = REPO_ROOT / "models"
@@ -190,23 +193,23 @@ def fetch(model: SplitZipModel, dest: Path) -> str:
     return f"{model.name}: installed in {final} ({time.monotonic() - start:.0f} s)"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dest", type=Path, default=DEFAULT_DEST, help="folder that receives one folder per model")
-    args = ap.parse_args(argv)
-    dest = args.dest if args.dest.is_absolute() else Path.cwd() / args.dest
+@dataclass
+class Config:
+    """Download the optional larger encoders into models/."""
+
+    dest: str = arg(str(DEFAULT_DEST), "folder that receives one folder per model")
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    dest = Path(cfg.dest) if Path(cfg.dest).is_absolute() else Path.cwd() / cfg.dest
     try:
         for model in MODELS:
             print(fetch(model, dest), flush=True)
     except FetchError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"error: {e.strerror or e}{f': {e.filename}' if e.filename else ''}", file=sys.stderr)
-        return 2
+        raise ProbeError(str(e)) from None
     print(f"models ready in {dest}: {', '.join(m.name for m in MODELS)}")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -139,7 +139,7 @@ def test_encoder_counts_the_attention_heads_after_head_ratio(enc):
 
 
 def test_extract_is_padding_invariant_for_convbert(enc):
-    run = lambda texts: probes.extract(enc, texts, attentions=True, batch_size=8, cache_dir=None, progress=False)
+    run = lambda texts: probes.extract(enc, texts, maps=True, batch_size=8, cache_dir=None, progress=False)
     alone, batched = run([SHORT]), run([LONG[0], SHORT, LONG[1]])
     t = 1
     assert batched.tokens[t] == alone.tokens[0]

@@ -110,7 +110,7 @@ def planted_activations(lengths=(6, 10), L=2, H=3) -> Activations:
 
 def test_compute_on_planted_activations_weights_every_query_row_once():
     acts = planted_activations()
-    res = mp.compute(acts, mp.Config(window=0, max_offset=W, examples=2))
+    res = mp.compute(acts, mp.Config(local_radius=0, max_offset=W, examples=2))
     a = res["maps"]["attention"]
     assert res["maps_captured"] == ["attention"]
     assert a["n_queries"] == 4 + 8 and a["n_texts"] == 2
@@ -118,7 +118,7 @@ def test_compute_on_planted_activations_weights_every_query_row_once():
     assert a["captured_row_sums"]["min"] == pytest.approx(1.0) and a["captured_row_sums"]["max"] == pytest.approx(1.0)
     assert "dropped" in res["definitions"]["special_tokens"]
     assert all(ex["tokens"][0] != "[CLS]" for ex in res["examples"])
-    kept = mp.compute(acts, mp.Config(window=0, max_offset=W, examples=1, keep_special=True))["maps"]["attention"]
+    kept = mp.compute(acts, mp.Config(local_radius=0, max_offset=W, examples=1, keep_special=True))["maps"]["attention"]
     # per text: the [CLS] row is fully local, the other n - 1 rows half; averaged over all 16 query rows
     assert kept["local_share_overall"] == pytest.approx((1 + 5 * 0.5 + 1 + 9 * 0.5) / 16)
     assert kept["n_queries"] == 16
@@ -131,7 +131,7 @@ def test_uniform_maps_meet_the_uniform_baseline():
     flat, off = acts.maps["attention"], acts.map_offsets["attention"]
     for t, n in enumerate(np.diff(acts.offsets)):
         flat[off[t]:off[t + 1]] = 1.0 / n  # uniform over all tokens; uniform over the kept ones once renormalised
-    a = mp.compute(acts, mp.Config(window=2, max_offset=W, examples=1))["maps"]["attention"]
+    a = mp.compute(acts, mp.Config(local_radius=2, max_offset=W, examples=1))["maps"]["attention"]
     np.testing.assert_allclose(a["local_share"], a["local_share_uniform"], atol=1e-6)
     kept = [5, 10, 28]
     expected = sum(sum((min(i + 2, q - 1) - max(i - 2, 0) + 1) / q for i in range(q)) for q in kept) / sum(kept)
@@ -139,8 +139,8 @@ def test_uniform_maps_meet_the_uniform_baseline():
 
 
 def test_bad_settings_are_clear_errors():
-    with pytest.raises(ProbeError, match="--window"):
-        mp.compute(planted_activations(), mp.Config(window=-1))
+    with pytest.raises(ProbeError, match="--local-radius"):
+        mp.compute(planted_activations(), mp.Config(local_radius=-1))
 
 
 SMALL = ["--n-sentences", "16", "--examples", "2", "--max-offset", "6", "--seed", "1"]
@@ -172,7 +172,7 @@ def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
     paths = figures.redraw(str(out))
     assert {"maps-locality.png", "maps-tiny-bert.png", "maps-tiny-gpt2.pdf"} <= {p.name for p in paths}
     # the captured attention rows sum to 1 before special tokens are dropped (read back from the cache)
-    acts = sentence_activations("tiny-bert", "default", 16, 1, out=str(out), attentions=True)
+    acts = sentence_activations("tiny-bert", "default", 16, 1, out=str(out), maps=True)
     assert acts.n_texts == 16
     for t in range(acts.n_texts):
         np.testing.assert_allclose(acts.text_attentions(t).sum(-1), 1.0, atol=1e-5)
@@ -181,7 +181,7 @@ def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
 
 def test_end_to_end_tiny_convbert_kernels_beside_attention(tmp_path):
     out = tmp_path / "out"
-    mp.main(["--model", "tiny-convbert", *SMALL, "--window", "4", "--out", str(out)])
+    mp.main(["--model", "tiny-convbert", *SMALL, "--local-radius", "4", "--out", str(out)])
     doc = read(out, "tiny-convbert")
     assert doc["maps_captured"] == ["attention", "conv_kernel"]
     att, conv = doc["maps"]["attention"], doc["maps"]["conv_kernel"]

@@ -71,9 +71,9 @@ def recording(monkeypatch, encoder, fail_at: int | None = None) -> list:
 @pytest.mark.parametrize("name", ["tiny-bert", "tiny-gpt2", "minilm-l6"])
 def test_padding_invariance(name, encoders, monkeypatch):
     enc = encoders(name)
-    alone = run(enc, [SHORT], attentions=True)
+    alone = run(enc, [SHORT], maps=True)
     calls = recording(monkeypatch, enc)
-    batched = run(enc, [LONG[0], SHORT, LONG[1]], attentions=True, batch_size=8)
+    batched = run(enc, [LONG[0], SHORT, LONG[1]], maps=True, batch_size=8)
     # one forward over all three: the short text really was padded
     assert len(calls) == 1
     _, shape = calls[0]
@@ -177,7 +177,7 @@ def test_cache_hit_does_not_load_model(tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match="was loaded"):
         run("tiny-bert", TEXTS[:-1], cache_dir=tmp_path)
     with pytest.raises(AssertionError, match="was loaded"):
-        run("tiny-bert", TEXTS, cache_dir=tmp_path, attentions=True)
+        run("tiny-bert", TEXTS, cache_dir=tmp_path, maps=True)
 
 
 def test_cache_key_changes_with_texts_and_settings():
@@ -394,8 +394,8 @@ def test_registry_python_tag_is_refused_not_run(tmp_path, monkeypatch):
 
 def test_extraction_is_deterministic(encoders):
     for name in ("tiny-bert", "tiny-gpt2"):
-        a = run(encoders(name), TEXTS, attentions=True)
-        b = run(encoders(name), TEXTS, attentions=True)
+        a = run(encoders(name), TEXTS, maps=True)
+        b = run(encoders(name), TEXTS, maps=True)
         assert np.array_equal(a.hidden, b.hidden) and np.array_equal(a.sentence, b.sentence)
         assert np.array_equal(a.attentions, b.attentions)
         assert a.hidden.tobytes() == b.hidden.tobytes()

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from analyses.common import (
     SentenceConfig,
     arg,
+    mark_final_norm,
     parse_config,
     result_header,
     run_main,
@@ -337,7 +338,8 @@ def plot_layers(results: list[dict], axes=None):
         x = np.arange(L + 1)
         for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
             y = [row.get(key, np.nan) for row in res["layers"]]
-            ax.plot(x, y, marker="o", ms=3, label=res["model_name"])
+            line, = ax.plot(x, y, marker="o", ms=3, label=res["model_name"])
+            mark_final_norm(ax, res, x, y, line.get_color())
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
     np.ravel(axes)[0].legend(fontsize=7)

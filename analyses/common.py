@@ -1,12 +1,15 @@
-"""What every analysis shares: config dataclass -> CLI, result files, figures, error handling.
+"""What every analysis shares: config groups, result files, figures (the CLI helpers come from probes.cli).
 
-* A config is a dataclass whose fields are declared with :func:`arg` (default + one line of help);
-  :func:`parse_config` builds the argparse CLI from it, so flags and docs never drift apart.
+* A config is a dataclass whose fields are declared with :func:`probes.cli.arg` (default, one line
+  of help, valid range); :func:`probes.cli.parse_config` builds the validated CLI from it.
+  :class:`SentenceConfig` = models + corpus + run settings + sentence sample, shared by the
+  sentence-level analyses.
 * :func:`write_result` writes ``<out>/results/<analysis>/<model>.json`` and ``.csv`` atomically;
   the JSON holds the numbers and everything that produced them (config, model identity,
   corpus identity, package versions). No timestamps: equal inputs give byte-identical files.
 * :func:`save_figure` writes PNG + PDF into ``<out>/figures/``.
-* :func:`run_main` turns a :class:`probes.ProbeError` into one line on stderr and exit code 2.
+* :func:`run_main` turns a user error into one line on stderr and exit code 2 (see probes.cli).
+* Result JSON is strict: a non-finite number is written as null and listed under ``nulls``.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from probes.io import atomic_write, strict_json
 # The config -> CLI helpers and the atomic write live in probes/ (both sides use them); they are
 # re-exported here so an analysis imports everything it needs from one module.
 __all__ = ["ModelsConfig", "RunConfig", "SentenceConfig", "arg", "atomic_write", "check_device", "check_writable",
-           "config_dict", "parse_config", "provenance", "read_results", "result_header", "result_paths", "run_main",
-           "save_drawings", "save_figure", "unique", "write_result"]
+           "config_dict", "mark_final_norm", "parse_config", "provenance", "read_results", "result_header",
+           "result_paths", "run_main", "save_drawings", "save_figure", "unique", "write_result"]
 
 
 
@@ -153,6 +156,15 @@ def save_drawings(results: list[dict], out: str | os.PathLike, drawings) -> list
         paths += save_figure(fig, out, name)
         plt.close(fig)
     return paths
+
+
+def mark_final_norm(ax, result: dict, x, y, color=None) -> None:
+    """Circle the last layer's point when the model's hidden[L] includes a final norm that the
+    other layers lack (``model.final_norm_on_last_hidden``, e.g. GPT-2's ln_f): that step is a
+    convention of the library, not the model's last layer alone."""
+    if result.get("model", {}).get("final_norm_on_last_hidden", False):
+        ax.plot([x[-1]], [y[-1]], ls="none", marker="s", ms=8, mfc="none", mew=1.0, color=color,
+                label=f"{result['model_name']}: last layer after the final norm")
 
 
 def result_header(acts, cfg) -> dict:

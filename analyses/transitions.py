@@ -28,6 +28,7 @@ import numpy as np
 from analyses.common import (
     SentenceConfig,
     arg,
+    mark_final_norm,
     parse_config,
     result_header,
     run_main,
@@ -190,6 +191,7 @@ def plot(results: list[dict], axes=None, relative_depth: bool | None = None, qua
             s = np.array([row[level][f"{quantity}_std"] for row in res["layers"]])
             ax.plot(x, m, marker="o", ms=3.5, color=f"C{i % 10}", label=res["model_name"])
             ax.fill_between(x, m - s, m + s, color=f"C{i % 10}", alpha=0.15, lw=0)
+            mark_final_norm(ax, res, x, m, f"C{i % 10}")
     for ax, level in zip(axes, ("token", "sentence")):
         ax.set_title(f"{level} representations", fontsize=9)
         ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)",

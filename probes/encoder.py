@@ -82,6 +82,9 @@ class Encoder:
     max_length: int  # longest input (in tokens, special tokens included) the model accepts
     pad_id: int = 0
     device: torch.device = torch.device("cpu")
+    # True when hidden[L] (the last layer's states) has been through a final normalisation that the
+    # other layers' states have not (Hugging Face applies GPT-2's ln_f to the last hidden state only)
+    final_norm_on_last_hidden: bool = False
 
     @property
     def name(self) -> str:
@@ -110,4 +113,5 @@ class Encoder:
             "source": self.spec.source, "fingerprint": self.fingerprint, "num_layers": self.num_layers,
             "hidden_size": self.hidden_size, "max_length": self.max_length,
             "sentence_vector": self.spec.sentence, "special_tokens_added": self.spec.special_tokens,
+            "final_norm_on_last_hidden": self.final_norm_on_last_hidden,
         }

@@ -21,6 +21,16 @@ from probes.errors import CheckpointError
 from probes.registry import CheckpointSpec, get_spec
 
 HUB_HOST = "huggingface.co"
+# attributes of a base model that hold a final norm applied after the last layer only (GPT-2, GPT-J,
+# Bloom: ln_f; Llama, Mistral: norm; OPT: final_layer_norm). BERT-style post-LN models have none:
+# every layer's output, the last included, ends with the same kind of LayerNorm.
+FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm")
+
+
+def has_final_norm(model) -> bool:
+    """Whether ``model``'s last hidden state (as transformers returns it) includes a final norm."""
+    inner = getattr(model, "decoder", model)  # OPT keeps its layers under .decoder
+    return any(isinstance(getattr(inner, n, None), torch.nn.Module) for n in FINAL_NORMS)
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -124,6 +134,7 @@ class HFEncoder(Encoder):
         self.device = next(model.parameters()).device
         self.extra_maps = _map_capture(self.model)  # None unless the architecture has maps besides attention
         self.padding_safe = getattr(self.extra_maps, "padding_safe", True)  # False: batch equal lengths only
+        self.final_norm_on_last_hidden = has_final_norm(self.model)
 
     def map_specs(self) -> dict[str, MapSpec]:
         return self.extra_maps.specs() if self.extra_maps is not None else {}

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from probes.errors import CheckpointError, ProbeError
+from probes.hf import has_final_norm
 from probes.registry import CheckpointSpec, get_spec
 from probes.windows import check_window, forward, plan, run_windows, scoring_context_start
 
@@ -93,6 +94,7 @@ class LM:
                "source": self.spec.source, "fingerprint": self.fingerprint,
                "model_type": cfg.model_type, "num_layers": cfg.num_hidden_layers, "hidden_size": cfg.hidden_size,
                "max_positions": self.max_positions, "vocab_size": cfg.vocab_size,
+               "final_norm_on_last_hidden": has_final_norm(getattr(self.base, self.base.base_model_prefix)),
                "parameters": sum(p.numel() for p in self.model.parameters())}
         if self.recurrent:
             out["recurrence"] = self.model.config.to_dict()

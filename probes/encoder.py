@@ -41,6 +41,7 @@ class MapSpec:
     k: int  # second axis: heads, gates, ...
     token_axes: int  # 1: (layers, k, n); 2: (layers, k, n, n)
     description: str = ""
+    components: tuple[str, ...] = ()  # names of the k entries of the second axis, when they have names
 
 
 class Tokenizer:

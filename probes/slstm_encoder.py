@@ -96,11 +96,11 @@ class SLSTMEncoder(Encoder):
         L = self.num_layers
         return {
             "gates": MapSpec(L, len(GATES), 1, "S-LSTM cell gates per token: softmax weights of "
-                             + ", ".join(GATES) + " (sum to 1 per hidden unit), mean over hidden units"),
+                             + ", ".join(GATES) + " (sum to 1 per hidden unit), mean over hidden units", GATES),
             "gates_dominant": MapSpec(L, len(GATES), 1, "S-LSTM cell gates per token: share of hidden units in "
-                                      "which each gate has the largest softmax weight (sums to 1)"),
+                                      "which each gate has the largest softmax weight (sums to 1)", GATES),
             "sentence_weights": MapSpec(L, 1, 1, "sentence node g: softmax weight of each token's cell "
-                                        "(mean over hidden units; 1 - sum = g's weight of its own cell)"),
+                                        "(mean over hidden units; 1 - sum = g's weight of its own cell)", ("weight",)),
         }
 
     @torch.inference_mode()

@@ -17,6 +17,7 @@ from analyses import maps as mp
 from analyses.data import sentence_activations
 from probes.activations import Activations
 from probes.errors import ProbeError
+from probes.slstm import GATES
 
 W = 5
 
@@ -217,7 +218,8 @@ def planted_token_activations(lengths=(5, 8), L=2) -> Activations:
     tokens = [["[CLS]"] + [f"w{i}" for i in range(n - 2)] + ["[SEP]"] for n in lengths]
     meta = {"model": {"name": "planted-slstm", "sentence_vector": "g"}, "key": "k", "n_texts": len(lengths),
             "n_tokens": N, "truncated_texts": [], "attentions": True,
-            "maps": {"gates": {"layers": L, "k": 5, "token_axes": 1, "description": "planted gates"},
+            "maps": {"gates": {"layers": L, "k": 5, "token_axes": 1, "description": "planted gates",
+                              "components": list(GATES)},
                      "sentence_weights": {"layers": L, "k": 1, "token_axes": 1, "description": "planted"}}}
     return Activations(meta=meta, texts=[f"text {i}" for i in range(len(lengths))], tokens=tokens,
                        offsets=offsets, token_ids=np.arange(N), special=special,
@@ -230,10 +232,11 @@ def planted_token_activations(lengths=(5, 8), L=2) -> Activations:
 GATE_SHARES = [(0.4, 0.1, 0.1, 0.2, 0.2), (0.1, 0.3, 0.3, 0.2, 0.1)]
 
 
-def test_gate_labels_follow_the_slstm():
-    from probes.slstm import GATES
+def test_gate_labels_come_from_the_encoder():
+    import probes
 
-    assert mp.GATES == GATES
+    specs = probes.load("tiny-slstm").map_specs()
+    assert specs["gates"].components == GATES and specs["sentence_weights"].components == ("weight",)
 
 
 def test_planted_gates_give_their_per_layer_means():
@@ -241,7 +244,7 @@ def test_planted_gates_give_their_per_layer_means():
     res = mp.compute(acts, mp.Config(examples=2, position_bins=4))
     assert res["maps_captured"] == ["gates", "sentence_weights"]
     g = res["maps"]["gates"]
-    assert g["token_axes"] == 1 and g["components"] == list(mp.GATES)
+    assert g["token_axes"] == 1 and g["components"] == list(GATES)
     assert g["n_tokens"] == 3 + 6 and g["n_texts"] == 2  # [CLS]/[SEP] dropped
     np.testing.assert_allclose(g["component_mean"], GATE_SHARES, atol=1e-6)
     np.testing.assert_allclose(g["position_profile"], np.repeat(np.asarray(GATE_SHARES)[..., None], 4, -1),
@@ -297,7 +300,7 @@ def test_end_to_end_tiny_slstm(tmp_path):
     assert doc["maps_captured"] == ["gates", "gates_dominant", "sentence_weights"]  # no attention
     for name in ("gates", "gates_dominant"):
         g = doc["maps"][name]
-        assert np.shape(g["component_mean"]) == (2, 5) and g["components"] == list(mp.GATES)
+        assert np.shape(g["component_mean"]) == (2, 5) and g["components"] == list(GATES)
         np.testing.assert_allclose(np.sum(g["component_mean"], 1), 1.0, atol=1e-5)
     assert np.all(np.asarray(doc["maps"]["gates"]["component_mean"]) > 0.084)  # softmax of sigmoids
     s = doc["maps"]["sentence_weights"]

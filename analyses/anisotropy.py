@@ -245,9 +245,9 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
         layers.append(row)
     return {
         **result_header(acts, cfg),
+        "headline_layer": layer,
         "definitions": {
             "layers": "0 = embedding output, l = output of layer l",
-            "headline_layer": layer,
             "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
             "sentence_vector": acts.meta["model"]["sentence_vector"],
             "histogram_edges": f"numpy.linspace(-1, 1, {cfg.bins + 1}); values clipped to [-1, 1]",
@@ -297,7 +297,7 @@ def plot(results: list[dict], axes=None, layer: int | None = None):
         axes = np.asarray(axes).reshape(2, len(results))
         fig = axes[0, 0].figure
     for col, res in enumerate(results):
-        lyr = res["definitions"]["headline_layer"] if layer is None else layer
+        lyr = res["headline_layer"] if layer is None else layer
         row = res["layers"][lyr]
         for r, level in enumerate(("token", "sentence")):
             ax, s = axes[r, col], row[level]

@@ -160,18 +160,20 @@ def compute(lm, cfg: Config | None = None, documents=None) -> dict:
                      "token_perplexity": math.exp(nll_sum / n_tok), "word_perplexity": math.exp(nll_sum / n_words),
                      "nll_per_token": nll_sum / n_tok, "scored_tokens": n_tok, "words": n_words,
                      "windows": n_win, "tokens_processed": processed, "flops_per_token": fl / n_tok})
-    notes = {}
+    notes, matches = {}, None
     if lm.recurrent:
         trained = lm.describe()["recurrence"]["overlap"]
         notes["recurrence"] = (f"trained with overlap {trained}; h_prev pools each window's first T - o positions, "
                                "so at other overlaps it still summarises the text up to the next window's start "
                                "(the paper re-trains per overlap; its footnote 3 describes this remedy)")
-        notes["overlap_matches_training"] = {str(o): o == trained for o in cfg.overlap}
+        matches = {str(o): o == trained for o in cfg.overlap}
     return {
         "model_name": lm.name,
         "config": config_dict(cfg),
         "model": lm.describe(),
         "corpus": corpus_id,
+        "non_embedding_parameters": sizes["non_embedding_parameters"],
+        "overlap_matches_training": matches,  # recurrent models: is each overlap the one it was trained with?
         "definitions": {
             "windows": "windows of T tokens start every T - o tokens; a window's T inputs predict the T tokens "
                        "that follow each input; each window scores only targets no earlier window scored (the "
@@ -180,7 +182,6 @@ def compute(lm, cfg: Config | None = None, documents=None) -> dict:
             "word_perplexity": "exp(total NLL / whitespace-separated words of the evaluated text)",
             "flops_per_token": "(2 N_nonembedding + 2 n_layer T d_model) x tokens processed / tokens scored "
                                "(Kaplan et al. 2020), + the recurrence module's FFN, pooling and extra key/value",
-            "non_embedding_parameters": sizes["non_embedding_parameters"],
             **notes,
         },
         "rows": rows,

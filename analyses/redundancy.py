@@ -237,19 +237,19 @@ def compute(acts: Activations | list[Activations], cfg: Config | None = None) ->
                                                     ("key", "n_texts", "n_tokens", "truncated_texts")}}
                         for w, a in zip(windows, acts_list)],
         "corpus": corpus,
+        "layer": layer,
+        "thresholds": [float(p) for p in cfg.threshold],
         "definitions": {
             "window": "n consecutive token ids cut from the running text of one document (paragraphs "
                       "tokenized separately and concatenated; never across documents), encoded as one sequence",
             "special_tokens": "added by the model around each window and excluded from H",
             "H": f"(n, d): the n window tokens' states at layer {layer} "
                  f"({'the last layer' if layer == L else 'embeddings' if layer == 0 else 'output of that layer'})",
-            "layer": layer,
             "layers": "0 = embedding output, l = output of layer l",
             "centring": "columns of H centred (PCA)" if cfg.center else "none (raw SVD of H)",
             "svd": "numpy.linalg.svd of H in float64",
             "r_k": "sum_{i<=k} sigma_i^2 / sum_i sigma_i^2",
             "k": f"smallest k with r_k >= p - {TOLERANCE:g}",
-            "thresholds": [float(p) for p in cfg.threshold],
             "std": "population standard deviation over windows (ddof = 0)",
             "max_components": "rank bound min(n - 1, d) with centring, min(n, d) without",
         },
@@ -263,7 +263,7 @@ def table_rows(result: dict) -> list[dict]:
     for w in result["windows"]:
         for t in w["thresholds"]:
             rows.append({"window": w["window"], "threshold": t["threshold"],
-                         "layer": result["definitions"]["layer"], "center": result["config"]["center"],
+                         "layer": result["layer"], "center": result["config"]["center"],
                          "k_mean": t["mean"], "k_std": t["std"], "k_median": t["median"], "k_min": t["min"],
                          "k_max": t["max"], "n_windows": t["count"], "max_components": w["max_components"]})
     return rows
@@ -302,10 +302,9 @@ def markdown_table(results: list[dict]) -> str:
             first = False
     lines += ["", "Mean ± standard deviation (ddof = 0) over windows. Per model:", ""]
     for r in results:
-        d = r["definitions"]
         sizes = ", ".join(f"{w['n_windows']} windows of n={w['window']} (k <= {w['max_components']})"
                           for w in r["windows"])
-        lines.append(f"- {r['model_name']}: layer {d['layer']}, {d['centring']}, {sizes}; "
+        lines.append(f"- {r['model_name']}: layer {r['layer']}, {r['definitions']['centring']}, {sizes}; "
                      f"seed {r['config']['seed']}, corpus {r['config']['corpus']}")
     lines += ["", "Windows are cut from the running text of one document; the model's special tokens are "
               "excluded from H; SVD in float64; k = smallest k with r_k >= p.", ""]

@@ -191,9 +191,9 @@ def compute(cfg: Config | None = None, progress: bool = True) -> dict[str, dict]
                         "(final layer only, no tokenisation), median over the repeats",
                 "speedup_vs_reference": f"median time of {reference} / median time of this model, same run",
                 "slope": f"least-squares log-log fit on lengths >= {cfg.fit_min_length}",
-                "fit_lengths": [x["length"] for x in fit],
                 "order": "per length: warm-up of every model, then repeats with the start order rotating",
             },
+            "fit_lengths": [x["length"] for x in fit],
             "slope": slope, "intercept": intercept,
             "local_slopes": local_slopes([x["length"] for x in timed], [x["median_s"] for x in timed])
             if len(timed) >= 2 else [],

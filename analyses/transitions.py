@@ -134,10 +134,11 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
               for lyr in range(L)]
     return {
         **result_header(acts, cfg),
+        "n_layers": L,
+        "n_texts_used": int(len(used)),
         "definitions": {
             "layers": "0 = embedding output, l = output of layer l; row l compares hidden[l-1] (input) "
                       "with hidden[l] (output)",
-            "n_layers": L,
             "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
             "sentence_vector": acts.meta["model"]["sentence_vector"],
             "token_distance": "per text: mean over its tokens of ||hidden[l]_i - hidden[l-1]_i||_2; "
@@ -145,7 +146,6 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
             "sentence_distance": "||s_l - s_{l-1}||_2 of the sentence vectors; mean and std over texts",
             "cosine": "cos(input, output) per token (per sentence vector), averaged the same way; 0 for a zero vector",
             "std": "population standard deviation over texts (ddof = 0)",
-            "n_texts_used": int(len(used)),
         },
         "layers": layers,
     }

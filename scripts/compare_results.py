@@ -24,11 +24,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from probes.cli import arg, parse_config, run_main  # noqa: E402
 from probes.errors import ProbeError  # noqa: E402
 
-# (analysis folder, old path in the JSON) -> new path: fields renamed by the restructuring
+# (analysis folder, old path in the JSON) -> new path: fields renamed or moved by the restructuring
 RENAMES = {
     ("maps", "/config/window"): "/config/local_radius",
     ("redundancy", "/config/window"): "/config/window_length",
+    # numbers moved out of the prose "definitions" blocks
+    ("anisotropy", "/definitions/headline_layer"): "/headline_layer",
+    ("redundancy", "/definitions/layer"): "/layer",
+    ("redundancy", "/definitions/thresholds"): "/thresholds",
+    ("transitions", "/definitions/n_layers"): "/n_layers",
+    ("transitions", "/definitions/n_texts_used"): "/n_texts_used",
+    ("perplexity", "/definitions/non_embedding_parameters"): "/non_embedding_parameters",
+    ("perplexity", "/definitions/overlap_matches_training"): "/overlap_matches_training",
+    ("speed", "/definitions/fit_lengths"): "/fit_lengths",
 }
+_MISSING = object()
+
+
+def _at(doc, path: str):
+    """The value at ``path`` ("/a/0/b") in ``doc``, or _MISSING."""
+    for part in path.strip("/").split("/"):
+        if isinstance(doc, dict) and part in doc:
+            doc = doc[part]
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            return _MISSING
+    return doc
 SKIP = ("/provenance",)  # package versions: not results
 
 
@@ -56,8 +78,10 @@ def _is_number(x) -> bool:
     return x is None or isinstance(x, (bool, int, float))
 
 
-def compare(old, new, where: str, rep: Report, tol: float, renames: dict) -> None:
-    """Compare ``old`` against ``new`` recursively, recording into ``rep``."""
+def compare(old, new, where: str, rep: Report, tol: float, renames: dict, new_root=None) -> None:
+    """Compare ``old`` against ``new`` recursively, recording into ``rep``; a renamed path is looked
+    up at its new place in ``new_root``."""
+    new_root = new if new_root is None else new_root
     if where.startswith(SKIP):
         return
     if isinstance(old, dict):
@@ -66,17 +90,17 @@ def compare(old, new, where: str, rep: Report, tol: float, renames: dict) -> Non
             return
         for k, v in old.items():
             path = f"{where}/{k}"
-            target = renames.get(path, path).rsplit("/", 1)[-1]
-            if target not in new:
+            value = _at(new_root, renames[path]) if path in renames else new.get(k, _MISSING)
+            if value is _MISSING:
                 rep.failures.append(f"{path}: missing in NEW")
                 continue
-            compare(v, new[target], path, rep, tol, renames)
+            compare(v, value, path, rep, tol, renames, new_root)
     elif isinstance(old, list):
         if not isinstance(new, list) or len(new) != len(old):
             rep.failures.append(f"{where}: list of {len(old)} became {len(new) if isinstance(new, list) else new!r}")
             return
         for i, (a, b) in enumerate(zip(old, new)):
-            compare(a, b, f"{where}/{i}", rep, tol, renames)
+            compare(a, b, f"{where}/{i}", rep, tol, renames, new_root)
     elif _is_number(old):
         rep.compared += 1
         if not _is_number(new) or not _close(old, new, tol):

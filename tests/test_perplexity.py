@@ -54,7 +54,7 @@ def test_compute_word_and_token_perplexity(models, tmp_path):
         assert math.isclose(row["word_perplexity"], math.exp(nll.sum() / row["words"]), rel_tol=1e-9)
     f0, f4 = (r["flops_per_token"] for r in res["rows"])
     assert f4 > f0  # overlap costs compute
-    assert res["definitions"]["overlap_matches_training"] == {"0": True, "4": False}
+    assert res["overlap_matches_training"] == {"0": True, "4": False}
 
 
 def test_cli_end_to_end_on_tiny_models(tmp_path):

@@ -141,7 +141,7 @@ def test_compute_table_and_plots_on_planted_windows():
     short, long = window_activations(n=10, rank=2), window_activations(n=14, rank=3, seed=1)
     res = rd.compute([short, long], rd.Config(layer=-1, center=False))
     assert [w["window"] for w in res["windows"]] == [10, 14]
-    assert res["definitions"]["layer"] == 2 and res["definitions"]["centring"].startswith("none")
+    assert res["layer"] == 2 and res["definitions"]["centring"].startswith("none")
     assert res["windows"][1]["max_components"] == 14
     rows = rd.table_rows(res)
     assert len(rows) == 10 and rows[0]["window"] == 10 and rows[0]["threshold"] == 0.9
@@ -187,7 +187,7 @@ def test_end_to_end_on_tiny_models(tmp_path):
     for model, n_special in (("tiny-bert", 2), ("tiny-gpt2", 0)):
         doc = json.loads((res_dir / f"{model}.json").read_text())
         assert doc["config"]["window_length"] == [16, 40] and doc["config"]["center"] is True
-        assert doc["definitions"]["layer"] == 1 and doc["definitions"]["centring"].startswith("columns")
+        assert doc["layer"] == 1 and doc["definitions"]["centring"].startswith("columns")
         assert [w["window"] for w in doc["windows"]] == [16, 40]
         assert [a["n_tokens"] for a in doc["activations"]] == [5 * (16 + n_special), 5 * (40 + n_special)]
         assert doc["corpus"]["windows"] == {"16": 5, "40": 5} and len(doc["corpus"]["sha256"]) == 64

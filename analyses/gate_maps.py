@@ -35,6 +35,12 @@ if TYPE_CHECKING:
 # one-token-axis maps whose K rows are weights over the tokens (renormalised over the kept ones);
 # every other one-axis map holds per-token values of K components (e.g. gate shares summing to 1 over K)
 TOKEN_DISTRIBUTIONS = ("sentence_weights",)
+WEIGHTS, COMPONENTS = "weights over tokens", "per-token component values"  # the two kinds (summary["kind"])
+
+
+def over_tokens(m: dict) -> bool:
+    """Whether a per-token map summary holds weights over the tokens (else per-token component values)."""
+    return m["kind"] == WEIGHTS
 
 
 def map_token_axes(acts: Activations, name: str) -> int:
@@ -81,7 +87,7 @@ def nan_to_none(a: np.ndarray):
 
 def summarise_token_map(acts: Activations, name: str, cfg: Config, examples: list[int]) -> dict:
     """Corpus summary of one per-token map kind (L, K, n), plus the example maps for the figure."""
-    over_tokens = name in TOKEN_DISTRIBUTIONS
+    weighted = name in TOKEN_DISTRIBUTIONS
     B = cfg.position_bins
     total = prof = ent = kept_mass = own = None
     counts = np.zeros(B)
@@ -96,7 +102,7 @@ def summarise_token_map(acts: Activations, name: str, cfg: Config, examples: lis
             total, prof = np.zeros(m.shape[:2]), np.zeros((*m.shape[:2], B))
             ent, cv, kept_mass, own = (np.zeros(m.shape[:2]) for _ in range(4))
         q = int(keep.sum())
-        if over_tokens:
+        if weighted:
             captured.append(m.sum(-1).ravel())  # per row: the captured mass over all tokens
             kept_mass += m[..., keep].sum(-1)
             own += 1 - m.sum(-1)
@@ -124,19 +130,19 @@ def summarise_token_map(acts: Activations, name: str, cfg: Config, examples: lis
     ex_maps = []
     for t in examples:
         m, keep = text_map(acts, name, t), text_keep(acts, t, cfg.keep_special)
-        x = renormalise_over_tokens(m, keep) if over_tokens else np.asarray(m, np.float64)[..., keep]
+        x = renormalise_over_tokens(m, keep) if weighted else np.asarray(m, np.float64)[..., keep]
         ex_maps.append(np.round(x, GRID_DECIMALS))
     out = {
         "token_axes": 1, "layers": L, "components": component_labels(acts, name, K),
-        "kind": "weights over tokens" if over_tokens else "per-token component values",
+        "kind": WEIGHTS if weighted else COMPONENTS,
         "n_texts": n_texts, "n_tokens": n_tokens,
-        "captured_sums": {"over": "tokens" if over_tokens else "components",
+        "captured_sums": {"over": "tokens" if weighted else "components",
                           "min": float(cs.min()), "max": float(cs.max()), "mean": float(cs.mean())},
         "position_bin_edges": np.linspace(0, 1, B + 1),
         "position_tokens": counts,  # (B,) kept tokens per bin
         "position_profile": nan_to_none(prof),  # (L, K, B); None for an empty bin
     }
-    if over_tokens:
+    if weighted:
         out.update({
             "normalised_entropy": ent / max(n_ent, 1),  # (L, K)
             "weight_cv": cv / max(n_ent, 1),  # (L, K)
@@ -155,8 +161,8 @@ def token_rows(name: str, m: dict) -> list[dict]:
     """Long rows (map, layer, component, statistic, value) of one per-token map kind."""
     rows = []
     edges = m["position_bin_edges"]
-    stats = ["component_mean"] if "component_mean" in m else \
-        ["normalised_entropy", "weight_cv", "mass_on_kept_tokens", "self_weight"]
+    stats = ["normalised_entropy", "weight_cv", "mass_on_kept_tokens", "self_weight"] if over_tokens(m) else \
+        ["component_mean"]
     for lyr in range(m["layers"]):
         for c, comp in enumerate(m["components"]):
             for stat in stats:
@@ -171,7 +177,7 @@ def token_rows(name: str, m: dict) -> list[dict]:
 def gate_maps(results: list[dict]):
     """(model, map name, summary) of every per-token component map (S-LSTM gates)."""
     return [(res["model_name"], name, m) for res in results for name, m in res["maps"].items()
-            if is_token_map(m) and "component_mean" in m]
+            if is_token_map(m) and not over_tokens(m)]
 
 
 def plot_gate_shares(ax, gates) -> None:
@@ -226,7 +232,7 @@ def plot_token_maps(result: dict, fig=None, example: int = 0):
     ex = result["examples"][example]
     tokens = ex["tokens"]
     n = len(tokens)
-    weights = [(name, m) for name, m in kinds if "component_mean" not in m]
+    weights = [(name, m) for name, m in kinds if over_tokens(m)]
     rows = [np.asarray(m["example_maps"][example]).shape[0] * np.asarray(m["example_maps"][example]).shape[1]
             for _, m in kinds]
     cell = 0.2
@@ -244,8 +250,8 @@ def plot_token_maps(result: dict, fig=None, example: int = 0):
         L, K = x.shape[:2]
         ax = fig.add_subplot(gs[r], sharex=share)
         share = share or ax
-        over_tokens = "component_mean" not in m
-        centre = 1 / max(x.shape[-1], 1) if over_tokens else 1 / K
+        weighted = over_tokens(m)
+        centre = 1 / max(x.shape[-1], 1) if weighted else 1 / K
         lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
         norm = TwoSlopeNorm(vcenter=centre, vmin=min(lo, centre * 0.999), vmax=max(hi, centre * 1.001))
         im = ax.imshow(x.reshape(L * K, -1), cmap="RdBu_r", norm=norm, aspect="auto", interpolation="nearest")
@@ -254,11 +260,11 @@ def plot_token_maps(result: dict, fig=None, example: int = 0):
         for lyr in range(1, L):
             ax.axhline(lyr * K - 0.5, color="k", lw=0.8 if K > 1 else 0.3)
         ax.tick_params(length=1.5, pad=1)
-        what = "uniform 1/m" if over_tokens else f"uniform 1/{K}"
+        what = "uniform 1/m" if weighted else f"uniform 1/{K}"
         ax.set_title(f"{MAP_TITLES.get(name, name)} ({name}; white = {what})", fontsize=8, loc="left")
         cb = fig.colorbar(im, ax=ax, pad=0.01, aspect=max(5, 2.5 * L * K ** 0.5), fraction=0.03)
         cb.ax.tick_params(labelsize=6)
-        cb.set_label("weight over tokens" if over_tokens else "share", fontsize=6.5)
+        cb.set_label("weight over tokens" if weighted else "share", fontsize=6.5)
         if r < len(kinds) - 1:
             ax.tick_params(labelbottom=False)
         else:

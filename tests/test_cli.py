@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from analyses import anisotropy, figures
@@ -87,7 +88,28 @@ def test_result_file_says_how_it_was_computed_and_figures_redraw(tmp_path):
     paths = figures.redraw(str(out))
     assert {p.name for p in paths} == {"anisotropy.png", "anisotropy.pdf", "anisotropy-layers.png",
                                        "anisotropy-layers.pdf"}
-    assert all(p.stat().st_size > 1000 for p in paths)
+    # the figures show the saved numbers: line y-data = layer statistics, histogram heights = counts
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import StepPatch
+
+    fig = anisotropy.plot_layers([doc, gpt])
+    for ax, (key, _) in zip(fig.axes, anisotropy.LAYER_PANELS):
+        model_lines = [ln for ln in ax.get_lines() if ln.get_label() in ("tiny-bert", "tiny-gpt2")]
+        for ln, res in zip(model_lines, (doc, gpt)):
+            assert ln.get_label() == res["model_name"]
+            np.testing.assert_allclose(ln.get_ydata(), [row[key] for row in res["layers"]])
+    # tiny-gpt2's last hidden state is after ln_f: its last point is marked, tiny-bert's is not
+    assert gpt["model"]["final_norm_on_last_hidden"] and not doc["model"]["final_norm_on_last_hidden"]
+    marks = [ln.get_label() for ln in fig.axes[0].get_lines() if "final norm" in ln.get_label()]
+    assert marks == ["tiny-gpt2: last layer after the final norm"]
+    plt.close(fig)
+    fig = anisotropy.plot([doc])
+    for ax, level in zip(fig.axes, ("token", "sentence")):
+        (patch,) = [p for p in ax.patches if isinstance(p, StepPatch)]
+        counts = np.asarray(doc["layers"][doc["headline_layer"]][level]["counts"], float)
+        heights, edges = patch.get_data()[:2]
+        np.testing.assert_allclose(heights * np.diff(edges) * counts.sum(), counts)
+    plt.close(fig)
 
 
 def test_second_run_reuses_the_cache(tmp_path, monkeypatch):

@@ -284,10 +284,11 @@ def table_rows(result: dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-def plot(results: list[dict], axes=None, layer: int | None = None):
+def plot(results: list[dict], ax=None, layer: int | None = None):
     """Fig. 6: one column per model; token cosines on top, sentence cosines below.
 
     ``layer`` overrides each result's headline layer. Returns the figure."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if axes is None:
@@ -326,8 +327,9 @@ LAYER_PANELS = (("baseline_cosine", "random-token cosine\n(anisotropy baseline)"
                 ("mev", "max. explainable variance"))
 
 
-def plot_layers(results: list[dict], axes=None):
+def plot_layers(results: list[dict], ax=None):
     """Ethayarajh's statistics against depth (layer / L), one line per model."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if axes is None:

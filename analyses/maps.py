@@ -319,10 +319,11 @@ def _summaries(results: list[dict]):
             yield f"C{c % 10}", ls, m, f"{res['model_name']} ({kind})"
 
 
-def plot(results: list[dict], axes=None):
+def plot(results: list[dict], ax=None):
     """Locality: (a) offset profile averaged over layers, (b) local share by layer (heads as dots),
     one line per model and map kind; (c) gate shares by layer when a model has gate maps (the S-LSTM,
     which has no attention). Returns the figure."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     pair, gates = list(_summaries(results)), gate_maps(results)

@@ -206,8 +206,9 @@ def markdown_table(results: list[dict]) -> str:
 # ----------------------------------------------------------------------------- plots
 
 
-def plot(results: list[dict], axes=None):
+def plot(results: list[dict], ax=None):
     """Token- and word-level perplexity against overlap, one line per model."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if axes is None:

@@ -327,8 +327,9 @@ def _panels(results: list[dict], axes):
     return sizes, axes, axes[0].figure, _model_colors(results)
 
 
-def plot(results: list[dict], axes=None):
+def plot(results: list[dict], ax=None):
     """k versus p: one panel per window length, one line per model (mean ± std over windows)."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     sizes, axes, fig, colors = _panels(results, axes)
     for ax, n in zip(axes, sizes):
         for r in results:
@@ -351,8 +352,9 @@ def plot(results: list[dict], axes=None):
     return fig
 
 
-def plot_spectrum(results: list[dict], axes=None):
+def plot_spectrum(results: list[dict], ax=None):
     """Mean r_k (cumulative explained variance) against k: one panel per window length."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     sizes, axes, fig, colors = _panels(results, axes)
     for ax, n in zip(axes, sizes):
         ps = set()

@@ -218,8 +218,9 @@ def _timed(res: dict) -> tuple[np.ndarray, np.ndarray]:
     return np.array([r["length"] for r in rows], float), np.array([r["median_s"] for r in rows], float)
 
 
-def plot(results: list[dict], axes=None):
+def plot(results: list[dict], ax=None):
     """Fig. 5-style: time vs length (log-log, fitted slopes) and the speed-up against the reference."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if axes is None:

@@ -330,8 +330,9 @@ def summary_line(result: dict) -> str:
 # ----------------------------------------------------------------------------- plots
 
 
-def plot(results: list[dict], axes=None):
+def plot(results: list[dict], ax=None):
     """Paired JSDs: A's against B's per context (below the diagonal: A stays closer to the topic)."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if axes is None:

@@ -168,12 +168,13 @@ def table_rows(result: dict) -> list[dict]:
 QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$", "cosine": r"cosine$(h_{l-1}, h_l)$"}
 
 
-def plot(results: list[dict], axes=None, relative_depth: bool | None = None, quantity: str = "distance"):
+def plot(results: list[dict], ax=None, relative_depth: bool | None = None, quantity: str = "distance"):
     """Fig. 7: token level left, sentence level right; one line per model (band: ± std over texts).
 
     ``quantity`` is "distance" (Fig. 7) or "cosine" (input/output cosine). x is the layer index
     l = 1..L, or the relative depth l / L when ``relative_depth`` (default: only when the models
     differ in depth); the axis label says which. Returns the figure."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if quantity not in QUANTITIES:
@@ -205,9 +206,9 @@ def plot(results: list[dict], axes=None, relative_depth: bool | None = None, qua
     return fig
 
 
-def plot_cosines(results: list[dict], axes=None, relative_depth: bool | None = None):
+def plot_cosines(results: list[dict], ax=None, relative_depth: bool | None = None):
     """The cosine between each layer's input and output, laid out like :func:`plot`."""
-    return plot(results, axes, relative_depth, quantity="cosine")
+    return plot(results, ax, relative_depth, quantity="cosine")
 
 
 def figures(results: list[dict], out: str) -> list:

@@ -10,6 +10,7 @@ minutes of retries.
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 
 import torch
@@ -49,7 +50,7 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
     if spec.source_type in ("package", "path"):
         try:
             return loader.from_pretrained(str(spec.local_path()), local_files_only=True, **common)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, pickle.UnpicklingError) as e:  # Unpickling: a refused unsafe .bin
             raise CheckpointError(f"model '{spec.name}': cannot load {spec.local_path()}: {e}") from None
     hub_id = spec.source["hub"]
     try:  # local cache first: no network needed once downloaded

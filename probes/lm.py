@@ -6,9 +6,16 @@ loads the same registry names with ``AutoModelForCausalLM`` (``trust_remote_code
 ``attn_implementation="eager"``, float32), and loads the ``recurrent`` family: a causal LM plus
 the recurrence module of :mod:`probes.recurrent` (recurrent GPT-2).
 
-    >>> from probes.lm import load_lm
+    >>> from probes.lm import load_lm, windowed_nll, greedy_windowed
     >>> lm = load_lm("gpt2-small-recurrent")     # an LM: .model, .tokenizer, .window, .recurrent
     >>> ids = lm.encode("It is a truth universally acknowledged ...")
+    >>> windowed_nll(lm, ids, T=128, o=0)["nll"]     # (n - 1,) per-target NLL, windowed execution
+    >>> greedy_windowed(lm, torch.tensor([ids[:128]]), 30, T=128, o=0)   # (1, 30) greedy tokens
+
+This is the only place a causal LM runs for an analysis: :func:`windowed_nll` scores a document
+and :func:`greedy_windowed` generates, both by the window rule of :mod:`probes.windows`;
+:meth:`LM.sizes` gives what a FLOP count needs. ``analyses.perplexity`` and ``analyses.topics``
+consume their outputs.
 
 Registry entries of family ``recurrent`` (``kind: causal``) come in two forms:
 

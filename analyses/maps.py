@@ -131,7 +131,7 @@ def keep_tokens(maps: np.ndarray, keep: np.ndarray, renormalise: bool = True) ->
 def map_names(acts: Activations) -> list[str]:
     """The per-text maps the activations hold: "attention" first, then those the encoder declared."""
     if not acts.maps:
-        raise ProbeError("these activations were captured without maps: extract with attentions=True")
+        raise ProbeError("these activations were captured without maps: extract with maps=True")
     return sorted(acts.maps, key=lambda name: name != "attention")  # stable: declared order after attention
 
 

@@ -173,7 +173,7 @@ def test_cache_hit_does_not_load_model(tmp_path, monkeypatch):
         np.testing.assert_array_equal(getattr(second, f), getattr(first, f))
     assert second.tokens == first.tokens and second.texts == TEXTS
     assert second.meta == first.meta
-    # a miss really does need the model: different texts, or attentions=True
+    # a miss really does need the model: different texts, or maps=True
     with pytest.raises(AssertionError, match="was loaded"):
         run("tiny-bert", TEXTS[:-1], cache_dir=tmp_path)
     with pytest.raises(AssertionError, match="was loaded"):

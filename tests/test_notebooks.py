@@ -42,7 +42,7 @@ for res in results.values():
     assert [r["length"] for r in res["rows"]] == LENGTHS and all(r["median_s"] > 0 for r in timed)
 """,
     "topics": """
-jsd = np.asarray(result["jsd_a"] + result["jsd_b"])
+jsd = np.concatenate([result["jsd_a"], result["jsd_b"]])
 assert result["statistics"]["n_contexts"] == len(records) == N and ((0 <= jsd) & (jsd <= 1)).all()
 assert np.isclose(result["statistics"]["mean_jsd_a"], np.mean(result["jsd_a"]))
 """,

@@ -37,7 +37,11 @@ def redraw(out: str, models: list[str] | None = None) -> list[Path]:
         if not saved or wanted == []:
             continue
         module = importlib.import_module(f"analyses.{name}")
-        paths += module.figures(read_results(out, name, wanted), out)
+        try:
+            paths += module.figures(read_results(out, name, wanted), out)
+        except (KeyError, TypeError, IndexError) as e:  # a result written by another version of the suite
+            raise ProbeError(f"the saved {name} results under {out}/results/{name} do not have the layout this "
+                             f"version draws (missing {e}); run python -m analyses.{name} again") from None
     return paths
 
 

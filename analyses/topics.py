@@ -98,15 +98,23 @@ class Config:
 def js_divergence(p, q):
     """Jensen-Shannon divergence in bits (base 2): 0.5 KL(p || m) + 0.5 KL(q || m), m = (p + q) / 2.
 
-    The divergence itself, in [0, 1]: the square of scipy's distance
-    (``scipy.spatial.distance.jensenshannon(p, q, base=2) ** 2``). Rows (last axis) of ``p`` and
-    ``q`` are distributions. Returns a float for 1-D inputs, else an array."""
-    from scipy.spatial.distance import jensenshannon
+    The divergence itself, in [0, 1], not scipy's distance (its square root). Rows (last axis) of
+    ``p`` and ``q`` are distributions; 0 log 0 = 0. Returns a float for 1-D inputs, else an array.
 
+    Written out rather than ``scipy.spatial.distance.jensenshannon(p, q, base=2) ** 2`` because
+    scipy renormalises p and q first: the LDA topic distributions are normalised in float32 (gensim's
+    gamma), so that renormalisation moves the reported JSDs by up to 8e-8 (measured on the demo)."""
     p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
     if p.shape != q.shape:
         raise ProbeError(f"js_divergence: shapes differ, {p.shape} vs {q.shape}")
-    d = np.clip(jensenshannon(p, q, base=2, axis=-1) ** 2, 0.0, 1.0)
+    m = 0.5 * (p + q)
+
+    def kl(a):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(a > 0, a * np.log2(a / m), 0.0)
+        return terms.sum(-1)
+
+    d = np.clip(0.5 * kl(p) + 0.5 * kl(q), 0.0, 1.0)
     return float(d) if d.ndim == 0 else d
 
 

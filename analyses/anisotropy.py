@@ -29,7 +29,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from analyses.common import (
+    SentenceConfig,
     arg,
+    mark_final_norm,
     parse_config,
     result_header,
     run_main,
@@ -43,24 +45,17 @@ BLOCK_ELEMENTS = 2**23  # gram-matrix block size (floats) for the streaming path
 
 
 @dataclass
-class Config:
+class Config(SentenceConfig):
     """Cosine-similarity distributions and Ethayarajh's anisotropy statistics, per layer."""
 
-    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
     layer: int = arg(-1, "layer drawn in the Fig. 6 histogram (0 = embeddings, -1 = last); all are computed")
-    n_tokens: int = arg(5000, "random token occurrences N (C(N,2) pairs)")
-    n_sentences: int = arg(5000, "random sentences (their tokens are the token pool)")
-    seed: int = arg(0, "seed for every random choice")
-    bins: int = arg(100, "histogram bins on [-1, 1]")
+    n_tokens: int = arg(5000, "random token occurrences N (C(N,2) pairs)", min=2)
+    bins: int = arg(100, "histogram bins on [-1, 1]", min=1)
     keep_special: bool = arg(False, "include special tokens ([CLS], [SEP], <s>, ...) in token statistics")
-    min_occurrences: int = arg(5, "self-similarity / MEV: token types seen in at least this many sentences")
-    max_occurrences: int = arg(20, "self-similarity / MEV: at most this many occurrences per type (seeded)")
-    max_types: int = arg(1000, "self-similarity / MEV: at most this many token types (seeded)")
-    exact_limit: int = arg(50_000_000, "above this many pairs, quantiles come from the histogram (streaming)")
-    batch_size: int = arg(32, "texts per forward pass")
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+    min_occurrences: int = arg(5, "self-similarity / MEV: token types seen in at least this many sentences", min=2)
+    max_occurrences: int = arg(20, "self-similarity / MEV: at most this many occurrences per type (seeded)", min=2)
+    max_types: int = arg(1000, "self-similarity / MEV: at most this many token types (seeded)", min=1)
+    exact_limit: int = arg(50_000_000, "above this many pairs, quantiles come from the histogram (streaming)", min=1)
 
 
 # ----------------------------------------------------------------------------- pairwise cosines
@@ -250,9 +245,9 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
         layers.append(row)
     return {
         **result_header(acts, cfg),
+        "headline_layer": layer,
         "definitions": {
             "layers": "0 = embedding output, l = output of layer l",
-            "headline_layer": layer,
             "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
             "sentence_vector": acts.meta["model"]["sentence_vector"],
             "histogram_edges": f"numpy.linspace(-1, 1, {cfg.bins + 1}); values clipped to [-1, 1]",
@@ -289,10 +284,11 @@ def table_rows(result: dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-def plot(results: list[dict], axes=None, layer: int | None = None):
+def plot(results: list[dict], ax=None, layer: int | None = None):
     """Fig. 6: one column per model; token cosines on top, sentence cosines below.
 
     ``layer`` overrides each result's headline layer. Returns the figure."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if axes is None:
@@ -302,7 +298,7 @@ def plot(results: list[dict], axes=None, layer: int | None = None):
         axes = np.asarray(axes).reshape(2, len(results))
         fig = axes[0, 0].figure
     for col, res in enumerate(results):
-        lyr = res["definitions"]["headline_layer"] if layer is None else layer
+        lyr = res["headline_layer"] if layer is None else layer
         row = res["layers"][lyr]
         for r, level in enumerate(("token", "sentence")):
             ax, s = axes[r, col], row[level]
@@ -331,8 +327,9 @@ LAYER_PANELS = (("baseline_cosine", "random-token cosine\n(anisotropy baseline)"
                 ("mev", "max. explainable variance"))
 
 
-def plot_layers(results: list[dict], axes=None):
+def plot_layers(results: list[dict], ax=None):
     """Ethayarajh's statistics against depth (layer / L), one line per model."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if axes is None:
@@ -343,7 +340,8 @@ def plot_layers(results: list[dict], axes=None):
         x = np.arange(L + 1)
         for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
             y = [row.get(key, np.nan) for row in res["layers"]]
-            ax.plot(x, y, marker="o", ms=3, label=res["model_name"])
+            line, = ax.plot(x, y, marker="o", ms=3, label=res["model_name"])
+            mark_final_norm(ax, res, x, y, line.get_color())
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
     np.ravel(axes)[0].legend(fontsize=7)

@@ -1,87 +1,47 @@
-"""What every analysis shares: config dataclass -> CLI, result files, figures, error handling.
+"""What every analysis shares: config groups, result files, figures (the CLI helpers come from probes.cli).
 
-* A config is a dataclass whose fields are declared with :func:`arg` (default + one line of help);
-  :func:`parse_config` builds the argparse CLI from it, so flags and docs never drift apart.
+* A config is a dataclass whose fields are declared with :func:`probes.cli.arg` (default, one line
+  of help, valid range); :func:`probes.cli.parse_config` builds the validated CLI from it.
+  :class:`SentenceConfig` = models + corpus + run settings + sentence sample, shared by the
+  sentence-level analyses.
 * :func:`write_result` writes ``<out>/results/<analysis>/<model>.json`` and ``.csv`` atomically;
   the JSON holds the numbers and everything that produced them (config, model identity,
   corpus identity, package versions). No timestamps: equal inputs give byte-identical files.
 * :func:`save_figure` writes PNG + PDF into ``<out>/figures/``.
-* :func:`run_main` turns a :class:`probes.ProbeError` into one line on stderr and exit code 2.
+* :func:`run_main` turns a user error into one line on stderr and exit code 2 (see probes.cli).
+* Result JSON is strict: a non-finite number is written as null and listed under ``nulls``.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import io
 import json
+import math
 import os
 import platform
-import sys
-import types
-import typing
 from pathlib import Path
 
 import numpy as np
 
+from probes.cli import ModelsConfig, RunConfig, arg, check_device, check_writable, parse_config, run_main, unique
 from probes.errors import ProbeError
+from probes.io import atomic_write, strict_json
 
-# ----------------------------------------------------------------------------- config -> CLI
-
-
-def arg(default, help: str):
-    """A config field with its default and one line of documentation (shown by --help)."""
-    if isinstance(default, (list, dict)):
-        return dataclasses.field(default_factory=lambda: type(default)(default), metadata={"help": help})
-    return dataclasses.field(default=default, metadata={"help": help})
+# The config -> CLI helpers and the atomic write live in probes/ (both sides use them); they are
+# re-exported here so an analysis imports everything it needs from one module.
+__all__ = ["ModelsConfig", "RunConfig", "SentenceConfig", "arg", "atomic_write", "check_device", "check_writable",
+           "config_dict", "mark_final_norm", "parse_config", "provenance", "read_results", "result_header",
+           "result_paths", "run_main", "save_drawings", "save_figure", "unique", "write_result"]
 
 
-def _base_type(tp):
-    """(type, is_list) for int/float/str/bool, list[...], and X | None."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        tp = next(a for a in typing.get_args(tp) if a is not type(None))
-        origin = typing.get_origin(tp)
-    if origin is list:
-        return typing.get_args(tp)[0], True
-    return tp, False
 
+@dataclasses.dataclass
+class SentenceConfig(RunConfig, ModelsConfig):
+    """The sentence-level analyses' common fields: models, corpus, run, and the sentence sample."""
 
-def parse_config(cls, argv: list[str] | None = None, description: str | None = None):
-    """Build an argparse CLI from dataclass ``cls`` and return the parsed config."""
-    parser = argparse.ArgumentParser(description=description or cls.__doc__)
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        flag = "--" + f.name.replace("_", "-")
-        tp, is_list = _base_type(hints[f.name])
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        help_text = f"{f.metadata.get('help', '')} (default: {default})".replace("%", "%%")  # argparse formats %
-        kw = {"help": help_text, "dest": f.name}
-        if tp is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, **kw)
-        elif is_list:
-            kw["help"] += "; repeat the flag for several"
-            parser.add_argument(flag, action="append", type=tp, default=None, metavar=f.name.upper(), **kw)
-        else:
-            parser.add_argument(flag, type=tp, default=default, metavar=f.name.upper(), **kw)
-    ns = vars(parser.parse_args(argv))
-    for f in dataclasses.fields(cls):
-        if ns[f.name] is None and _base_type(hints[f.name])[1]:
-            ns[f.name] = f.default_factory()
-    return cls(**ns)
-
-
-def run_main(main, argv: list[str] | None = None) -> None:
-    """Run a CLI entry point: user errors become one line on stderr and exit status 2."""
-    try:
-        main(argv)
-    except ProbeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        print("interrupted: finished work is cached; run the same command again to resume", file=sys.stderr)
-        sys.exit(130)
+    n_sentences: int = arg(5000, "random sentences (the same sample and cache for every sentence analysis)", min=1)
 
 
 # ----------------------------------------------------------------------------- provenance
@@ -103,29 +63,25 @@ def provenance() -> dict:
 # ----------------------------------------------------------------------------- results on disk
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _jsonable(x):
+def _jsonable(x, nulls: list | None = None, where: str = ""):
+    """JSON-ready copy of ``x``: floats rounded to 8 decimals; a non-finite float becomes None
+    (null) and its place is appended to ``nulls``."""
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): _jsonable(v, nulls, f"{where}/{k}") for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [_jsonable(v, nulls, f"{where}/{i}") for i, v in enumerate(x)]
     if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
+        return _jsonable(x.tolist(), nulls, where)
     if isinstance(x, np.integer):
         return int(x)
-    if isinstance(x, np.floating):
+    if isinstance(x, (float, np.floating)):
+        if not math.isfinite(x):
+            if nulls is not None:
+                nulls.append(where)
+            return None
         return round(float(x), 8)
-    if isinstance(x, float):
-        return round(x, 8)
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return _jsonable(dataclasses.asdict(x))
+        return _jsonable(dataclasses.asdict(x), nulls, where)
     if isinstance(x, Path):
         return str(x)
     return x
@@ -140,8 +96,11 @@ def write_result(out: str | os.PathLike, analysis: str, model: str, result: dict
                  rows: list[dict]) -> tuple[Path, Path]:
     """Atomically write the result JSON (numbers + settings) and a flat CSV table."""
     json_path, csv_path = result_paths(out, analysis, model)
-    doc = _jsonable({"analysis": analysis, "model_name": model, **result, "provenance": provenance()})
-    atomic_write(json_path, (json.dumps(doc, indent=1, sort_keys=False) + "\n").encode())
+    nulls: list[str] = []
+    doc = _jsonable({"analysis": analysis, "model_name": model, **result, "provenance": provenance()}, nulls)
+    if nulls:  # strict JSON: no bare NaN; say where a number is missing and why
+        doc["nulls"] = {"paths": nulls, "reason": "not a finite number (an empty mean or a degenerate ratio)"}
+    atomic_write(json_path, (strict_json(doc) + "\n").encode())
     buf = io.StringIO()
     if rows:
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
@@ -161,7 +120,14 @@ def read_results(out: str | os.PathLike, analysis: str, models: list[str] | None
     missing = [p for p in paths if not p.exists()]
     if missing:
         raise ProbeError(f"no saved result {missing[0]}: run python -m analyses.{analysis} first")
-    return [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    paths = list(dict.fromkeys(paths))
+    docs = []
+    for p in paths:
+        try:
+            docs.append(json.loads(p.read_text(encoding="utf-8")))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ProbeError(f"{p} is not a valid result file ({e}); run the analysis again") from None
+    return docs
 
 
 def save_figure(fig, out: str | os.PathLike, name: str) -> list[Path]:
@@ -190,6 +156,15 @@ def save_drawings(results: list[dict], out: str | os.PathLike, drawings) -> list
         paths += save_figure(fig, out, name)
         plt.close(fig)
     return paths
+
+
+def mark_final_norm(ax, result: dict, x, y, color=None) -> None:
+    """Circle the last layer's point when the model's hidden[L] includes a final norm that the
+    other layers lack (``model.final_norm_on_last_hidden``, e.g. GPT-2's ln_f): that step is a
+    convention of the library, not the model's last layer alone."""
+    if result.get("model", {}).get("final_norm_on_last_hidden", False):
+        ax.plot([x[-1]], [y[-1]], ls="none", marker="s", ms=8, mfc="none", mew=1.0, color=color,
+                label=f"{result['model_name']}: last layer after the final norm")
 
 
 def result_header(acts, cfg) -> dict:

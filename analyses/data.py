@@ -1,4 +1,4 @@
-"""Corpus -> texts -> cached Activations: the one data path the analysis CLIs share.
+"""Corpus -> texts -> cached Activations: the one data path the sentence-level analysis CLIs share.
 
     $ python -c "from analyses.data import sentence_activations as s; print(s('minilm-l6', 'default', 100, 0))"
 """
@@ -7,38 +7,44 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analyses.common import read_results, write_result
+from analyses.common import check_device, check_writable, read_results, unique, write_result
 from probes.activations import Activations, extract
 from probes.corpus import load_corpus, sample_sentences
 from probes.registry import get_spec
 
 
 def sentence_activations(model: str, corpus: str, n_sentences: int, seed: int, out: str = "out",
-                         batch_size: int = 32, device: str = "cpu", attentions: bool = False,
+                         batch_size: int = 32, device: str = "cpu", maps: bool = False,
                          min_words: int = 5, max_words: int = 60) -> Activations:
-    """Activations of ``n_sentences`` seeded random sentences of ``corpus`` (cached under out/cache).
+    """Activations of ``n_sentences`` seeded random sentences of ``corpus`` (cached under out/cache);
+    ``meta["corpus"]`` records the corpus identity and the sampling.
 
     The model name is checked before the corpus is read, so a typo fails at once."""
     get_spec(model)
     corp = load_corpus(None if corpus == "default" else corpus)
     texts = sample_sentences(corp, n_sentences, seed=seed, min_words=min_words, max_words=max_words)
-    acts = extract(model, texts, attentions=attentions, batch_size=batch_size,
-                   cache_dir=Path(out) / "cache", device=device)
-    acts.meta["corpus"] = {**corp.identity(), "unit": "sentence", "n_sampled": len(texts), "seed": seed,
-                           "min_words": min_words, "max_words": max_words}
-    return acts
+    ident = {**corp.identity(), "unit": "sentence", "n_sampled": len(texts), "seed": seed,
+             "min_words": min_words, "max_words": max_words}
+    return extract(model, texts, maps=maps, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
+                   corpus=ident)
 
 
-def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, attentions: bool = False) -> None:
-    """The CLI body of the sentence-level analyses: for each ``cfg.model``, the cached activations of
-    the seeded sentence sample -> ``compute`` -> result files; then ``figures`` for all the models."""
-    for name in cfg.model:
+def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps: bool = False) -> None:
+    """The CLI body of the sentence-level analyses: for each ``cfg.model`` (repeats once), the cached
+    activations of the seeded sentence sample -> ``compute`` -> result files; then ``figures`` for
+    all the models. Names, device and ``--out`` are checked before any model runs."""
+    models = unique(cfg.model)
+    for name in models:
+        get_spec(name)
+    check_device(cfg.device)
+    check_writable(cfg.out)
+    for name in models:
         acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                    batch_size=cfg.batch_size, device=cfg.device, attentions=attentions)
+                                    batch_size=cfg.batch_size, device=cfg.device, maps=maps)
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, analysis, name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")
-    paths = figures(read_results(cfg.out, analysis, cfg.model), cfg.out)
+    paths = figures(read_results(cfg.out, analysis, models), cfg.out)
     print("figures: " + ", ".join(str(p) for p in paths))
 
 

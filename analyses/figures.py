@@ -12,7 +12,8 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyses.common import arg, parse_config, read_results, run_main
+from analyses.common import arg, parse_config, read_results, run_main, unique
+from probes.errors import ProbeError
 
 ANALYSES = (  # modules under analyses/ that save results and draw figures
     "anisotropy", "redundancy", "transitions", "maps", "speed", "perplexity", "topics", "probing", "similarity",
@@ -36,15 +37,21 @@ def redraw(out: str, models: list[str] | None = None) -> list[Path]:
         if not saved or wanted == []:
             continue
         module = importlib.import_module(f"analyses.{name}")
-        paths += module.figures(read_results(out, name, wanted), out)
+        try:
+            paths += module.figures(read_results(out, name, wanted), out)
+        except (KeyError, TypeError, IndexError) as e:  # a result written by another version of the suite
+            raise ProbeError(f"the saved {name} results under {out}/results/{name} do not have the layout this "
+                             f"version draws (missing {e}); run python -m analyses.{name} again") from None
     return paths
 
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    paths = redraw(cfg.out, cfg.model)
+    paths = redraw(cfg.out, unique(cfg.model))
     if not paths:
-        print(f"no saved results under {cfg.out}/results: run an analysis first (e.g. make demo)")
+        which = f" for {', '.join(cfg.model)}" if cfg.model else ""
+        raise ProbeError(f"nothing to draw: no saved results{which} under {cfg.out}/results "
+                         "(run an analysis first, e.g. make demo)")
     for p in paths:
         print(p)
 

@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
     for name in cfg.model:
         acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                    batch_size=cfg.batch_size, device=cfg.device, attentions=True)
+                                    batch_size=cfg.batch_size, device=cfg.device, maps=True)
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, "mog", name, result.to_json(), table_rows(result))
         print(f"{name}: wrote {json_path}")

@@ -41,7 +41,7 @@ window does not repeat). A plain model runs them independently (batched).
           [--out out]
 
 Default data: the held-out part of the default corpus (the last 10% of every book, cut at a
-paragraph break; :func:`probes.lm.split_text`), never seen by ``probes.train_lm``. Writes
+paragraph break; :func:`probes.corpus.split_text`), never seen by ``recipes.train_lm``. Writes
 out/results/perplexity/<model>.json (+ .csv, one row per (T, o)), out/results/perplexity/table.md
 (Tables 1-2: models x overlaps), out/figures/perplexity.{png,pdf} (perplexity vs overlap) and
 out/figures/perplexity-flops.{png,pdf} (perplexity vs FLOPs/token, the paper's Fig. 5).
@@ -54,20 +54,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from analyses.common import (
     arg,
     atomic_write,
+    check_device,
+    check_writable,
     config_dict,
     parse_config,
     read_results,
     run_main,
     save_drawings,
+    unique,
     write_result,
 )
+from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
 from probes.errors import ProbeError
+from probes.lm import load_lm, need_causal, windowed_nll
+from probes.registry import get_spec
+from probes.windows import check_window
 
 
 @dataclass
@@ -76,118 +82,21 @@ class Config:
 
     model: list[str] = arg(["gpt2-small-base", "gpt2-small-recurrent"], "causal LMs from checkpoints.yaml")
     window: int = arg(0, "window T in tokens (0: each model's own: its recurrence training window, else its "
-                         "longest input)")
-    overlap: list[int] = arg([0, 30], "overlap o between consecutive windows (windows start every T - o tokens)")
+                         "longest input)", min=0)
+    overlap: list[int] = arg([0, 30], "overlap o between consecutive windows (windows start every T - o tokens)",
+                             min=0)
     corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    split: str = arg("heldout", "part of every document: heldout (last 10%), train (first 90%) or all")
-    n_documents: int = arg(0, "evaluate this many documents, drawn with the seed (0: all)")
-    max_tokens: int = arg(0, "evaluate at most this many tokens of each document (0: all)")
-    seed: int = arg(0, "seed for the document draw")
-    batch_size: int = arg(16, "windows per forward pass (plain models)")
+    split: str = arg("heldout", "part of every document: heldout (last 10%), train (first 90%) or all",
+                     choices=SPLITS)
+    n_documents: int = arg(0, "evaluate this many documents, drawn with the seed (0: all)", min=0)
+    max_tokens: int = arg(0, "evaluate at most this many tokens of each document (0: all)", min=0)
+    seed: int = arg(0, "seed for the document draw", min=0, max=2**32 - 1)
+    batch_size: int = arg(16, "windows per forward pass (plain models)", min=1)
     device: str = arg("cpu", "torch device")
     out: str = arg("out", "output root: results/ and figures/ go below it")
 
 
-# ----------------------------------------------------------------------------- windows
-
-
-def window_starts(n: int, T: int, o: int) -> list[int]:
-    """Start of every window over a document of n tokens: 0, T-o, 2(T-o), ... until the window
-    that predicts the last token (t_{n-1}) is included."""
-    check_window(T, o)
-    if n < 2:
-        return []
-    stride = T - o
-    k_last = 0 if n - 1 <= T else math.ceil((n - 1 - T) / stride)
-    return [k * stride for k in range(k_last + 1)]
-
-
-def check_window(T: int, o: int) -> None:
-    if T < 1:
-        raise ProbeError(f"window must be a positive number of tokens, got {T}")
-    if not 0 <= o < T:
-        raise ProbeError(f"overlap {o} must be in [0, window) = [0, {T})")
-
-
-def scoring_context_start(p: int, T: int, o: int) -> int:
-    """Where the context of target t_p starts (the window that scores it): k (T - o) with
-    k = 0 if p <= T else ceil((p - T) / (T - o))."""
-    return 0 if p <= T else math.ceil((p - T) / (T - o)) * (T - o)
-
-
-def _plan(n: int, T: int, o: int) -> list[tuple[int, int, int]]:
-    """(start, n_inputs, first scored position) of every window; position j predicts t_{start+j+1}."""
-    plan = []
-    for k, s in enumerate(window_starts(n, T, o)):
-        n_in = min(T, n - 1 - s)  # inputs whose target exists
-        plan.append((s, n_in, 0 if k == 0 else o))
-    return plan
-
-
-def _target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return torch.log_softmax(logits.float(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-
-
-@torch.inference_mode()
-def windowed_nll(lm, ids: list[int], T: int, o: int, batch_size: int = 16) -> dict:
-    """Per-target negative log-likelihoods (n - 1,) of one document under windowed execution.
-
-    Returns {"nll": float64 array for targets t_1..t_{n-1}, "n_windows", "tokens_processed",
-    "window_lengths"}."""
-    device = lm.device
-    x = torch.tensor(ids, dtype=torch.long, device=device)
-    plan = _plan(len(ids), T, o)
-    nll = np.full(max(len(ids) - 1, 0), np.nan)
-
-    def put(s, first, n_in, logp):
-        nll[s + first:s + n_in] = -logp[first:n_in].double().cpu().numpy()
-
-    if lm.recurrent:
-        h_prev = None
-        for k, (s, n_in, first) in enumerate(plan):
-            out = lm.model(x[s:s + n_in].unsqueeze(0), h_prev=h_prev, pool_len=T - o,
-                           need_state=k + 1 < len(plan))
-            put(s, first, n_in, _target_logprobs(out.logits[0], x[s + 1:s + n_in + 1]))
-            h_prev = out.h_next
-    else:
-        full = [w for w in plan if w[1] == T]
-        rest = [w for w in plan if w[1] != T]
-        for b in range(0, len(full), batch_size):
-            chunk = full[b:b + batch_size]
-            inp = torch.stack([x[s:s + T] for s, _, _ in chunk])
-            tgt = torch.stack([x[s + 1:s + T + 1] for s, _, _ in chunk])
-            logp = _target_logprobs(lm.model(input_ids=inp).logits, tgt)
-            for (s, n_in, first), lp in zip(chunk, logp):
-                put(s, first, n_in, lp)
-        for s, n_in, first in rest:
-            logits = lm.model(input_ids=x[s:s + n_in].unsqueeze(0)).logits[0]
-            put(s, first, n_in, _target_logprobs(logits, x[s + 1:s + n_in + 1]))
-    if np.isnan(nll).any():
-        raise AssertionError("windowed_nll left a target unscored")  # a bug, not a user error
-    return {"nll": nll, "n_windows": len(plan), "tokens_processed": int(sum(w[1] for w in plan)),
-            "window_lengths": [w[1] for w in plan], "pool_lengths": [min(T - o, w[1]) for w in plan[:-1]]}
-
-
 # ----------------------------------------------------------------------------- FLOPs
-
-
-def non_embedding_parameters(model) -> int:
-    """Parameters of a causal LM minus its input/position embeddings and an untied output matrix."""
-    skip = set()
-    emb = model.get_input_embeddings()
-    skip.update(id(p) for p in emb.parameters())
-    out = model.get_output_embeddings()
-    if out is not None:
-        skip.update(id(p) for p in out.parameters())
-    for name, mod in model.named_modules():
-        if name.endswith(("wpe", "position_embeddings", "embed_positions")):
-            skip.update(id(p) for p in mod.parameters())
-    seen, total = set(), 0
-    for p in model.parameters():
-        if id(p) not in skip and id(p) not in seen:
-            seen.add(id(p))
-            total += p.numel()
-    return total
 
 
 def kaplan_flops(n_nonembedding: int, n_layer: int, d_model: int, n_ctx: int) -> float:
@@ -195,15 +104,12 @@ def kaplan_flops(n_nonembedding: int, n_layer: int, d_model: int, n_ctx: int) ->
     return 2.0 * n_nonembedding + 2.0 * n_layer * n_ctx * d_model
 
 
-def flops(lm, T: int, o: int, window_lengths: list[int], pool_lengths: list[int]) -> float:
-    """Total forward FLOPs of a windowed pass (see the module docstring)."""
-    base = lm.base
-    cfg = base.config
-    per_token = kaplan_flops(non_embedding_parameters(base), cfg.num_hidden_layers, cfg.hidden_size, T)
-    total = per_token * sum(window_lengths)
-    if lm.recurrent:
-        d, L = cfg.hidden_size, cfg.num_hidden_layers
-        ffn = sum(p.numel() for p in lm.model.recurrence.ffn.parameters())
+def flops(sizes: dict, recurrent: bool, T: int, window_lengths: list[int], pool_lengths: list[int]) -> float:
+    """Total forward FLOPs of a windowed pass (see the module docstring); ``sizes``: ``LM.sizes()``."""
+    d, L = sizes["d_model"], sizes["n_layer"]
+    total = kaplan_flops(sizes["non_embedding_parameters"], L, d, T) * sum(window_lengths)
+    if recurrent:
+        ffn = sizes["recurrence_ffn_parameters"]
         total += sum(2.0 * ffn + 2.0 * L * n * d for n in pool_lengths)  # h_next of every window but the last
         total += sum(6.0 * d * d + 4.0 * d * n for n in window_lengths[1:])  # the slot in windows 2..
     return total
@@ -214,9 +120,6 @@ def flops(lm, T: int, o: int, window_lengths: list[int], pool_lengths: list[int]
 
 def evaluation_documents(lm, cfg: Config) -> tuple[list[tuple[str, list[int], int]], dict]:
     """[(name, ids, n_words)] of the documents to score, and the corpus identity."""
-    from probes.corpus import load_corpus, sample_documents
-    from probes.lm import corpus_split
-
     corpus = corpus_split(load_corpus(None if cfg.corpus == "default" else cfg.corpus), cfg.split)
     docs = list(corpus.documents) if cfg.n_documents <= 0 else sample_documents(corpus, cfg.n_documents, cfg.seed)
     out = []
@@ -251,6 +154,7 @@ def compute(lm, cfg: Config | None = None, documents=None) -> dict:
     T = resolve_window(lm, cfg)
     docs, corpus_id = documents if documents is not None else evaluation_documents(lm, cfg)
     rows = []
+    sizes = lm.sizes()
     for o in cfg.overlap:
         nll_sum, n_tok, n_words, n_win, processed, fl = 0.0, 0, 0, 0, 0, 0.0
         for _, ids, words in tqdm(docs, desc=f"perplexity {lm.name} T={T} o={o}", unit="doc"):
@@ -260,23 +164,25 @@ def compute(lm, cfg: Config | None = None, documents=None) -> dict:
             n_words += words
             n_win += r["n_windows"]
             processed += r["tokens_processed"]
-            fl += flops(lm, T, o, r["window_lengths"], r["pool_lengths"])
+            fl += flops(sizes, lm.recurrent, T, r["window_lengths"], r["pool_lengths"])
         rows.append({"model": lm.name, "recurrent": lm.recurrent, "window": T, "overlap": o,
                      "token_perplexity": math.exp(nll_sum / n_tok), "word_perplexity": math.exp(nll_sum / n_words),
                      "nll_per_token": nll_sum / n_tok, "scored_tokens": n_tok, "words": n_words,
                      "windows": n_win, "tokens_processed": processed, "flops_per_token": fl / n_tok})
-    notes = {}
+    notes, matches = {}, None
     if lm.recurrent:
-        trained = lm.model.config.overlap
+        trained = lm.describe()["recurrence"]["overlap"]
         notes["recurrence"] = (f"trained with overlap {trained}; h_prev pools each window's first T - o positions, "
                                "so at other overlaps it still summarises the text up to the next window's start "
                                "(the paper re-trains per overlap; its footnote 3 describes this remedy)")
-        notes["overlap_matches_training"] = {str(o): o == trained for o in cfg.overlap}
+        matches = {str(o): o == trained for o in cfg.overlap}
     return {
         "model_name": lm.name,
         "config": config_dict(cfg),
         "model": lm.describe(),
         "corpus": corpus_id,
+        "non_embedding_parameters": sizes["non_embedding_parameters"],
+        "overlap_matches_training": matches,  # recurrent models: is each overlap the one it was trained with?
         "definitions": {
             "windows": "windows of T tokens start every T - o tokens; a window's T inputs predict the T tokens "
                        "that follow each input; each window scores only targets no earlier window scored (the "
@@ -285,7 +191,6 @@ def compute(lm, cfg: Config | None = None, documents=None) -> dict:
             "word_perplexity": "exp(total NLL / whitespace-separated words of the evaluated text)",
             "flops_per_token": "(2 N_nonembedding + 2 n_layer T d_model) x tokens processed / tokens scored "
                                "(Kaplan et al. 2020), + the recurrence module's FFN, pooling and extra key/value",
-            "non_embedding_parameters": non_embedding_parameters(lm.base),
             **notes,
         },
         "rows": rows,
@@ -310,8 +215,9 @@ def markdown_table(results: list[dict]) -> str:
 # ----------------------------------------------------------------------------- plots
 
 
-def plot(results: list[dict], axes=None):
+def plot(results: list[dict], ax=None):
     """Token- and word-level perplexity against overlap, one line per model."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if axes is None:
@@ -362,22 +268,20 @@ def figures(results: list[dict], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from probes.lm import load_lm
-    from probes.registry import get_spec
-
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    models = unique(cfg.model)
     if not cfg.overlap:
         raise ProbeError("give at least one --overlap")
-    for name in cfg.model:  # every name is checked before any work
-        from probes.lm import _need_causal
-
-        _need_causal(get_spec(name))
-    for name in cfg.model:
+    for name in models:  # every name is checked before any work
+        need_causal(get_spec(name))
+    check_device(cfg.device)
+    check_writable(cfg.out)
+    for name in models:
         lm = load_lm(name, cfg.device)
         result = compute(lm, cfg)
         json_path, _ = write_result(cfg.out, "perplexity", name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")
-    results = read_results(cfg.out, "perplexity", cfg.model)
+    results = read_results(cfg.out, "perplexity", models)
     print(markdown_table(results), end="")
     paths = figures(results, cfg.out)
     print("figures: " + ", ".join(str(p) for p in paths))

@@ -12,7 +12,7 @@ for p in {0.90, 0.92, 0.94, 0.96, 0.98}. The result reports mean, std and count 
 windows for every (n, p), and the mean r_k curve. Fewer components = more redundant features.
 
     $ python -m analyses.redundancy --model minilm-l6 [--model tiny-bert] [--corpus PATH] [--layer L]
-          [--window 100 --window 300] [--n-windows 100] [--no-center] [--seed 0] [--out out]
+          [--window-length 100 --window-length 300] [--n-windows 100] [--no-center] [--seed 0] [--out out]
 
 Writes out/results/redundancy/<model>.json (+ .csv, one row per window size and threshold),
 out/results/redundancy/table6.md (Table 6: models x thresholds, one block per window size),
@@ -30,13 +30,18 @@ from pathlib import Path
 import numpy as np
 
 from analyses.common import (
+    ModelsConfig,
+    RunConfig,
     arg,
     atomic_write,
+    check_device,
+    check_writable,
     config_dict,
     parse_config,
     read_results,
     run_main,
     save_drawings,
+    unique,
     write_result,
 )
 from probes.activations import Activations
@@ -47,20 +52,15 @@ TOLERANCE = 1e-12  # r_k >= p - TOLERANCE: a ratio that is p up to rounding coun
 
 
 @dataclass
-class Config:
+class Config(RunConfig, ModelsConfig):
     """Principal components needed to keep 90-98% of a token window's variance (S-LSTM Table 6)."""
 
-    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
     layer: int = arg(-1, "layer whose states form H (0 = embeddings, -1 = last)")
-    window: list[int] = arg([100, 300], "window length n in tokens (special tokens not counted)")
-    threshold: list[float] = arg(list(THRESHOLDS), "retained-variance thresholds p in (0, 1]")
-    n_windows: int = arg(100, "windows per window length, drawn without overlap from running text")
+    window_length: list[int] = arg([100, 300], "window length n in tokens (special tokens not counted)", min=2)
+    threshold: list[float] = arg(list(THRESHOLDS), "retained-variance thresholds p in (0, 1]", max=1.0)
+    n_windows: int = arg(100, "windows per window length, drawn without overlap from running text", min=1)
     center: bool = arg(True, "centre H's columns (PCA); --no-center gives the raw SVD")
-    seed: int = arg(0, "seed for every random choice")
-    batch_size: int = arg(16, "windows per forward pass")
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+    batch_size: int = arg(16, "windows per forward pass", min=1)
 
 
 # ----------------------------------------------------------------------------- the statistic
@@ -88,7 +88,9 @@ def cumulative_variance(H: np.ndarray, center: bool = True) -> np.ndarray:
     return np.cumsum(e) / e.sum()
 
 
-def _k_from_ratio(r: np.ndarray, thresholds) -> np.ndarray:
+def k_from_ratio(r: np.ndarray, thresholds) -> np.ndarray:
+    """k(p): the fewest components whose cumulative variance ratio ``r`` reaches each threshold p
+    (up to TOLERANCE of rounding); a threshold outside (0, 1] is a user error."""
     p = np.asarray(thresholds, dtype=np.float64)
     if p.ndim != 1 or p.size == 0 or not ((p > 0) & (p <= 1)).all():
         raise ProbeError(f"thresholds must be in (0, 1], got {list(np.atleast_1d(thresholds))}")
@@ -100,7 +102,7 @@ def components_needed(H: np.ndarray, thresholds=THRESHOLDS, center: bool = True)
     """k(p) for each threshold p: the fewest principal components of H (n, d) whose squared singular
     values keep at least a fraction p of sum_i sigma_i^2. Columns are centred (PCA) when ``center``,
     else the raw SVD. SVD in float64; r_k >= p is tested as r_k >= p - 1e-12. (len(thresholds),) int."""
-    return _k_from_ratio(cumulative_variance(H, center), thresholds)
+    return k_from_ratio(cumulative_variance(H, center), thresholds)
 
 
 # ----------------------------------------------------------------------------- data: token windows
@@ -114,12 +116,12 @@ def check_window_lengths(model: str, windows: list[int], tokenizer=None) -> obje
     tok = tokenizer if tokenizer is not None else probes.load_tokenizer(model)
     for n in windows:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-            raise ProbeError(f"--window {n}: a window needs at least 2 tokens")
+            raise ProbeError(f"--window-length {n}: a window needs at least 2 tokens")
         if n + tok.n_special > tok.max_length:
             extra = f" plus its {tok.n_special} special tokens" if tok.n_special else ""
-            raise ProbeError(f"--window {n} is too long for model '{model}': {n} tokens{extra} = "
+            raise ProbeError(f"--window-length {n} is too long for model '{model}': {n} tokens{extra} = "
                              f"{n + tok.n_special} > its limit of {tok.max_length} tokens; "
-                             f"use --window {tok.max_length - tok.n_special} or less")
+                             f"use --window-length {tok.max_length - tok.n_special} or less")
     return tok
 
 
@@ -143,13 +145,14 @@ def window_activations(model: str, corpus: str, windows: list[int], n_windows: i
     result = []
     for n in windows:
         ids = token_windows(corp, encode, n, n_windows, seed)
-        acts = extract(model, ids, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device)
+        corpus_id = {**corp.identity(), "unit": "token window of running text", "window": n,
+                     "n_windows": len(ids), "seed": seed,
+                     "sampling": "probes.corpus.token_windows: non-overlapping, within one document"}
+        acts = extract(model, ids, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
+                       corpus=corpus_id)
         got, _ = window_matrices(acts, 0, load=False)
         if got != n:  # the encoder must add its own special tokens and flag exactly those
             raise ProbeError(f"model '{model}': windows of {n} ids came back with {got} non-special tokens")
-        acts.meta["corpus"] = {**corp.identity(), "unit": "token window of running text", "window": n,
-                               "n_windows": len(ids), "seed": seed,
-                               "sampling": "probes.corpus.token_windows: non-overlapping, within one document"}
         result.append(acts)
     return result
 
@@ -193,7 +196,7 @@ def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: b
     n, mats = window_matrices(acts, layer)
     with _one_blas_thread():
         curves = np.stack([cumulative_variance(H, center) for H in mats])  # (n_windows, min(n, d))
-    ks = np.stack([_k_from_ratio(r, thresholds) for r in curves])  # (n_windows, n_thresholds)
+    ks = np.stack([k_from_ratio(r, thresholds) for r in curves])  # (n_windows, n_thresholds)
     d = mats[0].shape[1]
     rows = [{"threshold": float(p), "mean": float(col.mean()), "std": float(col.std()),
              "median": float(np.median(col)), "min": int(col.min()), "max": int(col.max()), "count": len(col)}
@@ -235,19 +238,19 @@ def compute(acts: Activations | list[Activations], cfg: Config | None = None) ->
                                                     ("key", "n_texts", "n_tokens", "truncated_texts")}}
                         for w, a in zip(windows, acts_list)],
         "corpus": corpus,
+        "layer": layer,
+        "thresholds": [float(p) for p in cfg.threshold],
         "definitions": {
             "window": "n consecutive token ids cut from the running text of one document (paragraphs "
                       "tokenized separately and concatenated; never across documents), encoded as one sequence",
             "special_tokens": "added by the model around each window and excluded from H",
             "H": f"(n, d): the n window tokens' states at layer {layer} "
                  f"({'the last layer' if layer == L else 'embeddings' if layer == 0 else 'output of that layer'})",
-            "layer": layer,
             "layers": "0 = embedding output, l = output of layer l",
             "centring": "columns of H centred (PCA)" if cfg.center else "none (raw SVD of H)",
             "svd": "numpy.linalg.svd of H in float64",
             "r_k": "sum_{i<=k} sigma_i^2 / sum_i sigma_i^2",
             "k": f"smallest k with r_k >= p - {TOLERANCE:g}",
-            "thresholds": [float(p) for p in cfg.threshold],
             "std": "population standard deviation over windows (ddof = 0)",
             "max_components": "rank bound min(n - 1, d) with centring, min(n, d) without",
         },
@@ -261,7 +264,7 @@ def table_rows(result: dict) -> list[dict]:
     for w in result["windows"]:
         for t in w["thresholds"]:
             rows.append({"window": w["window"], "threshold": t["threshold"],
-                         "layer": result["definitions"]["layer"], "center": result["config"]["center"],
+                         "layer": result["layer"], "center": result["config"]["center"],
                          "k_mean": t["mean"], "k_std": t["std"], "k_median": t["median"], "k_min": t["min"],
                          "k_max": t["max"], "n_windows": t["count"], "max_components": w["max_components"]})
     return rows
@@ -300,10 +303,9 @@ def markdown_table(results: list[dict]) -> str:
             first = False
     lines += ["", "Mean ± standard deviation (ddof = 0) over windows. Per model:", ""]
     for r in results:
-        d = r["definitions"]
         sizes = ", ".join(f"{w['n_windows']} windows of n={w['window']} (k <= {w['max_components']})"
                           for w in r["windows"])
-        lines.append(f"- {r['model_name']}: layer {d['layer']}, {d['centring']}, {sizes}; "
+        lines.append(f"- {r['model_name']}: layer {r['layer']}, {r['definitions']['centring']}, {sizes}; "
                      f"seed {r['config']['seed']}, corpus {r['config']['corpus']}")
     lines += ["", "Windows are cut from the running text of one document; the model's special tokens are "
               "excluded from H; SVD in float64; k = smallest k with r_k >= p.", ""]
@@ -326,8 +328,9 @@ def _panels(results: list[dict], axes):
     return sizes, axes, axes[0].figure, _model_colors(results)
 
 
-def plot(results: list[dict], axes=None):
+def plot(results: list[dict], ax=None):
     """k versus p: one panel per window length, one line per model (mean ± std over windows)."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     sizes, axes, fig, colors = _panels(results, axes)
     for ax, n in zip(axes, sizes):
         for r in results:
@@ -350,8 +353,9 @@ def plot(results: list[dict], axes=None):
     return fig
 
 
-def plot_spectrum(results: list[dict], axes=None):
+def plot_spectrum(results: list[dict], ax=None):
     """Mean r_k (cumulative explained variance) against k: one panel per window length."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     sizes, axes, fig, colors = _panels(results, axes)
     for ax, n in zip(axes, sizes):
         ps = set()
@@ -387,16 +391,19 @@ def figures(results: list[dict], out: str) -> list:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    _k_from_ratio(np.ones(1), cfg.threshold)  # bad thresholds fail before any work
+    k_from_ratio(np.ones(1), cfg.threshold)  # bad thresholds fail before any work
     # every model's window lengths are checked before anything is extracted
-    tokenizers = {name: check_window_lengths(name, cfg.window) for name in cfg.model}
-    for name in cfg.model:
-        acts = window_activations(name, cfg.corpus, cfg.window, cfg.n_windows, cfg.seed, out=cfg.out,
+    models = unique(cfg.model)
+    tokenizers = {name: check_window_lengths(name, cfg.window_length) for name in models}
+    check_device(cfg.device)
+    check_writable(cfg.out)
+    for name in models:
+        acts = window_activations(name, cfg.corpus, cfg.window_length, cfg.n_windows, cfg.seed, out=cfg.out,
                                   batch_size=cfg.batch_size, device=cfg.device, tokenizer=tokenizers[name])
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, "redundancy", name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")
-    paths = figures(read_results(cfg.out, "redundancy", cfg.model), cfg.out)
+    paths = figures(read_results(cfg.out, "redundancy", models), cfg.out)
     print("figures: " + ", ".join(str(p) for p in paths))
 
 

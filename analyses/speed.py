@@ -37,12 +37,8 @@ the result records both, and unlike the other analyses two runs are not byte-ide
 
 from __future__ import annotations
 
-import gc
 import math
-import os
-import platform
 import statistics
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,14 +46,18 @@ import torch
 
 from analyses.common import (
     arg,
+    check_device,
+    check_writable,
     config_dict,
     parse_config,
     read_results,
     run_main,
     save_drawings,
+    unique,
     write_result,
 )
 from probes.errors import ProbeError
+from probes.timing import build_runner, machine, time_models
 
 RANDOM_MODELS = ("slstm", "bert", "albert")
 DEFAULT_LENGTHS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
@@ -70,19 +70,20 @@ class Config:
     model: list[str] = arg(["slstm", "bert"], "slstm | bert | albert (random init at --width/--layers) or "
                                               "checkpoints.yaml names")
     reference: str = arg("", "model the speed-ups are measured against (default: the last --model)")
-    lengths: list[int] = arg(DEFAULT_LENGTHS, "sequence lengths in tokens")
-    batch: int = arg(1, "sequences per forward pass")
-    width: int = arg(256, "hidden size of the random-init models")
-    layers: int = arg(4, "S-LSTM steps / Transformer layers of the random-init models")
-    heads: int = arg(4, "attention heads of the random-init Transformers")
-    intermediate: int = arg(1024, "feed-forward size of the random-init Transformers")
-    vocab_size: int = arg(4096, "vocabulary of the random-init models")
-    repeats: int = arg(5, "timed samples per model and length (median reported)")
-    warmup: int = arg(1, "untimed forwards per model and length first")
-    min_time: float = arg(0.2, "a timed sample repeats a fast forward until it lasts this many seconds")
-    fit_min_length: int = arg(512, "fit the log-log slope on lengths >= this")
-    threads: int = arg(1, "torch intra-op threads (1: steady timings on a shared machine; 0 = torch's default)")
-    seed: int = arg(0, "seed of the random weights and token ids")
+    lengths: list[int] = arg(DEFAULT_LENGTHS, "sequence lengths in tokens", min=1)
+    batch: int = arg(1, "sequences per forward pass", min=1)
+    width: int = arg(256, "hidden size of the random-init models", min=1)
+    layers: int = arg(4, "S-LSTM steps / Transformer layers of the random-init models", min=1)
+    heads: int = arg(4, "attention heads of the random-init Transformers", min=1)
+    intermediate: int = arg(1024, "feed-forward size of the random-init Transformers", min=1)
+    vocab_size: int = arg(4096, "vocabulary of the random-init models", min=6)
+    repeats: int = arg(5, "timed samples per model and length (median reported)", min=1)
+    warmup: int = arg(1, "untimed forwards per model and length first", min=0)
+    min_time: float = arg(0.2, "a timed sample repeats a fast forward until it lasts this many seconds", min=0.0)
+    fit_min_length: int = arg(512, "fit the log-log slope on lengths >= this", min=1)
+    threads: int = arg(1, "torch intra-op threads (1: steady timings on a shared machine; 0 = torch's default)",
+                       min=0)
+    seed: int = arg(0, "seed of the random weights and token ids", min=0, max=2**32 - 1)
     device: str = arg("cpu", "torch device")
     out: str = arg("out", "output root: results/ and figures/ go below it")
 
@@ -127,128 +128,6 @@ def crossover(lengths, model_times, ref_times) -> dict:
     x = x0 + (x1 - x0) * r[k - 1] / (r[k - 1] - r[k])
     return {"from_length": int(n[k]), "interpolated": float(math.exp(x)), "faster_everywhere": False,
             "note": f"faster from {int(n[k])} tokens on (slower at {int(n[k - 1])})"}
-
-
-# ----------------------------------------------------------------------------- models
-
-
-@dataclass
-class Runner:
-    """One model ready to time: fn(ids, mask) runs a forward; max_length limits the lengths."""
-
-    name: str
-    fn: object
-    max_length: int
-    info: dict
-
-
-def _random_slstm(cfg: Config, max_len: int) -> Runner:
-    from probes.slstm import SLSTM, SLSTMConfig, count_parameters
-
-    scfg = SLSTMConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.width, num_layers=cfg.layers,
-                       max_positions=max_len)
-    model = SLSTM(scfg).eval().to(cfg.device)
-    fn = lambda ids, mask: model(ids, mask, all_steps=False).hidden
-    return Runner("slstm", fn, max_len, {"source": "random init", "architecture": "S-LSTM", **scfg.to_dict(),
-                                         "parameters": count_parameters(model)})
-
-
-def _random_transformer(cfg: Config, kind: str, max_len: int) -> Runner:
-    import transformers
-    from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
-
-    transformers.logging.set_verbosity_error()
-    common = dict(vocab_size=cfg.vocab_size, hidden_size=cfg.width, num_hidden_layers=cfg.layers,
-                  num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate,
-                  max_position_embeddings=max_len)
-    if kind == "bert":
-        model = BertModel(BertConfig(**common), add_pooling_layer=False)
-    else:
-        model = AlbertModel(AlbertConfig(embedding_size=min(128, cfg.width), num_hidden_groups=1, **common),
-                            add_pooling_layer=False)
-    model = model.eval().to(cfg.device)
-    attn = getattr(model.config, "_attn_implementation", None)
-    fn = lambda ids, mask: model(input_ids=ids, attention_mask=mask).last_hidden_state
-    info = {"source": "random init", "architecture": type(model).__name__, **common, "attention": attn,
-            "parameters": sum(p.numel() for p in model.parameters())}
-    return Runner(kind, fn, max_len, info)
-
-
-def _registry_model(name: str, cfg: Config) -> Runner:
-    import probes
-    from probes.slstm_encoder import SLSTMEncoder
-
-    enc = probes.load(name, device=cfg.device)
-    if isinstance(enc, SLSTMEncoder):
-        fn = lambda ids, mask: enc.model(ids, mask, all_steps=False).hidden
-    elif hasattr(enc, "model"):
-        fn = lambda ids, mask: enc.model(input_ids=ids, attention_mask=mask).last_hidden_state
-    else:
-        fn = lambda ids, mask: enc.forward(ids, mask).hidden
-    info = {"source": "checkpoints.yaml", **enc.describe()}
-    return Runner(name, fn, enc.max_length, info)
-
-
-def build_runner(name: str, cfg: Config) -> Runner:
-    torch.manual_seed(cfg.seed)
-    max_len = max(cfg.lengths)
-    if name == "slstm":
-        return _random_slstm(cfg, max_len)
-    if name in ("bert", "albert"):
-        return _random_transformer(cfg, name, max_len)
-    return _registry_model(name, cfg)
-
-
-# ----------------------------------------------------------------------------- timing
-
-
-def _sample(fn, ids, mask, loops: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(loops):
-        fn(ids, mask)
-    return (time.perf_counter() - t0) / loops
-
-
-def time_models(runners: list[Runner], cfg: Config, progress: bool = True) -> dict[str, dict[int, dict]]:
-    """{model: {length: {"samples": [...], "loops": k}}}; interleaved within each length."""
-    from tqdm.auto import tqdm
-
-    gen = torch.Generator().manual_seed(cfg.seed)
-    out: dict[str, dict[int, dict]] = {r.name: {} for r in runners}
-    with torch.inference_mode(), tqdm(total=len(cfg.lengths), desc="speed", unit="length",
-                                      disable=not progress) as bar:
-        for n in cfg.lengths:
-            ids = torch.randint(5, cfg.vocab_size, (cfg.batch, n), generator=gen).to(cfg.device)
-            mask = torch.ones_like(ids)
-            live = [r for r in runners if n <= r.max_length]
-            for r in runners:
-                if r not in live:
-                    out[r.name][n] = {"skipped": f"longer than the model's limit ({r.max_length})"}
-            loops = {}
-            for r in live:  # warm-up, and how many forwards one sample needs to last min_time
-                t = min(_sample(r.fn, ids, mask, 1) for _ in range(max(cfg.warmup, 1)))
-                loops[r.name] = max(1, math.ceil(cfg.min_time / max(t, 1e-9)))
-                out[r.name][n] = {"samples": [], "loops": loops[r.name]}
-            gc.collect()  # once per length; the garbage collector is off while timing (as timeit does)
-            gc.disable()
-            try:
-                for rep in range(cfg.repeats):
-                    k = rep % len(live) if live else 0
-                    for r in live[k:] + live[:k]:
-                        out[r.name][n]["samples"].append(_sample(r.fn, ids, mask, loops[r.name]))
-            finally:
-                gc.enable()
-            bar.update(1)
-    return out
-
-
-def machine() -> dict:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "usable_cpus": cpus, "torch": torch.__version__, "torch_threads": torch.get_num_threads()}
-    if hasattr(os, "getloadavg"):
-        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    return info
 
 
 # ----------------------------------------------------------------------------- compute
@@ -312,9 +191,9 @@ def compute(cfg: Config | None = None, progress: bool = True) -> dict[str, dict]
                         "(final layer only, no tokenisation), median over the repeats",
                 "speedup_vs_reference": f"median time of {reference} / median time of this model, same run",
                 "slope": f"least-squares log-log fit on lengths >= {cfg.fit_min_length}",
-                "fit_lengths": [x["length"] for x in fit],
                 "order": "per length: warm-up of every model, then repeats with the start order rotating",
             },
+            "fit_lengths": [x["length"] for x in fit],
             "slope": slope, "intercept": intercept,
             "local_slopes": local_slopes([x["length"] for x in timed], [x["median_s"] for x in timed])
             if len(timed) >= 2 else [],
@@ -339,8 +218,9 @@ def _timed(res: dict) -> tuple[np.ndarray, np.ndarray]:
     return np.array([r["length"] for r in rows], float), np.array([r["median_s"] for r in rows], float)
 
 
-def plot(results: list[dict], axes=None):
+def plot(results: list[dict], ax=None):
     """Fig. 5-style: time vs length (log-log, fitted slopes) and the speed-up against the reference."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if axes is None:
@@ -425,6 +305,9 @@ def summary(results: dict[str, dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    cfg.model = unique(cfg.model)
+    check_device(cfg.device)
+    check_writable(cfg.out)
     results = compute(cfg)
     for name, res in results.items():
         json_path, _ = write_result(cfg.out, "speed", name, res, table_rows(res))

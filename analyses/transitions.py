@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyses.common import (
+    SentenceConfig,
     arg,
+    mark_final_norm,
     parse_config,
     result_header,
     run_main,
@@ -39,17 +41,10 @@ BLOCK_TOKENS = 4096  # tokens per block when streaming the (memory-mapped) hidde
 
 
 @dataclass
-class Config:
+class Config(SentenceConfig):
     """Hidden-state change from layer to layer, for tokens and sentences (S-LSTM Fig. 7)."""
 
-    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    n_sentences: int = arg(5000, "random sentences (the same sample and cache as the anisotropy analysis)")
-    seed: int = arg(0, "seed for every random choice")
     keep_special: bool = arg(False, "include special tokens ([CLS], [SEP], <s>, ...) in token statistics")
-    batch_size: int = arg(32, "texts per forward pass")
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
 
 
 # ----------------------------------------------------------------------------- per-token transitions
@@ -139,10 +134,11 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
               for lyr in range(L)]
     return {
         **result_header(acts, cfg),
+        "n_layers": L,
+        "n_texts_used": int(len(used)),
         "definitions": {
             "layers": "0 = embedding output, l = output of layer l; row l compares hidden[l-1] (input) "
                       "with hidden[l] (output)",
-            "n_layers": L,
             "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
             "sentence_vector": acts.meta["model"]["sentence_vector"],
             "token_distance": "per text: mean over its tokens of ||hidden[l]_i - hidden[l-1]_i||_2; "
@@ -150,7 +146,6 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
             "sentence_distance": "||s_l - s_{l-1}||_2 of the sentence vectors; mean and std over texts",
             "cosine": "cos(input, output) per token (per sentence vector), averaged the same way; 0 for a zero vector",
             "std": "population standard deviation over texts (ddof = 0)",
-            "n_texts_used": int(len(used)),
         },
         "layers": layers,
     }
@@ -173,12 +168,13 @@ def table_rows(result: dict) -> list[dict]:
 QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$", "cosine": r"cosine$(h_{l-1}, h_l)$"}
 
 
-def plot(results: list[dict], axes=None, relative_depth: bool | None = None, quantity: str = "distance"):
+def plot(results: list[dict], ax=None, relative_depth: bool | None = None, quantity: str = "distance"):
     """Fig. 7: token level left, sentence level right; one line per model (band: ± std over texts).
 
     ``quantity`` is "distance" (Fig. 7) or "cosine" (input/output cosine). x is the layer index
     l = 1..L, or the relative depth l / L when ``relative_depth`` (default: only when the models
     differ in depth); the axis label says which. Returns the figure."""
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
     if quantity not in QUANTITIES:
@@ -196,6 +192,7 @@ def plot(results: list[dict], axes=None, relative_depth: bool | None = None, qua
             s = np.array([row[level][f"{quantity}_std"] for row in res["layers"]])
             ax.plot(x, m, marker="o", ms=3.5, color=f"C{i % 10}", label=res["model_name"])
             ax.fill_between(x, m - s, m + s, color=f"C{i % 10}", alpha=0.15, lw=0)
+            mark_final_norm(ax, res, x, m, f"C{i % 10}")
     for ax, level in zip(axes, ("token", "sentence")):
         ax.set_title(f"{level} representations", fontsize=9)
         ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)",
@@ -209,9 +206,9 @@ def plot(results: list[dict], axes=None, relative_depth: bool | None = None, qua
     return fig
 
 
-def plot_cosines(results: list[dict], axes=None, relative_depth: bool | None = None):
+def plot_cosines(results: list[dict], ax=None, relative_depth: bool | None = None):
     """The cosine between each layer's input and output, laid out like :func:`plot`."""
-    return plot(results, axes, relative_depth, quantity="cosine")
+    return plot(results, ax, relative_depth, quantity="cosine")
 
 
 def figures(results: list[dict], out: str) -> list:

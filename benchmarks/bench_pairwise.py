@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyses.anisotropy import cosine_summary, pairwise_cosines
-from analyses.common import arg, parse_config
 from benchmarks.bench_extract import Row, goal_text, interleave, machine_info, median, print_table
+from probes.cli import arg, parse_config, run_main
 
 GOAL = 3.0  # pairwise_cosines / (X @ X.T)
 
@@ -37,14 +37,14 @@ GOAL = 3.0  # pairwise_cosines / (X @ X.T)
 class Settings:
     """Time pairwise_cosines against one matrix product, and both cosine_summary paths."""
 
-    n: int = arg(5000, "rows of X")
-    d: int = arg(1024, "columns of X")
-    seed: int = arg(0, "seed of X")
-    repeats: int = arg(5, "timed repeats of pairwise_cosines vs X @ X.T (median reported)")
-    summary_repeats: int = arg(3, "timed repeats of each cosine_summary path")
-    warmup: int = arg(1, "untimed runs of each contender first")
-    stream_n: int = arg(50_000, "rows for the one large streaming run (0 skips it)")
-    stream_d: int = arg(384, "columns for the large streaming run")
+    n: int = arg(5000, "rows of X", min=2)
+    d: int = arg(1024, "columns of X", min=1)
+    seed: int = arg(0, "seed of X", min=0)
+    repeats: int = arg(5, "timed repeats of pairwise_cosines vs X @ X.T (median reported)", min=1)
+    summary_repeats: int = arg(3, "timed repeats of each cosine_summary path", min=1)
+    warmup: int = arg(1, "untimed runs of each contender first", min=0)
+    stream_n: int = arg(50_000, "rows for the one large streaming run (0 skips it)", min=0)
+    stream_d: int = arg(384, "columns for the large streaming run", min=1)
 
 
 def cloud(n: int, d: int, seed: int) -> np.ndarray:
@@ -135,4 +135,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

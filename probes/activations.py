@@ -92,7 +92,7 @@ class Activations:
         """Text t's map ``name``: (layers, K, n_t, n_t), or (layers, K, n_t) for per-token maps.
         "attention" is the softmaxed attention; encoders may add others (see ``meta["maps"]``)."""
         if name not in self.maps:
-            have = ", ".join(self.maps) or "none (captured with attentions=False)"
+            have = ", ".join(self.maps) or "none (captured with maps=False)"
             raise ProbeError(f"no map '{name}' in these activations; maps: {have}")
         spec = self.meta["maps"][name]
         n = int(self.offsets[t + 1] - self.offsets[t])
@@ -117,13 +117,29 @@ class Activations:
 # ----------------------------------------------------------------------------- public entry point
 
 
-def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, attentions: bool = False,
+def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
-            progress: bool = True, device: str = "cpu") -> Activations:
+            progress: bool = True, device: str = "cpu", corpus: dict | None = None) -> Activations:
+    """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
+
+    ``maps=True`` also captures the attention maps and any other maps the encoder declares
+    (``Encoder.map_specs``: S-LSTM gates, ConvBERT kernels). ``corpus`` says where the inputs came
+    from (``Corpus.identity()`` plus the sampling) and is recorded as ``meta["corpus"]``. The rest:
+    see :func:`_extract`."""
+    acts = _extract(model, inputs, maps=maps, truncate=truncate, batch_size=batch_size,
+                    cache_dir=cache_dir, progress=progress, device=device)
+    if corpus is not None:
+        acts.meta["corpus"] = corpus
+    return acts
+
+
+def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
+             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
+             progress: bool = True, device: str = "cpu") -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
     ``inputs`` are texts, or token-id sequences without special tokens (fixed-length windows cut
-    from running text); the model's special tokens are added either way. ``attentions=True`` also
+    from running text); the model's special tokens are added either way. ``maps=True`` also
     captures the attention maps and any other maps the encoder declares (``Encoder.map_specs``).
     A cache hit returns at once without loading the model. ``truncate=False`` makes an input longer
     than the model's limit an error; ``truncate=True`` cuts it (keeping a final special token),
@@ -136,7 +152,7 @@ def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, attent
         raise ProbeError("inputs must be all texts or all token-id lists, not a mix")
     batch_size = _check_batch_size(batch_size)
     spec = model.spec if isinstance(model, Encoder) else get_spec(model)
-    settings = {"attentions": bool(attentions), "truncate": bool(truncate)}
+    settings = {"attentions": bool(maps), "truncate": bool(truncate)}
     key = cache_key(spec, inputs, settings)
     entry = Path(cache_dir) / spec.name / key if cache_dir is not None else None
     if entry is not None and (hit := _open_entry(entry, repair=False)) is not None:
@@ -303,7 +319,7 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
             ids[r, :lengths[i]] = torch.tensor(toks[i].ids)
             mask[r, :lengths[i]] = True
             special[r, :lengths[i]] = torch.tensor(toks[i].special)
-        out = encoder.forward(ids, mask.long(), attentions=bool(maps))
+        out = encoder.forward(ids, mask.long(), maps=bool(maps))
         h = out.hidden.float().cpu()  # (L+1, B, n, d)
         s = _sentence_vectors(encoder, h, mask, special, torch.as_tensor(lengths[idx]),
                               None if out.sentence is None else out.sentence.float().cpu())
@@ -328,8 +344,8 @@ def _map_sizes(spec: MapSpec, lengths: np.ndarray) -> np.ndarray:
     return spec.layers * spec.k * lengths.astype(np.int64) ** spec.token_axes
 
 
-def _capture_maps(encoder: Encoder, attentions: bool) -> dict[str, MapSpec]:
-    if not attentions:
+def _capture_maps(encoder: Encoder, maps: bool) -> dict[str, MapSpec]:
+    if not maps:
         return {}
     att = {"attention": MapSpec(encoder.num_layers, encoder.num_heads, 2, "softmaxed self-attention")}
     return {**(att if encoder.has_attention else {}), **encoder.map_specs()}

@@ -5,6 +5,7 @@ result files. :func:`load_corpus` reads the embedded default corpus (public-doma
 prose in ``data/corpus/``, built by ``scripts/build_corpus.py``), a folder of ``.txt`` files,
 a single ``.txt`` file, or a ``.jsonl`` file. Everything downstream draws from it with an
 explicit seed: :func:`sample_sentences`, :func:`sample_documents`, :func:`token_windows`.
+:func:`corpus_split` gives the train / held-out part of every document (:func:`split_text`).
 Every user error raises :class:`~probes.errors.CorpusError` with one line naming the path
 and the problem.
 """
@@ -21,17 +22,21 @@ from pathlib import Path
 
 import numpy as np
 
-from probes.errors import CorpusError
+from probes.errors import CorpusError, ProbeError
 
 __all__ = [
     "DEFAULT_CORPUS_DIR",
+    "HELD_OUT_FRACTION",
+    "SPLITS",
     "Corpus",
     "Document",
     "load_corpus",
+    "corpus_split",
     "sample_documents",
     "sample_sentences",
     "sentences",
     "split_sentences",
+    "split_text",
     "token_windows",
 ]
 
@@ -343,3 +348,45 @@ def token_windows(corpus: Corpus, tokenize: Callable[[str], list[int]], n_tokens
         starts = values + np.arange(k) * (n_tokens - 1)
         windows.extend(ids[s:s + n_tokens] for s in starts.tolist())
     return windows
+
+
+# ----------------------------------------------------------------------------- train / held-out split
+# The split the training recipe (recipes.train_lm) and the evaluations (analyses.perplexity,
+# analyses.topics) share: the last HELD_OUT_FRACTION of every document, cut at a paragraph break.
+
+HELD_OUT_FRACTION = 0.1  # the last 10% of every document (cut at a paragraph break) is never trained on
+SPLITS = ("train", "heldout", "all")
+
+
+def split_text(text: str, held_out: float = HELD_OUT_FRACTION) -> tuple[str, str]:
+    """(train part, held-out part) of one document: the cut is the first paragraph break
+    (blank line) at or after ``(1 - held_out) * len(text)`` characters; if there is none, the
+    first line break there, else the character position itself. Both parts are stripped."""
+    if not 0 < held_out < 1:
+        raise ProbeError(f"held-out fraction must be in (0, 1), got {held_out}")
+    at = int(round((1 - held_out) * len(text)))
+    for sep in ("\n\n", "\n"):
+        k = text.find(sep, at)
+        if k >= 0:
+            return text[:k].strip(), text[k:].strip()
+    return text[:at].strip(), text[at:].strip()
+
+
+def corpus_split(corpus: Corpus, part: str, held_out: float = HELD_OUT_FRACTION) -> Corpus:
+    """The ``train`` or ``heldout`` part of every document (``all``: the corpus itself).
+    Documents keep their names; empty parts are dropped; the hash is recomputed."""
+    if part not in SPLITS:
+        raise ProbeError(f"split must be one of {', '.join(SPLITS)}, not {part!r}")
+    if part == "all":
+        return corpus
+    docs = []
+    for d in corpus.documents:
+        train, test = split_text(d.text, held_out)
+        text = train if part == "train" else test
+        if text:
+            docs.append(Document(d.name, text))
+    if not docs:
+        raise ProbeError(f"corpus {corpus.name} has no text in its {part} part")
+    return Corpus.from_documents(f"{corpus.name} [{part}: {'first' if part == 'train' else 'last'} "
+                                 f"{100 * (1 - held_out if part == 'train' else held_out):g}% of each document]",
+                                 docs)

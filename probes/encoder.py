@@ -41,6 +41,7 @@ class MapSpec:
     k: int  # second axis: heads, gates, ...
     token_axes: int  # 1: (layers, k, n); 2: (layers, k, n, n)
     description: str = ""
+    components: tuple[str, ...] = ()  # names of the k entries of the second axis, when they have names
 
 
 class Tokenizer:
@@ -82,6 +83,9 @@ class Encoder:
     max_length: int  # longest input (in tokens, special tokens included) the model accepts
     pad_id: int = 0
     device: torch.device = torch.device("cpu")
+    # True when hidden[L] (the last layer's states) has been through a final normalisation that the
+    # other layers' states have not (Hugging Face applies GPT-2's ln_f to the last hidden state only)
+    final_norm_on_last_hidden: bool = False
 
     @property
     def name(self) -> str:
@@ -94,11 +98,11 @@ class Encoder:
         return self.tokenizer.tokenize_ids(ids_list)
 
     def map_specs(self) -> dict[str, MapSpec]:
-        """The maps besides attention that forward(..., attentions=True) returns in ``maps``."""
+        """The maps besides attention that forward(..., maps=True) returns in ``maps``."""
         return {}
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                attentions: bool = False) -> EncoderOutput:
+                maps: bool = False) -> EncoderOutput:
         """input_ids, attention_mask: (B, n), right-padded. Must not let padding change real tokens.
         With ``attentions``, also return attention maps and the maps named by :meth:`map_specs`."""
         raise NotImplementedError
@@ -110,4 +114,5 @@ class Encoder:
             "source": self.spec.source, "fingerprint": self.fingerprint, "num_layers": self.num_layers,
             "hidden_size": self.hidden_size, "max_length": self.max_length,
             "sentence_vector": self.spec.sentence, "special_tokens_added": self.spec.special_tokens,
+            "final_norm_on_last_hidden": self.final_norm_on_last_hidden,
         }

@@ -23,6 +23,16 @@ from probes.errors import CheckpointError
 from probes.registry import CheckpointSpec, get_spec
 
 HUB_HOST = "huggingface.co"
+# attributes of a base model that hold a final norm applied after the last layer only (GPT-2, GPT-J,
+# Bloom: ln_f; Llama, Mistral: norm; OPT: final_layer_norm). BERT-style post-LN models have none:
+# every layer's output, the last included, ends with the same kind of LayerNorm.
+FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm")
+
+
+def has_final_norm(model) -> bool:
+    """Whether ``model``'s last hidden state (as transformers returns it) includes a final norm."""
+    inner = getattr(model, "decoder", model)  # OPT keeps its layers under .decoder
+    return any(isinstance(getattr(inner, n, None), torch.nn.Module) for n in FINAL_NORMS)
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -41,10 +51,10 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
     if spec.source_type in ("package", "path"):
         try:
             return loader.from_pretrained(str(spec.local_path()), local_files_only=True, **common)
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"model '{spec.name}': cannot load {spec.local_path()}: {e}") from None
         except pickle.UnpicklingError:  # torch.load(weights_only=True) refused a pickled weight file
             raise CheckpointError(_unpickling_problem(spec.name, spec.local_path())) from None
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"model '{spec.name}': cannot load {spec.local_path()}: {e}") from None
     hub_id = spec.source["hub"]
     try:  # local cache first: no network needed once downloaded
         return loader.from_pretrained(hub_id, revision=spec.revision, local_files_only=True, **common)
@@ -139,22 +149,23 @@ class HFEncoder(Encoder):
         self.device = next(model.parameters()).device
         self.extra_maps = _map_capture(self.model)  # None unless the architecture has maps besides attention
         self.padding_safe = getattr(self.extra_maps, "padding_safe", True)  # False: batch equal lengths only
+        self.final_norm_on_last_hidden = has_final_norm(self.model)
 
     def map_specs(self) -> dict[str, MapSpec]:
         return self.extra_maps.specs() if self.extra_maps is not None else {}
 
     @torch.inference_mode()
-    def forward(self, input_ids, attention_mask, attentions=False) -> EncoderOutput:
+    def forward(self, input_ids, attention_mask, maps=False) -> EncoderOutput:
         input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
         run = lambda: self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                                 output_attentions=attentions, return_dict=True)
+                                 output_attentions=maps, return_dict=True)
         maps = {}
-        if attentions and self.extra_maps is not None:
+        if maps and self.extra_maps is not None:
             with self.extra_maps.capture(attention_mask) as maps:  # forward hooks fill `maps`
                 out = run()
         else:
             out = run()
-        att = torch.stack(out.attentions) if attentions else None
+        att = torch.stack(out.attentions) if maps else None
         return EncoderOutput(hidden=torch.stack(out.hidden_states), attentions=att, maps=maps)
 
 
@@ -174,7 +185,8 @@ def _map_capture(model):
     return getattr(importlib.import_module(module), cls)(model)
 
 
-def _hf_tokenizer(spec: CheckpointSpec):
+def hf_tokenizer(spec: CheckpointSpec):
+    """The transformers tokenizer of an hf-style entry (a random entry names its tokenizer's entry)."""
     tok_spec = get_spec(spec.source["tokenizer"]) if spec.source_type == "random" else spec
     return _from_pretrained(AutoTokenizer, tok_spec)
 
@@ -184,24 +196,32 @@ def _random_config(spec: CheckpointSpec, tokenizer):
     return AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer), **fields)
 
 
-def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu") -> HFEncoder:
-    """Load a registry entry of family ``hf``."""
+def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tuple[torch.nn.Module, dict]:
+    """(model, fingerprint) of an hf-style entry through ``auto_class`` (``AutoModel``,
+    ``AutoModelForCausalLM``): seeded random weights, or a package / path / hub checkpoint loaded
+    with ``kwargs``; eager attention either way. The one place that loads Hugging Face weights."""
     transformers.logging.set_verbosity_error()
-    tokenizer = _hf_tokenizer(spec)
     if spec.source_type == "random":
         torch.manual_seed(int(spec.source.get("seed", 0)))
-        model = AutoModel.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
+        model = auto_class.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
     else:
-        model = _from_pretrained(AutoModel, spec, attn_implementation="eager")
+        model = _from_pretrained(auto_class, spec, attn_implementation="eager", **kwargs)
     fingerprint = spec.fingerprint()
     if spec.source_type == "hub":
         fingerprint["commit"] = getattr(model.config, "_commit_hash", None)
+    return model, fingerprint
+
+
+def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu") -> HFEncoder:
+    """Load a registry entry of family ``hf``."""
+    tokenizer = hf_tokenizer(spec)
+    model, fingerprint = load_hf_model(spec, AutoModel, tokenizer)
     return HFEncoder(spec, model.to(device), tokenizer, fingerprint)
 
 
 def load_hf_tokenizer(spec: CheckpointSpec) -> HFTokenizer:
     """Only the tokenizer (and the config, for the length limit): no weights are read."""
     transformers.logging.set_verbosity_error()
-    tokenizer = _hf_tokenizer(spec)
+    tokenizer = hf_tokenizer(spec)
     cfg = _random_config(spec, tokenizer) if spec.source_type == "random" else _from_pretrained(AutoConfig, spec)
     return HFTokenizer(spec, tokenizer, _max_length(cfg, tokenizer))

@@ -6,23 +6,28 @@ loads the same registry names with ``AutoModelForCausalLM`` (``trust_remote_code
 ``attn_implementation="eager"``, float32), and loads the ``recurrent`` family: a causal LM plus
 the recurrence module of :mod:`probes.recurrent` (GPT-2, Llama and Gemma-3 families).
 
-    >>> from probes.lm import load_lm
+    >>> from probes.lm import load_lm, windowed_nll, greedy_windowed
     >>> lm = load_lm("gpt2-small-recurrent")     # an LM: .model, .tokenizer, .window, .recurrent
     >>> ids = lm.encode("It is a truth universally acknowledged ...")
+    >>> windowed_nll(lm, ids, T=128, o=0)["nll"]     # (n - 1,) per-target NLL, windowed execution
+    >>> greedy_windowed(lm, torch.tensor([ids[:128]]), 30, T=128, o=0)   # (1, 30) greedy tokens
+
+This is the only place a causal LM runs for an analysis: :func:`windowed_nll` scores a document
+and :func:`greedy_windowed` generates, both by the window rule of :mod:`probes.windows`;
+:meth:`LM.sizes` gives what a FLOP count needs. ``analyses.perplexity`` and ``analyses.topics``
+consume their outputs.
 
 Registry entries of family ``recurrent`` (``kind: causal``) come in two forms:
 
 * ``source: {path: <folder>}``: the folder holds a Hugging Face causal LM (``config.json``,
   ``model.safetensors``, tokenizer files) plus ``recurrence.json`` (a
   :class:`probes.recurrent.RecurrenceConfig`) and ``recurrence.safetensors`` (its weights);
-  ``probes.train_lm`` writes such folders.
+  ``recipes.train_lm`` writes such folders.
 * ``source: {random: {...}, tokenizer: <entry>, seed: S}`` plus ``recurrence: {...}``: a seeded
   random model for tests. Its transformer is built exactly like the ``hf`` random entry with the
   same config and seed, so ``tiny-gpt2-recurrent``'s first window equals ``tiny-gpt2``.
 
-It also holds the train / held-out split of a corpus that the training recipe
-(:mod:`probes.train_lm`) and the evaluations (``analyses.perplexity``, ``analyses.topics``) share:
-the last :data:`HELD_OUT_FRACTION` of every document, cut at a paragraph boundary.
+The train / held-out split of a corpus lives in :mod:`probes.corpus` (:func:`probes.corpus.corpus_split`).
 """
 
 from __future__ import annotations
@@ -31,52 +36,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from probes.corpus import Corpus, Document
 from probes.errors import CheckpointError, ProbeError
+from probes.hf import has_final_norm
 from probes.registry import CheckpointSpec, get_spec
-
-HELD_OUT_FRACTION = 0.1  # the last 10% of every document (cut at a paragraph break) is never trained on
-SPLITS = ("train", "heldout", "all")
-
-
-# ----------------------------------------------------------------------------- corpus split
-
-
-def split_text(text: str, held_out: float = HELD_OUT_FRACTION) -> tuple[str, str]:
-    """(train part, held-out part) of one document: the cut is the first paragraph break
-    (blank line) at or after ``(1 - held_out) * len(text)`` characters; if there is none, the
-    first line break there, else the character position itself. Both parts are stripped."""
-    if not 0 < held_out < 1:
-        raise ProbeError(f"held-out fraction must be in (0, 1), got {held_out}")
-    at = int(round((1 - held_out) * len(text)))
-    for sep in ("\n\n", "\n"):
-        k = text.find(sep, at)
-        if k >= 0:
-            return text[:k].strip(), text[k:].strip()
-    return text[:at].strip(), text[at:].strip()
-
-
-def corpus_split(corpus: Corpus, part: str, held_out: float = HELD_OUT_FRACTION) -> Corpus:
-    """The ``train`` or ``heldout`` part of every document (``all``: the corpus itself).
-    Documents keep their names; empty parts are dropped; the hash is recomputed."""
-    if part not in SPLITS:
-        raise ProbeError(f"split must be one of {', '.join(SPLITS)}, not {part!r}")
-    if part == "all":
-        return corpus
-    docs = []
-    for d in corpus.documents:
-        train, test = split_text(d.text, held_out)
-        text = train if part == "train" else test
-        if text:
-            docs.append(Document(d.name, text))
-    if not docs:
-        raise ProbeError(f"corpus {corpus.name} has no text in its {part} part")
-    return Corpus.from_documents(f"{corpus.name} [{part}: {'first' if part == 'train' else 'last'} "
-                                 f"{100 * (1 - held_out if part == 'train' else held_out):g}% of each document]",
-                                 docs)
-
+from probes.windows import check_window, forward, plan, run_windows, scoring_context_start
 
 # ----------------------------------------------------------------------------- loading
 
@@ -121,19 +87,29 @@ class LM:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(list(ids))
 
+    def sizes(self) -> dict:
+        """What a FLOP count needs: non-embedding parameters, layers, width, and the recurrence
+        module's FFN parameters (0 for a plain model)."""
+        cfg = self.base.config
+        ffn = sum(p.numel() for p in self.model.recurrence.ffn.parameters()) if self.recurrent else 0
+        return {"non_embedding_parameters": non_embedding_parameters(self.base), "n_layer": cfg.num_hidden_layers,
+                "d_model": cfg.hidden_size, "recurrence_ffn_parameters": ffn}
+
     def describe(self) -> dict:
         cfg = self.base.config
         out = {"name": self.spec.name, "family": self.spec.family, "kind": self.spec.kind,
                "source": self.spec.source, "fingerprint": self.fingerprint,
                "model_type": cfg.model_type, "num_layers": cfg.num_hidden_layers, "hidden_size": cfg.hidden_size,
                "max_positions": self.max_positions, "vocab_size": cfg.vocab_size,
+               "final_norm_on_last_hidden": has_final_norm(getattr(self.base, self.base.base_model_prefix)),
                "parameters": sum(p.numel() for p in self.model.parameters())}
         if self.recurrent:
             out["recurrence"] = self.model.config.to_dict()
         return out
 
 
-def _need_causal(spec: CheckpointSpec) -> None:
+def need_causal(spec: CheckpointSpec) -> None:
+    """Fail with one line unless registry entry ``spec`` is a causal LM (checked before any work)."""
     if spec.family not in ("hf", "recurrent") or spec.kind != "causal":
         raise CheckpointError(
             f"model '{spec.name}' is not a causal language model (family {spec.family}, kind {spec.kind}): "
@@ -142,33 +118,25 @@ def _need_causal(spec: CheckpointSpec) -> None:
 
 
 def _causal_lm(spec: CheckpointSpec, tokenizer):
-    """The transformers causal LM of an hf-style source (random / path / package / hub), float32, eager."""
-    import transformers
+    """(transformers causal LM, fingerprint) of an hf-style source, float32, eager."""
     from transformers import AutoModelForCausalLM
 
-    from probes.hf import _from_pretrained, _random_config
+    from probes.hf import load_hf_model
 
-    transformers.logging.set_verbosity_error()
-    if spec.source_type == "random":
-        torch.manual_seed(int(spec.source.get("seed", 0)))
-        return AutoModelForCausalLM.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
     try:
-        return _from_pretrained(AutoModelForCausalLM, spec, attn_implementation="eager", dtype=torch.float32)
+        return load_hf_model(spec, AutoModelForCausalLM, tokenizer, dtype=torch.float32)
     except CheckpointError as e:
         raise CheckpointError(" ".join(str(e).split())) from None  # one line
 
 
 def load_lm(name: str, device: str | torch.device = "cpu") -> LM:
     """Load registry entry ``name`` as a causal LM with its head (plain or recurrent), in eval mode."""
-    from probes.hf import _hf_tokenizer
+    from probes.hf import hf_tokenizer
 
     spec = get_spec(name)
-    _need_causal(spec)
-    tokenizer = _hf_tokenizer(spec)
-    model = _causal_lm(spec, tokenizer)
-    fingerprint = spec.fingerprint()
-    if spec.source_type == "hub":
-        fingerprint["commit"] = getattr(model.config, "_commit_hash", None)
+    need_causal(spec)
+    tokenizer = hf_tokenizer(spec)
+    model, fingerprint = _causal_lm(spec, tokenizer)
     if spec.family == "recurrent":
         model = _recurrent(spec, model)
     return LM(spec, model.to(device).eval(), tokenizer, fingerprint, spec.family == "recurrent")
@@ -197,12 +165,12 @@ def _recurrent(spec: CheckpointSpec, lm):
 def load_recurrent_encoder(spec: CheckpointSpec, device: str | torch.device = "cpu"):
     """The ``recurrent`` family behind :class:`probes.encoder.Encoder`: a single window (no h_prev),
     i.e. exactly the fine-tuned transformer, so every representation analysis runs on it."""
-    from probes.hf import HFEncoder, _hf_tokenizer
+    from probes.hf import HFEncoder, hf_tokenizer
 
-    tokenizer = _hf_tokenizer(spec)
-    lm = _causal_lm(spec, tokenizer)
+    tokenizer = hf_tokenizer(spec)
+    lm, fingerprint = _causal_lm(spec, tokenizer)
     base = getattr(lm, lm.base_model_prefix)  # GPT2LMHeadModel.transformer: the AutoModel part
-    return HFEncoder(spec, base.to(device), tokenizer, spec.fingerprint())
+    return HFEncoder(spec, base.to(device), tokenizer, fingerprint)
 
 
 def load_recurrent_tokenizer(spec: CheckpointSpec):
@@ -214,3 +182,79 @@ def load_recurrent_tokenizer(spec: CheckpointSpec):
 def checkpoint_folder(name: str) -> Path | None:
     """The folder of a path-source entry (None for random/hub entries)."""
     return get_spec(name).local_path()
+
+
+def non_embedding_parameters(model) -> int:
+    """Parameters of a causal LM minus its input/position embeddings and an untied output matrix."""
+    skip = set()
+    emb = model.get_input_embeddings()
+    skip.update(id(p) for p in emb.parameters())
+    out = model.get_output_embeddings()
+    if out is not None:
+        skip.update(id(p) for p in out.parameters())
+    for name, mod in model.named_modules():
+        if name.endswith(("wpe", "position_embeddings", "embed_positions")):
+            skip.update(id(p) for p in mod.parameters())
+    seen, total = set(), 0
+    for p in model.parameters():
+        if id(p) not in skip and id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel()
+    return total
+
+
+# ----------------------------------------------------------------------------- scoring and generation
+
+
+def check_fits(lm: LM, T: int) -> None:
+    """Fail with one line if window T is longer than ``lm`` allows."""
+    if T > lm.max_positions:
+        raise ProbeError(f"window {T} is longer than model '{lm.name}' allows ({lm.max_positions} positions)")
+
+
+def _target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(logits.float(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+@torch.inference_mode()
+def windowed_nll(lm: LM, ids: list[int], T: int, o: int, batch_size: int = 16) -> dict:
+    """Per-target negative log-likelihoods (n - 1,) of one document under windowed execution
+    (the rule of :mod:`probes.windows`; plain models batch ``batch_size`` full windows per forward).
+
+    Returns {"nll": float64 array for targets t_1..t_{n-1}, "n_windows", "tokens_processed",
+    "window_lengths", "pool_lengths"}."""
+    x = torch.tensor(ids, dtype=torch.long, device=lm.device)[None]  # (1, n)
+    windows = plan(len(ids), T, o)
+    nll = np.full(max(len(ids) - 1, 0), np.nan)
+    for w, logits in run_windows(lm.model, lm.recurrent, x, windows, T, o, None if lm.recurrent else batch_size):
+        logp = _target_logprobs(logits[0], x[0, w.start + 1:w.start + w.n_inputs + 1])
+        nll[w.start + w.first:w.start + w.n_inputs] = -logp[w.first:w.n_inputs].double().cpu().numpy()
+    if np.isnan(nll).any():
+        raise AssertionError("windowed_nll left a target unscored")  # a bug, not a user error
+    return {"nll": nll, "n_windows": len(windows), "tokens_processed": int(sum(w.n_inputs for w in windows)),
+            "window_lengths": [w.n_inputs for w in windows],
+            "pool_lengths": [min(T - o, w.n_inputs) for w in windows[:-1]]}
+
+
+@torch.inference_mode()
+def greedy_windowed(lm: LM, context: torch.Tensor, n_new: int, T: int, o: int) -> torch.Tensor:
+    """(B, n_new) greedy tokens after ``context`` (B, C), with the model run in windows of T tokens
+    every T - o tokens: token p is predicted from t_s..t_{p-1} of the window that would score it
+    (:func:`probes.windows.scoring_context_start`); a recurrent model carries h_prev from each
+    complete window to the next."""
+    check_window(T, o)
+    check_fits(lm, T)
+    stride = T - o
+    seq = context.to(lm.device)
+    h, k_have = None, 0  # h = h_prev entering window k_have
+    for _ in range(n_new):
+        p = seq.shape[1]
+        s = scoring_context_start(p, T, o)
+        if lm.recurrent:
+            while k_have < s // stride:
+                a = k_have * stride
+                _, h = forward(lm.model, True, seq[:, a:a + T], h, pool_len=stride)
+                k_have += 1
+        logits, _ = forward(lm.model, lm.recurrent, seq[:, s:p], h, need_state=False)
+        seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return seq[:, context.shape[1]:].cpu()

@@ -4,7 +4,7 @@ registry family ``mog``.
     my-mog:
       family: mog
       kind: encoder
-      source: {path: checkpoints/mog-small}   # native folder (python -m probes.train --arch mog)
+      source: {path: checkpoints/mog-small}   # native folder (python -m recipes.train --arch mog)
       sentence: cls
       special_tokens: true
 
@@ -14,7 +14,7 @@ float16 or float32 on disk, float32 in memory, + Hugging Face fast tokenizer fil
 <entry of family hf>`` + ``seed``: a seeded random model for tests.
 
 Outputs: ``hidden`` (L+1, B, n, d) (0 = embeddings). No single "attention" map
-(``has_attention = False``: every layer has three), but with ``attentions=True`` the maps of
+(``has_attention = False``: every layer has three), but with ``maps=True`` the maps of
 :meth:`MoGEncoder.map_specs`: the three per-order attentions (L, H, n, n) and, for the gated
 fusions, ``subgraph_weight`` per token (L, 1, n) weight-gate w averaged over hidden units, or
 (L, 9, n) the self-gate's 3 x 3 slot weights (row-major: query slot high/middle/low x key slot).
@@ -62,10 +62,10 @@ class MoGEncoder(Encoder):
         return specs
 
     @torch.inference_mode()
-    def forward(self, input_ids, attention_mask, attentions=False) -> EncoderOutput:
-        out = self.model(input_ids.to(self.device), attention_mask.to(self.device), output_maps=attentions)
+    def forward(self, input_ids, attention_mask, maps=False) -> EncoderOutput:
+        out = self.model(input_ids.to(self.device), attention_mask.to(self.device), output_maps=maps)
         maps = {}
-        if attentions:
+        if maps:
             maps = {name: getattr(out, name) for name in ATTENTION_MAPS}  # (L, B, H, n, n)
             if out.subgraph_weight is not None:
                 maps["subgraph_weight"] = out.subgraph_weight

@@ -109,9 +109,9 @@ class LensEncoder(Encoder):
                                         "term, then of the whole logit (term-major x head)")}
 
     @torch.inference_mode()
-    def forward(self, input_ids, attention_mask, attentions=False) -> EncoderOutput:
-        out = self.inner.forward(input_ids, attention_mask, attentions=attentions)
-        if not attentions:
+    def forward(self, input_ids, attention_mask, maps=False) -> EncoderOutput:
+        out = self.inner.forward(input_ids, attention_mask, maps=maps)
+        if not maps:
             return out
         mask = attention_mask.to(out.hidden.device)
         covs, vars_ = [], []

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -368,14 +367,5 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
 
 
-def replace_folder(src: Path, dest: Path) -> None:
-    """Replace ``dest`` by the finished folder ``src`` (a sibling on the same file system) by renames."""
-    old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-    if dest.exists():
-        os.replace(dest, old)
-    os.replace(src, dest)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 __all__ = ["GATES", "SLSTM", "SLSTMBlock", "SLSTMConfig", "SLSTMForMaskedLM", "SLSTMOutput", "StepGates",
-           "StepState", "count_parameters", "load_pretrained", "replace_folder", "save_pretrained"]
+           "StepState", "count_parameters", "load_pretrained", "save_pretrained"]

@@ -9,7 +9,7 @@
 
 Sources:
 
-* ``path`` to a native folder (``python -m probes.train --arch slstm`` or
+* ``path`` to a native folder (``python -m recipes.train --arch slstm`` or
   ``python -m probes.slstm_import``): ``config.json`` (model_type slstm) + ``model.safetensors``
   (float16 or float32 on disk, float32 in memory) + a tokenizer: Hugging Face fast tokenizer files
   (``tokenizer.json``), or a SentencePiece model named by the config's ``tokenizer`` entry.
@@ -21,7 +21,7 @@ Sources:
   family hf>`` + ``seed``: a seeded random S-LSTM for tests.
 
 Outputs: ``hidden`` (L+1, B, n, d) (0 = x, l = after step l), ``sentence`` = g per step (L+1, B, d);
-with ``attentions=True`` no attention (``has_attention = False``: the S-LSTM has none) but three
+with ``maps=True`` no attention (``has_attention = False``: the S-LSTM has none) but three
 per-token maps (L, K, n), see :meth:`SLSTMEncoder.map_specs`. The per-gate LayerNorm centres every
 gate's pre-activations across hidden units, so the unit-averaged weights ("gates") stay close to
 1/5 (and the softmax of sigmoids keeps each weight in [0.084, 0.405]); "gates_dominant", the share
@@ -96,18 +96,18 @@ class SLSTMEncoder(Encoder):
         L = self.num_layers
         return {
             "gates": MapSpec(L, len(GATES), 1, "S-LSTM cell gates per token: softmax weights of "
-                             + ", ".join(GATES) + " (sum to 1 per hidden unit), mean over hidden units"),
+                             + ", ".join(GATES) + " (sum to 1 per hidden unit), mean over hidden units", GATES),
             "gates_dominant": MapSpec(L, len(GATES), 1, "S-LSTM cell gates per token: share of hidden units in "
-                                      "which each gate has the largest softmax weight (sums to 1)"),
+                                      "which each gate has the largest softmax weight (sums to 1)", GATES),
             "sentence_weights": MapSpec(L, 1, 1, "sentence node g: softmax weight of each token's cell "
-                                        "(mean over hidden units; 1 - sum = g's weight of its own cell)"),
+                                        "(mean over hidden units; 1 - sum = g's weight of its own cell)", ("weight",)),
         }
 
     @torch.inference_mode()
-    def forward(self, input_ids, attention_mask, attentions=False) -> EncoderOutput:
-        out = self.model(input_ids.to(self.device), attention_mask.to(self.device), output_gates=attentions)
+    def forward(self, input_ids, attention_mask, maps=False) -> EncoderOutput:
+        out = self.model(input_ids.to(self.device), attention_mask.to(self.device), output_gates=maps)
         maps = {"gates": out.gates, "gates_dominant": out.gates_dominant,
-                "sentence_weights": out.sentence_weights[:, :, None]} if attentions else {}
+                "sentence_weights": out.sentence_weights[:, :, None]} if maps else {}
         return EncoderOutput(hidden=out.hidden, attentions=None, sentence=out.sentence, maps=maps)
 
     def describe(self) -> dict:
@@ -147,9 +147,9 @@ def _only(folder, pattern: str, name: str | None, what: str, spec: CheckpointSpe
 def _resolve(spec: CheckpointSpec, weights: bool):
     """(SLSTM or None, tokenizer, config) for any supported source."""
     if spec.source_type == "random":
-        from probes.hf import HFTokenizer, _hf_tokenizer
+        from probes.hf import HFTokenizer, hf_tokenizer
 
-        tok = _hf_tokenizer(spec)
+        tok = hf_tokenizer(spec)
         fields = dict(spec.source["random"])
         cfg = SLSTMConfig.from_dict({"pad_id": tok.pad_token_id or 0, **fields, "vocab_size": len(tok)})
         tokenizer = HFTokenizer(spec, tok, cfg.max_positions)

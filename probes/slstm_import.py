@@ -63,10 +63,12 @@ import re
 import shutil
 import warnings
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from probes.cli import arg, parse_config, run_main
 from probes.errors import CheckpointError
 from probes.slstm import CONFIG_NAME, SLSTMConfig, SLSTMForMaskedLM, save_pretrained
 
@@ -269,19 +271,24 @@ def convert(checkpoint: str | Path, sentencepiece: str | Path, out: str | Path, 
     return out
 
 
+@dataclass
+class Config:
+    """Convert a fairseq S-LSTM checkpoint to the native folder."""
+
+    checkpoint: str = arg("", "the fairseq checkpoint (.pt, read with weights_only=True)", positional=True)
+    sentencepiece: str = arg("", "the SentencePiece .model the checkpoint was trained with (required)")
+    out: str = arg("", "output folder (required)")
+    num_layers: int | None = arg(None, "recurrent steps, if the checkpoint lacks args", min=1)
+    dtype: str = arg("float32", "dtype of the saved weights", choices=("float32", "float16", "bfloat16"))
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Convert a fairseq S-LSTM checkpoint to the native folder.")
-    ap.add_argument("checkpoint")
-    ap.add_argument("--sentencepiece", required=True, help="the SentencePiece .model the checkpoint was trained with")
-    ap.add_argument("--out", required=True, help="output folder")
-    ap.add_argument("--num-layers", type=int, default=None, help="recurrent steps, if the checkpoint lacks args")
-    ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
-    a = ap.parse_args(argv)
-    try:
-        print(convert(a.checkpoint, a.sentencepiece, a.out, a.num_layers, a.dtype))
-    except CheckpointError as e:
-        raise SystemExit(f"error: {e}") from None
+    cfg = parse_config(Config, argv)
+    for flag, value in (("--sentencepiece", cfg.sentencepiece), ("--out", cfg.out)):
+        if not value:
+            raise CheckpointError(f"{flag} is required")
+    print(convert(cfg.checkpoint, cfg.sentencepiece, cfg.out, cfg.num_layers, cfg.dtype))
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

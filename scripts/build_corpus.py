@@ -30,7 +30,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import bz2
 import hashlib
 import json
@@ -48,6 +47,10 @@ from pathlib import Path
 
 import numpy as np
 import rdata
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a checkout
+from probes.cli import arg, parse_config, run_main  # noqa: E402
+from probes.errors import ProbeError  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "data" / "corpus"
@@ -290,25 +293,27 @@ def build(out_dir: Path, deb_dir: Path | None) -> dict:
     return provenance
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
-    parser.add_argument("--deb-dir", type=Path, default=None,
-                        help="use .deb files already downloaded here instead of apt-get download")
-    args = parser.parse_args(argv)
-    for tool in ("dpkg-deb",) + (() if args.deb_dir else ("apt-get",)):
+@dataclass
+class Config:
+    """Rebuild data/corpus from the Debian packages of the public-domain books."""
+
+    out: str = arg(str(DEFAULT_OUT), "output folder")
+    deb_dir: str = arg("", "use .deb files already downloaded here instead of apt-get download")
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv, __doc__.splitlines()[0])
+    deb_dir = Path(cfg.deb_dir) if cfg.deb_dir else None
+    for tool in ("dpkg-deb",) + (() if deb_dir else ("apt-get",)):
         if shutil.which(tool) is None:
-            print(f"error: {tool} not found (Debian tooling required)", file=sys.stderr)
-            return 1
+            raise ProbeError(f"{tool} not found (Debian tooling required)")
     try:
-        prov = build(args.out, args.deb_dir)
+        prov = build(Path(cfg.out), deb_dir)
     except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        raise ProbeError(str(exc)) from None
     for name, info in prov["files"].items():
         print(f"{name}: {info['n_characters']} chars, {info['n_paragraphs']} paragraphs")
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

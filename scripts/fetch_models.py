@@ -43,7 +43,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.util
 import json
@@ -56,6 +55,10 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a checkout
+from probes.cli import arg, parse_config, run_main  # noqa: E402
+from probes.errors import ProbeError  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DEST = REPO_ROOT / "models"
@@ -385,26 +388,25 @@ def fetch_gguf(model: GGUFModel, dest: Path) -> str:
             f"{time.monotonic() - start:.0f} s)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dest", type=Path, default=DEFAULT_DEST, help="folder that receives one folder per model")
-    ap.add_argument("--only", action="append", choices=[m.name for m in MODELS], metavar="NAME",
-                    help=f"fetch only this model (repeatable; one of {', '.join(m.name for m in MODELS)})")
-    args = ap.parse_args(argv)
-    dest = args.dest if args.dest.is_absolute() else Path.cwd() / args.dest
-    models = [m for m in MODELS if not args.only or m.name in args.only]
+@dataclass
+class Config:
+    """Download the optional larger models into models/."""
+
+    dest: str = arg(str(DEFAULT_DEST), "folder that receives one folder per model")
+    only: list[str] = arg([], "fetch only this model", choices=tuple(m.name for m in MODELS))
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    dest = Path(cfg.dest) if Path(cfg.dest).is_absolute() else Path.cwd() / cfg.dest
+    models = [m for m in MODELS if not cfg.only or m.name in cfg.only]
     try:
         for model in models:
             print(fetch(model, dest), flush=True)
     except FetchError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"error: {e.strerror or e}{f': {e.filename}' if e.filename else ''}", file=sys.stderr)
-        return 2
+        raise ProbeError(str(e)) from None
     print(f"models ready in {dest}: {', '.join(m.name for m in models)}")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

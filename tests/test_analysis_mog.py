@@ -25,7 +25,7 @@ def acts_template():
     enc = probes.load("tiny-mog")
     enc.model.layers.extend([type(enc.model.layers[0])(enc.model.config) for _ in range(3)])  # 5 layers
     enc.num_layers = enc.model.config.num_layers = 5
-    return probes.extract(enc, TEXTS, attentions=True, cache_dir=None, progress=False)
+    return probes.extract(enc, TEXTS, maps=True, cache_dir=None, progress=False)
 
 
 def planted(acts, w_of):
@@ -118,7 +118,7 @@ def test_bad_inputs(acts_template):
         am.compute(acts_template, am.Config(edges=[8, 4]))
     with pytest.raises(ProbeError, match="layer"):
         am.compute(acts_template, am.Config(layer=9))
-    bert = probes.extract("tiny-bert", TEXTS[:2], attentions=True, cache_dir=None, progress=False)
+    bert = probes.extract("tiny-bert", TEXTS[:2], maps=True, cache_dir=None, progress=False)
     with pytest.raises(ProbeError, match="family mog"):
         am.compute(bert)
     with pytest.raises(ProbeError, match="weight-gate"):

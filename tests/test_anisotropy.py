@@ -138,7 +138,7 @@ def test_compute_on_planted_activations():
     # 7 non-special token types, each in all 60 sentences; capped at max_occurrences
     assert "7 token types" in res["definitions"]["self_similarity"]
     assert cone["self_similarity"] > 0.6 and abs(iso["self_similarity_adjusted"]) < 0.05
-    assert res["definitions"]["headline_layer"] == 1
+    assert res["headline_layer"] == 1
     assert res["definitions"]["special_tokens"] == "excluded from token statistics"
 
 

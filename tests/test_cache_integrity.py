@@ -200,12 +200,12 @@ def _rewrite_header(path: Path, old: bytes, new: bytes) -> None:
 
 
 def test_damaged_map_is_detected(tmp_path, tiny_bert):
-    first = run(tiny_bert, cache_dir=tmp_path, attentions=True)
+    first = run(tiny_bert, cache_dir=tmp_path, maps=True)
     want, entry = np.array(first.maps["attention"]), entry_of(tmp_path, first)
     del first
     _flip(entry / "map.attention.npy", 0.5)
     with pytest.warns(UserWarning, match=r"map\.attention\.npy does not match its checksum"):
-        again = run(tiny_bert, cache_dir=tmp_path, attentions=True)
+        again = run(tiny_bert, cache_dir=tmp_path, maps=True)
     np.testing.assert_array_equal(again.maps["attention"], want)
 
 

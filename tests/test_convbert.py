@@ -64,7 +64,7 @@ def batch(enc, texts):
 
 
 def forward_with_branches(enc, ids, mask):
-    """enc.forward(attentions=True), also recording each layer's conv values (B, n, H*hs) and
+    """enc.forward(maps=True), also recording each layer's conv values (B, n, H*hs) and
     self-attention output (B, n, 2*H*hs)."""
     values, outputs, handles = {}, {}, []
     for lyr, layer in enumerate(enc.model.encoder.layer):
@@ -73,7 +73,7 @@ def forward_with_branches(enc, ids, mask):
             lambda m, i, o, lyr=lyr: values.__setitem__(lyr, o.detach())))
         handles.append(sa.register_forward_hook(lambda m, i, o, lyr=lyr: outputs.__setitem__(lyr, o[0].detach())))
     try:
-        out = enc.forward(ids, mask, attentions=True)
+        out = enc.forward(ids, mask, maps=True)
     finally:
         for h in handles:
             h.remove()
@@ -88,9 +88,9 @@ def test_specs_and_shapes(enc):
     assert (spec.layers, spec.k, spec.token_axes) == (2, 2, 2)
     assert "not renormalised" in spec.description
     ids, mask, _ = batch(enc, [SHORT])
-    out = enc.forward(ids, mask, attentions=True)
+    out = enc.forward(ids, mask, maps=True)
     assert out.maps[MAP_NAME].shape == (2, 1, 2, ids.shape[1], ids.shape[1])
-    assert enc.forward(ids, mask, attentions=False).maps == {}  # captured only when asked
+    assert enc.forward(ids, mask, maps=False).maps == {}  # captured only when asked
 
 
 @pytest.mark.parametrize("texts", [[SHORT], [SHORT, LONG[0]]], ids=["alone", "padded-batch"])
@@ -113,7 +113,7 @@ def test_kernel_maps_times_values_reproduce_the_convolution_heads(peaked, texts)
 
 def test_band_rows_and_edges(enc):
     ids, mask, (n,) = batch(enc, [LONG[0]])
-    M = enc.forward(ids, mask, attentions=True).maps[MAP_NAME].numpy()[:, 0]  # (L, H, n, n)
+    M = enc.forward(ids, mask, maps=True).maps[MAP_NAME].numpy()[:, 0]  # (L, H, n, n)
     k = enc.model.config.conv_kernel_size
     p = (k - 1) // 2
     i, j = np.indices((n, n))
@@ -164,7 +164,7 @@ def test_encoder_counts_the_attention_heads_after_head_ratio(enc):
 
 
 def test_extract_is_padding_invariant_for_convbert(enc):
-    run = lambda texts: probes.extract(enc, texts, attentions=True, batch_size=8, cache_dir=None, progress=False)
+    run = lambda texts: probes.extract(enc, texts, maps=True, batch_size=8, cache_dir=None, progress=False)
     alone, batched = run([SHORT]), run([LONG[0], SHORT, LONG[1]])
     t = 1
     assert batched.tokens[t] == alone.tokens[0]

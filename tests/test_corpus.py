@@ -380,3 +380,40 @@ def test_default_corpus_sentences(default_corpus: Corpus) -> None:
     picked = sample_sentences(default_corpus, 1000, seed=0)
     assert picked == sample_sentences(default_corpus, 1000, seed=0)
     assert all(5 <= len(s.split()) <= 60 for s in picked)
+
+
+# ----------------------------------------------------------------------------- train / held-out split
+
+
+SPLIT_CASES = [
+    "one paragraph only, no break at all " * 20,
+    "line one\nline two\nline three\n" * 30,
+    "Para A.\n\nPara B.\n\nPara C.\n\n\n\n",  # trailing blank lines (held-out part empty: a known gap)
+    "x" * 7,
+    "  \n\n" + "A paragraph of some words.\n\n" * 40 + "  ",
+]
+
+
+@pytest.mark.parametrize("text", SPLIT_CASES)
+def test_split_parts_never_overlap_and_lose_only_whitespace(text):
+    from probes.corpus import split_text
+
+    train, held = split_text(text)
+    i = text.find(train) if train else 0
+    end = i + len(train)
+    j = text.find(held, end) if held else len(text)
+    assert i >= 0 and j >= end  # the held-out part starts where the train part ends, or later: nothing shared
+    assert text[:i].strip() == "" and text[end:j].strip() == "" and text[j + len(held):].strip() == ""
+
+
+def test_corpus_split_parts_are_disjoint_per_document():
+    from probes.corpus import corpus_split, load_corpus
+
+    full = load_corpus()
+    train, held = corpus_split(full, "train"), corpus_split(full, "heldout")
+    for d in full.documents:
+        t = next(x.text for x in train.documents if x.name == d.name)
+        h = next((x.text for x in held.documents if x.name == d.name), "")
+        k = d.text.find(t) + len(t)
+        assert d.text.find(t) >= 0 and d.text.find(h, k) >= k  # held-out text lies after the train text
+        assert len(h) < 0.2 * len(d.text)

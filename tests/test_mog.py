@@ -197,8 +197,8 @@ def test_padding_invariance_and_maps_through_extract(fusion):
     enc = probes.load(name)
     assert enc.model.config.fusion == fusion and enc.has_attention is False
     randomised(enc.model, seed=2)  # weights far from the small init: padding leaks would show
-    alone = probes.extract(enc, [SHORT], attentions=True, cache_dir=None, progress=False)
-    batched = probes.extract(enc, [LONG[0], SHORT, LONG[1]], attentions=True, cache_dir=None, progress=False,
+    alone = probes.extract(enc, [SHORT], maps=True, cache_dir=None, progress=False)
+    batched = probes.extract(enc, [LONG[0], SHORT, LONG[1]], maps=True, cache_dir=None, progress=False,
                              batch_size=3)
     np.testing.assert_allclose(batched.text_hidden(1), alone.text_hidden(0), atol=1e-5, rtol=0)
     expected = {"attention_high", "attention_middle_qi", "attention_middle_qp"}
@@ -222,7 +222,7 @@ def test_padding_invariance_and_maps_through_extract(fusion):
 
 def test_train_save_load_through_registry(tmp_path, monkeypatch):
     from probes.corpus import DEFAULT_CORPUS_DIR
-    from probes.train import TrainConfig, train
+    from recipes.train import TrainConfig, train
 
     corpus = tmp_path / "small.txt"
     corpus.write_text((DEFAULT_CORPUS_DIR / "austen-emma.txt").read_text(encoding="utf-8")[:20_000])

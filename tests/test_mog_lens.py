@@ -71,8 +71,8 @@ def test_terms_sum_to_the_models_own_logits():
 def test_lens_maps_through_extract_are_exact_shares_and_padding_safe():
     enc = probes.load("tiny-bert-lens")
     big(enc.model, seed=1)
-    alone = probes.extract(enc, [TEXTS[0]], attentions=True, cache_dir=None, progress=False)
-    batched = probes.extract(enc, [TEXTS[1], TEXTS[0]], attentions=True, cache_dir=None, progress=False)
+    alone = probes.extract(enc, [TEXTS[0]], maps=True, cache_dir=None, progress=False)
+    batched = probes.extract(enc, [TEXTS[1], TEXTS[0]], maps=True, cache_dir=None, progress=False)
     L, H = 2, 4
     for m in ("mog_lens_cov", "mog_lens_var", "attention"):  # float32 model with large weights: 1e-3 relative
         a = alone.text_map(m, 0)
@@ -104,7 +104,7 @@ def test_lens_statistics_pool_rows_and_add_to_one(tmp_path):
     enc = probes.load("tiny-bert-lens")
     big(enc.model, seed=2)
     texts = TEXTS + ["One two three.", "Four five six seven eight nine ten eleven twelve thirteen fourteen."]
-    acts = probes.extract(enc, texts, attentions=True, cache_dir=None, progress=False)
+    acts = probes.extract(enc, texts, maps=True, cache_dir=None, progress=False)
     res = ml.compute(acts, ml.Config(edges=[8, 14]))
     assert res.bucket_labels == ["all", "<8", "8-13", ">=14"] and res.bucket_counts[0] == 4
     assert sum(res.bucket_counts[1:]) == 4
@@ -131,4 +131,4 @@ def test_lens_statistics_pool_rows_and_add_to_one(tmp_path):
         np.testing.assert_allclose(line.get_ydata(), np.array(res.share[0])[:, k])
     assert len(ml.table_rows(res)) == 4 * 2 * K
     with pytest.raises(probes.ProbeError, match="mog-lens"):
-        ml.compute(probes.extract("tiny-bert", TEXTS, attentions=True, cache_dir=None, progress=False))
+        ml.compute(probes.extract("tiny-bert", TEXTS, maps=True, cache_dir=None, progress=False))

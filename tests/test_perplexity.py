@@ -1,4 +1,4 @@
-"""analyses.perplexity: windowed scoring against a one-token-at-a-time brute force, FLOPs, CLI."""
+"""analyses.perplexity: perplexities from windowed scoring, FLOPs, CLI (the windows: tests/test_windows.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from analyses import perplexity as pp
-from probes.errors import ProbeError
-from probes.lm import load_lm
+from probes.lm import load_lm, non_embedding_parameters, windowed_nll
 
 REPO = Path(__file__).resolve().parent.parent
 SETTINGS = [(8, 0), (8, 3), (5, 4), (40, 0)]
@@ -30,69 +28,12 @@ def doc_ids(n=30, seed=0):
     return torch.randint(1000, 30000, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-@torch.inference_mode()
-def brute_force_nll(lm, ids, T, o):
-    """Each target t_p scored on its own with exactly its context t_s..t_{p-1}, s = k (T - o),
-    k = 0 if p <= T else ceil((p - T) / (T - o)); a recurrent model gets h_prev of window k - 1,
-    itself computed from window k - 2's h_prev, on the full windows."""
-    stride = T - o
-    x = torch.tensor(ids)
-    h = {0: None}
-
-    def h_prev(k):  # h_prev entering window k
-        if k not in h:
-            s = (k - 1) * stride
-            h[k] = lm.model(x[s:s + T][None], h_prev=h_prev(k - 1), pool_len=stride).h_next
-        return h[k]
-
-    out = []
-    for p in range(1, len(ids)):
-        k = 0 if p <= T else math.ceil((p - T) / stride)
-        s = k * stride
-        ctx = x[s:p][None]
-        assert 1 <= ctx.shape[1] <= T
-        logits = lm.model(ctx, h_prev=h_prev(k)).logits if lm.recurrent else lm.model(input_ids=ctx).logits
-        out.append(-torch.log_softmax(logits[0, -1].double(), -1)[ids[p]].item())
-    return np.array(out)
-
-
-@pytest.mark.parametrize("T,o", SETTINGS)
-@pytest.mark.parametrize("kind", ["plain", "recurrent"])
-def test_windowed_nll_equals_the_brute_force_reference(models, kind, T, o):
-    lm = models[kind]
-    ids = doc_ids(22, seed=T + o)
-    got = pp.windowed_nll(lm, ids, T, o, batch_size=3)
-    np.testing.assert_allclose(got["nll"], brute_force_nll(lm, ids, T, o), rtol=1e-5, atol=1e-5)
-    assert got["tokens_processed"] == sum(got["window_lengths"])
-
-
-def test_every_token_but_the_first_is_scored_once_paper_example():
-    # §4.2: T = 10, o = 3 -> inputs t_{1:10}, t_{8:17}, t_{15:24} predict t_{2:11}, t_{12:18}, t_{19:25}
-    assert pp.window_starts(25, 10, 3) == [0, 7, 14]
-    plan = pp._plan(25, 10, 3)
-    scored = [list(range(s + first + 2, s + n + 2)) for s, n, first in plan]  # 1-based targets
-    assert scored == [list(range(2, 12)), list(range(12, 19)), list(range(19, 26))]
-    for n, T, o in [(2, 4, 0), (100, 9, 0), (101, 9, 8), (57, 13, 5)]:
-        plan = pp._plan(n, T, o)
-        targets = [s + j + 1 for s, m, first in plan for j in range(first, m)]
-        assert targets == list(range(1, n))  # each once, in order
-        assert all(pp.scoring_context_start(p, T, o) == next(s for s, m, f in plan if s + f < p <= s + m)
-                   for p in range(1, n))
-
-
-def test_bad_windows_are_user_errors():
-    with pytest.raises(ProbeError, match=r"overlap 8 must be in \[0, window\)"):
-        pp.window_starts(50, 8, 8)
-    with pytest.raises(ProbeError, match="positive"):
-        pp.window_starts(50, 0, 0)
-
-
 def test_flops_per_token_reproduce_the_papers_gpt2_small_numbers():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     with torch.device("meta"):
         model = GPT2LMHeadModel(GPT2Config())
-    n = pp.non_embedding_parameters(model)
+    n = non_embedding_parameters(model)
     d = 768
     assert n == 12 * (12 * d * d + 13 * d) + 2 * d  # GPT-2 small without its embeddings: 85,056,000
     per = pp.kaplan_flops(n, 12, d, 300)
@@ -110,13 +51,13 @@ def test_compute_word_and_token_perplexity(models, tmp_path):
     res = pp.compute(lm, cfg)
     ids = lm.encode(text.read_text())
     for row in res["rows"]:
-        nll = pp.windowed_nll(lm, ids, 16, row["overlap"])["nll"]
+        nll = windowed_nll(lm, ids, 16, row["overlap"])["nll"]
         assert row["scored_tokens"] == len(ids) - 1 and row["words"] == len(text.read_text().split())
         assert math.isclose(row["token_perplexity"], math.exp(nll.mean()), rel_tol=1e-9)
         assert math.isclose(row["word_perplexity"], math.exp(nll.sum() / row["words"]), rel_tol=1e-9)
     f0, f4 = (r["flops_per_token"] for r in res["rows"])
     assert f4 > f0  # overlap costs compute
-    assert res["definitions"]["overlap_matches_training"] == {"0": True, "4": False}
+    assert res["overlap_matches_training"] == {"0": True, "4": False}
 
 
 def test_cli_end_to_end_on_tiny_models(tmp_path):

@@ -54,12 +54,12 @@ def recording(monkeypatch, encoder, fail_at: int | None = None) -> list:
     calls: list[tuple[list[tuple[int, ...]], tuple[int, int]]] = []
     inner = encoder.forward
 
-    def forward(input_ids, attention_mask, attentions=False):
+    def forward(input_ids, attention_mask, maps=False):
         if fail_at is not None and len(calls) + 1 == fail_at:
             raise KeyboardInterrupt("simulated interruption")
         rows = [tuple(ids[m.bool()].tolist()) for ids, m in zip(input_ids, attention_mask, strict=True)]
         calls.append((rows, tuple(input_ids.shape)))
-        return inner(input_ids, attention_mask, attentions=attentions)
+        return inner(input_ids, attention_mask, maps=maps)
 
     monkeypatch.setattr(encoder, "forward", forward)
     return calls
@@ -71,9 +71,9 @@ def recording(monkeypatch, encoder, fail_at: int | None = None) -> list:
 @pytest.mark.parametrize("name", ["tiny-bert", "tiny-gpt2", "minilm-l6"])
 def test_padding_invariance(name, encoders, monkeypatch):
     enc = encoders(name)
-    alone = run(enc, [SHORT], attentions=True)
+    alone = run(enc, [SHORT], maps=True)
     calls = recording(monkeypatch, enc)
-    batched = run(enc, [LONG[0], SHORT, LONG[1]], attentions=True, batch_size=8)
+    batched = run(enc, [LONG[0], SHORT, LONG[1]], maps=True, batch_size=8)
     # one forward over all three: the short text really was padded
     assert len(calls) == 1
     _, shape = calls[0]
@@ -173,11 +173,11 @@ def test_cache_hit_does_not_load_model(tmp_path, monkeypatch):
         np.testing.assert_array_equal(getattr(second, f), getattr(first, f))
     assert second.tokens == first.tokens and second.texts == TEXTS
     assert second.meta == first.meta
-    # a miss really does need the model: different texts, or attentions=True
+    # a miss really does need the model: different texts, or maps=True
     with pytest.raises(AssertionError, match="was loaded"):
         run("tiny-bert", TEXTS[:-1], cache_dir=tmp_path)
     with pytest.raises(AssertionError, match="was loaded"):
-        run("tiny-bert", TEXTS, cache_dir=tmp_path, attentions=True)
+        run("tiny-bert", TEXTS, cache_dir=tmp_path, maps=True)
 
 
 def test_cache_key_changes_with_texts_and_settings():
@@ -396,8 +396,8 @@ def test_registry_python_tag_is_refused_not_run(tmp_path, monkeypatch):
 
 def test_extraction_is_deterministic(encoders):
     for name in ("tiny-bert", "tiny-gpt2"):
-        a = run(encoders(name), TEXTS, attentions=True)
-        b = run(encoders(name), TEXTS, attentions=True)
+        a = run(encoders(name), TEXTS, maps=True)
+        b = run(encoders(name), TEXTS, maps=True)
         assert np.array_equal(a.hidden, b.hidden) and np.array_equal(a.sentence, b.sentence)
         assert np.array_equal(a.attentions, b.attentions)
         assert a.hidden.tobytes() == b.hidden.tobytes()

@@ -47,8 +47,8 @@ def test_known_singular_values_give_known_k_raw_svd():
 
 def test_rounding_below_a_threshold_still_reaches_it():
     r = np.array([0.5, 0.9 - 1e-15, 1.0])  # 0.9 up to rounding error
-    assert rd._k_from_ratio(r, [0.9]).tolist() == [2]
-    assert rd._k_from_ratio(np.array([0.5, 0.9 - 1e-9, 1.0]), [0.9]).tolist() == [3]  # really below
+    assert rd.k_from_ratio(r, [0.9]).tolist() == [2]
+    assert rd.k_from_ratio(np.array([0.5, 0.9 - 1e-9, 1.0]), [0.9]).tolist() == [3]  # really below
 
 
 def test_float32_input_is_done_in_float64():
@@ -141,7 +141,7 @@ def test_compute_table_and_plots_on_planted_windows():
     short, long = window_activations(n=10, rank=2), window_activations(n=14, rank=3, seed=1)
     res = rd.compute([short, long], rd.Config(layer=-1, center=False))
     assert [w["window"] for w in res["windows"]] == [10, 14]
-    assert res["definitions"]["layer"] == 2 and res["definitions"]["centring"].startswith("none")
+    assert res["layer"] == 2 and res["definitions"]["centring"].startswith("none")
     assert res["windows"][1]["max_components"] == 14
     rows = rd.table_rows(res)
     assert len(rows) == 10 and rows[0]["window"] == 10 and rows[0]["threshold"] == 0.9
@@ -160,20 +160,20 @@ def test_compute_table_and_plots_on_planted_windows():
 def test_window_longer_than_the_model_allows_is_an_error_before_extraction():
     tok = rd.check_window_lengths("tiny-bert", [100, 510])  # 510 + [CLS] + [SEP] = 512: fits
     assert tok.n_special == 2 and tok.max_length == 512
-    with pytest.raises(ProbeError, match="--window 511 is too long .* 513 > its limit of 512"):
+    with pytest.raises(ProbeError, match="--window-length 511 is too long .* 513 > its limit of 512"):
         rd.check_window_lengths("tiny-bert", [100, 511], tok)
     assert rd.check_window_lengths("tiny-gpt2", [512]).n_special == 0  # no special tokens: all 512 fit
 
 
 def test_too_long_window_on_the_command_line_is_one_line(tmp_path):
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
-    proc = subprocess.run([sys.executable, "-m", "analyses.redundancy", "--model", "tiny-bert", "--window", "100",
-                           "--window", "600", "--out", str(tmp_path / "out")],
+    proc = subprocess.run([sys.executable, "-m", "analyses.redundancy", "--model", "tiny-bert",
+                           "--window-length", "100", "--window-length", "600", "--out", str(tmp_path / "out")],
                           cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: --window 600 is too long for model 'tiny-bert'")
+    assert len(lines) == 1 and lines[0].startswith("error: --window-length 600 is too long for model 'tiny-bert'")
     assert "602 > its limit of 512" in lines[0]
     assert not (tmp_path / "out" / "cache").exists()  # nothing was extracted
 
@@ -181,13 +181,13 @@ def test_too_long_window_on_the_command_line_is_one_line(tmp_path):
 def test_end_to_end_on_tiny_models(tmp_path):
     out = tmp_path / "out"
     book = str(REPO / "data" / "corpus" / "austen-persuasion.txt")  # one book: tokenizing all 7 takes longer
-    rd.main(["--model", "tiny-bert", "--model", "tiny-gpt2", "--corpus", book, "--window", "16", "--window", "40",
-             "--n-windows", "5", "--layer", "1", "--out", str(out)])
+    rd.main(["--model", "tiny-bert", "--model", "tiny-gpt2", "--corpus", book, "--window-length", "16",
+             "--window-length", "40", "--n-windows", "5", "--layer", "1", "--out", str(out)])
     res_dir = out / "results" / "redundancy"
     for model, n_special in (("tiny-bert", 2), ("tiny-gpt2", 0)):
         doc = json.loads((res_dir / f"{model}.json").read_text())
-        assert doc["config"]["window"] == [16, 40] and doc["config"]["center"] is True
-        assert doc["definitions"]["layer"] == 1 and doc["definitions"]["centring"].startswith("columns")
+        assert doc["config"]["window_length"] == [16, 40] and doc["config"]["center"] is True
+        assert doc["layer"] == 1 and doc["definitions"]["centring"].startswith("columns")
         assert [w["window"] for w in doc["windows"]] == [16, 40]
         assert [a["n_tokens"] for a in doc["activations"]] == [5 * (16 + n_special), 5 * (40 + n_special)]
         assert doc["corpus"]["windows"] == {"16": 5, "40": 5} and len(doc["corpus"]["sha256"]) == 64

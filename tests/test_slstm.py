@@ -442,11 +442,11 @@ def test_padding_invariance_and_gate_maps_through_extract(tiny_registry, monkeyp
     randomised(enc.model, seed=2)  # weights far from the small init: padding leaks would show
     calls = []
     inner = enc.forward
-    monkeypatch.setattr(enc, "forward", lambda i, m, attentions=False: calls.append(i.shape) or
-                        inner(i, m, attentions=attentions))
-    alone = probes.extract(enc, [SHORT], attentions=True, cache_dir=None, progress=False)
+    monkeypatch.setattr(enc, "forward", lambda i, m, maps=False: calls.append(i.shape) or
+                        inner(i, m, maps=maps))
+    alone = probes.extract(enc, [SHORT], maps=True, cache_dir=None, progress=False)
     calls.clear()
-    batched = probes.extract(enc, [LONG[0], SHORT, LONG[1]], attentions=True, cache_dir=None, progress=False)
+    batched = probes.extract(enc, [LONG[0], SHORT, LONG[1]], maps=True, cache_dir=None, progress=False)
     assert len(calls) == 1 and calls[0][1] > 3 * alone.hidden.shape[1]  # one padded batch
     np.testing.assert_allclose(batched.text_hidden(1), alone.text_hidden(0), atol=1e-5, rtol=0)
     np.testing.assert_allclose(batched.sentence[:, 1], alone.sentence[:, 0], atol=1e-5, rtol=0)

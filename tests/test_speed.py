@@ -61,7 +61,7 @@ def test_cli_writes_results_and_figures(tmp_path, tiny_slstm_registry, capsys):
     assert res["reference"] == "bert" and res["model"]["hidden_size"] == 16 and res["model"]["num_layers"] == 2
     assert [r["length"] for r in res["rows"]] == [8, 16, 32]
     assert all(r["median_s"] > 0 and len(r["samples_s"]) == 2 for r in res["rows"])
-    assert res["slope"] is not None and res["definitions"]["fit_lengths"] == [8, 16, 32]
+    assert res["slope"] is not None and res["fit_lengths"] == [8, 16, 32]
     assert set(res["crossover"]) >= {"from_length", "interpolated", "faster_everywhere"}
     ref = json.loads((out / "results" / "speed" / "bert.json").read_text())
     assert ref["crossover"] is None and all(r["speedup_vs_reference"] == 1.0 for r in ref["rows"])

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from analyses import topics as tp
-from analyses.perplexity import scoring_context_start
-from probes.lm import load_lm
+from probes.lm import greedy_windowed, load_lm
+from probes.windows import scoring_context_start
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,7 +114,7 @@ def rec():
 def test_greedy_windowed_matches_step_by_step_scoring_windows(rec):
     ctx = torch.randint(1000, 30000, (2, 10), generator=torch.Generator().manual_seed(0))
     T, o = 8, 2
-    got = tp.greedy_windowed(rec, ctx, 7, T, o)
+    got = greedy_windowed(rec, ctx, 7, T, o)
     seq = ctx.clone()
     for _ in range(7):  # reference: h_prev chain over complete windows, then the scoring window
         p = seq.shape[1]

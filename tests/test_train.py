@@ -1,4 +1,4 @@
-"""probes.train: a few steps of each architecture on a tiny config and corpus.
+"""recipes.train: a few steps of each architecture on a tiny config and corpus.
 
 Loss finite, the folder complete (weights in float16, config, tokenizer, training config, loss log)
 and written atomically, loadable through probes.load from a registry entry, and the same seed
@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 import probes
 from probes.corpus import DEFAULT_CORPUS_DIR
 from probes.errors import ProbeError
-from probes.train import TrainConfig, main, pack_blocks, train
+from recipes.train import TrainConfig, main, pack_blocks, train
 
 TEXTS = ["Emma was handsome, clever, and rich.", "The whale swam on through the grey sea."]
 
@@ -74,7 +74,7 @@ def test_checkpoints_load_through_the_registry(trained, tmp_path, monkeypatch):
     monkeypatch.setenv("PROBES_CHECKPOINTS", str(reg))
     tokens = None
     for arch in folders:
-        acts = probes.extract(f"{arch}-tiny", TEXTS, attentions=True, cache_dir=None, progress=False)
+        acts = probes.extract(f"{arch}-tiny", TEXTS, maps=True, cache_dir=None, progress=False)
         assert acts.hidden.shape[0] == 3 and acts.hidden.shape[2] == 16 and acts.hidden.dtype == np.float32
         assert acts.tokens[0][0] == "[CLS]" and acts.tokens[0][-1] == "[SEP]"
         tokens = tokens or acts.tokens

@@ -97,7 +97,7 @@ def test_compute_averages_per_text_then_over_texts_without_special_tokens(monkey
         assert row["sentence"]["distance_std"] == pytest.approx(10 * lyr * np.std([1, 2, 3]))
         assert -1 <= row["token"]["cosine_mean"] <= 1
     assert res["definitions"]["special_tokens"] == "excluded from token statistics"
-    assert res["definitions"]["n_texts_used"] == 3
+    assert res["n_texts_used"] == 3
     rows = tr.table_rows(res)
     assert len(rows) == 3 and set(rows[0]) >= {"layer", "token_distance_mean", "sentence_cosine_std"}
 
@@ -137,7 +137,7 @@ def test_end_to_end_shares_the_anisotropy_cache(tmp_path, monkeypatch):
     monkeypatch.undo()
     tr.main(["--model", "tiny-gpt2", "--n-sentences", "60", "--out", str(out)])
     doc = json.loads((out / "results" / "transitions" / "tiny-bert.json").read_text())
-    assert len(doc["layers"]) == 2 and doc["definitions"]["n_layers"] == 2
+    assert len(doc["layers"]) == 2 and doc["n_layers"] == 2
     assert doc["config"]["n_sentences"] == 60 and doc["config"]["keep_special"] is False
     assert doc["corpus"]["n_sampled"] == 60 and doc["model"]["sentence_vector"] == "cls"
     assert all(row["token"]["distance_mean"] > 0 for row in doc["layers"])

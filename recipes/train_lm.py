@@ -7,7 +7,7 @@ atomically (a temporary folder renamed into place) as a Hugging Face folder: ``c
 
 1. ``pretrain``: a byte-level BPE tokenizer (``tokenizers``, 4,096 entries) trained on the train
    part of the default corpus (the first 90% of every book; the last 10% is held out for the
-   evaluations, see :func:`probes.lm.split_text`), then a small GPT-2 (4 layers, 128 wide, 4 heads,
+   evaluations, see :func:`probes.corpus.split_text`), then a small GPT-2 (4 layers, 128 wide, 4 heads,
    128 positions) trained by causal LM on random 128-token windows of that text.
 2. ``finetune``: the pretrained model fine-tuned on book-length sequences: each example is ``k``
    consecutive windows of T tokens (overlap o) from one book; every window scores the tokens
@@ -16,10 +16,10 @@ atomically (a temporary folder renamed into place) as a Hugging Face folder: ``c
    :mod:`probes.recurrent` (h_prev from window i-1 inserted at layer l_ins of window i),
    trained end to end by backpropagation through the k windows.
 
-    $ python -m probes.train_lm all        # = the three commands below, with their defaults
-    $ python -m probes.train_lm pretrain --out out/train/gpt2-small-pretrained
-    $ python -m probes.train_lm finetune --init out/train/gpt2-small-pretrained --out checkpoints/gpt2-small-base
-    $ python -m probes.train_lm finetune --init out/train/gpt2-small-pretrained --recurrent \\
+    $ python -m recipes.train_lm all        # = the three commands below, with their defaults
+    $ python -m recipes.train_lm pretrain --out out/train/gpt2-small-pretrained
+    $ python -m recipes.train_lm finetune --init out/train/gpt2-small-pretrained --out checkpoints/gpt2-small-base
+    $ python -m recipes.train_lm finetune --init out/train/gpt2-small-pretrained --recurrent \\
           --out checkpoints/gpt2-small-recurrent
 
 The baseline and the recurrent model see exactly the same sequences in the same order (same
@@ -29,22 +29,22 @@ their own learning rate (``--recurrence-lr``): they start from scratch, the tran
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
-import os
 import platform
-import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from probes.cli import arg, build_parser, config_from_namespace, run_main
 from probes.errors import ProbeError
+from probes.io import write_folder
+from probes.windows import check_window, plan, run_windows
 
 EOS = "<|endoftext|>"
 
@@ -54,42 +54,55 @@ EOS = "<|endoftext|>"
 
 @dataclass
 class PretrainConfig:
-    out: str = "out/train/gpt2-small-pretrained"
-    corpus: str = "default"
-    seed: int = 0
-    vocab_size: int = 4096
-    n_layer: int = 4
-    n_embd: int = 128
-    n_head: int = 4
-    n_positions: int = 128
-    steps: int = 300
-    batch_size: int = 16
-    lr: float = 2e-3
-    warmup: int = 30
-    weight_decay: float = 0.01
-    min_lr_ratio: float = 0.1
-    threads: int = 2
+    """Stage 1: a byte-level BPE tokenizer and a small GPT-2 trained by causal LM."""
+
+    out: str = arg("out/train/gpt2-small-pretrained", "output folder")
+    corpus: str = arg("default", "training corpus (its train part): 'default', a folder of .txt, a .txt or a .jsonl")
+    seed: int = arg(0, "seed for initialisation and data order", min=0, max=2**32 - 1)
+    vocab_size: int = arg(4096, "BPE vocabulary size", min=257)
+    n_layer: int = arg(4, "Transformer layers", min=1)
+    n_embd: int = arg(128, "hidden size", min=1)
+    n_head: int = arg(4, "attention heads", min=1)
+    n_positions: int = arg(128, "positions = training window", min=2)
+    steps: int = arg(300, "optimiser steps", min=1)
+    batch_size: int = arg(16, "windows per step", min=1)
+    lr: float = arg(2e-3, "peak learning rate", min=0.0)
+    warmup: int = arg(30, "linear warm-up steps (then cosine decay)", min=1)
+    weight_decay: float = arg(0.01, "AdamW weight decay", min=0.0)
+    min_lr_ratio: float = arg(0.1, "final learning rate / peak", min=0.0, max=1.0)
+    threads: int = arg(2, "torch intra-op threads", min=1)
 
 
 @dataclass
 class FinetuneConfig:
-    init: str = "out/train/gpt2-small-pretrained"
-    out: str = "checkpoints/gpt2-small-base"
-    recurrent: bool = False
-    corpus: str = "default"
-    seed: int = 0
-    window: int = 128  # T
-    overlap: int = 0  # o: training and evaluation use the same overlap
-    windows_per_sequence: int = 4  # k: BPTT through k windows
-    steps: int = 300
-    batch_size: int = 4
-    lr: float = 5e-4  # the transformer (both models)
-    recurrence_lr: float = 2e-3  # the recurrence module (recurrent model only)
-    warmup: int = 20
-    weight_decay: float = 0.01
-    l_ins: int = 2
-    ffn_hidden: list = field(default_factory=lambda: [200, 200, 200])
-    threads: int = 2
+    """Stages 2-3: fine-tuning on book sequences of k windows, with or without the recurrence."""
+
+    init: str = arg("out/train/gpt2-small-pretrained", "the pretrained folder (stage 1)")
+    out: str = arg("checkpoints/gpt2-small-base", "output folder")
+    recurrent: bool = arg(False, "add the recurrence module (h_prev from the previous window)")
+    corpus: str = arg("default", "training corpus (its train part): 'default', a folder of .txt, a .txt or a .jsonl")
+    seed: int = arg(0, "seed for the recurrence's initialisation and the data order", min=0, max=2**32 - 1)
+    window: int = arg(128, "window T in tokens", min=1)
+    overlap: int = arg(0, "overlap o between windows (training and evaluation use the same)", min=0)
+    windows_per_sequence: int = arg(4, "k: backpropagation through k consecutive windows", min=1)
+    steps: int = arg(300, "optimiser steps", min=1)
+    batch_size: int = arg(4, "sequences per step", min=1)
+    lr: float = arg(5e-4, "learning rate of the transformer (both models)", min=0.0)
+    recurrence_lr: float = arg(2e-3, "learning rate of the recurrence module (recurrent model only)", min=0.0)
+    warmup: int = arg(20, "linear warm-up steps (then cosine decay)", min=1)
+    weight_decay: float = arg(0.01, "AdamW weight decay", min=0.0)
+    l_ins: int = arg(2, "layer whose attention gets the h_prev slot", min=0)
+    ffn_hidden: list[int] = arg([200, 200, 200], "hidden sizes of the recurrence FFN", min=1)
+    threads: int = arg(2, "torch intra-op threads", min=1)
+
+
+@dataclass
+class AllConfig:
+    """The three stages with their defaults."""
+
+    work: str = arg("out/train/gpt2-small-pretrained", "folder of the pretrained model (stage 1)")
+    base_out: str = arg("checkpoints/gpt2-small-base", "folder of the fine-tuned baseline")
+    recurrent_out: str = arg("checkpoints/gpt2-small-recurrent", "folder of the fine-tuned recurrent model")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -109,8 +122,7 @@ def _provenance() -> dict:
 
 
 def _train_texts(corpus: str) -> tuple[list[tuple[str, str]], dict]:
-    from probes.corpus import load_corpus
-    from probes.lm import HELD_OUT_FRACTION, corpus_split
+    from probes.corpus import HELD_OUT_FRACTION, corpus_split, load_corpus
 
     full = load_corpus(None if corpus == "default" else corpus)
     train = corpus_split(full, "train")
@@ -131,21 +143,6 @@ def train_tokenizer(texts: list[str], vocab_size: int, max_length: int):
     tok.train_from_iterator(texts, trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOS, eos_token=EOS, unk_token=EOS,
                                    model_max_length=max_length, clean_up_tokenization_spaces=False)
-
-
-def _write_folder(out: Path, write) -> None:
-    """Call ``write(tmp)`` to fill a temporary sibling folder, then rename it to ``out`` (replacing it)."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    write(tmp)
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _save_hf(model, tokenizer, folder: Path) -> None:
@@ -224,7 +221,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
             "parameters": sum(p.numel() for p in model.parameters()), "storage_dtype": "float16",
             "compute_dtype": "float32", "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
             "wall_time_s": round(time.time() - t0, 1),
-            "command": " ".join(["python -m probes.train_lm", *sys.argv[1:]]),
+            "command": " ".join(["python -m recipes.train_lm", *sys.argv[1:]]),
             "provenance": _provenance()}
 
     def write(tmp: Path):
@@ -232,7 +229,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
         _write_loss_csv(tmp / "loss.csv", rows)
         (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
 
-    _write_folder(Path(cfg.out), write)
+    write_folder(Path(cfg.out), write)
     print(f"pretrain: {len(data)} training tokens, final loss {info['final_loss_mean_last_20']:.3f}, "
           f"{info['wall_time_s']:.0f} s -> {cfg.out}")
     return Path(cfg.out)
@@ -243,24 +240,16 @@ def pretrain(cfg: PretrainConfig) -> Path:
 
 def sequence_loss(model, batch: torch.Tensor, T: int, o: int, k: int, recurrent: bool) -> torch.Tensor:
     """Mean next-token loss over k consecutive windows (window i starts at i*(T-o)); window 0
-    scores all its T predictions, later windows only the T-o new ones. With ``recurrent``,
-    h_prev flows from each window to the next (BPTT through all k)."""
+    scores all its T predictions, later windows only the T-o new ones (:mod:`probes.windows`).
+    With ``recurrent``, h_prev flows from each window to the next (BPTT through all k)."""
     total, count = 0.0, 0
-    h_prev = None
-    stride = T - o
-    for i in range(k):
-        s = i * stride
-        inputs, targets = batch[:, s:s + T], batch[:, s + 1:s + T + 1]
-        first = 0 if i == 0 else o
-        if recurrent:
-            out = model(inputs, h_prev=h_prev, pool_len=stride if i < k - 1 else None,
-                        need_state=i < k - 1)
-            logits, h_prev = out.logits, out.h_next
-        else:
-            logits = model(input_ids=inputs).logits
-        lg = logits[:, first:]
+    windows = plan(T + (k - 1) * (T - o) + 1, T, o)
+    assert len(windows) == k and batch.shape[1] >= T + (k - 1) * (T - o) + 1
+    for w, logits in run_windows(model, recurrent, batch, windows, T, o):
+        lg = logits[:, w.first:]
+        targets = batch[:, w.start + 1 + w.first:w.start + w.n_inputs + 1]
         total = total + torch.nn.functional.cross_entropy(
-            lg.reshape(-1, lg.size(-1)), targets[:, first:].reshape(-1), reduction="sum")
+            lg.reshape(-1, lg.size(-1)), targets.reshape(-1), reduction="sum")
         count += lg.shape[0] * lg.shape[1]
     return total / count
 
@@ -273,12 +262,11 @@ def finetune(cfg: FinetuneConfig) -> Path:
 
     torch.set_num_threads(cfg.threads)
     T, o, k = cfg.window, cfg.overlap, cfg.windows_per_sequence
-    if not 0 <= o < T:
-        raise ProbeError(f"overlap must be in [0, window), got {o} for window {T}")
+    check_window(T, o)
     t0 = time.time()
     init = Path(cfg.init)
     if not (init / "config.json").exists():
-        raise ProbeError(f"no pretrained model in {init}: run `python -m probes.train_lm pretrain` first")
+        raise ProbeError(f"no pretrained model in {init}: run `python -m recipes.train_lm pretrain` first")
     tokenizer = AutoTokenizer.from_pretrained(init)
     torch.manual_seed(cfg.seed)
     lm = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32, attn_implementation="eager")
@@ -330,7 +318,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
             "parameters": sum(p.numel() for p in model.parameters()),
             "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
             "wall_time_s": round(time.time() - t0, 1),
-            "command": " ".join(["python -m probes.train_lm", *sys.argv[1:]]),
+            "command": " ".join(["python -m recipes.train_lm", *sys.argv[1:]]),
             "provenance": _provenance()}
 
     def write(tmp: Path):
@@ -340,7 +328,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
         _write_loss_csv(tmp / "loss.csv", rows)
         (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
 
-    _write_folder(Path(cfg.out), write)
+    write_folder(Path(cfg.out), write)
     print(f"finetune{' (recurrent)' if cfg.recurrent else ''}: final loss {info['final_loss_mean_last_20']:.3f}, "
           f"{info['wall_time_s']:.0f} s -> {cfg.out}")
     return Path(cfg.out)
@@ -349,45 +337,31 @@ def finetune(cfg: FinetuneConfig) -> Path:
 # ----------------------------------------------------------------------------- CLI
 
 
-def _add_fields(parser: argparse.ArgumentParser, cls) -> None:
-    import dataclasses
-
-    for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-        elif isinstance(default, list):
-            parser.add_argument(flag, type=int, nargs="+", default=default)
-        else:
-            parser.add_argument(flag, type=type(default), default=default, help=f"(default: {default})")
+@dataclass
+class _NoFields:
+    """The top level: only the stage."""
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = build_parser(_NoFields, __doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="stage", required=True)
-    _add_fields(sub.add_parser("pretrain", help="tokenizer + small GPT-2 by causal LM"), PretrainConfig)
-    _add_fields(sub.add_parser("finetune", help="fine-tune on book sequences, with or without recurrence"),
-                FinetuneConfig)
-    p_all = sub.add_parser("all", help="pretrain, then fine-tune without and with recurrence (the defaults)")
-    p_all.add_argument("--work", default="out/train/gpt2-small-pretrained")
-    p_all.add_argument("--base-out", default="checkpoints/gpt2-small-base")
-    p_all.add_argument("--recurrent-out", default="checkpoints/gpt2-small-recurrent")
-    args = vars(parser.parse_args(argv))
-    stage = args.pop("stage")
-    try:
-        if stage == "pretrain":
-            pretrain(PretrainConfig(**args))
-        elif stage == "finetune":
-            finetune(FinetuneConfig(**args))
-        else:
-            pretrain(PretrainConfig(out=args["work"]))
-            finetune(FinetuneConfig(init=args["work"], out=args["base_out"]))
-            finetune(FinetuneConfig(init=args["work"], out=args["recurrent_out"], recurrent=True))
-    except ProbeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    stages = {"pretrain": (PretrainConfig, "tokenizer + small GPT-2 by causal LM"),
+              "finetune": (FinetuneConfig, "fine-tune on book sequences, with or without recurrence"),
+              "all": (AllConfig, "pretrain, then fine-tune without and with recurrence (the defaults)")}
+    for stage, (cls, help_text) in stages.items():
+        build_parser(cls, parser=sub.add_parser(stage, help=help_text, description=help_text))
+    ns = vars(parser.parse_args(argv))
+    stage = ns.pop("stage")
+    cfg = config_from_namespace(stages[stage][0], ns)
+    if stage == "pretrain":
+        pretrain(cfg)
+    elif stage == "finetune":
+        finetune(cfg)
+    else:
+        pretrain(PretrainConfig(out=cfg.work))
+        finetune(FinetuneConfig(init=cfg.work, out=cfg.base_out))
+        finetune(FinetuneConfig(init=cfg.work, out=cfg.recurrent_out, recurrent=True))
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -33,10 +33,10 @@ to float32), ``config.json`` (the S-LSTM's or the Hugging Face config), the toke
 ``--log-every`` steps). The Hugging Face folders load with ``AutoModel`` (registry family ``hf``),
 the S-LSTM folder with ``probes.slstm_encoder`` (family ``slstm``).
 
-    $ python -m probes.train --arch slstm      # -> checkpoints/slstm-small/
-    $ python -m probes.train --arch bert       # -> checkpoints/bert-small/
-    $ python -m probes.train --arch albert     # -> checkpoints/albert-small/
-    $ python -m probes.train --arch mog --fusion weight-gate --half-dim --name mog-small
+    $ python -m recipes.train --arch slstm      # -> checkpoints/slstm-small/
+    $ python -m recipes.train --arch bert       # -> checkpoints/bert-small/
+    $ python -m recipes.train --arch albert     # -> checkpoints/albert-small/
+    $ python -m recipes.train --arch mog --fusion weight-gate --half-dim --name mog-small
 
 A new architecture (e.g. a causal GPT-2 recipe) adds an entry to :data:`ARCHS`.
 """
@@ -59,9 +59,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from analyses.common import arg, parse_config, run_main
+from probes.cli import arg, parse_config, run_main
 from probes.errors import ProbeError
-from probes.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, replace_folder, save_pretrained
+from probes.io import replace_folder
+from probes.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 REPO = Path(__file__).resolve().parent.parent
@@ -71,35 +72,37 @@ REPO = Path(__file__).resolve().parent.parent
 class TrainConfig:
     """Masked-LM pre-training of the S-LSTM / BERT-style / ALBERT-style / Graph-Transformer models on the same data."""
 
-    arch: str = arg("slstm", "architecture: slstm | bert | albert | mog")
+    arch: str = arg("slstm", "architecture: slstm | bert | albert | mog", choices=("slstm", "bert", "albert", "mog"))
     name: str = arg("", "checkpoint folder name (default: <arch>-small)")
     out_dir: str = arg("checkpoints", "folder that receives <name>/ (relative to the current directory)")
     corpus: str = arg("default", "training corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    vocab_size: int = arg(4096, "WordPiece vocabulary size (specials included)")
+    vocab_size: int = arg(4096, "WordPiece vocabulary size (specials included)", min=8)
     tokenizer: str = arg("", "tokenizer folder shared by all runs (default: <out-dir>/wordpiece-<vocab-size>); "
                              "loaded if it exists, else trained on --corpus and saved there")
-    width: int = arg(256, "hidden size d of every model")
-    layers: int = arg(4, "S-LSTM recurrent steps / Transformer layers")
-    heads: int = arg(4, "attention heads (bert, albert, mog)")
-    intermediate: int = arg(1024, "feed-forward size (bert, albert, mog)")
-    albert_embedding: int = arg(128, "ALBERT's factorised embedding size")
-    fusion: str = arg("weight-gate", "Graph-Transformer fusion (mog): sum | weight-gate | self-gate")
+    width: int = arg(256, "hidden size d of every model", min=1)
+    layers: int = arg(4, "S-LSTM recurrent steps / Transformer layers", min=1)
+    heads: int = arg(4, "attention heads (bert, albert, mog)", min=1)
+    intermediate: int = arg(1024, "feed-forward size (bert, albert, mog)", min=1)
+    albert_embedding: int = arg(128, "ALBERT's factorised embedding size", min=1)
+    fusion: str = arg("weight-gate", "Graph-Transformer fusion (mog)", choices=("sum", "weight-gate", "self-gate"))
     half_dim: bool = arg(False, "Graph-Transformer (mog): attentions of half width (probes.mog reading 5)")
     shared_qkv: bool = arg(False, "Graph-Transformer (mog): high- and middle-order attention share W_Q, W_K, W_V")
-    max_positions: int = arg(512, "position embeddings (longest input the model accepts)")
-    seq_len: int = arg(320, "longest training block, [CLS] and [SEP] included (320: 300-token windows in range)")
-    batch_size: int = arg(6, "blocks per step")
-    steps: int = arg(150, "optimiser steps")
-    lr: float = arg(1e-3, "peak learning rate")
-    warmup: int = arg(15, "linear warm-up steps (then linear decay to 0)")
-    weight_decay: float = arg(0.01, "AdamW weight decay (matrices only)")
-    clip: float = arg(1.0, "gradient-norm clipping (0 = off)")
-    mask_prob: float = arg(0.15, "share of real, non-special tokens selected for prediction")
-    dropout: float = arg(0.0, "dropout of every model (the released S-LSTMs use 0.0)")
-    seed: int = arg(0, "seed for initialisation, data order and masking")
-    log_every: int = arg(1, "write the loss to train_log.csv every this many steps")
-    dtype: str = arg("float16", "dtype of the saved weights (float16 keeps checkpoints small; loaders cast to float32)")
-    threads: int = arg(1, "torch intra-op threads (0 = torch's default); the count changes float rounding")
+    max_positions: int = arg(512, "position embeddings (longest input the model accepts)", min=8)
+    seq_len: int = arg(320, "longest training block, [CLS] and [SEP] included (320: 300-token windows in range)",
+                       min=8)
+    batch_size: int = arg(6, "blocks per step", min=1)
+    steps: int = arg(150, "optimiser steps", min=1)
+    lr: float = arg(1e-3, "peak learning rate", min=0.0)
+    warmup: int = arg(15, "linear warm-up steps (then linear decay to 0)", min=0)
+    weight_decay: float = arg(0.01, "AdamW weight decay (matrices only)", min=0.0)
+    clip: float = arg(1.0, "gradient-norm clipping (0 = off)", min=0.0)
+    mask_prob: float = arg(0.15, "share of real, non-special tokens selected for prediction", min=0.0, max=1.0)
+    dropout: float = arg(0.0, "dropout of every model (the released S-LSTMs use 0.0)", min=0.0, max=1.0)
+    seed: int = arg(0, "seed for initialisation, data order and masking", min=0, max=2**32 - 1)
+    log_every: int = arg(1, "write the loss to train_log.csv every this many steps", min=1)
+    dtype: str = arg("float16", "dtype of the saved weights (float16 keeps checkpoints small; loaders cast to float32)",
+                     choices=("float16", "bfloat16", "float32"))
+    threads: int = arg(1, "torch intra-op threads (0 = torch's default); the count changes float rounding", min=0)
     device: str = arg("cpu", "torch device (cuda scales the same recipe up: raise --steps and --batch-size)")
     progress: bool = arg(True, "show a progress bar")
 

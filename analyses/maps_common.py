@@ -1,0 +1,50 @@
+"""What the map analyses share: reading per-text maps from Activations, their names, drawing helpers.
+
+Used by :mod:`analyses.maps` (token-pair maps: attention, ConvBERT kernels) and
+:mod:`analyses.gate_maps` (per-token maps: the S-LSTM's gates and sentence-node weights).
+A map summary in a result says what it is by its ``token_axes`` (2: token pairs, 1: per token).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from probes.activations import Activations
+
+GRID_DECIMALS = 5  # example maps stored in the JSON (for the figures) are rounded to 1e-5
+MAP_TITLES = {"attention": "self-attention", "conv_kernel": "convolution kernels", "gates": "gate weights",
+              "gates_dominant": "dominant gate", "sentence_weights": "sentence node's weights"}
+
+
+def text_map(acts: Activations, name: str, t: int) -> np.ndarray:
+    """(L, K, n_t, n_t) (or (L, K, n_t) for one-token-axis maps) of text t."""
+    return np.asarray(acts.text_map(name, t))
+
+
+def text_keep(acts: Activations, t: int, keep_special: bool) -> np.ndarray:
+    """(n_t,) bool: the tokens of text t that count (all, or all but the special ones)."""
+    special = np.asarray(acts.special[acts.offsets[t]:acts.offsets[t + 1]], bool)
+    return np.ones_like(special) if keep_special else ~special
+
+
+def is_pair_map(m: dict) -> bool:
+    """A token-pair map summary (L, K, n, n): attention or kernels."""
+    return m.get("token_axes", 2) == 2 and "skipped" not in m
+
+
+def is_token_map(m: dict) -> bool:
+    """A per-token map summary (L, K, n): gates, sentence-node weights."""
+    return m.get("token_axes") == 1
+
+
+def token_labels(ax, tokens: list[str], fontsize: float) -> None:
+    """Tokens as the x and y tick labels of a token x token heatmap."""
+    ticks = np.arange(len(tokens))
+    ax.set_xticks(ticks, tokens, rotation=90, fontsize=fontsize)
+    ax.set_yticks(ticks, tokens, fontsize=fontsize)
+    ax.tick_params(length=1.5, pad=1)
+
+
+def shorten(text: str, limit: int = 70) -> str:
+    """``text`` cut to ``limit`` characters (with an ellipsis)."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -1,0 +1,61 @@
+"""Files that are either complete or absent: one atomic write, one folder replace, strict JSON.
+
+* :func:`atomic_write` writes bytes to a temporary sibling and renames it into place.
+* :func:`write_folder` fills a temporary sibling folder, then :func:`replace_folder` renames it
+  over the destination (the old folder is removed only after the new one is in place).
+* :func:`strict_json` serialises with ``allow_nan=False``: results never hold a bare NaN
+  (a caller writes ``null`` and a reason instead; :func:`finite_or_none` helps).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def replace_folder(src: Path, dest: Path) -> None:
+    """Replace ``dest`` by the finished folder ``src`` (a sibling on the same file system) by renames."""
+    src, dest = Path(src), Path(dest)
+    old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(src, dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_folder(out: Path, write) -> None:
+    """Call ``write(tmp)`` to fill a temporary sibling folder, then put it in place of ``out``.
+    If ``write`` fails, the temporary folder is removed and ``out`` is left as it was."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        write(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    replace_folder(tmp, out)
+
+
+def finite_or_none(x: float | None) -> float | None:
+    """``x`` if it is a finite number, else None (JSON null): pair it with a reason field."""
+    return None if x is None or not math.isfinite(x) else x
+
+
+def strict_json(doc, indent: int | None = 1) -> str:
+    """``json.dumps`` that refuses NaN/Infinity (ValueError: a bug to fix where the number is made)."""
+    return json.dumps(doc, indent=indent, sort_keys=False, allow_nan=False)

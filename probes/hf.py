@@ -159,14 +159,14 @@ class HFEncoder(Encoder):
         input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
         run = lambda: self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
                                  output_attentions=maps, return_dict=True)
-        maps = {}
+        captured = {}
         if maps and self.extra_maps is not None:
-            with self.extra_maps.capture(attention_mask) as maps:  # forward hooks fill `maps`
+            with self.extra_maps.capture(attention_mask) as captured:  # forward hooks fill `captured`
                 out = run()
         else:
             out = run()
         att = torch.stack(out.attentions) if maps else None
-        return EncoderOutput(hidden=torch.stack(out.hidden_states), attentions=att, maps=maps)
+        return EncoderOutput(hidden=torch.stack(out.hidden_states), attentions=att, maps=captured)
 
 
 # model_type -> "module:Class": captures of maps besides attention (e.g. ConvBERT's convolution kernels).

@@ -64,12 +64,12 @@ class MoGEncoder(Encoder):
     @torch.inference_mode()
     def forward(self, input_ids, attention_mask, maps=False) -> EncoderOutput:
         out = self.model(input_ids.to(self.device), attention_mask.to(self.device), output_maps=maps)
-        maps = {}
+        captured = {}
         if maps:
-            maps = {name: getattr(out, name) for name in ATTENTION_MAPS}  # (L, B, H, n, n)
+            captured = {name: getattr(out, name) for name in ATTENTION_MAPS}  # (L, B, H, n, n)
             if out.subgraph_weight is not None:
-                maps["subgraph_weight"] = out.subgraph_weight
-        return EncoderOutput(hidden=out.hidden, attentions=None, maps=maps)
+                captured["subgraph_weight"] = out.subgraph_weight
+        return EncoderOutput(hidden=out.hidden, attentions=None, maps=captured)
 
     def describe(self) -> dict:
         cfg = self.model.config

@@ -106,9 +106,9 @@ class SLSTMEncoder(Encoder):
     @torch.inference_mode()
     def forward(self, input_ids, attention_mask, maps=False) -> EncoderOutput:
         out = self.model(input_ids.to(self.device), attention_mask.to(self.device), output_gates=maps)
-        maps = {"gates": out.gates, "gates_dominant": out.gates_dominant,
-                "sentence_weights": out.sentence_weights[:, :, None]} if maps else {}
-        return EncoderOutput(hidden=out.hidden, attentions=None, sentence=out.sentence, maps=maps)
+        captured = {"gates": out.gates, "gates_dominant": out.gates_dominant,
+                    "sentence_weights": out.sentence_weights[:, :, None]} if maps else {}
+        return EncoderOutput(hidden=out.hidden, attentions=None, sentence=out.sentence, maps=captured)
 
     def describe(self) -> dict:
         return {**super().describe(), "architecture": "S-LSTM (graph recurrent, shared block)",

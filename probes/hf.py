@@ -9,9 +9,7 @@ minutes of retries.
 
 from __future__ import annotations
 
-import os
 import pickle
-import socket
 from pathlib import Path
 
 import torch
@@ -20,19 +18,12 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from probes.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
 from probes.errors import CheckpointError
+from probes.names import hub_reachable, hub_unreachable
 from probes.registry import CheckpointSpec, get_spec
-
-HUB_HOST = "huggingface.co"
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        return False
-    try:
-        socket.create_connection((HUB_HOST, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
+    return hub_reachable(timeout)
 
 
 def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
@@ -51,10 +42,7 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
     except (OSError, ValueError):
         pass
     if not _hub_reachable():
-        raise CheckpointError(
-            f"model '{spec.name}' is the hub checkpoint '{hub_id}', which is not in the local Hugging Face "
-            f"cache, and {HUB_HOST} cannot be reached: run once with internet access to download it"
-        )
+        raise CheckpointError(hub_unreachable(spec.extra.get("requested", spec.name), hub_id))
     try:
         return loader.from_pretrained(hub_id, revision=spec.revision, **common)
     except (OSError, ValueError) as e:

@@ -64,7 +64,8 @@ def _max_length(cfg, tokenizer) -> int:
     """The longest input (special tokens included) that both the positions and the tokenizer allow."""
     limits = [getattr(cfg, k) for k in ("max_position_embeddings", "n_positions") if getattr(cfg, k, None)]
     if cfg.model_type in ("roberta", "xlm-roberta", "camembert", "mpnet"):  # positions start after the pad index
-        limits = [m - cfg.pad_token_id - 1 for m in limits]
+        pad = 1 if cfg.model_type == "mpnet" else cfg.pad_token_id  # MPNetEmbeddings fixes padding_idx = 1
+        limits = [m - pad - 1 for m in limits]
     tok_max = getattr(tokenizer, "model_max_length", None)
     if tok_max and tok_max < 1_000_000:
         limits.append(tok_max)

@@ -110,4 +110,5 @@ class Encoder:
             "source": self.spec.source, "fingerprint": self.fingerprint, "num_layers": self.num_layers,
             "hidden_size": self.hidden_size, "max_length": self.max_length,
             "sentence_vector": self.spec.sentence, "special_tokens_added": self.spec.special_tokens,
-        }
+            **({"requested": self.spec.extra["requested"]} if "requested" in self.spec.extra else {}),
+        }  # requested: the hf:/folder/?sentence= name the spec was synthesised from (probes.names)

@@ -137,20 +137,27 @@ def _hub_spec(name: str) -> CheckpointSpec:
 
 
 def _hub_files(name: str, hub_id: str, revision: str | None) -> dict[str, Path | None]:
-    """config.json (required) and the sentence-transformers markers, cache first, then the hub."""
-    from huggingface_hub import hf_hub_download
+    """config.json (required) and the sentence-transformers markers: from the local cache, else (when
+    the hub answers) downloaded; a marker the hub lacks is remembered by huggingface_hub's cache, so the
+    answer is the same offline and online."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
-    def get(filename: str, local: bool) -> Path | None:
-        try:
-            return Path(hf_hub_download(hub_id, filename, revision=revision, local_files_only=local))
-        except (OSError, ValueError):  # not cached / no such file / offline mode
-            return None
-
-    files = {f: get(f, True) for f in ("config.json", *ST_MARKERS)}
-    if files["config.json"] is None:
-        if not hub_reachable():
-            raise CheckpointError(hub_unreachable(name, hub_id))
-        files = {f: get(f, False) for f in files}
+    files: dict[str, Path | None] = {}
+    unknown = []
+    for f in ("config.json", *ST_MARKERS):
+        cached = try_to_load_from_cache(hub_id, f, revision=revision)  # a path, None, or "known absent"
+        files[f] = Path(cached) if isinstance(cached, str) else None
+        if cached is None:  # neither cached nor known to be absent
+            unknown.append(f)
+    online = bool(unknown) and hub_reachable()
+    if files["config.json"] is None and not online:
+        raise CheckpointError(hub_unreachable(name, hub_id))
+    if online:
+        for f in unknown:
+            try:
+                files[f] = Path(hf_hub_download(hub_id, f, revision=revision))
+            except (OSError, ValueError):  # no such file (remembered as absent), gated model, ...
+                files[f] = None
         if files["config.json"] is None:
             raise CheckpointError(f"model '{name}': the hub has no config.json for '{hub_id}' at revision "
                                   f"{revision or 'main'} (no such model or revision, or a gated model)")

@@ -119,6 +119,8 @@ def test_hf_name_loads_from_the_local_cache_offline(offline_hub):
         enc = probes.load(name)
         assert enc.describe()["requested"] == name
         np.testing.assert_array_equal(run(enc).hidden, run("tiny-bert").hidden)
+    (repo / "snapshots" / sha / "modules.json").write_text("[]")  # a cached sentence-transformers marker
+    assert probes.get_spec("hf:someorg/tiny-bert").sentence == "mean"
 
 
 # --------------------------------------------------------------------------- folders

@@ -87,9 +87,21 @@ def _jsonable(x, nulls: list | None = None, where: str = ""):
     return x
 
 
+def result_name(model: str) -> str:
+    """The name a model's results are filed under: a registry name (or a composite of names, like
+    similarity's ``a__b__unit``) as it is; an ``hf:`` id, a folder or a ``?sentence=`` name (probes.names)
+    as its spec's safe name, so no user string ever becomes a path below results/."""
+    from probes.registry import SAFE_NAME, get_spec, read_registry
+
+    if model in read_registry() or (SAFE_NAME.fullmatch(model) and ".." not in model
+                                    and not Path(model).expanduser().is_dir()):
+        return model
+    return get_spec(model).name
+
+
 def result_paths(out: str | os.PathLike, analysis: str, model: str) -> tuple[Path, Path]:
-    base = Path(out) / "results" / analysis / model
-    return base.with_suffix(".json"), base.with_suffix(".csv")
+    folder, stem = Path(out) / "results" / analysis, result_name(model)
+    return folder / f"{stem}.json", folder / f"{stem}.csv"  # not with_suffix: names may hold dots (v1.0)
 
 
 def write_result(out: str | os.PathLike, analysis: str, model: str, result: dict,
@@ -97,7 +109,8 @@ def write_result(out: str | os.PathLike, analysis: str, model: str, result: dict
     """Atomically write the result JSON (numbers + settings) and a flat CSV table."""
     json_path, csv_path = result_paths(out, analysis, model)
     nulls: list[str] = []
-    doc = _jsonable({"analysis": analysis, "model_name": model, **result, "provenance": provenance()}, nulls)
+    doc = _jsonable({"analysis": analysis, "model_name": result_name(model), **result, "provenance": provenance()},
+                    nulls)
     if nulls:  # strict JSON: no bare NaN; say where a number is missing and why
         doc["nulls"] = {"paths": nulls, "reason": "not a finite number (an empty mean or a degenerate ratio)"}
     atomic_write(json_path, (strict_json(doc) + "\n").encode())

@@ -4,7 +4,9 @@
     >>> enc = probes.load("minilm-l6")                 # an Encoder (see probes.encoder)
     >>> acts = probes.extract("minilm-l6", texts)      # Activations, cached on disk
 
-Names come from checkpoints.yaml (see probes.registry). Analyses only ever see Activations.
+Names come from checkpoints.yaml (see probes.registry), or name any Hugging Face model without an entry:
+``hf:org/name[@revision]``, a model folder's path, and ``<name>?sentence=cls|mean|last`` (see probes.names).
+Analyses only ever see Activations.
 """
 
 from __future__ import annotations

@@ -115,4 +115,5 @@ class Encoder:
             "hidden_size": self.hidden_size, "max_length": self.max_length,
             "sentence_vector": self.spec.sentence, "special_tokens_added": self.spec.special_tokens,
             "final_norm_on_last_hidden": self.final_norm_on_last_hidden,
-        }
+            **({"requested": self.spec.extra["requested"]} if "requested" in self.spec.extra else {}),
+        }  # requested: the hf:/folder/?sentence= name the spec was synthesised from (probes.names)

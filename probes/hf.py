@@ -9,9 +9,7 @@ minutes of retries.
 
 from __future__ import annotations
 
-import os
 import pickle
-import socket
 from pathlib import Path
 
 import torch
@@ -20,9 +18,9 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from probes.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
 from probes.errors import CheckpointError
+from probes.names import hub_reachable, hub_unreachable
 from probes.registry import CheckpointSpec, get_spec
 
-HUB_HOST = "huggingface.co"
 # attributes of a base model that hold a final norm applied after the last layer only (GPT-2, GPT-J,
 # Bloom: ln_f; Llama, Mistral: norm; OPT: final_layer_norm). BERT-style post-LN models have none:
 # every layer's output, the last included, ends with the same kind of LayerNorm.
@@ -36,13 +34,7 @@ def has_final_norm(model) -> bool:
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        return False
-    try:
-        socket.create_connection((HUB_HOST, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
+    return hub_reachable(timeout)
 
 
 def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
@@ -61,10 +53,7 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
     except (OSError, ValueError):
         pass
     if not _hub_reachable():
-        raise CheckpointError(
-            f"model '{spec.name}' is the hub checkpoint '{hub_id}', which is not in the local Hugging Face "
-            f"cache, and {HUB_HOST} cannot be reached: run once with internet access to download it"
-        )
+        raise CheckpointError(hub_unreachable(spec.extra.get("requested", spec.name), hub_id))
     try:
         return loader.from_pretrained(hub_id, revision=spec.revision, **common)
     except (OSError, ValueError) as e:
@@ -86,7 +75,8 @@ def _max_length(cfg, tokenizer) -> int:
     """The longest input (special tokens included) that both the positions and the tokenizer allow."""
     limits = [getattr(cfg, k) for k in ("max_position_embeddings", "n_positions") if getattr(cfg, k, None)]
     if cfg.model_type in ("roberta", "xlm-roberta", "camembert", "mpnet"):  # positions start after the pad index
-        limits = [m - cfg.pad_token_id - 1 for m in limits]
+        pad = 1 if cfg.model_type == "mpnet" else cfg.pad_token_id  # MPNetEmbeddings fixes padding_idx = 1
+        limits = [m - pad - 1 for m in limits]
     tok_max = getattr(tokenizer, "model_max_length", None)
     if tok_max and tok_max < 1_000_000:
         limits.append(tok_max)

@@ -199,12 +199,18 @@ def _parse_entry(name: str, entry: dict, path: Path) -> CheckpointSpec:
 
 
 def get_spec(name: str) -> CheckpointSpec:
-    """The spec registered under ``name``; a clear error listing the known names otherwise."""
+    """The spec registered under ``name``, else one synthesised for ``hf:org/name[@revision]``, a model
+    folder or ``<name>?sentence=<vector>`` (see :mod:`probes.names`); a clear error otherwise."""
+    from probes.names import synthesise  # here: probes.names imports this module
+
     specs = read_registry()
-    if name not in specs:
-        known = ", ".join(sorted(specs))
-        raise CheckpointError(f"unknown model '{name}': checkpoints.yaml has {known}")
-    return specs[name]
+    if name in specs:
+        return specs[name]
+    if (spec := synthesise(name, specs)) is not None:
+        return spec
+    known = ", ".join(sorted(specs))
+    raise CheckpointError(f"unknown model '{name}': checkpoints.yaml has {known}; or name any Hugging Face model "
+                          f"as hf:org/name[@revision], or a model folder by its path")
 
 
 def fingerprint_id(spec: CheckpointSpec) -> str:

@@ -31,10 +31,9 @@ from probes.io import atomic_write, strict_json
 
 # The config -> CLI helpers and the atomic write live in probes/ (both sides use them); they are
 # re-exported here so an analysis imports everything it needs from one module.
-__all__ = ["ModelsConfig", "RunConfig", "SentenceConfig", "arg", "atomic_write", "check_device", "check_writable",
-           "config_dict", "mark_final_norm", "parse_config", "provenance", "read_results", "result_header",
-           "result_paths", "run_main", "save_drawings", "save_figure", "unique", "write_result"]
-
+__all__ = ["ModelsConfig", "Result", "RunConfig", "SentenceConfig", "arg", "atomic_write", "check_device",
+           "check_writable", "config_dict", "mark_final_norm", "parse_config", "provenance", "read_results",
+           "result_header", "result_paths", "run_main", "save_drawings", "save_figure", "unique", "write_result"]
 
 
 @dataclasses.dataclass
@@ -99,15 +98,43 @@ def result_name(model: str) -> str:
     return get_spec(model).name
 
 
+@dataclasses.dataclass
+class Result:
+    """Base of every analysis's result: a dataclass whose fields are the saved document's keys.
+
+    Numbers live in typed fields; prose lives only in ``definitions`` (plots never read it).
+    :meth:`to_json` gives the document :func:`write_result` saves (it adds ``analysis``,
+    ``model_name`` and ``provenance``); :meth:`from_json` reads a saved document back, ignoring keys
+    the class does not know (so fields may be added) and naming the first missing one."""
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, doc):
+        if isinstance(doc, cls):
+            return doc
+        fields = dataclasses.fields(cls)
+        required = [f.name for f in fields
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        missing = [n for n in required if n not in doc]
+        if missing:
+            raise KeyError(missing[0])
+        names = {f.name for f in fields}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
 def result_paths(out: str | os.PathLike, analysis: str, model: str) -> tuple[Path, Path]:
     folder, stem = Path(out) / "results" / analysis, result_name(model)
     return folder / f"{stem}.json", folder / f"{stem}.csv"  # not with_suffix: names may hold dots (v1.0)
 
 
-def write_result(out: str | os.PathLike, analysis: str, model: str, result: dict,
+def write_result(out: str | os.PathLike, analysis: str, model: str, result: Result | dict,
                  rows: list[dict]) -> tuple[Path, Path]:
     """Atomically write the result JSON (numbers + settings) and a flat CSV table."""
     json_path, csv_path = result_paths(out, analysis, model)
+    if isinstance(result, Result):
+        result = result.to_json()
     nulls: list[str] = []
     doc = _jsonable({"analysis": analysis, "model_name": result_name(model), **result, "provenance": provenance()},
                     nulls)
@@ -187,7 +214,9 @@ def result_header(acts, cfg) -> dict:
         "model_name": acts.meta["model"]["name"],
         "config": config_dict(cfg),
         "model": acts.meta["model"],
-        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts")},
+        # batch_size: the one that produced the cache entry (states differ by up to ~5e-6 between sizes)
+        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts", "batch_size")
+                        if k in acts.meta},
         "corpus": acts.meta.get("corpus"),
     }
 

@@ -1,7 +1,9 @@
-"""Redraw every figure and table from saved results, without running any model.
+"""Redraw every figure and table from saved results, without running any model, then the report.
 
-Each analysis module exposes ``figures(results, out) -> paths``; this walks
-``<out>/results/<analysis>/*.json`` and calls it for every analysis that has results.
+Each analysis module exposes ``Result.from_json`` and ``figures(results, out) -> paths``; this walks
+``<out>/results/<analysis>/*.json``, reads each saved result back into its Result, calls ``figures``
+for every analysis that has results, and writes the one-page report ``<out>/report.html``
+(:mod:`analyses.report`).
 
     $ python -m analyses.figures [--out out] [--model minilm-l6 --model tiny-bert]
 """
@@ -13,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analyses.common import arg, parse_config, read_results, run_main, unique
+from analyses.report import write_report
 from probes.errors import ProbeError
 
 ANALYSES = (  # modules under analyses/ that save results and draw figures
     "anisotropy", "redundancy", "transitions", "maps", "speed", "perplexity", "topics", "probing", "similarity",
+    "mog", "mog_lens",
 )
 
 
@@ -38,7 +42,10 @@ def redraw(out: str, models: list[str] | None = None) -> list[Path]:
             continue
         module = importlib.import_module(f"analyses.{name}")
         try:
-            paths += module.figures(read_results(out, name, wanted), out)
+            results = read_results(out, name, wanted)
+            if hasattr(module, "Result"):
+                results = [module.Result.from_json(r) for r in results]
+            paths += module.figures(results, out)
         except (KeyError, TypeError, IndexError) as e:  # a result written by another version of the suite
             raise ProbeError(f"the saved {name} results under {out}/results/{name} do not have the layout this "
                              f"version draws (missing {e}); run python -m analyses.{name} again") from None
@@ -54,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
                          "(run an analysis first, e.g. make demo)")
     for p in paths:
         print(p)
+    print(f"report: {write_report(cfg.out)}")
 
 
 if __name__ == "__main__":

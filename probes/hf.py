@@ -33,10 +33,6 @@ def has_final_norm(model) -> bool:
     return any(isinstance(getattr(inner, n, None), torch.nn.Module) for n in FINAL_NORMS)
 
 
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    return hub_reachable(timeout)
-
-
 def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
     """``loader.from_pretrained`` for package, path and hub sources, with clear errors."""
     common = {"trust_remote_code": False, **kwargs}
@@ -52,7 +48,7 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
         return loader.from_pretrained(hub_id, revision=spec.revision, local_files_only=True, **common)
     except (OSError, ValueError):
         pass
-    if not _hub_reachable():
+    if not hub_reachable():
         raise CheckpointError(hub_unreachable(spec.extra.get("requested", spec.name), hub_id))
     try:
         return loader.from_pretrained(hub_id, revision=spec.revision, **common)

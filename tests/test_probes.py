@@ -281,7 +281,7 @@ def test_unknown_model_lists_known_names(tmp_path):
 
 
 def test_hub_model_offline_fails_fast(tmp_path):
-    if probes.hf._hub_reachable(timeout=2.0):
+    if probes.names.hub_reachable(timeout=2.0):
         pytest.skip("the hub is reachable here; this test is about offline use")
     t0 = time.monotonic()
     with pytest.raises(CheckpointError) as e:

@@ -6,17 +6,21 @@
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= out
-# Encoders compared in the demo: the embedded real encoder, the suite's own small S-LSTM and its
-# BERT-/ALBERT-style baselines (checkpoints/), and mpnet-base once `make models` has fetched it.
-MODELS  ?= minilm-l6 $(if $(wildcard models/mpnet-base/config.json),mpnet-base) slstm-small bert-small albert-small
+# Encoders compared in the demo: the embedded real encoder, the suite's own small S-LSTM, its
+# BERT-/ALBERT-style baselines and the Graph-Transformer (checkpoints/), and mpnet-base once
+# `make models` has fetched it.
+MODELS  ?= minilm-l6 $(if $(wildcard models/mpnet-base/config.json),mpnet-base) slstm-small bert-small albert-small \
+           mog-small
 M       := $(foreach m,$(MODELS),--model $(m))
 # The demo is cut to fit 10 minutes on 2 cores (set-up included); FULL=1 runs the CLI defaults
 # (5000 sentences, all held-out tokens, 500 topic contexts), as the README's numbers were made.
-SENTENCES  := $(if $(FULL),5000,3000)
+SENTENCES  := $(if $(FULL),5000,1500)
 PPL_TOKENS := $(if $(FULL),0,8000)
 CONTEXTS   := $(if $(FULL),500,160)
+UNITS      := $(if $(FULL),20000,5000)
+LENS       := $(if $(FULL),1000,200)
 
-.PHONY: demo test figures bench lint corpus models clean
+.PHONY: demo test figures bench lint corpus models clean lab
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -25,16 +29,27 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# Every sentence analysis draws the same seeded sample, so each model is extracted once and cached.
 demo: $(STAMP)
 	$(PY) -m analyses.anisotropy $(M) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
 	$(PY) -m analyses.transitions $(M) --n-sentences $(SENTENCES) --out $(OUT)
+	$(PY) -m analyses.probing $(M) --n-sentences $(SENTENCES) --out $(OUT)
+	$(PY) -m analyses.similarity $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
 	$(PY) -m analyses.redundancy $(M) --out $(OUT)
-	$(PY) -m analyses.maps --model minilm-l6 --model slstm-small --out $(OUT)
+	$(PY) -m analyses.maps --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
+	$(PY) -m analyses.mog --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
+	$(PY) -m analyses.mog_lens --model minilm-l6-lens --model bert-small-lens --n-sentences $(LENS) --out $(OUT)
 	$(PY) -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
 	$(PY) -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
 	$(PY) -m analyses.figures --out $(OUT)
-	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/"
+	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/, everything on one page: $(OUT)/report.html"
+
+# JupyterLab on notebooks/, with this project's environment as the kernel.
+lab: $(STAMP)
+	$(PY) -m pip install -q -e ".[dev,lab]"
+	$(PY) -m ipykernel install --user --name probes-suite --display-name "probes-suite (.venv)"
+	$(PY) -m jupyter lab --notebook-dir=notebooks
 
 figures: $(STAMP)
 	$(PY) -m analyses.figures --out $(OUT)

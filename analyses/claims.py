@@ -117,7 +117,7 @@ def slstm_claims(results: dict[str, list[dict]]) -> list[Claim]:
     lt = lambda a, b: abs(a) < abs(b)  # noqa: E731 - nearer zero = less anisotropic
     claims = [
         _compare(SLSTM, "§7.1, Fig. 6", "S-LSTM token outputs are less anisotropic (mean cosine of random tokens, "
-                 "last layer, nearer 0) than Transformers'", "anisotropy", aniso, _last_token_cosine, lt),
+                 "last layer, nearer 0) than same-size Transformers'", "anisotropy", aniso, _last_token_cosine, lt),
         _compare(SLSTM, "§7.1, Fig. 6", "S-LSTM sentence vectors are less anisotropic than Transformers' "
                  "([CLS] / g, last layer)", "anisotropy", aniso, _last_sentence_cosine, lt),
         _compare(SLSTM, "§7.2, Table 6", "S-LSTM needs the most principal components for 90% of the variance "
@@ -207,7 +207,84 @@ def convbert_claims(results: dict[str, list[dict]]) -> list[Claim]:
     return [Claim("ConvBERT", "Fig. 2", claim, UNTESTED, "see the maps figures (no scalar verdict)", "maps")]
 
 
-CHECKS = (slstm_claims, recurrence_claims, convbert_claims)
+# ----------------------------------------------------------------------------- the Graph-Transformer
+
+MOG = "Graph-Transformer"
+
+
+def _mog_docs(results: dict[str, list[dict]]) -> list[dict]:
+    return [d for d in results.get("mog", []) if d.get("w_layer_mean")]
+
+
+def _training_losses() -> dict[str, tuple[str, float]]:
+    """Graph-Transformer checkpoints in the registry with a training log: name -> (fusion, mean MLM loss
+    of the last steps). Table 2's ordering is about trained models, so it is read from their logs."""
+    import json
+
+    from probes.registry import read_registry
+
+    found = {}
+    for name, spec in read_registry().items():
+        folder = spec.local_path() if spec.family == "mog" else None
+        if folder is not None and (folder / "train_config.json").is_file():
+            doc = json.loads((folder / "train_config.json").read_text(encoding="utf-8"))
+            cfg = doc.get("config", {})
+            if not cfg.get("half_dim") and not cfg.get("shared_qkv") and cfg.get("layers") == 4:
+                found[name] = (cfg.get("fusion"), float(doc["last_loss_mean"]))
+    return found
+
+
+def mog_claims(results: dict[str, list[dict]]) -> list[Claim]:
+    out = []
+    losses = _training_losses()
+    by_fusion = {f: (n, v) for n, (f, v) in losses.items()}
+    c0 = "weight-gate fusion is at least as good as sum (Table 2), at equal width and depth (MLM loss, last 25 steps)"
+    if "weight-gate" in by_fusion and "sum" in by_fusion:
+        (nw, w), (ns, s_) = by_fusion["weight-gate"], by_fusion["sum"]
+        out.append(Claim(MOG, "Table 2", c0, HOLDS if w <= s_ else FAILS, f"{nw} {w:.3f} vs {ns} {s_:.3f}",
+                         "checkpoints"))
+    else:
+        out.append(Claim(MOG, "Table 2", c0, UNTESTED, "needs trained weight-gate and sum checkpoints", "checkpoints"))
+    docs = _mog_docs(results)
+    fig9 = [("longer sentences get a larger high-order weight w at every layer", "longer_larger_every_layer"),
+            ("w rises with the layer (last layer above the first, most steps rising)", None),
+            ("a dip of w at layer 4 (below layers 3 and 5)", "dip")]
+    for claim, key in fig9:
+        if not docs:
+            out.append(Claim(MOG, "Fig. 9", claim, UNTESTED, "no weight-gate result (python -m analyses.mog)", "mog"))
+            continue
+        held, ev = [], []
+        for d in docs:
+            w = d["w_layer_mean"]
+            if key == "longer_larger_every_layer":
+                v = d["claims"].get(key)
+                diff = d["claims"].get("longest_minus_shortest") or []
+                ev.append(f"{d['model_name']}: longest - shortest bucket " + ", ".join(f"{x:+.4f}" for x in diff))
+            elif key is None:
+                steps = [b > a for a, b in zip(w, w[1:])]
+                v = bool(w[-1] > w[0] and sum(steps) > len(steps) / 2)
+                ev.append(f"{d['model_name']}: w by layer " + ", ".join(f"{x:.3f}" for x in w))
+            else:
+                v = bool(w[3] < w[2] and w[3] < w[4]) if len(w) >= 5 else None
+                ev.append(f"{d['model_name']}: " + (f"w3 {w[2]:.3f}, w4 {w[3]:.3f}, w5 {w[4]:.3f}" if len(w) >= 5
+                                                     else f"{len(w)} layers: cannot show a dip"))
+            held.append(v)
+        tested = [h for h in held if h is not None]
+        verdict = UNTESTED if not tested else HOLDS if all(tested) else FAILS
+        out.append(Claim(MOG, "Fig. 9", claim, verdict, "; ".join(ev), "mog"))
+    all_docs = results.get("mog", [])
+    c10 = "high-order attention is smoother than the middle orders (row entropy, every layer)"
+    if all_docs:
+        shares = [(d["model_name"], d["claims"]["high_smoother_than_middle"]) for d in all_docs]
+        held = all(all(s) for _, s in shares)
+        ev = "; ".join(f"{n}: {sum(s)} of {len(s)} layers" for n, s in shares)
+        out.append(Claim(MOG, "Fig. 10", c10, HOLDS if held else FAILS, ev, "mog"))
+    else:
+        out.append(Claim(MOG, "Fig. 10", c10, UNTESTED, "no Graph-Transformer result", "mog"))
+    return out
+
+
+CHECKS = (slstm_claims, recurrence_claims, convbert_claims, mog_claims)
 
 
 def evaluate(out: str | Path) -> list[Claim]:

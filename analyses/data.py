@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from analyses.common import check_device, check_writable, read_results, unique, write_result
@@ -24,7 +25,9 @@ def sentence_activations(model: str, corpus: str, n_sentences: int, seed: int, o
     corp = load_corpus(None if corpus == "default" else corpus)
     texts = sample_sentences(corp, n_sentences, seed=seed, min_words=min_words, max_words=max_words)
     ident = {**corp.identity(), "unit": "sentence", "n_sampled": len(texts), "seed": seed,
-             "min_words": min_words, "max_words": max_words}
+             "min_words": min_words, "max_words": max_words,
+             # which sentences were drawn: sha256 of the sample, one sentence per line, in order
+             "sample_sha256": hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()}
     return extract(model, texts, maps=maps, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
                    corpus=ident)
 

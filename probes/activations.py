@@ -210,7 +210,7 @@ def _open_entry(entry: Path, repair: bool) -> Activations | None:
     if not (entry / "meta.json").exists():
         return None
     try:
-        return _read_entry(entry)
+        return read_entry(entry)
     except (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError) as e:  # EOFError: an emptied .npy
         if repair:
             warnings.warn(f"activation cache {entry} is unreadable or damaged ({e}); removed, extracting again",
@@ -286,7 +286,7 @@ def _sentence_vectors(encoder: Encoder, hidden: torch.Tensor, mask: torch.Tensor
     return (hidden * keep[None, :, :, None]).sum(2) / keep.sum(1)[None, :, None]
 
 
-def _batches(lengths: np.ndarray, batch_size: int, padding_safe: bool) -> list[np.ndarray]:
+def batch_plan(lengths: np.ndarray, batch_size: int, padding_safe: bool) -> list[np.ndarray]:
     """Index batches in length order (little padding). Encoders that are not padding-safe get
     batches of equal length only, so no padding is ever added."""
     order = np.argsort(lengths, kind="stable")
@@ -310,7 +310,7 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
     hidden, sentence = dest["hidden"], dest["sentence"]
     map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
     written = np.zeros(len(toks), dtype=bool)
-    for idx in _batches(lengths, batch_size, encoder.padding_safe):
+    for idx in batch_plan(lengths, batch_size, encoder.padding_safe):
         n = int(lengths[idx].max())
         ids = torch.full((len(idx), n), encoder.pad_id, dtype=torch.long)
         mask = torch.zeros((len(idx), n), dtype=torch.bool)
@@ -390,7 +390,7 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
                     arr.flush()
                 done[c]["sha256"] = _chunk_digest(dest)
                 _atomic_json(work / "done.json", {"key": key, "chunks": {str(k): v for k, v in sorted(done.items())}})
-    _check_complete(done, len(chunks), len(toks), int(offsets[-1]))
+    check_complete(done, len(chunks), len(toks), int(offsets[-1]))
     sizes = sorted({done[c]["batch_size"] for c in done})
     meta = {
         "format": CACHE_FORMAT, "key": key, "model": encoder.describe(), **settings,
@@ -425,7 +425,7 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     del arrays, acts
     shutil.rmtree(entry, ignore_errors=True)
     os.replace(work, entry)  # the entry appears complete, in one step
-    return _read_entry(entry)
+    return read_entry(entry)
 
 
 def _open_work(work: Path | None, key: str, shapes: dict) -> tuple[dict, dict]:
@@ -459,7 +459,7 @@ def _atomic_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
-def _check_complete(done: dict, n_chunks: int, n_texts: int, n_tokens: int) -> None:
+def check_complete(done: dict, n_chunks: int, n_texts: int, n_tokens: int) -> None:
     """Refuse to finalise unless every chunk is done and the chunks hold exactly the texts and
     tokens asked for (a zero-filled entry must never look valid)."""
     texts, tokens = sum(r["texts"] for r in done.values()), sum(r["tokens"] for r in done.values())
@@ -534,7 +534,7 @@ def _verify_entry(entry: Path, doc: dict, full: bool) -> None:
 
 # ----------------------------------------------------------------------------- the cache on disk
 
-def _read_entry(entry: Path) -> Activations:
+def read_entry(entry: Path) -> Activations:
     """Load a finished cache entry (big arrays memory-mapped) after checking it against the checksums
     written with it; ValueError if anything is off."""
     doc = json.loads((entry / "meta.json").read_text(encoding="utf-8"))

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -359,15 +360,20 @@ SPLITS = ("train", "heldout", "all")
 
 
 def split_text(text: str, held_out: float = HELD_OUT_FRACTION) -> tuple[str, str]:
-    """(train part, held-out part) of one document: the cut is the first paragraph break
-    (blank line) at or after ``(1 - held_out) * len(text)`` characters; if there is none, the
-    first line break there, else the character position itself. Both parts are stripped."""
+    """(train part, held-out part) of one document: the cut is the first paragraph break (a line
+    holding only whitespace, as the corpus reader counts them) at or after ``(1 - held_out) *
+    len(text)`` characters; if there is none, the first line break there, else the character
+    position itself. A cut that would leave the held-out part empty (it fell in trailing blank
+    lines) moves back to the last break before that position, so a document with any text after
+    90% always contributes to both parts. Both parts are stripped."""
     if not 0 < held_out < 1:
         raise ProbeError(f"held-out fraction must be in (0, 1), got {held_out}")
     at = int(round((1 - held_out) * len(text)))
-    for sep in ("\n\n", "\n"):
-        k = text.find(sep, at)
-        if k >= 0:
+    for sep in (_PARAGRAPH_BREAK, re.compile(r"\n")):
+        cuts = [m.start() for m in sep.finditer(text) if text[:m.start()].strip() and text[m.start():].strip()]
+        later = [k for k in cuts if k >= at]
+        earlier = [k for k in cuts if k < at]
+        for k in later[:1] or earlier[-1:]:
             return text[:k].strip(), text[k:].strip()
     return text[:at].strip(), text[at:].strip()
 
@@ -379,12 +385,17 @@ def corpus_split(corpus: Corpus, part: str, held_out: float = HELD_OUT_FRACTION)
         raise ProbeError(f"split must be one of {', '.join(SPLITS)}, not {part!r}")
     if part == "all":
         return corpus
-    docs = []
+    docs, lost = [], []
     for d in corpus.documents:
         train, test = split_text(d.text, held_out)
         text = train if part == "train" else test
         if text:
             docs.append(Document(d.name, text))
+        elif d.text.strip():
+            lost.append(d.name)
+    if lost:  # a document too short to cut in two contributes to one part only: say so
+        warnings.warn(f"{len(lost)} document(s) of {corpus.name} have no {part} part: {', '.join(lost[:5])}",
+                      stacklevel=2)
     if not docs:
         raise ProbeError(f"corpus {corpus.name} has no text in its {part} part")
     return Corpus.from_documents(f"{corpus.name} [{part}: {'first' if part == 'train' else 'last'} "

@@ -64,8 +64,8 @@ def test_bad_batch_size_is_refused_before_anything_runs(bad, tmp_path, tiny_bert
 
 
 def test_a_text_left_unwritten_never_finalises_the_entry(tmp_path, tiny_bert, monkeypatch):
-    inner = pa._batches
-    monkeypatch.setattr(pa, "_batches", lambda *a: inner(*a)[:-1])  # a bug that drops the last batch
+    inner = pa.batch_plan
+    monkeypatch.setattr(pa, "batch_plan", lambda *a: inner(*a)[:-1])  # a bug that drops the last batch
     with pytest.raises(RuntimeError, match=r"texts of a chunk got no states .* not finalised"):
         run(tiny_bert, batch_size=2, cache_dir=tmp_path)
     assert not list(tmp_path.rglob("meta.json"))  # the zero rows never became an entry
@@ -79,10 +79,10 @@ def test_a_text_left_unwritten_never_finalises_the_entry(tmp_path, tiny_bert, mo
 
 def test_incomplete_chunks_are_refused(monkeypatch):
     with pytest.raises(RuntimeError, match="1 of 2 chunks"):
-        pa._check_complete({0: {"texts": 3, "tokens": 10}}, 2, 3, 10)
+        pa.check_complete({0: {"texts": 3, "tokens": 10}}, 2, 3, 10)
     with pytest.raises(RuntimeError, match="9 of 10 tokens"):
-        pa._check_complete({0: {"texts": 3, "tokens": 9}}, 1, 3, 10)
-    pa._check_complete({0: {"texts": 2, "tokens": 6}, 1: {"texts": 1, "tokens": 4}}, 2, 3, 10)
+        pa.check_complete({0: {"texts": 3, "tokens": 9}}, 1, 3, 10)
+    pa.check_complete({0: {"texts": 2, "tokens": 6}, 1: {"texts": 1, "tokens": 4}}, 2, 3, 10)
 
 
 def test_batch_size_is_recorded(tmp_path, tiny_bert):
@@ -97,15 +97,15 @@ def test_resumed_chunk_with_flipped_bytes_is_run_again(tmp_path, tiny_bert, monk
     monkeypatch.setattr(pa, "CHUNK_BYTES", 2 * 12 * per_token)  # about two texts per chunk
     texts = [f"Sentence number {i} says " + "more " * (i % 3) + "and stops." for i in range(7)]
     clean = run(tiny_bert, texts, batch_size=4, cache_dir=None)
-    inner, calls = pa._run_chunk, []
+    inner, calls = tiny_bert.forward, []
 
-    def interrupted(*a, **k):
+    def interrupted(*a, **k):  # Ctrl-C during the third chunk (one batch per chunk here)
         if len(calls) == 2:
             raise KeyboardInterrupt("simulated interruption")
         calls.append(1)
         return inner(*a, **k)
 
-    monkeypatch.setattr(pa, "_run_chunk", interrupted)
+    monkeypatch.setattr(tiny_bert, "forward", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run(tiny_bert, texts, batch_size=4, cache_dir=tmp_path)
     partial = next(tmp_path.glob("tiny-bert/*.partial"))
@@ -113,7 +113,7 @@ def test_resumed_chunk_with_flipped_bytes_is_run_again(tmp_path, tiny_bert, monk
     hidden[1, 0, 0] += 1.0  # chunk 0 was finished and recorded; now it is damaged
     hidden.flush()
     del hidden
-    monkeypatch.setattr(pa, "_run_chunk", inner)
+    monkeypatch.setattr(tiny_bert, "forward", inner)
     with pytest.warns(UserWarning, match="chunk 0 of the interrupted extraction .* is damaged"):
         again = run(tiny_bert, texts, batch_size=4, cache_dir=tmp_path)
     for f in ARRAYS:
@@ -258,13 +258,13 @@ def test_quick_check_samples_blocks_of_big_files_and_full_check_reads_all(tmp_pa
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0xFF]))
     monkeypatch.setenv("PROBES_CACHE_VERIFY", "quick")
-    pa._read_entry(entry)  # missed by design
+    pa.read_entry(entry)  # missed by design
     monkeypatch.setenv("PROBES_CACHE_VERIFY", "full")
     with pytest.raises(ValueError, match=r"hidden.npy does not match its checksum \(bytes 512\.\.1024\)"):
-        pa._read_entry(entry)
+        pa.read_entry(entry)
     monkeypatch.setenv("PROBES_CACHE_VERIFY", "banana")
     with pytest.raises(ProbeError, match="PROBES_CACHE_VERIFY must be 'full' or 'quick'"):
-        pa._read_entry(entry)
+        pa.read_entry(entry)
 
 
 # --------------------------------------------------------------------------- 3, 5: the registry

@@ -388,7 +388,7 @@ def test_default_corpus_sentences(default_corpus: Corpus) -> None:
 SPLIT_CASES = [
     "one paragraph only, no break at all " * 20,
     "line one\nline two\nline three\n" * 30,
-    "Para A.\n\nPara B.\n\nPara C.\n\n\n\n",  # trailing blank lines (held-out part empty: a known gap)
+    "Para A.\n\nPara B.\n\nPara C.\n\n\n\n",  # trailing blank lines
     "x" * 7,
     "  \n\n" + "A paragraph of some words.\n\n" * 40 + "  ",
 ]
@@ -417,3 +417,24 @@ def test_corpus_split_parts_are_disjoint_per_document():
         k = d.text.find(t) + len(t)
         assert d.text.find(t) >= 0 and d.text.find(h, k) >= k  # held-out text lies after the train text
         assert len(h) < 0.2 * len(d.text)
+
+
+@pytest.mark.parametrize("text, held", [
+    ("Para A.\n\nPara B.\n\nPara C." + "\n" * 40, "Para C."),  # the 90% point falls in trailing blank lines
+    ("Verse one.\n   \nVerse two.\n\t \nVerse three, the longest of the three verses here.", "Verse three, the longest "
+     "of the three verses here."),  # whitespace-only lines are paragraph breaks, as for the corpus reader
+])
+def test_held_out_part_is_never_lost(text, held):
+    from probes.corpus import split_text
+
+    train, got = split_text(text)
+    assert got == held and train and held not in train
+
+
+def test_a_document_without_a_held_out_part_is_reported(recwarn):
+    from probes.corpus import Corpus, Document, corpus_split
+
+    corp = Corpus.from_documents("tiny", [Document("long", "A.\n\nB.\n\nC.\n\nD."), Document("short", "x")])
+    held = corpus_split(corp, "heldout")
+    assert [d.name for d in held.documents] == ["long"]
+    assert any("short" in str(w.message) for w in recwarn.list)

@@ -52,17 +52,17 @@ def run(model, texts, **kw):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_padding_invariance(name, encoders, monkeypatch):
     enc = encoders(name)
-    alone = run(enc, [SHORT], attentions=True)
+    alone = run(enc, [SHORT], maps=True)
     shapes, pads = [], []
     inner = enc.forward
 
-    def forward(input_ids, attention_mask, attentions=False):
+    def forward(input_ids, attention_mask, maps=False):
         shapes.append(tuple(input_ids.shape))
         pads.append(input_ids[~attention_mask.bool()].unique().tolist())
-        return inner(input_ids, attention_mask, attentions=attentions)
+        return inner(input_ids, attention_mask, maps=maps)
 
     monkeypatch.setattr(enc, "forward", forward)
-    batched = run(enc, [LONG[0], SHORT, LONG[1]], attentions=True, batch_size=8)
+    batched = run(enc, [LONG[0], SHORT, LONG[1]], maps=True, batch_size=8)
     n = alone.hidden.shape[1]
     assert len(shapes) == 1 and shapes[0][1] > 2 * n, "the short text must share one batch and be padded heavily"
     assert pads[0] == [enc.pad_id]  # padded with the tokenizer's pad id ...

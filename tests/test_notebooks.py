@@ -24,6 +24,16 @@ assert result["maps_captured"] == sorted(acts.maps, key=lambda n: n != "attentio
 shares = [v for row in maps.table_rows(result) for k, v in row.items() if k.startswith("local_share") and v is not None]
 assert shares and all(0 <= v <= 1 + 1e-6 for v in shares)
 """,
+    "probing": """
+rows = probing.table_rows(result)
+assert {r["layer"] for r in rows} == set(range(inputs["acts"].n_layers + 1))
+assert rows and all(0 <= r["accuracy"] <= 1 and 0 <= r["majority"] <= 1 for r in rows)
+""",
+    "similarity": """
+m = sentence.matrix("cka")
+assert m.shape == (sentence.n_layers_a + 1, sentence.n_layers_b + 1) and np.isfinite(m).all()
+assert np.allclose(np.diag(token.matrix("cka", "aa")), 1)  # every layer is identical to itself
+""",
     "perplexity": """
 import math
 for res in results:

@@ -329,10 +329,15 @@ def test_unknown_checkpoint_keys_are_refused_not_dropped(tmp_path, capsys):
         import_fairseq(path)
     msg = str(err.value)
     assert "\n" not in msg and all(k in msg for k in extra)
-    with pytest.raises(SystemExit) as exit_:  # the converter CLI: one error line, nothing written
-        convert_main([str(path), "--sentencepiece", str(path), "--out", str(tmp_path / "out")])
-    assert str(exit_.value).startswith("error: ") and "extra_gate.weight" in str(exit_.value)
-    assert "\n" not in str(exit_.value) and not (tmp_path / "out").exists()
+    from probes.cli import run_main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:  # the converter CLI: one error line, exit 2, nothing written
+        run_main(convert_main, [str(path), "--sentencepiece", str(path), "--out", str(tmp_path / "out")])
+    err_lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert exit_.value.code == 2 and len(err_lines) == 1
+    assert err_lines[0].startswith("error: ") and "extra_gate.weight" in err_lines[0]
+    assert not (tmp_path / "out").exists()
     many = fairseq_state()
     for i in range(8):
         many[f"{p}w{i}.weight"] = torch.zeros(4)

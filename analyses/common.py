@@ -41,6 +41,8 @@ class SentenceConfig(RunConfig, ModelsConfig):
     """The sentence-level analyses' common fields: models, corpus, run, and the sentence sample."""
 
     n_sentences: int = arg(5000, "random sentences (the same sample and cache for every sentence analysis)", min=1)
+    min_words: int = arg(5, "shortest sentence drawn, in whitespace-separated words", min=1)
+    max_words: int = arg(60, "longest sentence drawn, in words (verse or dialogue corpora may want more)", min=1)
 
 
 # ----------------------------------------------------------------------------- provenance

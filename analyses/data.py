@@ -43,7 +43,8 @@ def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps
     check_writable(cfg.out)
     for name in models:
         acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                    batch_size=cfg.batch_size, device=cfg.device, maps=maps)
+                                    batch_size=cfg.batch_size, device=cfg.device, maps=maps,
+                                    min_words=cfg.min_words, max_words=cfg.max_words)
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, analysis, name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")

@@ -235,7 +235,8 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
     from analyses.maps import Result
 
     use_theme()
-    result = Result.from_json(result)
+    if isinstance(result, dict):  # a saved document (not Result.from_json on a Result: under python -m
+        result = Result.from_json(result)  # analyses.maps that Result is __main__'s class, not this one)
     kinds = [(n, m) for n, m in result.maps.items() if is_token_map(m)]
     ex = result.examples[example]
     tokens = ex["tokens"]
@@ -266,6 +267,7 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
         ax.grid(False)
         labels = [f"L{lyr + 1} {c}" if K > 1 else f"L{lyr + 1}" for lyr in range(L) for c in m["components"]]
         ax.set_yticks(np.arange(L * K), labels, fontsize=5.5 if K > 1 else 6.5)
+        ax.set_ylabel("layer, component" if K > 1 else "layer", fontsize=6.5)
         for lyr in range(1, L):
             ax.axhline(lyr * K - 0.5, color="k", lw=0.8 if K > 1 else 0.3)
         ax.tick_params(length=1.5, pad=1)
@@ -278,6 +280,7 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
             ax.tick_params(labelbottom=False)
         else:
             ax.set_xticks(np.arange(n), tokens, rotation=90, fontsize=max(4.5, min(7.0, 160 / max(n, 1))))
+            ax.set_xlabel("kept token of the sentence", fontsize=7)
     if weights:
         ax = fig.add_subplot(gs[-1])
         name, m = weights[0]

@@ -400,3 +400,16 @@ def test_example_figures_show_the_stored_maps():
     for c, line in enumerate(lines):
         np.testing.assert_allclose(line.get_ydata(), mean[:, c])
     plt.close(fig)
+
+
+def test_cli_as_a_module_draws_per_token_maps(tmp_path):
+    """Under python -m the module's Result is __main__'s class: the gate figures must still draw."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run([sys.executable, "-m", "analyses.maps", "--model", "tiny-slstm", *SMALL, "--out",
+                           str(tmp_path)], cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "figures" / "maps-tiny-slstm.png").stat().st_size > 0

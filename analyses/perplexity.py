@@ -233,7 +233,8 @@ def markdown_table(results: list[Result]) -> str:
 
 
 def plot(results: list[Result], ax=None):
-    """Token- and word-level perplexity against overlap, one line per model in its colour."""
+    """Token- and word-level perplexity against overlap, one line per model in its colour (dashed:
+    a recurrent model)."""
     axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
@@ -247,7 +248,7 @@ def plot(results: list[Result], ax=None):
         x = [r["overlap"] for r in rows]
         for ax, key in zip(axes, ("token_perplexity", "word_perplexity")):
             ax.plot(x, [r[key] for r in rows], marker="o", ms=4, color=model_color(res.model_name),
-                    label=f"{res.model_name} (T={rows[0]['window']})")
+                    ls="--" if rows[0]["recurrent"] else "-", label=f"{res.model_name} (T={rows[0]['window']})")
     for ax, title, ylabel in zip(axes, ("token-level perplexity", "word-level perplexity"),
                                  ("token perplexity (per scored token)", "word perplexity (per word)")):
         ax.set_xlabel("overlap o (tokens)", fontsize=8)
@@ -268,7 +269,8 @@ def plot_flops(results: list[Result], ax=None):
     for res in map(Result.from_json, results):
         rows = sorted(res.rows, key=lambda r: r["overlap"])
         xs, ys = [r["flops_per_token"] for r in rows], [r["word_perplexity"] for r in rows]
-        ax.plot(xs, ys, marker="o", ms=4, color=model_color(res.model_name), label=res.model_name)
+        ax.plot(xs, ys, marker="o", ms=4, color=model_color(res.model_name), ls="--" if rows[0]["recurrent"] else "-",
+                label=res.model_name)
         for r, x, y in zip(rows, xs, ys):
             ax.annotate(f"o={r['overlap']}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("FLOPs per scored token (forward)", fontsize=8)

@@ -1,5 +1,8 @@
 """Topic propagation: do continuations stay on the context's topic? (recurrence paper §5.3.1)
 
+(Over 400 lines: one analysis with its five steps below, its long definitions block, its typed
+result and its two figures; generation and windows live in probes.lm and probes.windows.)
+
 1. **LDA.** gensim ``LdaModel`` with K = 20 topics (``--topics``), ``random_state = seed``,
    ``minimum_probability = 0``, fitted on the TRAIN part of the corpus (the first 90% of every
    document; :func:`probes.corpus.split_text`), cut into chunks of consecutive paragraphs of at least

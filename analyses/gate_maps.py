@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analyses.maps_common import GRID_DECIMALS, MAP_TITLES, is_token_map, shorten, text_keep, text_map
+from analyses.maps_common import GRID_DECIMALS, MAP_TITLES, is_token_map, layer_axis, shorten, text_keep, text_map
+from analyses.style import use_theme
 from probes.activations import Activations
 from probes.errors import ProbeError
 
 if TYPE_CHECKING:
-    from analyses.maps import Config
+    from analyses.maps import Config, Result
 
 # one-token-axis maps whose K rows are weights over the tokens (renormalised over the kept ones);
 # every other one-axis map holds per-token values of K components (e.g. gate shares summing to 1 over K)
@@ -174,24 +175,26 @@ def token_rows(name: str, m: dict) -> list[dict]:
     return rows
 
 
-def gate_maps(results: list[dict]):
+def gate_maps(results: list[Result]):
     """(model, map name, summary) of every per-token component map (S-LSTM gates)."""
-    return [(res["model_name"], name, m) for res in results for name, m in res["maps"].items()
+    return [(res.model_name, name, m) for res in results for name, m in res.maps.items()
             if is_token_map(m) and not over_tokens(m)]
 
 
 def plot_gate_shares(ax, gates) -> None:
-    """Mean gate weight (solid) and dominant-gate share (dashed) by layer, one colour per gate."""
+    """Mean gate weight (solid) and dominant-gate share (dashed) by layer, one colour per gate (a
+    marker per model; relative depth on x when the models' depths differ)."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     styles = {"gates": "-", "gates_dominant": "--"}
     markers = "os^Dv"
     models = list(dict.fromkeys(model for model, _, _ in gates))
+    xlabel, layer_x = layer_axis([len(m["component_mean"]) for _, _, m in gates])
     n_layers, k_max, values = 1, 1, []
     for model, name, m in gates:
         mean = np.asarray(m["component_mean"])  # (L, K)
-        layers = np.arange(1, len(mean) + 1)
+        layers = layer_x(len(mean))
         n_layers, k_max = max(n_layers, len(mean)), max(k_max, mean.shape[1])
         values.append(mean.ravel())
         for c in range(mean.shape[1]):
@@ -210,26 +213,32 @@ def plot_gate_shares(ax, gates) -> None:
     ax.legend(handles=handles, fontsize=6.5, loc="best", ncol=2)
     who = models[0] if len(models) == 1 else "S-LSTM"
     ax.set_title(f"{who} gate shares by layer (no attention)", fontsize=9)
-    ax.set_xlabel("layer (recurrent step)", fontsize=8)
-    ax.set_ylabel("share, mean over kept tokens", fontsize=8)
-    ax.set_xlim(0.5, n_layers + 0.5)
+    ax.set_xlabel(f"{xlabel} (recurrent step)", fontsize=8)
+    ax.set_ylabel("gate share (of 1), mean over kept tokens", fontsize=8)
+    if xlabel == "layer":
+        ax.set_xlim(0.5, n_layers + 0.5)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     v = np.concatenate([*values, [1 / k_max]])
     pad = max(0.02, 0.15 * (v.max() - v.min()))
     ax.set_ylim(max(0.0, v.min() - pad), min(1.0, v.max() + pad))  # shares near 1/K: zoomed, 1/K marked
-    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.25, lw=0.5)
 
 
-def plot_token_maps(result: dict, fig=None, example: int = 0):
+def plot_token_maps(result: Result, fig=None, example: int = 0):
     """One model's per-token maps (S-LSTM) for one example sentence: a (layer x component) x token
     heatmap per map kind, coloured around the uniform value (white), and, for weights over tokens, the
     corpus profile by relative position per layer. Returns the figure."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import TwoSlopeNorm
 
-    kinds = [(n, m) for n, m in result["maps"].items() if is_token_map(m)]
-    ex = result["examples"][example]
+    from analyses.maps import Result
+
+    use_theme()
+    if isinstance(result, dict):  # a saved document (not Result.from_json on a Result: under python -m
+        result = Result.from_json(result)  # analyses.maps that Result is __main__'s class, not this one)
+    kinds = [(n, m) for n, m in result.maps.items() if is_token_map(m)]
+    ex = result.examples[example]
     tokens = ex["tokens"]
     n = len(tokens)
     weights = [(name, m) for name, m in kinds if over_tokens(m)]
@@ -241,8 +250,8 @@ def plot_token_maps(result: dict, fig=None, example: int = 0):
     if fig is None:
         fig = plt.figure(figsize=(width, sum(heights) + 0.6), layout="constrained")
     gs = fig.add_gridspec(len(heights), 1, height_ratios=heights)
-    policy = "special tokens kept" if result["config"]["keep_special"] else "special tokens dropped"
-    fig.suptitle(f"{result['model_name']}: per-token maps of sentence {ex['text_index']} ({policy})\n"
+    policy = "special tokens kept" if result.config["keep_special"] else "special tokens dropped"
+    fig.suptitle(f"{result.model_name}: per-token maps of sentence {ex['text_index']} ({policy})\n"
                  f"\"{shorten(ex['text'], 90)}\"", fontsize=9)
     share = None
     for r, (name, m) in enumerate(kinds):
@@ -255,8 +264,10 @@ def plot_token_maps(result: dict, fig=None, example: int = 0):
         lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
         norm = TwoSlopeNorm(vcenter=centre, vmin=min(lo, centre * 0.999), vmax=max(hi, centre * 1.001))
         im = ax.imshow(x.reshape(L * K, -1), cmap="RdBu_r", norm=norm, aspect="auto", interpolation="nearest")
+        ax.grid(False)
         labels = [f"L{lyr + 1} {c}" if K > 1 else f"L{lyr + 1}" for lyr in range(L) for c in m["components"]]
         ax.set_yticks(np.arange(L * K), labels, fontsize=5.5 if K > 1 else 6.5)
+        ax.set_ylabel("layer, component" if K > 1 else "layer", fontsize=6.5)
         for lyr in range(1, L):
             ax.axhline(lyr * K - 0.5, color="k", lw=0.8 if K > 1 else 0.3)
         ax.tick_params(length=1.5, pad=1)
@@ -269,6 +280,7 @@ def plot_token_maps(result: dict, fig=None, example: int = 0):
             ax.tick_params(labelbottom=False)
         else:
             ax.set_xticks(np.arange(n), tokens, rotation=90, fontsize=max(4.5, min(7.0, 160 / max(n, 1))))
+            ax.set_xlabel("kept token of the sentence", fontsize=7)
     if weights:
         ax = fig.add_subplot(gs[-1])
         name, m = weights[0]
@@ -282,7 +294,7 @@ def plot_token_maps(result: dict, fig=None, example: int = 0):
                     label=f"L{lyr + 1}: entropy {ent[lyr, 0]:.4f}, CV {cv[lyr, 0]:.2g}")
         ax.axhline(1, color="0.5", ls=":", lw=0.8)
         ax.set_xlim(0, 1)
-        ax.set_xlabel("relative position in the sentence, (i + 0.5) / m", fontsize=7)
+        ax.set_xlabel("relative position in the sentence, (i + 0.5) / m (share of its length)", fontsize=7)
         ax.set_ylabel("m * weight (1 = uniform)", fontsize=7)
         ax.set_title(f"corpus: {MAP_TITLES.get(name, name)} by position ({m['n_texts']} sentences; "
                      "normalised entropy and weight CV per layer)", fontsize=8, loc="left")

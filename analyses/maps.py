@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
+from analyses import common
 from analyses.common import (
     SentenceConfig,
     arg,
@@ -59,11 +60,13 @@ from analyses.maps_common import (
     MAP_TITLES,
     is_pair_map,
     is_token_map,
+    layer_axis,
     shorten,
     text_keep,
     text_map,
     token_labels,
 )
+from analyses.style import model_color, use_theme
 from probes.activations import Activations
 from probes.errors import ProbeError
 
@@ -79,6 +82,25 @@ class Config(SentenceConfig):
     example_max_tokens: int = arg(28, "examples are drawn among sentences of at most this many (kept) tokens", min=2)
     position_bins: int = arg(10, "per-token maps: bins of relative position (i + 0.5) / m in the sentence", min=1)
     keep_special: bool = arg(False, "keep special-token rows/columns (default: drop them, renormalise rows)")
+
+
+@dataclass
+class Result(common.Result):
+    """One model's maps: the saved document's keys, in order (prose only in ``definitions``).
+
+    ``maps`` holds one summary per map kind, told apart by its ``token_axes`` value: 2 (token pairs:
+    :func:`summarise_map`), 1 (per token: :func:`analyses.gate_maps.summarise_token_map`) or 0 (not
+    summarised: its ``skipped`` says why)."""
+
+    model_name: str
+    config: dict  # the resolved Config (without out)
+    model: dict  # the encoder's identity (probes.describe)
+    activations: dict  # the activation cache entry
+    corpus: dict | None  # the corpus identity and sampling
+    definitions: dict  # prose: what every number means (nothing reads numbers from it)
+    maps_captured: list[str]  # map kinds, "attention" first
+    examples: list[dict]  # per example sentence: text_index, text, kept tokens
+    maps: dict[str, dict]  # map kind -> summary
 
 
 # ----------------------------------------------------------------------------- map statistics
@@ -158,7 +180,7 @@ def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]
     for t in range(acts.n_texts):
         m = text_map(acts, name, t)
         if m.ndim != 4:
-            return {"skipped": f"map with {m.ndim - 2} token axis: no offsets to summarise"}
+            return {"token_axes": 0, "skipped": f"map with {m.ndim - 2} token axis: no offsets to summarise"}
         keep = text_keep(acts, t, cfg.keep_special)
         if not keep.any():
             continue
@@ -210,8 +232,8 @@ def check_config(cfg: Config) -> None:
         raise ProbeError("--position-bins must be >= 1")
 
 
-def compute(acts: Activations, cfg: Config | None = None) -> dict:
-    """Example maps and the corpus locality summary of every map in ``acts``. Returns a JSON-ready dict."""
+def compute(acts: Activations, cfg: Config | None = None) -> Result:
+    """Example maps and the corpus locality summary of every map in ``acts``."""
     cfg = cfg or Config()
     check_config(cfg)
     names = map_names(acts)
@@ -257,9 +279,9 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
     for t in examples:
         keep = text_keep(acts, t, cfg.keep_special)
         ex.append({"text_index": t, "text": acts.texts[t], "tokens": [s for s, k in zip(acts.tokens[t], keep) if k]})
-    return {
+    return Result(
         **result_header(acts, cfg),
-        "definitions": {
+        definitions={
             "maps": "per sentence (L, K, n, n): [layer, head, query i, key j]; rows are distributions over keys "
                     "(maps with one token axis: see per_token_maps)",
             "offset": "d = i - j (query i, key j): d > 0 is a key before the query (previous token: d = +1); "
@@ -278,19 +300,19 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
             "map_descriptions": {n: acts.meta.get("maps", {}).get(n, {}).get("description", "") for n in names},
             **definitions,
         },
-        "maps_captured": names,
-        "examples": ex,
-        "maps": maps,
-    }
+        maps_captured=names,
+        examples=ex,
+        maps=maps,
+    )
 
 
-def table_rows(result: dict) -> list[dict]:
+def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows. Token-pair maps: one per (map, layer): local share (mean/min/max over heads) and the
     offset profile. Per-token maps: one per (map, layer, component, statistic) with its value (the mean,
     or for weights over tokens the entropy, masses and the position profile). Every row has every column."""
     rows = []
-    for name, m in result["maps"].items():
-        if "skipped" in m:
+    for name, m in Result.from_json(result).maps.items():
+        if not is_pair_map(m) and not is_token_map(m):  # not summarised
             continue
         if is_token_map(m):
             rows += token_rows(name, m)
@@ -307,25 +329,29 @@ def table_rows(result: dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-def _summaries(results: list[dict]):
-    """(colour, line style, summary, label) per model and map kind: colour = model, style = map kind."""
+def _summaries(results: list[Result]):
+    """(model, line style, summary, label) per model and token-pair map kind: colour = model
+    (analyses.style.model_color), style = map kind."""
     styles = {"attention": "-"}
-    for c, res in enumerate(results):
-        for name, m in res["maps"].items():
-            if "skipped" in m or not is_pair_map(m):
+    for res in results:
+        for name, m in res.maps.items():
+            if not is_pair_map(m):
                 continue
             ls = styles.setdefault(name, ("--", ":", "-.")[(len(styles) - 1) % 3])
             kind = MAP_TITLES.get(name, name)
-            yield f"C{c % 10}", ls, m, f"{res['model_name']} ({kind})"
+            yield res.model_name, ls, m, f"{res.model_name} ({kind})"
 
 
-def plot(results: list[dict], ax=None):
+def plot(results: list[Result], ax=None):
     """Locality: (a) offset profile averaged over layers, (b) local share by layer (heads as dots),
     one line per model and map kind; (c) gate shares by layer when a model has gate maps (the S-LSTM,
-    which has no attention). Returns the figure."""
+    which has no attention). Each model has its colour (analyses.style.model_color); models of
+    different depth share the by-layer axis as relative depth. Returns the figure."""
     axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
+    use_theme()
+    results = [Result.from_json(r) for r in results]
     pair, gates = list(_summaries(results)), gate_maps(results)
     if axes is None:
         n = (2 if pair or not gates else 0) + (1 if gates else 0)
@@ -340,40 +366,46 @@ def plot(results: list[dict], ax=None):
     return fig
 
 
-def _plot_locality(ax_p, ax_s, results: list[dict]) -> None:
+def _plot_locality(ax_p, ax_s, results: list[Result]) -> None:
     import matplotlib.pyplot as plt
 
+    summaries = list(_summaries(results))
+    xlabel, layer_x = layer_axis([len(m["local_share"]) for _, _, m, _ in summaries])
     baselines = {}
-    for color, ls, m, label in _summaries(results):
+    for model, ls, m, label in summaries:
+        color = model_color(model)
         ax_p.plot(m["offsets"], m["offset_profile_overall"], color=color, ls=ls, marker="o", ms=2.5, lw=1.2,
                   label=label)
         share = np.asarray(m["local_share"])  # (L, K)
-        layers = np.arange(1, len(share) + 1)
+        layers = layer_x(len(share))
         ax_s.plot(layers, share.mean(1), color=color, ls=ls, marker="o", ms=4, lw=1.4, label=label)
-        jitter = (np.arange(share.shape[1]) - (share.shape[1] - 1) / 2) * min(0.5 / share.shape[1], 0.04)
+        step = layers[0] if len(layers) else 1.0  # spacing of the layer positions
+        jitter = (np.arange(share.shape[1]) - (share.shape[1] - 1) / 2) * min(0.5 / share.shape[1], 0.04) * step
         ax_s.scatter((layers[:, None] + jitter[None]).ravel(), share.ravel(), s=6, color=color, alpha=0.35, lw=0)
-        if "local_share_uniform" in m and color not in baselines:  # one baseline per model
-            baselines[color] = ax_s.axhline(m["local_share_uniform"], color=color, ls=":", lw=0.9,
+        if model not in baselines:  # one baseline per model
+            baselines[model] = ax_s.axhline(m["local_share_uniform"], color=color, ls=":", lw=0.9,
                                             label="uniform maps, same sentences" if not baselines else None)
-    cfg = results[0]["config"]
-    ax_p.set_xlabel("offset i - j  (query i, key j; > 0: key before query)", fontsize=8)
-    ax_p.set_ylabel("mass per query row", fontsize=8)
+    cfg = results[0].config
+    ax_p.set_xlabel("offset i - j (tokens; query i, key j; > 0: key before query)", fontsize=8)
+    ax_p.set_ylabel("mass per query row (share of 1)", fontsize=8)
     ax_p.set_title("attention mass by relative offset (mean over layers)", fontsize=9)
     ax_p.set_ylim(bottom=0)
     ax_p.axvline(0, color="0.5", lw=0.6, ls=":")
-    ax_s.set_xlabel("layer", fontsize=8)
-    ax_s.set_ylabel(f"share within |i - j| <= {cfg['local_radius']}", fontsize=8)
+    ax_s.set_xlabel(xlabel, fontsize=8)
+    ax_s.set_ylabel(f"share of mass within |i - j| <= {cfg['local_radius']} tokens", fontsize=8)
     ax_s.set_title("local share by layer (line: mean over heads; dots: heads)", fontsize=9)
     ax_s.set_ylim(0, 1.02)
-    ax_s.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    n_layers = max((len(m["local_share"]) for _, _, m, _ in _summaries(results)), default=1)
-    ax_s.set_xlim(0.5, n_layers + 0.5)
+    if xlabel == "layer":
+        ax_s.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        n_layers = max((len(m["local_share"]) for _, _, m, _ in summaries), default=1)
+        ax_s.set_xlim(0.5, n_layers + 0.5)
+    else:
+        ax_s.set_xlim(0, 1.05)
     for ax in (ax_p, ax_s):
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.25, lw=0.5)
     policy = "special tokens kept" if cfg["keep_special"] else "[CLS]/[SEP] dropped, rows renormalised"
-    without = [res["model_name"] for res in results
-               if not any(is_pair_map(m) for m in res["maps"].values() if "skipped" not in m)]
+    without = [res.model_name for res in results if not any(is_pair_map(m) for m in res.maps.values())]
     if without:
         ax_p.text(0.98, 0.97, "no attention or kernel maps: " + ", ".join(without), transform=ax_p.transAxes,
                   ha="right", va="top", fontsize=6.5, color="0.35")
@@ -381,16 +413,18 @@ def _plot_locality(ax_p, ax_s, results: list[dict]) -> None:
         ax_s.legend(fontsize=7, loc="best", title=policy, title_fontsize=7)
 
 
-def plot_examples(result: dict, fig=None):
+def plot_examples(result: Result, fig=None):
     """One model: Fig. 2-style maps of the example sentences (averaged over heads and layers; one row
     per map kind) above the layer x head grid of the first example. Returns the figure."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import PowerNorm
 
-    kinds = [(n, m) for n, m in result["maps"].items() if "skipped" not in m and is_pair_map(m)]
+    use_theme()
+    result = Result.from_json(result)
+    kinds = [(n, m) for n, m in result.maps.items() if is_pair_map(m)]
     if not kinds:
         return plot_token_maps(result, fig)
-    examples = result["examples"]
+    examples = result.examples
     E, R = len(examples), len(kinds)
     heads = [m["heads"] for _, m in kinds]
     L = max(m["layers"] for _, m in kinds)
@@ -401,8 +435,8 @@ def plot_examples(result: dict, fig=None):
     if fig is None:
         fig = plt.figure(figsize=(width, top_h + grid_h), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[top_h, grid_h], hspace=0.04)
-    policy = "special tokens kept" if result["config"]["keep_special"] else "[CLS]/[SEP] dropped, rows renormalised"
-    top.suptitle(f"{result['model_name']}: maps averaged over heads and layers ({policy})", fontsize=10)
+    policy = "special tokens kept" if result.config["keep_special"] else "[CLS]/[SEP] dropped, rows renormalised"
+    top.suptitle(f"{result.model_name}: maps averaged over heads and layers ({policy})", fontsize=10)
     axes = np.atleast_2d(top.subplots(R, E, squeeze=False))
     gamma = 0.5
     for r, (name, m) in enumerate(kinds):
@@ -414,9 +448,10 @@ def plot_examples(result: dict, fig=None):
             n = len(ex["tokens"])
             token_labels(ax, ex["tokens"], fontsize=max(3.5, min(7.0, 150 / max(n, 1))))
             ax.set_title(f"{MAP_TITLES.get(name, name)}: sentence {ex['text_index']}", fontsize=8)
+            ax.grid(False)
             if c == 0:
-                ax.set_ylabel("query i", fontsize=7)
-            ax.set_xlabel("key j", fontsize=7, labelpad=1)
+                ax.set_ylabel("query token i", fontsize=7)
+            ax.set_xlabel("key token j", fontsize=7, labelpad=1)
         cb = top.colorbar(im, ax=axes[r, :].tolist(), shrink=0.8, pad=0.01)
         cb.set_label("weight (sqrt scale)", fontsize=7)
         cb.ax.tick_params(labelsize=6)
@@ -433,29 +468,33 @@ def plot_examples(result: dict, fig=None):
                 im = ax.imshow(grid[lyr, h], cmap="viridis", norm=norm, interpolation="nearest")
                 ax.set_xticks([])
                 ax.set_yticks([])
+                ax.grid(False)
                 if lyr == 0:
                     ax.set_title(f"h{h + 1}", fontsize=6, pad=2)
                 if h == 0:
                     ax.set_ylabel(f"L{lyr + 1}", fontsize=6, rotation=0, ha="right", va="center", labelpad=2)
         sf.suptitle(MAP_TITLES.get(name, name), fontsize=8)
         cb = sf.colorbar(im, ax=gax.ravel().tolist(), shrink=0.6, pad=0.02, aspect=30)
+        cb.set_label("weight (sqrt scale)", fontsize=6)
         cb.ax.tick_params(labelsize=6)
     return fig
 
 
-def figures(results: list[dict], out: str) -> list:
-    """Draw and save maps-<model> for each result and maps-locality for all of them."""
+def figures(results: list[Result], out: str) -> list:
+    """Draw and save maps-<model> for each result and maps-locality for all of them (dicts are read
+    with Result.from_json)."""
     import matplotlib.pyplot as plt
 
+    results = [Result.from_json(r) for r in results]
     paths = []
     for res in results:
         fig = plot_examples(res)
-        paths += save_figure(fig, out, f"maps-{res['model_name']}")
+        paths += save_figure(fig, out, f"maps-{res.model_name}")
         plt.close(fig)
-        kinds = [m for m in res["maps"].values() if "skipped" not in m]
+        kinds = list(res.maps.values())
         if any(map(is_pair_map, kinds)) and any(map(is_token_map, kinds)):  # both: the per-token ones apart
             fig = plot_token_maps(res)
-            paths += save_figure(fig, out, f"maps-{res['model_name']}-tokens")
+            paths += save_figure(fig, out, f"maps-{res.model_name}-tokens")
             plt.close(fig)
     fig = plot(results)
     paths += save_figure(fig, out, "maps-locality")

@@ -2,7 +2,8 @@
 
 Used by :mod:`analyses.maps` (token-pair maps: attention, ConvBERT kernels) and
 :mod:`analyses.gate_maps` (per-token maps: the S-LSTM's gates and sentence-node weights).
-A map summary in a result says what it is by its ``token_axes`` (2: token pairs, 1: per token).
+A map summary in a result says what it is by its ``token_axes`` value (2: token pairs, 1: per token,
+0: not summarised, with the reason under ``skipped``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ def text_keep(acts: Activations, t: int, keep_special: bool) -> np.ndarray:
 
 def is_pair_map(m: dict) -> bool:
     """A token-pair map summary (L, K, n, n): attention or kernels."""
-    return m.get("token_axes", 2) == 2 and "skipped" not in m
+    return m["token_axes"] == 2
 
 
 def is_token_map(m: dict) -> bool:
     """A per-token map summary (L, K, n): gates, sentence-node weights."""
-    return m.get("token_axes") == 1
+    return m["token_axes"] == 1
 
 
 def token_labels(ax, tokens: list[str], fontsize: float) -> None:
@@ -43,6 +44,16 @@ def token_labels(ax, tokens: list[str], fontsize: float) -> None:
     ax.set_xticks(ticks, tokens, rotation=90, fontsize=fontsize)
     ax.set_yticks(ticks, tokens, fontsize=fontsize)
     ax.tick_params(length=1.5, pad=1)
+
+
+def layer_axis(depths: list[int]) -> tuple[str, object]:
+    """The x axis of per-layer lines: layer number when every model has the same depth, else relative
+    depth l / L (analyses.style.relative_depth). Returns (label, x(L) -> (L,) positions of layers 1..L)."""
+    from analyses.style import relative_depth
+
+    if len(set(depths)) <= 1:
+        return "layer", lambda L: np.arange(1, L + 1)
+    return "relative depth (layer / L)", lambda L: relative_depth(L)[1:]
 
 
 def shorten(text: str, limit: int = 70) -> str:

@@ -30,12 +30,14 @@ out/figures/mog-attention-<model>.{png,pdf} (Fig. 10 + the entropy panel).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.stats import spearmanr
 
+from analyses import common
 from analyses.common import arg, parse_config, read_results, result_header, run_main, save_drawings, write_result
+from analyses.style import model_color, use_theme
 from probes.activations import Activations
 from probes.errors import ProbeError
 
@@ -63,7 +65,7 @@ class Config:
 
 
 @dataclass
-class Result:
+class Result(common.Result):
     """Numbers of one model (prose lives only in ``definitions``; nothing reads numbers from it)."""
 
     model_name: str
@@ -87,10 +89,12 @@ class Result:
         return {**d.pop("header"), **d}
 
     @classmethod
-    def from_json(cls, d: dict) -> Result:
-        names = {f.name for f in fields(cls)} - {"header"}
+    def from_json(cls, d) -> Result:
+        """The saved document (or a Result, returned as it is) -> Result; KeyError names a missing field."""
+        if isinstance(d, cls):
+            return d
         head = {k: d[k] for k in ("config", "model", "activations", "corpus") if k in d}
-        return cls(**{k: v for k, v in d.items() if k in names}, header=head)
+        return super().from_json({**d, "header": head})
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -231,7 +235,8 @@ def plot(results: list[Result], ax=None):
     """Fig. 9: mean w per layer (x), one line per length bucket, one panel per weight-gate model."""
     import matplotlib.pyplot as plt
 
-    res = [r for r in results if r.w_by_bucket is not None]
+    use_theme()
+    res = [r for r in map(Result.from_json, results) if r.w_by_bucket is not None]
     if not res:
         raise ProbeError("no weight-gate Graph-Transformer among the results: Fig. 9 needs one")
     if ax is None:
@@ -244,12 +249,12 @@ def plot(results: list[Result], ax=None):
                 y = np.array([np.nan if v is None else v for v in r.w_by_bucket[k]])
                 a.plot(x, y, marker="o", ms=3, color=plt.cm.viridis(k / max(1, len(r.bucket_labels) - 1)),
                        label=f"{label} ({r.bucket_counts[k]})")
-        a.set_title(f"{r.model_name} ({r.n_layers} layers)", fontsize=9)
+        a.set_title(f"{r.model_name} ({r.n_layers} layers)", fontsize=9, color=model_color(r.model_name))
         a.set_xlabel("encoder layer", fontsize=8)
         a.set_xticks(x)
         a.tick_params(labelsize=7)
         a.grid(alpha=0.3, lw=0.5)
-    axes[0].set_ylabel("mean subgraph weight w", fontsize=8)
+    axes[0].set_ylabel("mean subgraph weight w (of 1)", fontsize=8)
     axes[0].legend(fontsize=6, title="tokens (sentences)", title_fontsize=6)
     return axes[0].figure
 
@@ -258,6 +263,8 @@ def plot_attention(result: Result, axes=None):
     """Fig. 10: the three attention matrices of the example sentence + mean row entropy per layer."""
     import matplotlib.pyplot as plt
 
+    use_theme()
+    result = Result.from_json(result)
     if axes is None:
         fig, axes = plt.subplots(1, 4, figsize=(13, 3.3), constrained_layout=True)
     ex = result.example
@@ -267,20 +274,23 @@ def plot_attention(result: Result, axes=None):
         a.set_title(f"{ORDER_LABELS[m]}, layer {ex['layer']}", fontsize=8)
         a.set_xticks(range(len(ex["tokens"])), ex["tokens"], rotation=90, fontsize=5)
         a.set_yticks(range(len(ex["tokens"])), ex["tokens"], fontsize=5)
+        a.set_xlabel("key token", fontsize=7)
+        a.set_ylabel("query token", fontsize=7)
+        a.grid(False)
     x = np.arange(1, result.n_layers + 1)
     for i, m in enumerate(ORDERS):
         axes[3].plot(x, result.entropy_normalised[m], marker="o", ms=3, color=f"C{i}", label=ORDER_LABELS[m])
-    axes[3].set_xlabel("layer", fontsize=8)
-    axes[3].set_ylabel("mean row entropy / log n", fontsize=8)
+    axes[3].set_xlabel("encoder layer", fontsize=8)
+    axes[3].set_ylabel("mean row entropy / log n (of 1)", fontsize=8)
     axes[3].set_xticks(x)
     axes[3].legend(fontsize=6)
-    axes[3].set_title(f"{result.model_name}: smoother = higher", fontsize=8)
+    axes[3].set_title(f"{result.model_name}: smoother = higher", fontsize=8, color=model_color(result.model_name))
     return axes[0].figure
 
 
 def figures(results: list[Result], out: str) -> list:
     """Fig. 9 for all weight-gate models together, Fig. 10 per model."""
-    results = [r if isinstance(r, Result) else Result.from_json(r) for r in results]
+    results = [Result.from_json(r) for r in results]
     drawings = [(f"mog-attention-{r.model_name}", lambda rs, r=r: plot_attention(r)) for r in results]
     if any(r.w_by_bucket is not None for r in results):
         drawings.insert(0, ("mog-subgraph-weights", plot))

@@ -19,11 +19,13 @@ out/figures/mog-lens.{png,pdf} (share of each term per layer, one panel per mode
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from analyses import common
 from analyses.common import arg, parse_config, read_results, result_header, run_main, save_drawings, write_result
+from analyses.style import model_color, use_theme
 from probes.activations import Activations
 from probes.errors import ProbeError
 from probes.mog_lens import TERMS
@@ -46,7 +48,7 @@ class Config:
 
 
 @dataclass
-class Result:
+class Result(common.Result):
     """Shares of one model: share[bucket][layer][term]; bucket "all" pools every sentence."""
 
     model_name: str
@@ -65,10 +67,12 @@ class Result:
         return {**d.pop("header"), **d}
 
     @classmethod
-    def from_json(cls, d: dict) -> Result:
-        names = {f.name for f in fields(cls)} - {"header"}
-        return cls(**{k: v for k, v in d.items() if k in names},
-                   header={k: d[k] for k in ("config", "model", "activations", "corpus") if k in d})
+    def from_json(cls, d) -> Result:
+        """The saved document (or a Result, returned as it is) -> Result; KeyError names a missing field."""
+        if isinstance(d, cls):
+            return d
+        head = {k: d[k] for k in ("config", "model", "activations", "corpus") if k in d}
+        return super().from_json({**d, "header": head})
 
 
 def compute(acts: Activations, cfg: Config | None = None) -> Result:
@@ -122,6 +126,8 @@ def plot(results: list[Result], ax=None):
     """Share of each term per layer (all sentences), one panel per model."""
     import matplotlib.pyplot as plt
 
+    use_theme()
+    results = [Result.from_json(r) for r in results]
     if ax is None:
         fig, ax = plt.subplots(1, len(results), figsize=(3.4 * len(results), 2.8), squeeze=False,
                                constrained_layout=True)
@@ -133,17 +139,18 @@ def plot(results: list[Result], ax=None):
             if term != "bias_row":  # always 0: the softmax ignores row constants
                 a.plot(x, S[:, k], marker="o", ms=3, color=f"C{k}", label=term)
         a.axhline(0, color="0.5", lw=0.5)
-        a.set_title(r.model_name, fontsize=9)
-        a.set_xlabel("layer", fontsize=8)
+        a.set_title(r.model_name, fontsize=9, color=model_color(r.model_name))
+        a.set_xlabel("encoder layer", fontsize=8)
         a.set_xticks(x)
         a.tick_params(labelsize=7)
-    axes[0].set_ylabel("share of logit variance", fontsize=8)
+    axes[0].set_ylabel("share of logit variance (of 1)", fontsize=8)
     axes[0].legend(fontsize=6)
     return axes[0].figure
 
 
-def figures(results: list, out: str) -> list:
-    results = [r if isinstance(r, Result) else Result.from_json(r) for r in results]
+def figures(results: list[Result], out: str) -> list:
+    """The mog-lens figure (dicts are read with Result.from_json)."""
+    results = [Result.from_json(r) for r in results]
     return save_drawings(results, out, (("mog-lens", plot),))
 
 

@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from analyses import common
 from analyses.common import (
     arg,
     atomic_write,
@@ -69,6 +70,7 @@ from analyses.common import (
     unique,
     write_result,
 )
+from analyses.style import model_color, use_theme
 from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
 from probes.errors import ProbeError
 from probes.lm import load_lm, need_causal, windowed_nll
@@ -94,6 +96,21 @@ class Config:
     batch_size: int = arg(16, "windows per forward pass (plain models)", min=1)
     device: str = arg("cpu", "torch device")
     out: str = arg("out", "output root: results/ and figures/ go below it")
+
+
+@dataclass
+class Result(common.Result):
+    """One model's perplexities: the saved document's keys, in order (prose only in ``definitions``)."""
+
+    model_name: str
+    config: dict  # the resolved Config (without out)
+    model: dict  # the LM's identity (probes.lm describe)
+    corpus: dict  # corpus identity, split, documents evaluated
+    non_embedding_parameters: int  # N of Kaplan's count
+    overlap_matches_training: dict[str, bool] | None  # recurrent models: overlap (as text) -> the trained one?
+    definitions: dict  # prose: what every number means (nothing reads numbers from it)
+    rows: list[dict]  # per overlap: model, recurrent, window, overlap, token/word perplexity, nll_per_token,
+    #                   scored_tokens, words, windows, tokens_processed, flops_per_token
 
 
 # ----------------------------------------------------------------------------- FLOPs
@@ -148,8 +165,8 @@ def resolve_window(lm, cfg: Config) -> int:
     return T
 
 
-def compute(lm, cfg: Config | None = None, documents=None) -> dict:
-    """Perplexities and FLOPs/token of one model at every overlap of ``cfg``. JSON-ready."""
+def compute(lm, cfg: Config | None = None, documents=None) -> Result:
+    """Perplexities and FLOPs/token of one model at every overlap of ``cfg``."""
     cfg = cfg or Config()
     T = resolve_window(lm, cfg)
     docs, corpus_id = documents if documents is not None else evaluation_documents(lm, cfg)
@@ -176,14 +193,14 @@ def compute(lm, cfg: Config | None = None, documents=None) -> dict:
                                "so at other overlaps it still summarises the text up to the next window's start "
                                "(the paper re-trains per overlap; its footnote 3 describes this remedy)")
         matches = {str(o): o == trained for o in cfg.overlap}
-    return {
-        "model_name": lm.name,
-        "config": config_dict(cfg),
-        "model": lm.describe(),
-        "corpus": corpus_id,
-        "non_embedding_parameters": sizes["non_embedding_parameters"],
-        "overlap_matches_training": matches,  # recurrent models: is each overlap the one it was trained with?
-        "definitions": {
+    return Result(
+        model_name=lm.name,
+        config=config_dict(cfg),
+        model=lm.describe(),
+        corpus=corpus_id,
+        non_embedding_parameters=sizes["non_embedding_parameters"],
+        overlap_matches_training=matches,  # recurrent models: is each overlap the one it was trained with?
+        definitions={
             "windows": "windows of T tokens start every T - o tokens; a window's T inputs predict the T tokens "
                        "that follow each input; each window scores only targets no earlier window scored (the "
                        "first: all; later: the last T - o); every token but a document's first is scored once",
@@ -193,20 +210,20 @@ def compute(lm, cfg: Config | None = None, documents=None) -> dict:
                                "(Kaplan et al. 2020), + the recurrence module's FFN, pooling and extra key/value",
             **notes,
         },
-        "rows": rows,
-    }
+        rows=rows,
+    )
 
 
-def table_rows(result: dict) -> list[dict]:
-    return [dict(r) for r in result["rows"]]
+def table_rows(result: Result) -> list[dict]:
+    return [dict(r) for r in Result.from_json(result).rows]
 
 
-def markdown_table(results: list[dict]) -> str:
+def markdown_table(results: list[Result]) -> str:
     """Tables 1-2: one row per (model, overlap)."""
     lines = ["| model | window T | overlap o | token ppl | word ppl | FLOPs/token | scored tokens |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    for res in results:
-        for r in res["rows"]:
+    for res in map(Result.from_json, results):
+        for r in res.rows:
             lines.append(f"| {r['model']} | {r['window']} | {r['overlap']} | {r['token_perplexity']:.2f} | "
                          f"{r['word_perplexity']:.2f} | {r['flops_per_token']:.3g} | {r['scored_tokens']} |")
     return "\n".join(lines) + "\n"
@@ -215,49 +232,56 @@ def markdown_table(results: list[dict]) -> str:
 # ----------------------------------------------------------------------------- plots
 
 
-def plot(results: list[dict], ax=None):
-    """Token- and word-level perplexity against overlap, one line per model."""
+def plot(results: list[Result], ax=None):
+    """Token- and word-level perplexity against overlap, one line per model in its colour (dashed:
+    a recurrent model)."""
     axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
+    use_theme()
     if axes is None:
         fig, axes = plt.subplots(1, 2, figsize=(7.4, 2.9), constrained_layout=True)
     axes = np.ravel(axes)
     fig = axes[0].figure
-    for res in results:
-        rows = sorted(res["rows"], key=lambda r: r["overlap"])
+    for res in map(Result.from_json, results):
+        rows = sorted(res.rows, key=lambda r: r["overlap"])
         x = [r["overlap"] for r in rows]
         for ax, key in zip(axes, ("token_perplexity", "word_perplexity")):
-            ax.plot(x, [r[key] for r in rows], marker="o", ms=4,
-                    label=f"{res['model_name']} (T={rows[0]['window']})")
-    for ax, title in zip(axes, ("token-level perplexity", "word-level perplexity")):
+            ax.plot(x, [r[key] for r in rows], marker="o", ms=4, color=model_color(res.model_name),
+                    ls="--" if rows[0]["recurrent"] else "-", label=f"{res.model_name} (T={rows[0]['window']})")
+    for ax, title, ylabel in zip(axes, ("token-level perplexity", "word-level perplexity"),
+                                 ("token perplexity (per scored token)", "word perplexity (per word)")):
         ax.set_xlabel("overlap o (tokens)", fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
         ax.set_title(title, fontsize=9)
     axes[0].legend(fontsize=7)
     return fig
 
 
-def plot_flops(results: list[dict], ax=None):
+def plot_flops(results: list[Result], ax=None):
     """Word-level perplexity against FLOPs/token (the paper's Fig. 5), points labelled by overlap."""
     import matplotlib.pyplot as plt
 
+    use_theme()
     if ax is None:
         fig, ax = plt.subplots(figsize=(4.2, 3.0), constrained_layout=True)
     fig = ax.figure
-    for res in results:
-        rows = sorted(res["rows"], key=lambda r: r["overlap"])
+    for res in map(Result.from_json, results):
+        rows = sorted(res.rows, key=lambda r: r["overlap"])
         xs, ys = [r["flops_per_token"] for r in rows], [r["word_perplexity"] for r in rows]
-        ax.plot(xs, ys, marker="o", ms=4, label=res["model_name"])
+        ax.plot(xs, ys, marker="o", ms=4, color=model_color(res.model_name), ls="--" if rows[0]["recurrent"] else "-",
+                label=res.model_name)
         for r, x, y in zip(rows, xs, ys):
             ax.annotate(f"o={r['overlap']}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel("FLOPs / token", fontsize=8)
-    ax.set_ylabel("word-level perplexity", fontsize=8)
+    ax.set_xlabel("FLOPs per scored token (forward)", fontsize=8)
+    ax.set_ylabel("word perplexity (per word)", fontsize=8)
     ax.legend(fontsize=7)
     return fig
 
 
-def figures(results: list[dict], out: str) -> list:
-    """Both perplexity figures and the Markdown table."""
+def figures(results: list[Result], out: str) -> list:
+    """Both perplexity figures and the Markdown table (dicts are read with Result.from_json)."""
+    results = [Result.from_json(r) for r in results]
     paths = save_drawings(results, out, (("perplexity", plot), ("perplexity-flops", plot_flops)))
     table = Path(out) / "results" / "perplexity" / "table.md"
     atomic_write(table, markdown_table(results).encode("utf-8"))
@@ -281,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         result = compute(lm, cfg)
         json_path, _ = write_result(cfg.out, "perplexity", name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")
-    results = read_results(cfg.out, "perplexity", models)
+    results = [Result.from_json(d) for d in read_results(cfg.out, "perplexity", models)]
     print(markdown_table(results), end="")
     paths = figures(results, cfg.out)
     print("figures: " + ", ".join(str(p) for p in paths))

@@ -1,5 +1,8 @@
 """Topic propagation: do continuations stay on the context's topic? (recurrence paper §5.3.1)
 
+(Over 400 lines: one analysis with its five steps below, its long definitions block, its typed
+result and its two figures; generation and windows live in probes.lm and probes.windows.)
+
 1. **LDA.** gensim ``LdaModel`` with K = 20 topics (``--topics``), ``random_state = seed``,
    ``minimum_probability = 0``, fitted on the TRAIN part of the corpus (the first 90% of every
    document; :func:`probes.corpus.split_text`), cut into chunks of consecutive paragraphs of at least
@@ -47,6 +50,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from analyses import common
 from analyses.common import (
     arg,
     atomic_write,
@@ -59,6 +63,7 @@ from analyses.common import (
     save_drawings,
     write_result,
 )
+from analyses.style import model_color, use_theme
 from probes.corpus import corpus_split, load_corpus
 from probes.errors import ProbeError
 from probes.lm import check_fits, greedy_windowed, load_lm, need_causal
@@ -232,12 +237,29 @@ def paired_statistics(jsd_a: np.ndarray, jsd_b: np.ndarray) -> dict:
 # ----------------------------------------------------------------------------- compute
 
 
+@dataclass
+class Result(common.Result):
+    """One A-vs-B comparison: the saved document's keys, in order (prose only in ``definitions``)."""
+
+    model_name: str  # "<A>-vs-<B>"
+    config: dict  # the resolved Config (without out)
+    model_a: dict  # A's identity + the window and overlap it ran with
+    model_b: dict  # B's likewise
+    corpus: dict  # corpus identity, the LDA training part, the contexts' part, same_tokenizer
+    definitions: dict  # prose: what every number means (nothing reads numbers from it)
+    statistics: dict  # paired_statistics + mean_jsd_reference, paper_direction_held
+    topics_top_words: list[list[str]]  # per topic its top words
+    jsd_a: list[float]  # (M,) JSD(context, A's continuation) per context
+    jsd_b: list[float]  # (M,) the same for B
+    jsd_reference: list[float]  # (M,) the same for the real continuation
+
+
 def _window(lm, window: int) -> int:
     return window if window > 0 else lm.window
 
 
-def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[dict, list[dict]]:
-    """The comparison (JSON-ready) and the per-context records (for the JSONL)."""
+def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[Result, list[dict]]:
+    """The comparison and the per-context records (for the JSONL)."""
     cfg = cfg or Config()
     Ta = _window(lm_a, cfg.window_a)
     Tb = cfg.window_b if cfg.window_b > 0 else Ta
@@ -289,14 +311,14 @@ def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[dict, list[dict]]:
             "jsd_a": float(jsd_a[i]), "jsd_b": float(jsd_b[i]), "jsd_reference": float(jsd_ref[i]),
             "top_topics": {k: [int(t) for t in np.argsort(-theta[k][i])[:3]] for k in theta},
         })
-    result = {
-        "model_name": f"{lm_a.name}-vs-{lm_b.name}",
-        "config": config_dict(cfg),
-        "model_a": {**lm_a.describe(), "window": Ta, "overlap": cfg.overlap_a},
-        "model_b": {**lm_b.describe(), "window": Tb, "overlap": cfg.overlap_b},
-        "corpus": {**full.identity(), "lda_training": train.identity(), "contexts_from": held.identity(),
-                   "same_tokenizer": same_tok},
-        "definitions": {
+    result = Result(
+        model_name=f"{lm_a.name}-vs-{lm_b.name}",
+        config=config_dict(cfg),
+        model_a={**lm_a.describe(), "window": Ta, "overlap": cfg.overlap_a},
+        model_b={**lm_b.describe(), "window": Tb, "overlap": cfg.overlap_b},
+        corpus={**full.identity(), "lda_training": train.identity(), "contexts_from": held.identity(),
+                "same_tokenizer": same_tok},
+        definitions={
             "lda": f"gensim LdaModel, K={cfg.topics}, passes={cfg.lda_passes}, iterations={cfg.lda_iterations}, "
                    f"random_state={cfg.seed}, alpha=symmetric, minimum_probability=0; fitted on "
                    f"{lda.num_terms}-word dictionary (no_below={cfg.no_below}, no_above={cfg.no_above}) over "
@@ -314,22 +336,24 @@ def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[dict, list[dict]]:
             "tests": "sign test: scipy.stats.binomtest on non-tied pairs; Wilcoxon: scipy.stats.wilcoxon "
                      "(zero differences dropped); two-sided, and one-sided for A < B (*_a_less)",
         },
-        "statistics": stats,
-        "topics_top_words": top_words(lda),
-        "jsd_a": jsd_a, "jsd_b": jsd_b, "jsd_reference": jsd_ref,
-    }
+        statistics=stats,
+        topics_top_words=top_words(lda),
+        jsd_a=jsd_a, jsd_b=jsd_b, jsd_reference=jsd_ref,
+    )
     return result, records
 
 
-def table_rows(result: dict) -> list[dict]:
+def table_rows(result: Result) -> list[dict]:
+    result = Result.from_json(result)
     return [{"index": i, "jsd_a": a, "jsd_b": b, "jsd_reference": r}
-            for i, (a, b, r) in enumerate(zip(result["jsd_a"], result["jsd_b"], result["jsd_reference"]))]
+            for i, (a, b, r) in enumerate(zip(result.jsd_a, result.jsd_b, result.jsd_reference))]
 
 
-def summary_line(result: dict) -> str:
-    s = result["statistics"]
+def summary_line(result: Result) -> str:
+    result = Result.from_json(result)
+    s = result.statistics
     held = "held" if s["paper_direction_held"] else "did not hold"
-    return (f"{result['model_name']}: mean topic JSD A {s['mean_jsd_a']:.4f} vs B {s['mean_jsd_b']:.4f} "
+    return (f"{result.model_name}: mean topic JSD A {s['mean_jsd_a']:.4f} vs B {s['mean_jsd_b']:.4f} "
             f"(real continuation {s['mean_jsd_reference']:.4f}); A < B in {100 * s['share_a_less']:.1f}% of "
             f"{s['n_contexts']} contexts ({s['n_ties']} ties); sign test p = {s['sign_test_p']:.3g}, Wilcoxon "
             f"p = {s['wilcoxon_p']:.3g} (two-sided); the paper's direction (recurrent < baseline) {held}")
@@ -338,52 +362,59 @@ def summary_line(result: dict) -> str:
 # ----------------------------------------------------------------------------- plots
 
 
-def plot(results: list[dict], ax=None):
-    """Paired JSDs: A's against B's per context (below the diagonal: A stays closer to the topic)."""
+def plot(results: list[Result], ax=None):
+    """Paired JSDs: A's against B's per context (below the diagonal: A stays closer to the topic);
+    points in A's colour, each axis label in its model's colour."""
     axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
+    use_theme()
+    results = [Result.from_json(r) for r in results]
     if axes is None:
         fig, axes = plt.subplots(1, len(results), figsize=(3.4 * len(results) + 0.4, 3.3), squeeze=False,
                                  constrained_layout=True)
     axes = np.ravel(axes)
     fig = axes[0].figure
     for ax, res in zip(axes, results):
-        a, b = np.asarray(res["jsd_a"]), np.asarray(res["jsd_b"])
-        ax.scatter(b, a, s=6, alpha=0.5, lw=0)
+        a, b = np.asarray(res.jsd_a), np.asarray(res.jsd_b)
+        name_a, name_b = res.model_a["name"], res.model_b["name"]
+        ax.scatter(b, a, s=6, alpha=0.5, lw=0, color=model_color(name_a))
         ax.plot([0, 1], [0, 1], color="0.4", lw=0.7, ls=":")
-        s = res["statistics"]
+        s = res.statistics
         ax.text(0.03, 0.97, f"mean A {s['mean_jsd_a']:.3f}\nmean B {s['mean_jsd_b']:.3f}\n"
                             f"A<B {100 * s['share_a_less']:.0f}%, p={s['sign_test_p']:.2g}",
                 transform=ax.transAxes, va="top", fontsize=7)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
-        ax.set_xlabel(f"JSD, B = {res['model_b']['name']}", fontsize=8)
-        ax.set_ylabel(f"JSD, A = {res['model_a']['name']}", fontsize=8)
+        ax.set_xlabel(f"JSD (bits), B = {name_b}", fontsize=8, color=model_color(name_b))
+        ax.set_ylabel(f"JSD (bits), A = {name_a}", fontsize=8, color=model_color(name_a))
         ax.set_title("topic JSD context vs continuation", fontsize=9)
     return fig
 
 
-def plot_differences(results: list[dict], ax=None):
-    """Histogram of JSD_A - JSD_B (left of 0: A closer to the context's topics)."""
+def plot_differences(results: list[Result], ax=None):
+    """Histogram of JSD_A - JSD_B (left of 0: A closer to the context's topics), in A's colour."""
     import matplotlib.pyplot as plt
 
+    use_theme()
     if ax is None:
         fig, ax = plt.subplots(figsize=(4.2, 2.9), constrained_layout=True)
     fig = ax.figure
     bins = np.linspace(-1, 1, 41)
-    for res in results:
-        diff = np.asarray(res["jsd_a"]) - np.asarray(res["jsd_b"])
-        ax.hist(diff, bins=bins, alpha=0.6, label=res["model_name"])
+    for res in map(Result.from_json, results):
+        diff = np.asarray(res.jsd_a) - np.asarray(res.jsd_b)
+        ax.hist(diff, bins=bins, alpha=0.6, color=model_color(res.model_a["name"]), label=res.model_name)
     ax.axvline(0, color="k", lw=0.7)
-    ax.set_xlabel("JSD_A - JSD_B", fontsize=8)
-    ax.set_ylabel("contexts", fontsize=8)
+    ax.set_xlabel("JSD_A - JSD_B (bits)", fontsize=8)
+    ax.set_ylabel("contexts (count)", fontsize=8)
     ax.legend(fontsize=7)
     return fig
 
 
-def figures(results: list[dict], out: str) -> list:
-    """Both topic figures, from saved results (each result holds its paired JSDs)."""
+def figures(results: list[Result], out: str) -> list:
+    """Both topic figures, from saved results (each result holds its paired JSDs; dicts are read with
+    Result.from_json)."""
+    results = [Result.from_json(r) for r in results]
     return save_drawings(results, out, (("topics", plot), ("topics-differences", plot_differences)))
 
 
@@ -399,7 +430,7 @@ def main(argv: list[str] | None = None) -> None:
     lm_a = load_lm(cfg.model_a, cfg.device)
     lm_b = lm_a if cfg.model_b == cfg.model_a else load_lm(cfg.model_b, cfg.device)
     result, records = compute(lm_a, lm_b, cfg)
-    key = result["model_name"]
+    key = result.model_name
     json_path, _ = write_result(cfg.out, "topics", key, result, table_rows(result))
     jsonl = json_path.with_name(f"{key}.continuations.jsonl")
     atomic_write(jsonl, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))

@@ -94,6 +94,9 @@ def test_claims_fail_when_the_planted_trend_is_reversed(acts_template):
 def test_figures_plot_the_result_numbers(acts_template, tmp_path):
     import matplotlib.pyplot as plt
 
+    from analyses.common import Result
+    from analyses.style import model_color
+
     res = am.compute(planted(acts_template, lambda n, j: 0.2 + 0.1 * j), am.Config(edges=[4, 8, 16], min_bucket=1))
     fig = am.plot([res])
     lines = fig.axes[0].get_lines()
@@ -102,12 +105,18 @@ def test_figures_plot_the_result_numbers(acts_template, tmp_path):
     for line, k in zip(lines, used):
         np.testing.assert_allclose(line.get_ydata(), res.w_by_bucket[k])
         np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 6))
+    assert fig.axes[0].title.get_color() == model_color("tiny-mog")  # the model's colour in every figure
+    assert fig.axes[0].get_xlabel() and fig.axes[0].get_ylabel()
     plt.close(fig)
     fig = am.plot_attention(res)
     np.testing.assert_allclose(fig.axes[0].images[0].get_array(), res.example["attention_high"])
     for line, m in zip(fig.axes[3].get_lines(), am.ORDERS):
         np.testing.assert_allclose(line.get_ydata(), res.entropy_normalised[m])
+    assert fig.axes[3].title.get_color() == model_color("tiny-mog")
     plt.close(fig)
+    assert isinstance(res, Result) and am.Result.from_json(res) is res
+    with pytest.raises(KeyError, match="entropy"):
+        am.Result.from_json({k: v for k, v in res.to_json().items() if k != "entropy"})
     paths = am.figures([res.to_json()], str(tmp_path))
     assert {p.name for p in paths} == {"mog-subgraph-weights.png", "mog-subgraph-weights.pdf",
                                        "mog-attention-tiny-mog.png", "mog-attention-tiny-mog.pdf"}

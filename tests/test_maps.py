@@ -112,14 +112,14 @@ def planted_activations(lengths=(6, 10), L=2, H=3) -> Activations:
 def test_compute_on_planted_activations_weights_every_query_row_once():
     acts = planted_activations()
     res = mp.compute(acts, mp.Config(local_radius=0, max_offset=W, examples=2))
-    a = res["maps"]["attention"]
-    assert res["maps_captured"] == ["attention"]
+    a = res.maps["attention"]
+    assert res.maps_captured == ["attention"]
     assert a["n_queries"] == 4 + 8 and a["n_texts"] == 2
     np.testing.assert_allclose(a["local_share"], 1.0)  # [CLS] dropped, rows renormalised: the identity
     assert a["captured_row_sums"]["min"] == pytest.approx(1.0) and a["captured_row_sums"]["max"] == pytest.approx(1.0)
-    assert "dropped" in res["definitions"]["special_tokens"]
-    assert all(ex["tokens"][0] != "[CLS]" for ex in res["examples"])
-    kept = mp.compute(acts, mp.Config(local_radius=0, max_offset=W, examples=1, keep_special=True))["maps"]["attention"]
+    assert res.config["keep_special"] is False
+    assert all(ex["tokens"][0] != "[CLS]" for ex in res.examples)
+    kept = mp.compute(acts, mp.Config(local_radius=0, max_offset=W, examples=1, keep_special=True)).maps["attention"]
     # per text: the [CLS] row is fully local, the other n - 1 rows half; averaged over all 16 query rows
     assert kept["local_share_overall"] == pytest.approx((1 + 5 * 0.5 + 1 + 9 * 0.5) / 16)
     assert kept["n_queries"] == 16
@@ -132,7 +132,7 @@ def test_uniform_maps_meet_the_uniform_baseline():
     flat, off = acts.maps["attention"], acts.map_offsets["attention"]
     for t, n in enumerate(np.diff(acts.offsets)):
         flat[off[t]:off[t + 1]] = 1.0 / n  # uniform over all tokens; uniform over the kept ones once renormalised
-    a = mp.compute(acts, mp.Config(local_radius=2, max_offset=W, examples=1))["maps"]["attention"]
+    a = mp.compute(acts, mp.Config(local_radius=2, max_offset=W, examples=1)).maps["attention"]
     np.testing.assert_allclose(a["local_share"], a["local_share_uniform"], atol=1e-6)
     kept = [5, 10, 28]
     expected = sum(sum((min(i + 2, q - 1) - max(i - 2, 0) + 1) / q for i in range(q)) for q in kept) / sum(kept)
@@ -242,8 +242,8 @@ def test_gate_labels_come_from_the_encoder():
 def test_planted_gates_give_their_per_layer_means():
     acts = planted_token_activations()
     res = mp.compute(acts, mp.Config(examples=2, position_bins=4))
-    assert res["maps_captured"] == ["gates", "sentence_weights"]
-    g = res["maps"]["gates"]
+    assert res.maps_captured == ["gates", "sentence_weights"]
+    g = res.maps["gates"]
     assert g["token_axes"] == 1 and g["components"] == list(GATES)
     assert g["n_tokens"] == 3 + 6 and g["n_texts"] == 2  # [CLS]/[SEP] dropped
     np.testing.assert_allclose(g["component_mean"], GATE_SHARES, atol=1e-6)
@@ -251,7 +251,7 @@ def test_planted_gates_give_their_per_layer_means():
                                atol=1e-6)  # constant along the sentence
     assert g["captured_sums"]["min"] == pytest.approx(1.0, abs=1e-6)
     assert sorted(np.shape(e) for e in g["example_maps"]) == [(2, 5, 3), (2, 5, 6)]  # kept tokens only
-    assert "per_token_maps" in res["definitions"]
+    assert "per_token_maps" in res.definitions
     rows = mp.table_rows(res)
     assert list(rows[0]) == ["map", "layer", "component", "statistic", "value"]
     means = {(r["layer"], r["component"]): r["value"] for r in rows if r["map"] == "gates" and r["statistic"] == "mean"}
@@ -260,7 +260,7 @@ def test_planted_gates_give_their_per_layer_means():
 
 def test_sentence_weights_are_renormalised_over_the_kept_tokens():
     acts = planted_token_activations()
-    s = mp.compute(acts, mp.Config(examples=2, position_bins=3))["maps"]["sentence_weights"]
+    s = mp.compute(acts, mp.Config(examples=2, position_bins=3)).maps["sentence_weights"]
     ex = {np.shape(e)[-1]: np.asarray(e) for e in s["example_maps"]}  # by kept length: 3 and 6 words
     for q in (3, 6):
         words = np.arange(1, q + 1)
@@ -277,7 +277,7 @@ def test_sentence_weights_are_renormalised_over_the_kept_tokens():
     p3, p6 = 3 * np.arange(1, 4) / 6, 6 * np.arange(1, 7) / 21
     expected = [(p3[b] + p6[2 * b] + p6[2 * b + 1]) / 3 for b in range(3)]
     np.testing.assert_allclose(np.asarray(s["position_profile"])[:, 0], [expected] * 2, atol=1e-6)
-    kept = mp.compute(acts, mp.Config(examples=1, keep_special=True))["maps"]["sentence_weights"]
+    kept = mp.compute(acts, mp.Config(examples=1, keep_special=True)).maps["sentence_weights"]
     np.testing.assert_allclose(kept["mass_on_kept_tokens"], 0.9, atol=1e-6)  # all tokens: 1 - own weight
     assert sum(kept["position_tokens"]) == 5 + 8
 
@@ -287,7 +287,7 @@ def test_uniform_sentence_weights_have_entropy_one_and_flat_profile():
     flat, off = acts.maps["sentence_weights"], acts.map_offsets["sentence_weights"]
     for t, n in enumerate(np.diff(acts.offsets)):
         flat[off[t]:off[t + 1]] = 0.9 / n
-    s = mp.compute(acts, mp.Config(examples=1))["maps"]["sentence_weights"]
+    s = mp.compute(acts, mp.Config(examples=1)).maps["sentence_weights"]
     np.testing.assert_allclose(s["normalised_entropy"], 1.0, atol=1e-6)
     np.testing.assert_allclose(s["weight_cv"], 0.0, atol=1e-5)
     np.testing.assert_allclose(s["position_profile"], 1.0, atol=1e-5)
@@ -326,3 +326,90 @@ def test_mixed_run_tiny_bert_and_tiny_slstm(tmp_path):
         assert (out / "figures" / f"{name}.png").stat().st_size > 1000
     paths = figures.redraw(str(out))
     assert {"maps-locality.png", "maps-tiny-slstm.png"} <= {p.name for p in paths}
+
+
+# ----------------------------------------------------------------------------- typed result and figures
+
+
+def test_result_round_trips_through_its_json_file_byte_for_byte(tmp_path):
+    from analyses.common import read_results, write_result
+
+    for acts in (planted_activations(), planted_token_activations()):
+        res = mp.compute(acts, mp.Config(examples=2, max_offset=W))
+        name = acts.meta["model"]["name"]
+        first, _ = write_result(tmp_path / "a", "maps", name, res, mp.table_rows(res))
+        doc = read_results(tmp_path / "a", "maps", [name])[0]
+        back = mp.Result.from_json(doc)
+        assert list(back.to_json()) == [k for k in doc if k not in ("analysis", "provenance", "nulls")]
+        second, _ = write_result(tmp_path / "b", "maps", name, back, mp.table_rows(back))
+        assert first.read_bytes() == second.read_bytes()
+    with pytest.raises(KeyError, match="maps"):
+        mp.Result.from_json({k: v for k, v in doc.items() if k != "maps"})
+
+
+def test_locality_figure_plots_the_result_values_in_the_model_colour():
+    import matplotlib.pyplot as plt
+
+    from analyses.style import model_color
+
+    res = mp.compute(planted_activations(), mp.Config(examples=1, max_offset=W))
+    fig = mp.plot([res.to_json()])  # a saved dict is read with Result.from_json
+    ax_p, ax_s = fig.axes
+    a = res.maps["attention"]
+    np.testing.assert_allclose(ax_p.lines[0].get_xdata(), a["offsets"])
+    np.testing.assert_allclose(ax_p.lines[0].get_ydata(), a["offset_profile_overall"])
+    np.testing.assert_allclose(ax_s.lines[0].get_xdata(), [1, 2])  # one depth: layer numbers
+    np.testing.assert_allclose(ax_s.lines[0].get_ydata(), np.mean(a["local_share"], 1))
+    assert ax_p.lines[0].get_color() == ax_s.lines[0].get_color() == model_color("planted")
+    assert ax_p.get_ylabel() and ax_s.get_xlabel() == "layer"
+    plt.close(fig)
+    deep = planted_activations(L=4)
+    deep.meta["model"]["name"] = "planted-deep"
+    res4 = mp.compute(deep, mp.Config(examples=1, max_offset=W))
+    fig = mp.plot([res, res4])  # depths 2 and 4 share the axis as relative depth
+    ax_s = fig.axes[1]
+    assert ax_s.get_xlabel().startswith("relative depth")
+    np.testing.assert_allclose(ax_s.lines[0].get_xdata(), [0.5, 1.0])
+    np.testing.assert_allclose(ax_s.lines[2].get_xdata(), [0.25, 0.5, 0.75, 1.0])  # lines[1]: baseline
+    assert ax_s.lines[2].get_color() == model_color("planted-deep")
+    plt.close(fig)
+
+
+def test_example_figures_show_the_stored_maps():
+    import matplotlib.pyplot as plt
+
+    res = mp.compute(planted_activations(), mp.Config(examples=2, max_offset=W))
+    fig = mp.plot_examples(res)
+    images = [im.get_array() for ax in fig.axes for im in ax.get_images()]
+    a = res.maps["attention"]
+    for got, want in zip(images[:2], a["example_means"]):
+        np.testing.assert_allclose(got, want)
+    np.testing.assert_allclose(images[2:], np.reshape(a["grid"], (-1, *np.shape(a["grid"])[2:])))  # L x K grid
+    plt.close(fig)
+    tok = mp.compute(planted_token_activations(), mp.Config(examples=1))
+    fig = mp.plot_examples(tok)  # no token-pair map: the per-token heatmaps
+    images = [im.get_array() for ax in fig.axes for im in ax.get_images()]
+    for got, name in zip(images, ("gates", "sentence_weights")):
+        x = np.asarray(tok.maps[name]["example_maps"][0])
+        np.testing.assert_allclose(got, x.reshape(-1, x.shape[-1]))
+    plt.close(fig)
+    fig = mp.plot([tok])  # the gate panel: one line per gate, y = its mean share per layer
+    mean = np.asarray(tok.maps["gates"]["component_mean"])
+    lines = [ln for ln in fig.axes[0].lines if len(ln.get_ydata()) == 2 and ln.get_linestyle() == "-"]
+    assert len(lines) == 5
+    for c, line in enumerate(lines):
+        np.testing.assert_allclose(line.get_ydata(), mean[:, c])
+    plt.close(fig)
+
+
+def test_cli_as_a_module_draws_per_token_maps(tmp_path):
+    """Under python -m the module's Result is __main__'s class: the gate figures must still draw."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run([sys.executable, "-m", "analyses.maps", "--model", "tiny-slstm", *SMALL, "--out",
+                           str(tmp_path)], cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "figures" / "maps-tiny-slstm.png").stat().st_size > 0

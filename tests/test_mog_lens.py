@@ -129,6 +129,11 @@ def test_lens_statistics_pool_rows_and_add_to_one(tmp_path):
     fig = ml.plot([ml.Result.from_json(doc)])
     for line, k in zip(fig.axes[0].get_lines(), range(5)):
         np.testing.assert_allclose(line.get_ydata(), np.array(res.share[0])[:, k])
+    from analyses.common import Result
+    from analyses.style import model_color
+
+    assert fig.axes[0].title.get_color() == model_color(res.model_name)  # the model's colour in every figure
+    assert isinstance(res, Result) and ml.Result.from_json(doc).to_json() == doc  # JSON round trip
     assert len(ml.table_rows(res)) == 4 * 2 * K
     with pytest.raises(probes.ProbeError, match="mog-lens"):
         ml.compute(probes.extract("tiny-bert", TEXTS, maps=True, cache_dir=None, progress=False))

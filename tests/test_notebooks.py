@@ -20,7 +20,7 @@ assert np.allclose(line.get_ydata(), [r["baseline_cosine"] for r in result["laye
 assert all(sum(r["token"]["counts"]) > 0 and -1 <= r["token"]["mean"] <= 1 for r in result["layers"])
 """,
     "maps": """
-assert result["maps_captured"] == sorted(acts.maps, key=lambda n: n != "attention")
+assert result.maps_captured == sorted(acts.maps, key=lambda n: n != "attention")
 shares = [v for row in maps.table_rows(result) for k, v in row.items() if k.startswith("local_share") and v is not None]
 assert shares and all(0 <= v <= 1 + 1e-6 for v in shares)
 """,
@@ -37,7 +37,7 @@ assert np.allclose(np.diag(token.matrix("cka", "aa")), 1)  # every layer is iden
     "perplexity": """
 import math
 for res in results:
-    for row in res["rows"]:
+    for row in res.rows:
         assert row["scored_tokens"] > 0 and row["token_perplexity"] > 1
         assert math.isclose(row["token_perplexity"], math.exp(row["nll_per_token"]), rel_tol=1e-9)
 """,
@@ -52,9 +52,9 @@ for res in results.values():
     assert [r["length"] for r in res["rows"]] == LENGTHS and all(r["median_s"] > 0 for r in timed)
 """,
     "topics": """
-jsd = np.concatenate([result["jsd_a"], result["jsd_b"]])
-assert result["statistics"]["n_contexts"] == len(records) == N and ((0 <= jsd) & (jsd <= 1)).all()
-assert np.isclose(result["statistics"]["mean_jsd_a"], np.mean(result["jsd_a"]))
+jsd = np.concatenate([result.jsd_a, result.jsd_b])
+assert result.statistics["n_contexts"] == len(records) == N and ((0 <= jsd) & (jsd <= 1)).all()
+assert np.isclose(result.statistics["mean_jsd_a"], np.mean(result.jsd_a))
 """,
     "transitions": """
 assert len(result["layers"]) == acts.n_layers == result["n_layers"]

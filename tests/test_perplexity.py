@@ -50,14 +50,14 @@ def test_compute_word_and_token_perplexity(models, tmp_path):
     cfg = pp.Config(model=[lm.name], window=16, overlap=[0, 4], corpus=str(text), split="all")
     res = pp.compute(lm, cfg)
     ids = lm.encode(text.read_text())
-    for row in res["rows"]:
+    for row in res.rows:
         nll = windowed_nll(lm, ids, 16, row["overlap"])["nll"]
         assert row["scored_tokens"] == len(ids) - 1 and row["words"] == len(text.read_text().split())
         assert math.isclose(row["token_perplexity"], math.exp(nll.mean()), rel_tol=1e-9)
         assert math.isclose(row["word_perplexity"], math.exp(nll.sum() / row["words"]), rel_tol=1e-9)
-    f0, f4 = (r["flops_per_token"] for r in res["rows"])
+    f0, f4 = (r["flops_per_token"] for r in res.rows)
     assert f4 > f0  # overlap costs compute
-    assert res["overlap_matches_training"] == {"0": True, "4": False}
+    assert res.overlap_matches_training == {"0": True, "4": False}
 
 
 def test_cli_end_to_end_on_tiny_models(tmp_path):
@@ -72,6 +72,50 @@ def test_cli_end_to_end_on_tiny_models(tmp_path):
     for f in ("perplexity", "perplexity-flops"):
         for ext in ("png", "pdf"):
             assert (out / "figures" / f"{f}.{ext}").stat().st_size > 0
+    # the saved document reads back into the typed Result and writes the same bytes again
+    from analyses.common import write_result
+
+    path = out / "results" / "perplexity" / "tiny-gpt2.json"
+    doc = json.loads(path.read_text())
+    res = pp.Result.from_json(doc)
+    assert list(res.to_json()) == [k for k in doc if k not in ("analysis", "provenance", "nulls")]
+    again, _ = write_result(tmp_path / "again", "perplexity", "tiny-gpt2", res, pp.table_rows(res))
+    assert again.read_bytes() == path.read_bytes()
+
+
+def planted_result(name, overlaps=(0, 8, 16), base=50.0):
+    rows = [{"model": name, "recurrent": False, "window": 32, "overlap": o, "token_perplexity": base + o,
+             "word_perplexity": 2 * base + o, "nll_per_token": 1.0, "scored_tokens": 100, "words": 80,
+             "windows": 4, "tokens_processed": 120, "flops_per_token": 1e6 * (1 + o / 32)} for o in overlaps]
+    return pp.Result(model_name=name, config={}, model={"name": name}, corpus={}, non_embedding_parameters=10,
+                     overlap_matches_training=None, definitions={}, rows=rows[::-1])  # unsorted on purpose
+
+
+def test_figures_plot_the_result_values_in_each_models_colour():
+    import matplotlib.pyplot as plt
+
+    from analyses.style import model_color
+
+    results = [planted_result("gpt2-small-base"), planted_result("gpt2-small-recurrent", base=40.0)]
+    fig = pp.plot([results[0], results[1].to_json()])  # a saved dict is read with Result.from_json
+    for ax, key in zip(fig.axes, ("token_perplexity", "word_perplexity")):
+        assert ax.get_ylabel() and ax.get_xlabel()
+        for line, res in zip(ax.lines, results):
+            rows = sorted(res.rows, key=lambda r: r["overlap"])
+            assert list(line.get_xdata()) == [0, 8, 16]
+            assert list(line.get_ydata()) == [r[key] for r in rows]
+            assert line.get_color() == model_color(res.model_name)
+    plt.close(fig)
+    fig = pp.plot_flops(results)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "FLOPs per scored token (forward)" and ax.get_ylabel()
+    for line, res in zip(ax.lines, results):
+        rows = sorted(res.rows, key=lambda r: r["overlap"])
+        assert list(line.get_xdata()) == [r["flops_per_token"] for r in rows]
+        assert list(line.get_ydata()) == [r["word_perplexity"] for r in rows]
+        assert line.get_color() == model_color(res.model_name)
+    plt.close(fig)
+    assert model_color("gpt2-small-base") != model_color("gpt2-small-recurrent")
 
 
 def test_cli_encoder_model_is_one_clear_line(tmp_path):

@@ -144,6 +144,50 @@ def test_cli_end_to_end_on_tiny_models(tmp_path):
     assert base.with_suffix(".csv").read_text().count("\n") == 7
     for f in ("topics", "topics-differences"):
         assert (out / "figures" / f"{f}.png").stat().st_size > 0
+    # the saved document reads back into the typed Result and writes the same bytes again
+    from analyses.common import write_result
+
+    res = tp.Result.from_json(doc)
+    assert list(res.to_json()) == [k for k in doc if k not in ("analysis", "provenance", "nulls")]
+    again, _ = write_result(tmp_path / "again", "topics", res.model_name, res, tp.table_rows(res))
+    assert again.read_bytes() == base.with_suffix(".json").read_bytes()
+
+
+def planted_result(a="gpt2-small-recurrent", b="gpt2-small-base"):
+    jsd_a, jsd_b = [0.1, 0.2, 0.3, 0.6], [0.2, 0.2, 0.5, 0.4]
+    stats = tp.paired_statistics(np.asarray(jsd_a), np.asarray(jsd_b))
+    return tp.Result(model_name=f"{a}-vs-{b}", config={}, model_a={"name": a}, model_b={"name": b}, corpus={},
+                     definitions={}, statistics=stats, topics_top_words=[["w"]], jsd_a=jsd_a, jsd_b=jsd_b,
+                     jsd_reference=[0.0] * 4)
+
+
+def test_figures_plot_the_paired_jsds_in_the_models_colours():
+    import matplotlib.pyplot as plt
+
+    from analyses.style import model_color
+
+    res = planted_result()
+    fig = tp.plot([res.to_json()])  # a saved dict is read with Result.from_json
+    ax = fig.axes[0]
+    points = ax.collections[0]
+    np.testing.assert_allclose(points.get_offsets(), np.c_[res.jsd_b, res.jsd_a])  # x = B, y = A
+    assert tuple(points.get_facecolor()[0][:3]) == pytest.approx(to_rgb(model_color("gpt2-small-recurrent")))
+    assert ax.xaxis.label.get_color() == model_color("gpt2-small-base")
+    assert "bits" in ax.get_xlabel() and "bits" in ax.get_ylabel()
+    plt.close(fig)
+    fig = tp.plot_differences([res])
+    ax = fig.axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    expected, _ = np.histogram(np.subtract(res.jsd_a, res.jsd_b), bins=np.linspace(-1, 1, 41))
+    np.testing.assert_array_equal(heights, expected)
+    assert ax.patches[0].get_facecolor()[:3] == pytest.approx(to_rgb(model_color("gpt2-small-recurrent")))
+    plt.close(fig)
+
+
+def to_rgb(color):
+    from matplotlib.colors import to_rgb as rgb
+
+    return rgb(color)
 
 
 def test_cli_encoder_model_a_is_one_clear_line(tmp_path):

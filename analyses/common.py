@@ -116,6 +116,8 @@ class Result:
     def from_json(cls, doc):
         if isinstance(doc, cls):
             return doc
+        if isinstance(doc, Result):  # the same class seen twice (``python -m`` runs a module as __main__)
+            doc = doc.to_json()
         fields = dataclasses.fields(cls)
         required = [f.name for f in fields
                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]

@@ -20,8 +20,12 @@ import numpy as np
 # Fixed slots (indices into the 10-colour palette) for the names the demo and README use.
 FIXED = {
     "minilm-l6": 0, "slstm-small": 1, "bert-small": 2, "albert-small": 3, "mpnet-base": 4,
-    "mog-small": 5, "mog-small-sum": 6, "mog-small-selfgate": 8, "gpt2-small-base": 2,
-    "gpt2-small-recurrent": 1, "smollm2-135m": 9, "gemma3-270m": 7,
+    "mog-small": 5, "mog-small-sum": 6, "mog-small-selfgate": 8, "mog-small-wg": 7, "mog-small-6l": 9,
+    "gpt2-small-base": 2, "gpt2-small-recurrent": 1, "smollm2-135m": 9, "gemma3-270m": 7,
+    "minilm-l6-lens": 0, "bert-small-lens": 2,
+    # the tests' tiny models: pairs drawn together get different colours
+    "tiny-bert": 0, "tiny-slstm": 1, "tiny-albert": 3, "tiny-mog": 5, "tiny-gpt2": 2, "tiny-gpt2-recurrent": 1,
+    "tiny-bert-lens": 0, "tiny-convbert": 4, "tiny-llama": 9, "tiny-gemma3": 7,
 }
 
 

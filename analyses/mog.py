@@ -47,21 +47,17 @@ ORDER_LABELS = {"attention_high": "high  (Q^i, K^i)", "attention_middle_qi": "mi
 
 
 @dataclass
-class Config:
+class Config(common.SentenceConfig):
     """Graph-Transformer subgraph weights by length and layer (Fig. 9) and per-order attention (Fig. 10)."""
 
     model: list[str] = arg(["mog-small"], "Graph-Transformer checkpoints (family mog) from checkpoints.yaml")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    n_sentences: int = arg(1000, "random sentences (seeded sample, as the other sentence analyses)")
-    seed: int = arg(0, "seed for every random choice")
-    edges: list[int] = arg([10, 20, 30, 40], "length-bucket edges in real tokens: [<e1, e1..e2-1, ..., >=ek]")
-    min_bucket: int = arg(10, "buckets with fewer sentences are reported but not used in the length claim")
-    layer: int = arg(0, "layer of the Fig. 10 example matrices (1..L; 0 = the last layer)")
+    n_sentences: int = arg(1000, "random sentences (seeded sample, as the other sentence analyses)", min=1)
+    edges: list[int] = arg([10, 20, 30, 40], "length-bucket edges in real tokens: [<e1, e1..e2-1, ..., >=ek]",
+                           min=1)
+    min_bucket: int = arg(10, "buckets with fewer sentences are reported but not used in the length claim", min=1)
+    layer: int = arg(0, "layer of the Fig. 10 example matrices (1..L; 0 = the last layer)", min=0)
     example_length: int = arg(15, "the example sentence is the first of the sample with this many real tokens "
-                                  "(or the closest length)")
-    batch_size: int = arg(32, "texts per forward pass")
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+                                  "(or the closest length)", min=1)
 
 
 @dataclass
@@ -306,7 +302,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
     for name in cfg.model:
         acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                    batch_size=cfg.batch_size, device=cfg.device, maps=True)
+                                    batch_size=cfg.batch_size, device=cfg.device, maps=True,
+                                    min_words=cfg.min_words, max_words=cfg.max_words)
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, "mog", name, result.to_json(), table_rows(result))
         print(f"{name}: wrote {json_path}")

@@ -34,17 +34,13 @@ ALL = "all"
 
 
 @dataclass
-class Config:
+class Config(common.SentenceConfig):
     """Share of each Eq. 14 term in the attention-logit variance, per layer and length bucket."""
 
     model: list[str] = arg(["minilm-l6-lens"], "registry entries of family mog-lens")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    n_sentences: int = arg(300, "random sentences (seeded sample)")
-    seed: int = arg(0, "seed for every random choice")
-    edges: list[int] = arg([10, 20, 30, 40], "length-bucket edges in real tokens: [<e1, e1..e2-1, ..., >=ek]")
-    batch_size: int = arg(32, "texts per forward pass")
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+    n_sentences: int = arg(300, "random sentences (seeded sample)", min=1)
+    edges: list[int] = arg([10, 20, 30, 40], "length-bucket edges in real tokens: [<e1, e1..e2-1, ..., >=ek]",
+                           min=1)
 
 
 @dataclass
@@ -160,7 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
     for name in cfg.model:
         acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                    batch_size=cfg.batch_size, device=cfg.device, maps=True)
+                                    batch_size=cfg.batch_size, device=cfg.device, maps=True,
+                                    min_words=cfg.min_words, max_words=cfg.max_words)
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, "mog_lens", name, result.to_json(), table_rows(result))
         print(f"{name}: wrote {json_path}")

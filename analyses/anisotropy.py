@@ -337,10 +337,12 @@ def plot(results: list[Result], ax=None, layer: int | None = None):
     return fig
 
 
-LAYER_PANELS = (("baseline_cosine", "random-token cosine\n(anisotropy baseline)", "mean cosine"),
-                ("self_similarity", "self-similarity", "mean cosine"),
-                ("intra_sentence_similarity", "intra-sentence similarity", "mean cosine"),
-                ("mev", "max. explainable variance", "fraction of variance"))
+LAYER_PANELS = (("baseline_cosine", "random-token cosine\n(anisotropy baseline)"),
+                ("self_similarity", "self-similarity"),
+                ("intra_sentence_similarity", "intra-sentence similarity"),
+                ("mev", "max. explainable variance"))
+LAYER_UNITS = {"baseline_cosine": "mean cosine", "self_similarity": "mean cosine",
+               "intra_sentence_similarity": "mean cosine", "mev": "fraction of variance"}  # y-axis labels
 
 
 def plot_layers(results: list[Result], ax=None, relative_depth: bool | None = None):
@@ -361,13 +363,13 @@ def plot_layers(results: list[Result], ax=None, relative_depth: bool | None = No
         L = len(res.layers) - 1
         x = style.relative_depth(L) if relative else np.arange(L + 1)
         color = style.model_color(res.model_name)
-        for ax, (key, _, _) in zip(np.ravel(axes), LAYER_PANELS):
+        for ax, (key, _) in zip(np.ravel(axes), LAYER_PANELS):
             y = [row.get(key, np.nan) for row in res.layers]
             ax.plot(x, y, marker="o", ms=3, color=color, label=res.model_name)
             mark_final_norm(ax, res.to_json(), x, y, color)
-    for ax, (_, title, ylabel) in zip(np.ravel(axes), LAYER_PANELS):
+    for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
         ax.set_title(title, fontsize=9)
-        ax.set_ylabel(ylabel, fontsize=8)
+        ax.set_ylabel(LAYER_UNITS[key], fontsize=8)
         ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)", fontsize=8)
     np.ravel(axes)[0].legend(fontsize=7)
     return fig

@@ -219,11 +219,11 @@ def test_plot_layers_draws_the_statistics_by_depth():
     res = an.compute(planted_activations(), an.Config(n_tokens=100))
     fig = an.plot_layers([res])
     assert len(fig.axes) == len(an.LAYER_PANELS)
-    for ax, (key, _, ylabel) in zip(fig.axes, an.LAYER_PANELS):
+    for ax, (key, _) in zip(fig.axes, an.LAYER_PANELS):
         line = ax.get_lines()[0]
         np.testing.assert_allclose(line.get_ydata(), [row[key] for row in res.layers])
         np.testing.assert_array_equal(line.get_xdata(), [0, 1])  # one depth: layer indices
-        assert to_hex(line.get_color()) == model_color("planted") and ax.get_ylabel() == ylabel
+        assert to_hex(line.get_color()) == model_color("planted") and ax.get_ylabel() == an.LAYER_UNITS[key]
     assert fig.axes[0].get_xlabel() == "layer l (0 = embeddings)"
     # models of different depth share the axis in relative depth l / L
     deep = dataclasses.replace(res, model_name="deep", layers=res.layers + res.layers)

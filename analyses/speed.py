@@ -268,11 +268,10 @@ def plot(results: list[Result], ax=None):
             s = np.array([r["speedup_vs_reference"] for r in res.timed_rows()], float)
             bx.plot(n, s, marker="o", ms=4, color=c, label=f"{res.model_name} vs {res.reference}")
             compared = True
-            cross = res.crossover or {}
-            if cross.get("interpolated"):
-                bx.axvline(cross["interpolated"], color=c, lw=0.8, ls=":")
-                bx.text(cross["interpolated"], 1.0, f" {cross['interpolated']:.0f}", color=c, fontsize=7,
-                        va="bottom")
+            x = None if res.crossover is None else res.crossover["interpolated"]  # None: never overtakes
+            if x is not None:
+                bx.axvline(x, color=c, lw=0.8, ls=":")
+                bx.text(x, 1.0, f" {x:.0f}", color=c, fontsize=7, va="bottom")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length n (tokens)")

@@ -140,6 +140,7 @@ def test_plots_draw_the_timings_in_the_model_colours(monkeypatch):
     assert to_hex(lines["bert (slope 1.70)"].get_color()) == model_color("bert")
     (ratio,) = [ln for ln in speedup_ax.get_lines() if ln.get_label() == "slstm vs bert"]
     np.testing.assert_allclose(ratio.get_ydata(), [r["speedup_vs_reference"] for r in slstm.timed_rows()])
+    assert any(list(ln.get_xdata()) == [8.0, 8.0] for ln in speedup_ax.get_lines())  # slstm's crossover at 8
     assert time_ax.get_ylabel() == "time per forward pass (s)"
     slopes = speed.plot_slopes([slstm, bert]).axes[0].get_lines()
     np.testing.assert_allclose(slopes[0].get_ydata(), slstm.local_slopes)

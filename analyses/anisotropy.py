@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
+from analyses import common, style
 from analyses.common import (
     SentenceConfig,
     arg,
@@ -216,10 +217,23 @@ def draw_sample(acts: Activations, cfg: Config) -> Sample:
     return Sample(tokens, groups, types, random_groups, keep)
 
 
-def compute(acts: Activations, cfg: Config | None = None) -> dict:
-    """Per-layer cosine distributions and Ethayarajh statistics for one model's activations.
+@dataclass
+class Result(common.Result):
+    """One model's anisotropy statistics: the saved document's keys, in order."""
 
-    Returns a JSON-ready dict (what write_result saves and plot draws)."""
+    model_name: str
+    config: dict  # the resolved Config
+    model: dict  # the model's description (sentence vector, final-norm convention, ...)
+    activations: dict  # the activation cache entry
+    corpus: dict | None  # corpus identity and sampling
+    headline_layer: int  # layer drawn in the Fig. 6 histograms (0 = embeddings)
+    definitions: dict  # prose only: nothing reads numbers from it
+    layers: list[dict]  # per layer 0..L: token / sentence CosineSummary, baseline_cosine, self_similarity(_baseline,
+    #                     _adjusted), mev(_baseline, _adjusted) (absent without token types), intra_sentence_*
+
+
+def compute(acts: Activations, cfg: Config | None = None) -> Result:
+    """Per-layer cosine distributions and Ethayarajh statistics for one model's activations."""
     cfg = cfg or Config()
     L = acts.n_layers
     layer = cfg.layer if cfg.layer >= 0 else L + 1 + cfg.layer
@@ -243,10 +257,10 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
         intra = intra_sentence_similarity(H, acts.offsets, sample.keep)
         row.update(intra_sentence_similarity=intra, intra_sentence_adjusted=intra - tok.mean)
         layers.append(row)
-    return {
+    return Result(
         **result_header(acts, cfg),
-        "headline_layer": layer,
-        "definitions": {
+        headline_layer=layer,
+        definitions={
             "layers": "0 = embedding output, l = output of layer l",
             "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
             "sentence_vector": acts.meta["model"]["sentence_vector"],
@@ -260,14 +274,14 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
             "intra_sentence": "cosine of each token with the mean of its sentence's tokens; "
                               "adjusted = minus the random-token baseline",
         },
-        "layers": layers,
-    }
+        layers=layers,
+    )
 
 
-def table_rows(result: dict) -> list[dict]:
+def table_rows(result: Result | dict) -> list[dict]:
     """Flat CSV rows, one per layer: token and sentence cosine summaries, then Ethayarajh's statistics."""
     rows = []
-    for row in result["layers"]:
+    for row in Result.from_json(result).layers:
         flat = {"layer": row["layer"]}
         for level in ("token", "sentence"):
             s = row[level]
@@ -284,13 +298,15 @@ def table_rows(result: dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-def plot(results: list[dict], ax=None, layer: int | None = None):
-    """Fig. 6: one column per model; token cosines on top, sentence cosines below.
+def plot(results: list[Result], ax=None, layer: int | None = None):
+    """Fig. 6: one column per model (in the model's colour); token cosines on top, sentence cosines below.
 
     ``layer`` overrides each result's headline layer. Returns the figure."""
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
+    results = [Result.from_json(r) for r in results]
+    style.use_theme()
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     if axes is None:
         fig, axes = plt.subplots(2, len(results), figsize=(2.6 * len(results) + 0.6, 4.4),
                                  squeeze=False, sharex=True, constrained_layout=True)
@@ -298,14 +314,14 @@ def plot(results: list[dict], ax=None, layer: int | None = None):
         axes = np.asarray(axes).reshape(2, len(results))
         fig = axes[0, 0].figure
     for col, res in enumerate(results):
-        lyr = res["headline_layer"] if layer is None else layer
-        row = res["layers"][lyr]
+        lyr = res.headline_layer if layer is None else layer
+        row = res.layers[lyr]
         for r, level in enumerate(("token", "sentence")):
             ax, s = axes[r, col], row[level]
             counts = np.asarray(s["counts"], float)
             edges = np.linspace(-1, 1, len(counts) + 1)
             ax.stairs(counts / counts.sum() / np.diff(edges), edges, fill=True, alpha=0.75,
-                      color="C0" if level == "token" else "C1")
+                      color=style.model_color(res.model_name))
             ax.axvline(0, color="0.4", lw=0.6, ls=":")
             ax.axvline(s["mean"], color="k", lw=0.8)
             ax.text(0.03, 0.95, f"mean {s['mean']:.2f}\n<0: {100 * s['frac_negative']:.1f}%",
@@ -313,7 +329,7 @@ def plot(results: list[dict], ax=None, layer: int | None = None):
             ax.set_xlim(-1, 1)
             ax.set_yticks([])
             if r == 0:
-                ax.set_title(f"{res['model_name']} (layer {lyr})", fontsize=9)
+                ax.set_title(f"{res.model_name} (layer {lyr})", fontsize=9)
             if col == 0:
                 ax.set_ylabel(f"{level} cosine\ndensity", fontsize=8)
             if r == 1:
@@ -325,31 +341,43 @@ LAYER_PANELS = (("baseline_cosine", "random-token cosine\n(anisotropy baseline)"
                 ("self_similarity", "self-similarity"),
                 ("intra_sentence_similarity", "intra-sentence similarity"),
                 ("mev", "max. explainable variance"))
+LAYER_UNITS = {"baseline_cosine": "mean cosine", "self_similarity": "mean cosine",
+               "intra_sentence_similarity": "mean cosine", "mev": "fraction of variance"}  # y-axis labels
 
 
-def plot_layers(results: list[dict], ax=None):
-    """Ethayarajh's statistics against depth (layer / L), one line per model."""
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
+def plot_layers(results: list[Result], ax=None, relative_depth: bool | None = None):
+    """Ethayarajh's statistics against depth, one line per model in its colour. x is the layer index
+    l = 0..L, or the relative depth l / L when ``relative_depth`` (default: when the models differ in
+    depth); the axis label says which. A statistic a layer lacks (no token type met the
+    self-similarity bounds) is a gap."""
     import matplotlib.pyplot as plt
 
+    results = [Result.from_json(r) for r in results]
+    style.use_theme()
+    relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     if axes is None:
         fig, axes = plt.subplots(1, len(LAYER_PANELS), figsize=(11, 2.6), constrained_layout=True)
     fig = np.ravel(axes)[0].figure
     for res in results:
-        L = len(res["layers"]) - 1
-        x = np.arange(L + 1)
-        for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
-            y = [row.get(key, np.nan) for row in res["layers"]]
-            line, = ax.plot(x, y, marker="o", ms=3, label=res["model_name"])
-            mark_final_norm(ax, res, x, y, line.get_color())
-            ax.set_title(title, fontsize=9)
-            ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
+        L = len(res.layers) - 1
+        x = style.relative_depth(L) if relative else np.arange(L + 1)
+        color = style.model_color(res.model_name)
+        for ax, (key, _) in zip(np.ravel(axes), LAYER_PANELS):
+            y = [row.get(key, np.nan) for row in res.layers]
+            ax.plot(x, y, marker="o", ms=3, color=color, label=res.model_name)
+            mark_final_norm(ax, res.to_json(), x, y, color)
+    for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(LAYER_UNITS[key], fontsize=8)
+        ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)", fontsize=8)
     np.ravel(axes)[0].legend(fontsize=7)
     return fig
 
 
-def figures(results: list[dict], out: str) -> list:
+def figures(results: list[Result], out: str) -> list:
     """Draw and save both anisotropy figures."""
+    results = [Result.from_json(r) for r in results]
     return save_drawings(results, out, (("anisotropy", plot), ("anisotropy-layers", plot_layers)))
 
 

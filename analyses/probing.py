@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
+from analyses import common, style
 from analyses import probing_tasks as pt
 from analyses.common import arg, parse_config, read_results, result_header, run_main, save_drawings
 from probes.activations import Activations
@@ -227,13 +228,19 @@ class _Layers:
 
 
 @dataclass
-class Result:
+class Result(common.Result):
     """One model's probing results: header (model, config, corpus), definitions, and per task its
-    build numbers and per-layer rows."""
+    build numbers and per-layer rows. The saved document is flat (the header's keys first), so
+    :meth:`to_json` / :meth:`from_json` spread and gather the header instead of the base's one key
+    per field."""
 
-    header: dict
-    definitions: dict
-    tasks: list[dict]
+    header: dict  # model_name, config, model, activations, corpus, scikit_learn
+    definitions: dict  # prose (and n_layers, kept here for the files' layout; nothing reads it)
+    tasks: list[dict]  # per task: task, level ("sentence" / "token"), sizes, classes, balance, layers (rows)
+
+    @property
+    def model_name(self) -> str:
+        return self.header["model_name"]
 
     def to_json(self) -> dict:
         return {**self.header, "definitions": self.definitions, "tasks": self.tasks}
@@ -242,7 +249,8 @@ class Result:
     def from_json(cls, d: dict) -> Result:
         if isinstance(d, Result):
             return d
-        rest = {k: v for k, v in d.items() if k not in ("definitions", "tasks")}
+        # what write_result adds around the result is not part of it
+        rest = {k: v for k, v in d.items() if k not in ("definitions", "tasks", "analysis", "provenance", "nulls")}
         return cls(rest, d["definitions"], d["tasks"])
 
 
@@ -307,9 +315,12 @@ def table_rows(result: Result | dict) -> list[dict]:
 
 
 def _panels(results: list[Result], key: str, tasks: tuple, axes, title: str):
+    """One panel per task in ``tasks`` that some result holds; ``key`` ("accuracy" or
+    "selectivity", a token-task statistic) against relative depth, one line per model in its colour."""
     import matplotlib.pyplot as plt
 
-    present = [t for t in tasks if any(e["task"] == t and key in e["layers"][0] for r in results for e in r.tasks)]
+    style.use_theme()
+    present = [t for t in tasks if any(e["task"] == t for r in results for e in r.tasks)]
     if axes is None:
         cols = min(max(len(present), 1), 3)
         rows = -(-max(len(present), 1) // cols)
@@ -319,18 +330,18 @@ def _panels(results: list[Result], key: str, tasks: tuple, axes, title: str):
             ax.set_visible(False)
     axes = np.asarray(axes).ravel()
     for ax, name in zip(axes, present):
-        for i, res in enumerate(results):
+        for res in results:
             entry = next((e for e in res.tasks if e["task"] == name), None)
             if entry is None:
                 continue
-            rows, c = entry["layers"], f"C{i % 10}"
+            rows, c = entry["layers"], style.model_color(res.model_name)
             x = np.array([r["layer"] for r in rows]) / max(len(rows) - 1, 1)
             lo, hi = (("ci_low", "ci_high") if key == "accuracy" else (f"{key}_ci_low", f"{key}_ci_high"))
-            ax.plot(x, [r[key] for r in rows], marker="o", ms=3, color=c, label=res.header["model_name"])
+            ax.plot(x, [r[key] for r in rows], marker="o", ms=3, color=c, label=res.model_name)
             ax.fill_between(x, [r[lo] for r in rows], [r[hi] for r in rows], color=c, alpha=0.18, lw=0)
             if key == "accuracy":
                 ax.plot(x, [r["majority"] for r in rows], ls="--", lw=0.8, color=c, label="_majority")
-                if "control_accuracy" in rows[0]:
+                if entry["level"] == "token":  # token tasks have a control task
                     ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, color=c, label="_control")
         if key == "selectivity":
             ax.axhline(0, color="0.4", lw=0.6)
@@ -345,20 +356,22 @@ def _panels(results: list[Result], key: str, tasks: tuple, axes, title: str):
     return axes[0].figure
 
 
-def plot(results: list, ax=None):
+def plot(results: list[Result], ax=None):
     """Held-out accuracy against relative depth, one panel per task, one line per model (band: 95%
     interval; dashed: majority baseline; dotted: control task). Returns the figure."""
     return _panels([Result.from_json(r) for r in results], "accuracy", pt.TASKS, ax,
-                   "accuracy (-- majority, : control)")
+                   "accuracy, fraction (-- majority, : control)")
 
 
-def plot_selectivity(results: list, ax=None):
+def plot_selectivity(results: list[Result], ax=None):
     """Selectivity (task - control accuracy) of the token-level tasks against relative depth."""
-    return _panels([Result.from_json(r) for r in results], "selectivity", pt.TOKEN_TASKS, ax, "selectivity")
+    return _panels([Result.from_json(r) for r in results], "selectivity", pt.TOKEN_TASKS, ax,
+                   "selectivity (accuracy difference)")
 
 
-def figures(results: list, out: str) -> list:
+def figures(results: list[Result], out: str) -> list:
     """Draw and save the accuracy and the selectivity figures."""
+    results = [Result.from_json(r) for r in results]
     return save_drawings(results, out, (("probing", plot), ("probing-selectivity", plot_selectivity)))
 
 
@@ -401,7 +414,7 @@ def main(argv: list[str] | None = None) -> None:
     check_tasks(cfg.task)
     for name in cfg.model:
         result = compute(cfg=cfg, **load_inputs(name, cfg))
-        json_path, _ = write_result(cfg.out, "probing", name, result.to_json(), table_rows(result))
+        json_path, _ = write_result(cfg.out, "probing", name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")
     paths = figures(read_results(cfg.out, "probing", cfg.model), cfg.out)
     print("figures: " + ", ".join(str(p) for p in paths))

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analyses import common, style
 from analyses.common import (
     ModelsConfig,
     RunConfig,
@@ -207,15 +208,29 @@ def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: b
         "hidden_size": d,
         "max_components": min(n - 1 if center else n, d),
         "thresholds": rows,
-        "mean_cumulative_variance": curves.mean(0),
-        "k": ks,
+        "mean_cumulative_variance": curves.mean(0).tolist(),
+        "k": ks.tolist(),
     }
 
 
-def compute(acts: Activations | list[Activations], cfg: Config | None = None) -> dict:
-    """Table 6 numbers for one model: one Activations per window length (each text one window).
+@dataclass
+class Result(common.Result):
+    """One model's Table 6 numbers: the saved document's keys, in order."""
 
-    Returns a JSON-ready dict (what write_result saves and plot draws)."""
+    model_name: str
+    config: dict  # the resolved Config
+    model: dict  # the model's description
+    activations: list[dict]  # per window length: its activation cache entry
+    corpus: dict | None  # corpus identity; "windows": window length -> number of windows
+    layer: int  # layer whose states form H (0 = embeddings)
+    thresholds: list[float]  # retained-variance thresholds p
+    definitions: dict  # prose only: nothing reads numbers from it
+    windows: list[dict]  # per window length (window_stats): window, n_windows, hidden_size, max_components,
+    #                      thresholds (k summary per p), mean_cumulative_variance (r_k), k (n_windows, n_p)
+
+
+def compute(acts: Activations | list[Activations], cfg: Config | None = None) -> Result:
+    """Table 6 numbers for one model: one Activations per window length (each text one window)."""
     cfg = cfg or Config()
     acts_list = [acts] if isinstance(acts, Activations) else list(acts)
     if not acts_list:
@@ -230,17 +245,17 @@ def compute(acts: Activations | list[Activations], cfg: Config | None = None) ->
     if corpus is not None:
         corpus = {k: v for k, v in corpus.items() if k not in ("window", "n_windows")}
         corpus["windows"] = {str(w["window"]): w["n_windows"] for w in windows}
-    return {
-        "model_name": first["model"]["name"],
-        "config": config_dict(cfg),
-        "model": first["model"],
-        "activations": [{"window": w["window"], **{k: a.meta.get(k) for k in
-                                                    ("key", "n_texts", "n_tokens", "truncated_texts")}}
-                        for w, a in zip(windows, acts_list)],
-        "corpus": corpus,
-        "layer": layer,
-        "thresholds": [float(p) for p in cfg.threshold],
-        "definitions": {
+    return Result(
+        model_name=first["model"]["name"],
+        config=config_dict(cfg),
+        model=first["model"],
+        activations=[{"window": w["window"], **{k: a.meta.get(k) for k in
+                                                ("key", "n_texts", "n_tokens", "truncated_texts")}}
+                     for w, a in zip(windows, acts_list)],
+        corpus=corpus,
+        layer=layer,
+        thresholds=[float(p) for p in cfg.threshold],
+        definitions={
             "window": "n consecutive token ids cut from the running text of one document (paragraphs "
                       "tokenized separately and concatenated; never across documents), encoded as one sequence",
             "special_tokens": "added by the model around each window and excluded from H",
@@ -254,17 +269,18 @@ def compute(acts: Activations | list[Activations], cfg: Config | None = None) ->
             "std": "population standard deviation over windows (ddof = 0)",
             "max_components": "rank bound min(n - 1, d) with centring, min(n, d) without",
         },
-        "windows": windows,
-    }
+        windows=windows,
+    )
 
 
-def table_rows(result: dict) -> list[dict]:
+def table_rows(result: Result | dict) -> list[dict]:
     """Flat CSV rows, one per (window length, threshold)."""
+    result = Result.from_json(result)
     rows = []
-    for w in result["windows"]:
+    for w in result.windows:
         for t in w["thresholds"]:
             rows.append({"window": w["window"], "threshold": t["threshold"],
-                         "layer": result["layer"], "center": result["config"]["center"],
+                         "layer": result.layer, "center": result.config["center"],
                          "k_mean": t["mean"], "k_std": t["std"], "k_median": t["median"], "k_min": t["min"],
                          "k_max": t["max"], "n_windows": t["count"], "max_components": w["max_components"]})
     return rows
@@ -273,20 +289,26 @@ def table_rows(result: dict) -> list[dict]:
 # ----------------------------------------------------------------------------- table and plots
 
 
-def _window_sizes(results: list[dict]) -> list[int]:
-    return sorted({w["window"] for r in results for w in r["windows"]})
+def _window_sizes(results: list[Result]) -> list[int]:
+    return sorted({w["window"] for r in results for w in r.windows})
 
 
-def _thresholds(results: list[dict]) -> list[float]:
-    return sorted({t["threshold"] for r in results for w in r["windows"] for t in w["thresholds"]})
+def _thresholds(results: list[Result]) -> list[float]:
+    return sorted({t["threshold"] for r in results for w in r.windows for t in w["thresholds"]})
+
+
+def _window(result: Result, n: int) -> dict | None:
+    """The statistics of ``result`` for windows of n tokens, or None."""
+    return next((w for w in result.windows if w["window"] == n), None)
 
 
 def _pct(p: float) -> str:
     return f"{100 * p:g}%"
 
 
-def markdown_table(results: list[dict]) -> str:
+def markdown_table(results: list[Result]) -> str:
     """Table 6: rows = models (one block per window length), columns = thresholds, "mean ± std" of k."""
+    results = [Result.from_json(r) for r in results]
     ps = _thresholds(results)
     lines = ["# Principal components k needed to keep a fraction p of a window's variance (S-LSTM Table 6)", "",
              "| Length | Model | " + " | ".join(_pct(p) for p in ps) + " |",
@@ -294,54 +316,51 @@ def markdown_table(results: list[dict]) -> str:
     for n in _window_sizes(results):
         first = True
         for r in results:
-            w = next((w for w in r["windows"] if w["window"] == n), None)
+            w = _window(r, n)
             if w is None:
                 continue
             by_p = {t["threshold"]: t for t in w["thresholds"]}
             cells = [f"{by_p[p]['mean']:.2f} ± {by_p[p]['std']:.2f}" if p in by_p else "–" for p in ps]
-            lines.append(f"| {f'n={n}' if first else ''} | {r['model_name']} | " + " | ".join(cells) + " |")
+            lines.append(f"| {f'n={n}' if first else ''} | {r.model_name} | " + " | ".join(cells) + " |")
             first = False
     lines += ["", "Mean ± standard deviation (ddof = 0) over windows. Per model:", ""]
     for r in results:
         sizes = ", ".join(f"{w['n_windows']} windows of n={w['window']} (k <= {w['max_components']})"
-                          for w in r["windows"])
-        lines.append(f"- {r['model_name']}: layer {r['layer']}, {r['definitions']['centring']}, {sizes}; "
-                     f"seed {r['config']['seed']}, corpus {r['config']['corpus']}")
+                          for w in r.windows)
+        lines.append(f"- {r.model_name}: layer {r.layer}, {r.definitions['centring']}, {sizes}; "
+                     f"seed {r.config['seed']}, corpus {r.config['corpus']}")
     lines += ["", "Windows are cut from the running text of one document; the model's special tokens are "
               "excluded from H; SVD in float64; k = smallest k with r_k >= p.", ""]
     return "\n".join(lines)
 
 
-def _model_colors(results: list[dict]) -> dict:
-    return {r["model_name"]: f"C{i % 10}" for i, r in enumerate(results)}
-
-
-def _panels(results: list[dict], axes):
-    """(window sizes, one axis per size, figure, colour per model) for both redundancy plots."""
+def _panels(results: list[Result], axes):
+    """(window sizes, one axis per size, figure) for both redundancy plots."""
     import matplotlib.pyplot as plt
 
+    style.use_theme()
     sizes = _window_sizes(results)
     if axes is None:
         _, axes = plt.subplots(1, len(sizes), figsize=(3.4 * len(sizes) + 0.4, 3.0), squeeze=False,
                                constrained_layout=True)
     axes = np.asarray(axes).ravel()
-    return sizes, axes, axes[0].figure, _model_colors(results)
+    return sizes, axes, axes[0].figure
 
 
-def plot(results: list[dict], ax=None):
-    """k versus p: one panel per window length, one line per model (mean ± std over windows)."""
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
-    sizes, axes, fig, colors = _panels(results, axes)
+def plot(results: list[Result], ax=None):
+    """k versus p: one panel per window length, one line per model in its colour (mean ± std over windows)."""
+    results = [Result.from_json(r) for r in results]
+    sizes, axes, fig = _panels(results, ax)
     for ax, n in zip(axes, sizes):
         for r in results:
-            w = next((w for w in r["windows"] if w["window"] == n), None)
+            w = _window(r, n)
             if w is None:
                 continue
             p = np.array([t["threshold"] for t in w["thresholds"]]) * 100
             m = np.array([t["mean"] for t in w["thresholds"]])
             s = np.array([t["std"] for t in w["thresholds"]])
-            c = colors[r["model_name"]]
-            ax.plot(p, m, marker="o", ms=3.5, color=c, label=r["model_name"])
+            c = style.model_color(r.model_name)
+            ax.plot(p, m, marker="o", ms=3.5, color=c, label=r.model_name)
             ax.fill_between(p, m - s, m + s, color=c, alpha=0.15, lw=0)
         ax.set_xticks([100 * p for p in _thresholds(results)])
         ax.set_title(f"n = {n} tokens", fontsize=9)
@@ -353,33 +372,34 @@ def plot(results: list[dict], ax=None):
     return fig
 
 
-def plot_spectrum(results: list[dict], ax=None):
+def plot_spectrum(results: list[Result], ax=None):
     """Mean r_k (cumulative explained variance) against k: one panel per window length."""
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
-    sizes, axes, fig, colors = _panels(results, axes)
+    results = [Result.from_json(r) for r in results]
+    sizes, axes, fig = _panels(results, ax)
     for ax, n in zip(axes, sizes):
         ps = set()
         for r in results:
-            w = next((w for w in r["windows"] if w["window"] == n), None)
+            w = _window(r, n)
             if w is None:
                 continue
             y = np.asarray(w["mean_cumulative_variance"])
-            ax.plot(np.arange(1, len(y) + 1), y, color=colors[r["model_name"]], lw=1.2, label=r["model_name"])
+            ax.plot(np.arange(1, len(y) + 1), y, color=style.model_color(r.model_name), lw=1.2, label=r.model_name)
             ps |= {t["threshold"] for t in w["thresholds"]}
         for p in sorted(ps):
             ax.axhline(p, color="0.5", lw=0.5, ls=":")
         ax.set_ylim(0, 1.01)
         ax.set_xlim(left=0)
         ax.set_title(f"n = {n} tokens", fontsize=9)
-        ax.set_xlabel("components k", fontsize=8)
+        ax.set_xlabel("principal components k", fontsize=8)
         ax.tick_params(labelsize=7)
-    axes[0].set_ylabel("mean cumulative variance $r_k$", fontsize=8)
+    axes[0].set_ylabel("mean cumulative variance $r_k$ (fraction)", fontsize=8)
     axes[0].legend(fontsize=7, loc="lower right")
     return fig
 
 
-def figures(results: list[dict], out: str) -> list:
+def figures(results: list[Result], out: str) -> list:
     """Draw and save both redundancy figures and write Table 6 (Markdown)."""
+    results = [Result.from_json(r) for r in results]
     paths = save_drawings(results, out, (("redundancy", plot), ("redundancy-spectrum", plot_spectrum)))
     table = Path(out) / "results" / "redundancy" / "table6.md"
     atomic_write(table, markdown_table(results).encode("utf-8"))

@@ -36,11 +36,12 @@ and out/figures/similarity-<unit>.{png,pdf} (CKA: A x A beside A x B for every B
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from analyses import common, style
 from analyses.common import arg, config_dict, parse_config, run_main, save_drawings
 from analyses.similarity_measures import DISTANCES, MEASURES, similarity_matrices
 from analyses.words import align_words, word_states
@@ -73,7 +74,7 @@ class Config:
 
 
 @dataclass
-class Result:
+class Result(common.Result):
     """Similarity matrices of one model pair: ``matrices[measure][block]``, block "ab" is
     (L_A+1, L_B+1), "aa" (L_A+1, L_A+1), "bb" (L_B+1, L_B+1); row/column l = layer l (0 = embeddings)."""
 
@@ -103,13 +104,6 @@ class Result:
 
     def matrix(self, measure: str, block: str = "ab") -> np.ndarray:
         return np.asarray(self.matrices[measure][block], float)
-
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, d: dict) -> Result:
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 # ----------------------------------------------------------------------------- compute
@@ -232,10 +226,6 @@ def table_rows(result: Result) -> list[dict]:
 LABELS = {"cka": "linear CKA (debiased)", "svcca": "SVCCA", "rsa": "RSA (Spearman)"}
 
 
-def _as_result(r) -> Result:
-    return r if isinstance(r, Result) else Result.from_json(r)
-
-
 def _depth_ticks(L: int) -> tuple[list[int], list[str]]:
     """Tick positions (layer indices) and labels (relative depth l / L)."""
     layers = list(range(L + 1)) if L <= 12 else sorted({int(round(x)) for x in np.linspace(0, L, 7)})
@@ -244,6 +234,7 @@ def _depth_ticks(L: int) -> tuple[list[int], list[str]]:
 
 def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], title: str):
     """M (rows = layers of model row[0], columns = layers of col[0]); colour on [0, 1]."""
+    ax.grid(False)  # the theme's grid would cross the cells
     im = ax.imshow(M, origin="lower", vmin=0.0, vmax=1.0, cmap="magma", aspect="auto", interpolation="nearest")
     for setter, labeler, (name, L) in ((ax.set_yticks, ax.set_ylabel, row), (ax.set_xticks, ax.set_xlabel, col)):
         pos, lab = _depth_ticks(L)
@@ -256,12 +247,14 @@ def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], titl
     return im
 
 
-def plot(results: list, axes=None, measures: list[str] | None = None):
+def plot(results: list[Result], ax=None, measures: list[str] | None = None):
     """Per result and measure, one row of heatmaps: A x A | A x B | B x B (colour clipped to [0, 1]).
-    ``axes``: an array of (rows, 3) axes to draw into. Returns the figure."""
+    ``ax``: an array of (rows, 3) axes to draw into. Returns the figure."""
     import matplotlib.pyplot as plt
 
-    results = [_as_result(r) for r in results]
+    results = [Result.from_json(r) for r in results]
+    style.use_theme()
+    axes = ax  # None, or an array of Axes (one per heatmap)
     rows = [(r, m) for r in results for m in (measures or r.measures)]
     if axes is None:
         fig, axes = plt.subplots(len(rows), 3, figsize=(10.5, 3.1 * len(rows)), squeeze=False, constrained_layout=True)
@@ -275,12 +268,14 @@ def plot(results: list, axes=None, measures: list[str] | None = None):
     return fig
 
 
-def plot_overview(results: list, axes=None, measure: str = "cka"):
+def plot_overview(results: list[Result], ax=None, measure: str = "cka"):
     """Two rows per (model A, unit): on top A x A, then A x B for every B; below each A x B, B x B.
-    ``axes``: an array of (2 * groups, 1 + most Bs) axes. Returns the figure."""
+    ``ax``: an array of (2 * groups, 1 + most Bs) axes. Returns the figure."""
     import matplotlib.pyplot as plt
 
-    results = [_as_result(r) for r in results if measure in _as_result(r).measures]
+    style.use_theme()
+    axes = ax  # None, or an array of Axes (one per heatmap)
+    results = [Result.from_json(r) for r in results if measure in Result.from_json(r).measures]
     if not results:
         raise ProbeError(f"no result holds the measure {measure!r}")
     groups: dict[tuple[str, str], list[Result]] = {}
@@ -307,9 +302,9 @@ def plot_overview(results: list, axes=None, measure: str = "cka"):
     return fig
 
 
-def figures(results: list, out: str) -> list:
+def figures(results: list[Result], out: str) -> list:
     """One figure per saved pair (every measure) and one CKA overview per reference model and unit."""
-    results = [_as_result(r) for r in results]
+    results = [Result.from_json(r) for r in results]
     drawings = [(f"similarity-{r.name}", lambda _, r=r: plot([r])) for r in results]
     for a, unit in dict.fromkeys((r.model_a, r.unit) for r in results if "cka" in r.measures):
         group = [r for r in results if (r.model_a, r.unit) == (a, unit)]
@@ -338,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     names = []
     for b in cfg.model[1:] or [ref]:
         result = compute(acts[ref], acts[b], cfg)
-        json_path, _ = write_result(cfg.out, "similarity", result.name, result.to_json(), table_rows(result))
+        json_path, _ = write_result(cfg.out, "similarity", result.name, result, table_rows(result))
         names.append(result.name)
         print(f"{result.name}: wrote {json_path}")
     paths = figures(read_results(cfg.out, "similarity", names), cfg.out)

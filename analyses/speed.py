@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from analyses import common, style
 from analyses.common import (
     arg,
     check_device,
@@ -133,8 +134,32 @@ def crossover(lengths, model_times, ref_times) -> dict:
 # ----------------------------------------------------------------------------- compute
 
 
-def compute(cfg: Config | None = None, progress: bool = True) -> dict[str, dict]:
-    """Time every model; returns {model: JSON-ready result}."""
+@dataclass
+class Result(common.Result):
+    """One model's timings: the saved document's keys, in order."""
+
+    model_name: str
+    config: dict  # the resolved Config
+    model: dict  # how the model was built (random init: architecture and sizes; else its description)
+    reference: str  # the model the speed-ups are measured against
+    reference_median_s: dict  # str(length) -> the reference's median seconds
+    definitions: dict  # prose only: nothing reads numbers from it
+    fit_lengths: list[int]  # lengths the log-log slope is fitted on
+    slope: float | None  # b of log t = a + b log n (None: fewer than two fitted lengths)
+    intercept: float | None  # a
+    local_slopes: list[float]  # d log t / d log n between consecutive timed lengths
+    crossover: dict | None  # where the model becomes and stays faster than the reference (None: the reference)
+    rows: list[dict]  # per length: median_s, min_s, max_s, samples_s, loops_per_sample, tokens_per_s,
+    #                   speedup_vs_reference; or {"length", "skipped": why} beyond the model's limit
+    machine: dict  # "before" / "after": platform and load
+
+    def timed_rows(self) -> list[dict]:
+        """The rows of the lengths that were timed (not skipped)."""
+        return [row for row in self.rows if row.get("skipped") is None]
+
+
+def compute(cfg: Config | None = None, progress: bool = True) -> dict[str, Result]:
+    """Time every model; returns {model: Result}."""
     cfg = cfg or Config()
     if not cfg.model:
         raise ProbeError("no models to time")
@@ -180,74 +205,77 @@ def compute(cfg: Config | None = None, progress: bool = True) -> dict[str, dict]
         if r.name != reference and both:
             cross = crossover([x["length"] for x in both], [x["median_s"] for x in both],
                               [ref[x["length"]] for x in both])
-        results[r.name] = {
-            "model_name": r.name,
-            "config": config_dict(cfg),
-            "model": r.info,
-            "reference": reference,
-            "reference_median_s": {str(n): t for n, t in ref.items()},
-            "definitions": {
+        results[r.name] = Result(
+            model_name=r.name,
+            config=config_dict(cfg),
+            model=r.info,
+            reference=reference,
+            reference_median_s={str(n): t for n, t in ref.items()},
+            definitions={
                 "time": f"seconds per forward pass over a batch of {cfg.batch} random sequences of n tokens "
                         "(final layer only, no tokenisation), median over the repeats",
                 "speedup_vs_reference": f"median time of {reference} / median time of this model, same run",
                 "slope": f"least-squares log-log fit on lengths >= {cfg.fit_min_length}",
                 "order": "per length: warm-up of every model, then repeats with the start order rotating",
             },
-            "fit_lengths": [x["length"] for x in fit],
-            "slope": slope, "intercept": intercept,
-            "local_slopes": local_slopes([x["length"] for x in timed], [x["median_s"] for x in timed])
+            fit_lengths=[x["length"] for x in fit],
+            slope=slope, intercept=intercept,
+            local_slopes=local_slopes([x["length"] for x in timed], [x["median_s"] for x in timed])
             if len(timed) >= 2 else [],
-            "crossover": cross,
-            "rows": rows,
-            "machine": {"before": before, "after": after},
-        }
+            crossover=cross,
+            rows=rows,
+            machine={"before": before, "after": after},
+        )
     return results
 
 
-def table_rows(result: dict) -> list[dict]:
-    """One CSV row per length."""
+def table_rows(result: Result | dict) -> list[dict]:
+    """One CSV row per length (a skipped length has empty timings)."""
     keys = ("length", "median_s", "min_s", "max_s", "loops_per_sample", "tokens_per_s", "speedup_vs_reference")
-    return [{k: row.get(k) for k in keys} for row in result["rows"]]
+    return [{k: row.get(k) for k in keys} for row in Result.from_json(result).rows]
 
 
 # ----------------------------------------------------------------------------- plots
 
 
-def _timed(res: dict) -> tuple[np.ndarray, np.ndarray]:
-    rows = [r for r in res["rows"] if "median_s" in r]
+def _timed(res: Result) -> tuple[np.ndarray, np.ndarray]:
+    rows = res.timed_rows()
     return np.array([r["length"] for r in rows], float), np.array([r["median_s"] for r in rows], float)
 
 
-def plot(results: list[dict], ax=None):
-    """Fig. 5-style: time vs length (log-log, fitted slopes) and the speed-up against the reference."""
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
+def plot(results: list[Result], ax=None):
+    """Fig. 5-style: time vs length (log-log, fitted slopes) and the speed-up against the reference;
+    one colour per model."""
     import matplotlib.pyplot as plt
 
+    results = [Result.from_json(r) for r in results]
+    style.use_theme()
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     if axes is None:
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
     fig = axes[0].figure
     ax, bx = axes
     compared = False
-    for i, res in enumerate(results):
+    for res in results:
         n, t = _timed(res)
-        label = res["model_name"] + (f" (slope {res['slope']:.2f})" if res["slope"] is not None else "")
-        ax.plot(n, t, marker="o", ms=4, color=f"C{i}", label=label)
-        if res["slope"] is not None:
-            fit = n[n >= res["config"]["fit_min_length"]]
-            ax.plot(fit, np.exp(res["intercept"]) * fit ** res["slope"], color=f"C{i}", lw=0.8, ls="--")
-        if res["model_name"] != res["reference"]:
-            s = np.array([r["speedup_vs_reference"] for r in res["rows"] if "median_s" in r], float)
-            bx.plot(n, s, marker="o", ms=4, color=f"C{i}", label=f"{res['model_name']} vs {res['reference']}")
+        c = style.model_color(res.model_name)
+        label = res.model_name + (f" (slope {res.slope:.2f})" if res.slope is not None else "")
+        ax.plot(n, t, marker="o", ms=4, color=c, label=label)
+        if res.slope is not None:
+            fit = n[n >= res.config["fit_min_length"]]
+            ax.plot(fit, np.exp(res.intercept) * fit ** res.slope, color=c, lw=0.8, ls="--")
+        if res.model_name != res.reference:
+            s = np.array([r["speedup_vs_reference"] for r in res.timed_rows()], float)
+            bx.plot(n, s, marker="o", ms=4, color=c, label=f"{res.model_name} vs {res.reference}")
             compared = True
-            cross = res.get("crossover") or {}
-            if cross.get("interpolated"):
-                bx.axvline(cross["interpolated"], color=f"C{i}", lw=0.8, ls=":")
-                bx.text(cross["interpolated"], 1.0, f" {cross['interpolated']:.0f}", color=f"C{i}", fontsize=7,
-                        va="bottom")
+            x = None if res.crossover is None else res.crossover["interpolated"]  # None: never overtakes
+            if x is not None:
+                bx.axvline(x, color=c, lw=0.8, ls=":")
+                bx.text(x, 1.0, f" {x:.0f}", color=c, fontsize=7, va="bottom")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length n (tokens)")
-    ax.set_ylabel("seconds per forward pass")
+    ax.set_ylabel("time per forward pass (s)")
     ax.set_title("forward time (dashed: log-log fit)", fontsize=9)
     ax.legend(fontsize=7)
     bx.axhline(1.0, color="0.4", lw=0.8)
@@ -260,44 +288,51 @@ def plot(results: list[dict], ax=None):
     return fig
 
 
-def plot_slopes(results: list[dict], ax=None):
+def plot_slopes(results: list[Result], ax=None):
     """Local slopes d log t / d log n between consecutive lengths (1 = linear, 2 = quadratic)."""
     import matplotlib.pyplot as plt
 
+    results = [Result.from_json(r) for r in results]
+    style.use_theme()
     if ax is None:
         fig, ax = plt.subplots(figsize=(5, 3.4), constrained_layout=True)
     fig = ax.figure
-    for i, res in enumerate(results):
+    for res in results:
         n, _ = _timed(res)
         if len(n) < 2:
             continue
         mid = np.sqrt(n[1:] * n[:-1])
-        ax.plot(mid, res["local_slopes"], marker="o", ms=4, color=f"C{i}", label=res["model_name"])
+        ax.plot(mid, res.local_slopes, marker="o", ms=4, color=style.model_color(res.model_name),
+                label=res.model_name)
     for y in (1, 2):
         ax.axhline(y, color="0.5", lw=0.6, ls=":")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("sequence length n (geometric midpoint of the interval)")
+    ax.set_xlabel("sequence length n (tokens; geometric midpoint of the interval)")
     ax.set_ylabel("local slope d log t / d log n")
     ax.set_title("growth of the forward time (1 = linear, 2 = quadratic)", fontsize=9)
     ax.legend(fontsize=7)
     return fig
 
 
-def figures(results: list[dict], out: str) -> list:
+def figures(results: list[Result], out: str) -> list:
+    """Draw and save the time / speed-up figure and the local-slope figure."""
+    results = [Result.from_json(r) for r in results]
     return save_drawings(results, out, (("speed", plot), ("speed-slopes", plot_slopes)))
 
 
 # ----------------------------------------------------------------------------- CLI
 
 
-def summary(results: dict[str, dict]) -> list[str]:
+def summary(results: dict[str, Result]) -> list[str]:
+    """One line per model: its slope and where it overtakes the reference."""
     lines = []
     for name, res in results.items():
-        slope = "n/a" if res["slope"] is None else f"{res['slope']:.2f}"
-        line = f"{name}: slope {slope} on n >= {res['config']['fit_min_length']}"
-        if res["crossover"] is not None:
-            c = res["crossover"]
-            line += (f"; faster than {res['reference']} from n = {c['from_length']} "
+        res = Result.from_json(res)
+        slope = "n/a" if res.slope is None else f"{res.slope:.2f}"
+        line = f"{name}: slope {slope} on n >= {res.config['fit_min_length']}"
+        if res.crossover is not None:
+            c = res.crossover
+            line += (f"; faster than {res.reference} from n = {c['from_length']} "
                      f"(interpolated {c['interpolated']:.0f})" if c["from_length"] else f"; {c['note']}")
         lines.append(line)
     return lines

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyses import common, style
 from analyses.common import (
     SentenceConfig,
     arg,
@@ -113,10 +114,24 @@ def _summary(values: np.ndarray) -> dict:
     return {"mean": values.mean(axis=1), "std": values.std(axis=1)}
 
 
-def compute(acts: Activations, cfg: Config | None = None) -> dict:
-    """Per-layer token and sentence transitions (L2 distance and cosine) for one model's activations.
+@dataclass
+class Result(common.Result):
+    """One model's layer transitions: the saved document's keys, in order."""
 
-    Returns a JSON-ready dict (what write_result saves and plot draws)."""
+    model_name: str
+    config: dict  # the resolved Config
+    model: dict  # the model's description (sentence vector, final-norm convention, ...)
+    activations: dict  # the activation cache entry
+    corpus: dict | None  # corpus identity and sampling
+    n_layers: int  # L
+    n_texts_used: int  # texts with at least one counted token
+    definitions: dict  # prose only: nothing reads numbers from it
+    layers: list[dict]  # per layer l = 1..L: {"layer", "token": {distance_mean, distance_std, cosine_mean,
+    #                     cosine_std}, "sentence": {the same}}
+
+
+def compute(acts: Activations, cfg: Config | None = None) -> Result:
+    """Per-layer token and sentence transitions (L2 distance and cosine) for one model's activations."""
     cfg = cfg or Config()
     L = acts.n_layers
     if L < 1:
@@ -132,11 +147,11 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
                "token": {f"{q}_{s}": token[q][s][lyr] for q in ("distance", "cosine") for s in ("mean", "std")},
                "sentence": {f"{q}_{s}": sentence[q][s][lyr] for q in ("distance", "cosine") for s in ("mean", "std")}}
               for lyr in range(L)]
-    return {
+    return Result(
         **result_header(acts, cfg),
-        "n_layers": L,
-        "n_texts_used": int(len(used)),
-        "definitions": {
+        n_layers=L,
+        n_texts_used=int(len(used)),
+        definitions={
             "layers": "0 = embedding output, l = output of layer l; row l compares hidden[l-1] (input) "
                       "with hidden[l] (output)",
             "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
@@ -147,14 +162,14 @@ def compute(acts: Activations, cfg: Config | None = None) -> dict:
             "cosine": "cos(input, output) per token (per sentence vector), averaged the same way; 0 for a zero vector",
             "std": "population standard deviation over texts (ddof = 0)",
         },
-        "layers": layers,
-    }
+        layers=layers,
+    )
 
 
-def table_rows(result: dict) -> list[dict]:
+def table_rows(result: Result | dict) -> list[dict]:
     """Flat CSV rows, one per layer l = 1..L."""
     rows = []
-    for row in result["layers"]:
+    for row in Result.from_json(result).layers:
         flat = {"layer": row["layer"]}
         for level in ("token", "sentence"):
             flat.update({f"{level}_{k}": v for k, v in row[level].items()})
@@ -165,34 +180,39 @@ def table_rows(result: dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$", "cosine": r"cosine$(h_{l-1}, h_l)$"}
+QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$ (hidden-state units)",
+              "cosine": r"cosine$(h_{l-1}, h_l)$"}
 
 
-def plot(results: list[dict], ax=None, relative_depth: bool | None = None, quantity: str = "distance"):
-    """Fig. 7: token level left, sentence level right; one line per model (band: ± std over texts).
+def plot(results: list[Result], ax=None, relative_depth: bool | None = None, quantity: str = "distance"):
+    """Fig. 7: token level left, sentence level right; one line per model in its colour (band: ± std
+    over texts).
 
     ``quantity`` is "distance" (Fig. 7) or "cosine" (input/output cosine). x is the layer index
     l = 1..L, or the relative depth l / L when ``relative_depth`` (default: only when the models
     differ in depth); the axis label says which. Returns the figure."""
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     import matplotlib.pyplot as plt
 
+    results = [Result.from_json(r) for r in results]
     if quantity not in QUANTITIES:
         raise ProbeError(f"quantity must be one of {', '.join(QUANTITIES)}, got {quantity!r}")
-    relative = len({len(r["layers"]) for r in results}) > 1 if relative_depth is None else relative_depth
+    style.use_theme()
+    relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
+    axes = ax  # None, one Axes, or an array of Axes (one per panel)
     if axes is None:
         fig, axes = plt.subplots(1, 2, figsize=(7.2, 2.9), sharex=True, constrained_layout=True)
     axes = np.asarray(axes).ravel()
     fig = axes[0].figure
-    for i, res in enumerate(results):
-        lyr = np.array([row["layer"] for row in res["layers"]])
-        x = lyr / len(lyr) if relative else lyr
+    for res in results:
+        lyr = np.array([row["layer"] for row in res.layers])
+        x = style.relative_depth(len(lyr))[lyr] if relative else lyr  # layers 1..L: l / L
+        color = style.model_color(res.model_name)
         for ax, level in zip(axes, ("token", "sentence")):
-            m = np.array([row[level][f"{quantity}_mean"] for row in res["layers"]])
-            s = np.array([row[level][f"{quantity}_std"] for row in res["layers"]])
-            ax.plot(x, m, marker="o", ms=3.5, color=f"C{i % 10}", label=res["model_name"])
-            ax.fill_between(x, m - s, m + s, color=f"C{i % 10}", alpha=0.15, lw=0)
-            mark_final_norm(ax, res, x, m, f"C{i % 10}")
+            m = np.array([row[level][f"{quantity}_mean"] for row in res.layers])
+            s = np.array([row[level][f"{quantity}_std"] for row in res.layers])
+            ax.plot(x, m, marker="o", ms=3.5, color=color, label=res.model_name)
+            ax.fill_between(x, m - s, m + s, color=color, alpha=0.15, lw=0)
+            mark_final_norm(ax, res.to_json(), x, m, color)
     for ax, level in zip(axes, ("token", "sentence")):
         ax.set_title(f"{level} representations", fontsize=9)
         ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)",
@@ -206,13 +226,14 @@ def plot(results: list[dict], ax=None, relative_depth: bool | None = None, quant
     return fig
 
 
-def plot_cosines(results: list[dict], ax=None, relative_depth: bool | None = None):
+def plot_cosines(results: list[Result], ax=None, relative_depth: bool | None = None):
     """The cosine between each layer's input and output, laid out like :func:`plot`."""
     return plot(results, ax, relative_depth, quantity="cosine")
 
 
-def figures(results: list[dict], out: str) -> list:
+def figures(results: list[Result], out: str) -> list:
     """Draw and save the Fig. 7-style distance figure and the cosine figure."""
+    results = [Result.from_json(r) for r in results]
     return save_drawings(results, out, (("transitions", plot), ("transitions-cosines", plot_cosines)))
 
 

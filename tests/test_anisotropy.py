@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 
 from analyses import anisotropy as an
+from analyses.common import write_result
+from analyses.style import model_color
 from probes.activations import Activations
 from probes.errors import ProbeError
 
@@ -130,16 +135,16 @@ def test_compute_on_planted_activations():
     acts = planted_activations()
     cfg = an.Config(n_tokens=200, seed=0, bins=20, min_occurrences=5)
     res = an.compute(acts, cfg)
-    iso, cone = res["layers"]
-    assert len(res["layers"]) == 2
+    iso, cone = res.layers
+    assert len(res.layers) == 2
     assert abs(iso["token"]["mean"]) < 0.05 and cone["token"]["mean"] > 0.6
     assert iso["token"]["n_vectors"] == 200 and sum(iso["token"]["counts"]) == 200 * 199 // 2
     assert iso["sentence"]["n_vectors"] == 60
     # 7 non-special token types, each in all 60 sentences; capped at max_occurrences
-    assert "7 token types" in res["definitions"]["self_similarity"]
+    assert "7 token types" in res.definitions["self_similarity"]
     assert cone["self_similarity"] > 0.6 and abs(iso["self_similarity_adjusted"]) < 0.05
-    assert res["headline_layer"] == 1
-    assert res["definitions"]["special_tokens"] == "excluded from token statistics"
+    assert res.headline_layer == 1
+    assert res.definitions["special_tokens"] == "excluded from token statistics"
 
 
 def test_special_tokens_are_excluded_unless_kept():
@@ -157,8 +162,8 @@ def test_compute_is_deterministic_and_seed_dependent():
     a = an.compute(acts, an.Config(n_tokens=100, seed=1))
     b = an.compute(acts, an.Config(n_tokens=100, seed=1))
     c = an.compute(acts, an.Config(n_tokens=100, seed=2))
-    assert a["layers"][0]["token"] == b["layers"][0]["token"]
-    assert a["layers"][0]["token"]["mean"] != c["layers"][0]["token"]["mean"]
+    assert a.layers[0]["token"] == b.layers[0]["token"]
+    assert a.layers[0]["token"]["mean"] != c.layers[0]["token"]["mean"]
 
 
 def test_layer_out_of_range_is_a_clear_error():
@@ -166,15 +171,65 @@ def test_layer_out_of_range_is_a_clear_error():
         an.compute(planted_activations(), an.Config(layer=5))
 
 
-def test_plot_draws_one_column_per_model():
+def test_result_json_round_trip(tmp_path):
+    res = an.compute(planted_activations(), an.Config(n_tokens=100, bins=20))
+    path, _ = write_result(tmp_path / "a", "anisotropy", "planted", res, an.table_rows(res))
+    doc = json.loads(path.read_text())
+    back = an.Result.from_json(doc)
+    # the saved keys are the Result's fields, in order, between what write_result adds around them
+    assert list(doc) == ["analysis", *back.to_json(), "provenance"]
+    assert back.headline_layer == res.headline_layer and back.definitions == res.definitions
+    for got, want in zip(back.layers, res.layers):
+        assert got["token"]["counts"] == want["token"]["counts"]
+        for key in ("baseline_cosine", "self_similarity", "mev", "intra_sentence_similarity"):
+            assert got[key] == pytest.approx(want[key], abs=1e-8)  # saved to 8 decimals
+    again, _ = write_result(tmp_path / "b", "anisotropy", "planted", back, an.table_rows(back))
+    assert again.read_bytes() == path.read_bytes()  # read back and written again: the same file
+    assert an.table_rows(doc) == an.table_rows(back)
+    with pytest.raises(KeyError, match="layers"):
+        an.Result.from_json({k: v for k, v in doc.items() if k != "layers"})
+
+
+def test_plot_draws_the_histograms_in_the_model_colour():
     import matplotlib
+    from matplotlib.colors import to_hex
+    from matplotlib.patches import StepPatch
 
     matplotlib.use("Agg")
-    acts = planted_activations()
-    res = an.compute(acts, an.Config(n_tokens=100))
-    doc = res
-    fig = an.plot([doc, {**doc, "model_name": "again"}])
+    res = an.compute(planted_activations(), an.Config(n_tokens=100, bins=20))
+    other = dataclasses.replace(res, model_name="again")
+    fig = an.plot([res, other.to_json()])  # a saved document (dict) draws too
     assert len(fig.axes) == 4
-    assert fig.axes[0].get_title().startswith("planted")
-    fig2 = an.plot_layers([doc])
-    assert len(fig2.axes) == len(an.LAYER_PANELS)
+    assert fig.axes[0].get_title() == "planted (layer 1)"
+    for ax, (name, level) in zip(fig.axes, [("planted", "token"), ("again", "token"), ("planted", "sentence"),
+                                            ("again", "sentence")]):
+        (patch,) = [p for p in ax.patches if isinstance(p, StepPatch)]
+        counts = np.asarray(res.layers[1][level]["counts"], float)
+        values, edges = patch.get_data().values, patch.get_data().edges
+        np.testing.assert_allclose(edges, np.linspace(-1, 1, 21))
+        np.testing.assert_allclose(values * np.diff(edges) * counts.sum(), counts)  # density of the counts
+        assert to_hex(patch.get_facecolor()) == model_color(name)
+
+
+def test_plot_layers_draws_the_statistics_by_depth():
+    import matplotlib
+    from matplotlib.colors import to_hex
+
+    matplotlib.use("Agg")
+    res = an.compute(planted_activations(), an.Config(n_tokens=100))
+    fig = an.plot_layers([res])
+    assert len(fig.axes) == len(an.LAYER_PANELS)
+    for ax, (key, _) in zip(fig.axes, an.LAYER_PANELS):
+        line = ax.get_lines()[0]
+        np.testing.assert_allclose(line.get_ydata(), [row[key] for row in res.layers])
+        np.testing.assert_array_equal(line.get_xdata(), [0, 1])  # one depth: layer indices
+        assert to_hex(line.get_color()) == model_color("planted") and ax.get_ylabel() == an.LAYER_UNITS[key]
+    assert fig.axes[0].get_xlabel() == "layer l (0 = embeddings)"
+    # models of different depth share the axis in relative depth l / L
+    deep = dataclasses.replace(res, model_name="deep", layers=res.layers + res.layers)
+    fig = an.plot_layers([res, deep])
+    lines = fig.axes[0].get_lines()
+    np.testing.assert_allclose(lines[0].get_xdata(), [0, 1])
+    np.testing.assert_allclose(lines[1].get_xdata(), [0, 1 / 3, 2 / 3, 1])
+    assert fig.axes[0].get_xlabel() == "relative depth l / L"
+    assert to_hex(lines[1].get_color()) == model_color("deep")

@@ -190,6 +190,11 @@ SMALL = ["--n-sentences", "400", "--min-per-class", "5", "--word-content-skip", 
 
 
 def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
+    from matplotlib.colors import to_hex
+
+    from analyses.common import write_result
+    from analyses.style import model_color
+
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):  # the same command twice (the second reads the cached activations)
         pr.main(["--model", "tiny-bert", *SMALL, "--out", str(out)])
@@ -213,6 +218,7 @@ def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
     lines = [ln for ln in sl.get_lines() if ln.get_label() == "tiny-slstm"]
     np.testing.assert_allclose(lines[0].get_ydata(), [r["accuracy"] for r in doc["tasks"][0]["layers"]])
     np.testing.assert_allclose(lines[0].get_xdata(), [0, 0.5, 1])
+    assert to_hex(lines[0].get_color()) == model_color("tiny-slstm")
     assert [ax.get_title() for ax in fig.axes] == list(pt.TASKS)
     sel = pr.plot_selectivity(results)
     ys = [ln.get_ydata() for ln in sel.axes[1].get_lines() if ln.get_label() == "tiny-slstm"][0]
@@ -222,6 +228,10 @@ def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
     redrawn = {p.name for p in figures.redraw(str(a))}  # analyses.figures redraws from the saved results
     assert {"probing.png", "probing-selectivity.pdf"} <= redrawn
     assert pr.Result.from_json(results[0].to_json()) == results[0]
+    # read back, the result holds only its own keys, and writing it again gives the same file
+    assert list(results[1].to_json()) == [k for k in doc if k not in ("analysis", "provenance")]
+    again, _ = write_result(tmp_path / "c", "probing", "tiny-slstm", results[1], pr.table_rows(results[1]))
+    assert again.read_bytes() == (a / "results/probing/tiny-slstm.json").read_bytes()
 
 
 def run_cli(*args, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 
 from analyses import redundancy as rd
+from analyses.common import write_result
+from analyses.style import model_color
 from probes.activations import Activations
 from probes.errors import ProbeError
 
@@ -136,25 +139,53 @@ def test_windows_of_unequal_length_are_an_error():
 
 def test_compute_table_and_plots_on_planted_windows():
     import matplotlib
+    from matplotlib.colors import to_hex
 
     matplotlib.use("Agg")
     short, long = window_activations(n=10, rank=2), window_activations(n=14, rank=3, seed=1)
     res = rd.compute([short, long], rd.Config(layer=-1, center=False))
-    assert [w["window"] for w in res["windows"]] == [10, 14]
-    assert res["layer"] == 2 and res["definitions"]["centring"].startswith("none")
-    assert res["windows"][1]["max_components"] == 14
+    assert [w["window"] for w in res.windows] == [10, 14]
+    assert res.layer == 2 and res.definitions["centring"].startswith("none")
+    assert res.windows[1]["max_components"] == 14
     rows = rd.table_rows(res)
     assert len(rows) == 10 and rows[0]["window"] == 10 and rows[0]["threshold"] == 0.9
     assert all(r["k_max"] <= (2 if r["window"] == 10 else 3) for r in rows)
-    other = {**res, "model_name": "other", "windows": res["windows"][:1]}
-    table = rd.markdown_table([res, other])
+    other = dataclasses.replace(res, model_name="other", windows=res.windows[:1])
+    table = rd.markdown_table([res, other.to_json()])  # a saved document (dict) works too
     assert "| n=10 | planted |" in table and "|  | other |" in table and "| n=14 | planted |" in table
     assert "| 90% | 92% | 94% | 96% | 98% |" in table and " ± " in table
     fig = rd.plot([res, other])
     assert len(fig.axes) == 2 and fig.axes[0].get_title() == "n = 10 tokens"
-    assert len(rd.plot_spectrum([res]).axes) == 2
+    for ax, w in zip(fig.axes, res.windows):  # the first line of each panel: planted's k(p)
+        line = ax.get_lines()[0]
+        np.testing.assert_allclose(line.get_xdata(), [90, 92, 94, 96, 98])
+        np.testing.assert_allclose(line.get_ydata(), [t["mean"] for t in w["thresholds"]])
+        assert to_hex(line.get_color()) == model_color("planted")
+    assert to_hex(fig.axes[0].get_lines()[1].get_color()) == model_color("other")
+    spectrum = rd.plot_spectrum([res])
+    assert len(spectrum.axes) == 2
+    line = spectrum.axes[1].get_lines()[0]
+    np.testing.assert_allclose(line.get_ydata(), res.windows[1]["mean_cumulative_variance"])
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 15))
     with pytest.raises(ProbeError, match="out of range"):
         rd.compute(short, rd.Config(layer=3))
+
+
+def test_result_json_round_trip(tmp_path):
+    res = rd.compute([window_activations(n=10, rank=2)], rd.Config())
+    path, _ = write_result(tmp_path / "a", "redundancy", "planted", res, rd.table_rows(res))
+    doc = json.loads(path.read_text())
+    back = rd.Result.from_json(doc)
+    assert list(doc) == ["analysis", *back.to_json(), "provenance"]
+    assert back.layer == res.layer == 2 and back.thresholds == res.thresholds and back.activations == res.activations
+    (got,), (want,) = back.windows, res.windows
+    assert got["k"] == want["k"]
+    assert all(g == pytest.approx(w, abs=1e-8) for g, w in zip(got["thresholds"], want["thresholds"]))
+    np.testing.assert_allclose(got["mean_cumulative_variance"], want["mean_cumulative_variance"], atol=1e-8)
+    again, _ = write_result(tmp_path / "b", "redundancy", "planted", back, rd.table_rows(back))
+    assert again.read_bytes() == path.read_bytes()
+    with pytest.raises(KeyError, match="windows"):
+        rd.Result.from_json({k: v for k, v in doc.items() if k != "windows"})
 
 
 def test_window_longer_than_the_model_allows_is_an_error_before_extraction():

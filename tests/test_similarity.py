@@ -364,6 +364,15 @@ def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path):
     assert res.matrix("cka").shape == (3, 4) and res.matrix("svcca", "bb").shape == (4, 4)
     assert res.alignment["n_texts_dropped"] == 0 and res.alignment["schemes"] == ["wordpiece", "wordpiece"]
     assert res.config["n_sentences"] == 40 and "out" not in res.config
+    # the saved keys are the Result's fields in order (write_result adds analysis, model_name, provenance);
+    # read back and written again, the file is the same
+    assert list(doc) == ["analysis", "model_name", *res.to_json(), "provenance"]
+    from analyses.common import write_result
+
+    rewritten, _ = write_result(tmp_path / "rewritten", "similarity", res.name, res, sim.table_rows(res))
+    assert rewritten.read_bytes() == path.read_bytes()
+    with pytest.raises(KeyError, match="matrices"):
+        sim.Result.from_json({k: v for k, v in doc.items() if k != "matrices"})
     assert (tmp_path / "out/figures/similarity-tiny-bert__tiny-slstm__token.png").exists()
     from analyses.figures import redraw
 

@@ -78,3 +78,71 @@ def test_cli_writes_results_and_figures(tmp_path, tiny_slstm_registry, capsys):
 def test_bad_reference_is_an_error():
     with pytest.raises(ProbeError, match="--reference"):
         speed.compute(speed.Config(model=["slstm", "bert"], reference="gpt2", lengths=[8], width=8, layers=1))
+
+
+def fake_timings(monkeypatch):
+    """Deterministic timings: model i takes 1e-6 * n^(1 + 0.7 i) s; slstm skips the longest length."""
+
+    def time_models(runners, cfg, progress=True):
+        out = {}
+        for i, r in enumerate(runners):
+            out[r.name] = {n: {"samples": [1e-6 * n ** (1 + 0.7 * i) * (1 + 0.01 * k) for k in range(cfg.repeats)],
+                               "loops": 1} for n in cfg.lengths}
+            if r.name == "slstm":
+                out[r.name][max(cfg.lengths)] = {"skipped": "longer than the model's limit"}
+        return out
+
+    monkeypatch.setattr(speed, "time_models", time_models)
+    monkeypatch.setattr(speed, "machine", lambda: {"platform": "fake"})
+    cfg = speed.Config(model=["slstm", "bert"], lengths=[8, 16, 32, 64], repeats=3, width=8, layers=1, heads=2,
+                       intermediate=16, vocab_size=50, fit_min_length=8)
+    return speed.compute(cfg, progress=False)
+
+
+def test_result_json_round_trip(tmp_path, monkeypatch):
+    from analyses.common import write_result
+
+    results = fake_timings(monkeypatch)
+    for name, res in results.items():
+        path, _ = write_result(tmp_path / "a", "speed", name, res, speed.table_rows(res))
+        doc = json.loads(path.read_text())
+        back = speed.Result.from_json(doc)
+        assert list(doc) == ["analysis", *back.to_json(), "provenance"]
+        assert back.slope == pytest.approx(res.slope, abs=1e-8) and back.fit_lengths == res.fit_lengths
+        assert back.crossover == res.crossover
+        assert [r["length"] for r in back.timed_rows()] == [r["length"] for r in res.timed_rows()]
+        again, _ = write_result(tmp_path / "b", "speed", name, back, speed.table_rows(back))
+        assert again.read_bytes() == path.read_bytes()
+    slstm, bert = results["slstm"], results["bert"]
+    assert [r["length"] for r in slstm.timed_rows()] == [8, 16, 32] and slstm.rows[-1]["skipped"]
+    assert slstm.slope == pytest.approx(1.0) and bert.slope == pytest.approx(1.7)  # the planted powers
+    assert slstm.crossover["faster_everywhere"] and bert.crossover is None
+    first, *_, skipped = speed.table_rows(slstm)
+    assert skipped == {"length": 64, **{k: None for k in first if k != "length"}}
+
+
+def test_plots_draw_the_timings_in_the_model_colours(monkeypatch):
+    import matplotlib
+    from matplotlib.colors import to_hex
+
+    from analyses.style import model_color
+
+    matplotlib.use("Agg")
+    results = fake_timings(monkeypatch)
+    slstm, bert = results["slstm"], results["bert"]
+    fig = speed.plot([slstm, bert.to_json()])  # a saved document (dict) draws too
+    time_ax, speedup_ax = fig.axes
+    lines = {ln.get_label(): ln for ln in time_ax.get_lines()}
+    measured = lines["slstm (slope 1.00)"]
+    np.testing.assert_array_equal(measured.get_xdata(), [8, 16, 32])
+    np.testing.assert_allclose(measured.get_ydata(), [r["median_s"] for r in slstm.timed_rows()])
+    assert to_hex(measured.get_color()) == model_color("slstm")
+    assert to_hex(lines["bert (slope 1.70)"].get_color()) == model_color("bert")
+    (ratio,) = [ln for ln in speedup_ax.get_lines() if ln.get_label() == "slstm vs bert"]
+    np.testing.assert_allclose(ratio.get_ydata(), [r["speedup_vs_reference"] for r in slstm.timed_rows()])
+    assert any(list(ln.get_xdata()) == [8.0, 8.0] for ln in speedup_ax.get_lines())  # slstm's crossover at 8
+    assert time_ax.get_ylabel() == "time per forward pass (s)"
+    slopes = speed.plot_slopes([slstm, bert]).axes[0].get_lines()
+    np.testing.assert_allclose(slopes[0].get_ydata(), slstm.local_slopes)
+    np.testing.assert_allclose(slopes[1].get_ydata(), bert.local_slopes)
+    assert [to_hex(ln.get_color()) for ln in slopes[:2]] == [model_color("slstm"), model_color("bert")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 
 from analyses import transitions as tr
+from analyses.common import write_result
+from analyses.style import model_color
 from probes.activations import Activations
 from probes.errors import ProbeError
 
@@ -87,8 +90,8 @@ def planted_activations(lengths=(2, 4, 3), d=6, L=3, seed=0) -> Activations:
 def test_compute_averages_per_text_then_over_texts_without_special_tokens(monkeypatch, block):
     monkeypatch.setattr(tr, "BLOCK_TOKENS", block)  # blocks that split texts must not change anything
     res = tr.compute(planted_activations(), tr.Config())
-    assert [row["layer"] for row in res["layers"]] == [1, 2, 3]
-    for row in res["layers"]:
+    assert [row["layer"] for row in res.layers] == [1, 2, 3]
+    for row in res.layers:
         lyr = row["layer"]
         per_text = np.array([1, 2, 3]) * lyr  # texts move by 1, 2, 3 times l (their lengths must not weigh)
         assert row["token"]["distance_mean"] == pytest.approx(per_text.mean())
@@ -96,29 +99,56 @@ def test_compute_averages_per_text_then_over_texts_without_special_tokens(monkey
         assert row["sentence"]["distance_mean"] == pytest.approx(10 * lyr * 2)  # 10 * (1 + 2 + 3) / 3
         assert row["sentence"]["distance_std"] == pytest.approx(10 * lyr * np.std([1, 2, 3]))
         assert -1 <= row["token"]["cosine_mean"] <= 1
-    assert res["definitions"]["special_tokens"] == "excluded from token statistics"
-    assert res["n_texts_used"] == 3
+    assert res.definitions["special_tokens"] == "excluded from token statistics"
+    assert res.n_texts_used == 3 and res.n_layers == 3
     rows = tr.table_rows(res)
     assert len(rows) == 3 and set(rows[0]) >= {"layer", "token_distance_mean", "sentence_cosine_std"}
 
 
 def test_keep_special_counts_the_special_tokens():
     res = tr.compute(planted_activations(), tr.Config(keep_special=True))
-    assert res["layers"][0]["token"]["distance_mean"] > 20  # the special tokens' jumps of 100 now count
-    assert res["definitions"]["special_tokens"] == "kept"
+    assert res.layers[0]["token"]["distance_mean"] > 20  # the special tokens' jumps of 100 now count
+    assert res.definitions["special_tokens"] == "kept"
 
 
-def test_plot_draws_token_and_sentence_panels():
+def test_result_json_round_trip(tmp_path):
+    res = tr.compute(planted_activations(), tr.Config())
+    path, _ = write_result(tmp_path / "a", "transitions", "planted", res, tr.table_rows(res))
+    doc = json.loads(path.read_text())
+    back = tr.Result.from_json(doc)
+    assert list(doc) == ["analysis", *back.to_json(), "provenance"]
+    assert (back.n_layers, back.n_texts_used, back.definitions) == (res.n_layers, res.n_texts_used, res.definitions)
+    for got, want in zip(back.layers, res.layers):
+        for level in ("token", "sentence"):
+            assert got[level] == pytest.approx(want[level], abs=1e-8)  # saved to 8 decimals
+    again, _ = write_result(tmp_path / "b", "transitions", "planted", back, tr.table_rows(back))
+    assert again.read_bytes() == path.read_bytes()
+    with pytest.raises(KeyError, match="n_texts_used"):
+        tr.Result.from_json({k: v for k, v in doc.items() if k != "n_texts_used"})
+
+
+def test_plot_draws_the_result_values_in_the_model_colours():
     import matplotlib
+    from matplotlib.colors import to_hex
 
     matplotlib.use("Agg")
     res = tr.compute(planted_activations(), tr.Config())
-    fig = tr.plot([res, {**res, "model_name": "again"}])
+    fig = tr.plot([res, dataclasses.replace(res, model_name="again").to_json()])  # a saved dict draws too
     assert [ax.get_title() for ax in fig.axes] == ["token representations", "sentence representations"]
     assert fig.axes[0].get_xlabel().startswith("layer l")
-    shallow = {**res, "model_name": "shallow", "layers": res["layers"][:2]}
+    for ax, level in zip(fig.axes, ("token", "sentence")):
+        first, second = ax.get_lines()
+        np.testing.assert_array_equal(first.get_xdata(), [1, 2, 3])
+        np.testing.assert_allclose(first.get_ydata(), [row[level]["distance_mean"] for row in res.layers])
+        assert to_hex(first.get_color()) == model_color("planted")
+        assert to_hex(second.get_color()) == model_color("again")
+    shallow = dataclasses.replace(res, model_name="shallow", n_layers=2, layers=res.layers[:2])
     fig = tr.plot_cosines([res, shallow])  # different depths: relative depth, and the label says so
     assert fig.axes[0].get_xlabel() == "relative depth l / L"
+    deep, short = fig.axes[1].get_lines()
+    np.testing.assert_allclose(deep.get_xdata(), [1 / 3, 2 / 3, 1])
+    np.testing.assert_allclose(short.get_xdata(), [1 / 2, 1])
+    np.testing.assert_allclose(short.get_ydata(), [row["sentence"]["cosine_mean"] for row in res.layers[:2]])
 
 
 def test_end_to_end_shares_the_anisotropy_cache(tmp_path, monkeypatch):

@@ -26,6 +26,8 @@ FIXED = {
     # the tests' tiny models: pairs drawn together get different colours
     "tiny-bert": 0, "tiny-slstm": 1, "tiny-albert": 3, "tiny-mog": 5, "tiny-gpt2": 2, "tiny-gpt2-recurrent": 1,
     "tiny-bert-lens": 0, "tiny-convbert": 4, "tiny-llama": 9, "tiny-gemma3": 7,
+    # analyses.speed's random-init architectures, coloured like their trained counterparts
+    "slstm": 1, "bert": 2, "albert": 3,
 }
 
 

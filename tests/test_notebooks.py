@@ -14,10 +14,10 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 # per notebook: assertions on what it computed, run in its kernel after its last cell
 CHECKS = {
     "anisotropy": """
-assert len(result["layers"]) == acts.n_layers + 1
+assert len(result.layers) == acts.n_layers + 1
 line = anisotropy.plot_layers([result]).axes[0].get_lines()[0]
-assert np.allclose(line.get_ydata(), [r["baseline_cosine"] for r in result["layers"]])
-assert all(sum(r["token"]["counts"]) > 0 and -1 <= r["token"]["mean"] <= 1 for r in result["layers"])
+assert np.allclose(line.get_ydata(), [r["baseline_cosine"] for r in result.layers])
+assert all(sum(r["token"]["counts"]) > 0 and -1 <= r["token"]["mean"] <= 1 for r in result.layers)
 """,
     "maps": """
 assert result.maps_captured == sorted(acts.maps, key=lambda n: n != "attention")
@@ -42,14 +42,13 @@ for res in results:
         assert math.isclose(row["token_perplexity"], math.exp(row["nll_per_token"]), rel_tol=1e-9)
 """,
     "redundancy": """
-for w in result["windows"]:
+for w in result.windows:
     means = [t["mean"] for t in w["thresholds"]]
     assert all(1 <= m <= w["max_components"] for m in means) and means == sorted(means)
 """,
     "speed": """
 for res in results.values():
-    timed = [r for r in res["rows"] if "median_s" in r]
-    assert [r["length"] for r in res["rows"]] == LENGTHS and all(r["median_s"] > 0 for r in timed)
+    assert [r["length"] for r in res.rows] == LENGTHS and all(r["median_s"] > 0 for r in res.timed_rows())
 """,
     "topics": """
 jsd = np.concatenate([result.jsd_a, result.jsd_b])
@@ -57,8 +56,8 @@ assert result.statistics["n_contexts"] == len(records) == N and ((0 <= jsd) & (j
 assert np.isclose(result.statistics["mean_jsd_a"], np.mean(result.jsd_a))
 """,
     "transitions": """
-assert len(result["layers"]) == acts.n_layers == result["n_layers"]
-assert all(r["token"]["distance_mean"] >= 0 and r["sentence"]["distance_mean"] >= 0 for r in result["layers"])
+assert len(result.layers) == acts.n_layers == result.n_layers
+assert all(r["token"]["distance_mean"] >= 0 and r["sentence"]["distance_mean"] >= 0 for r in result.layers)
 """,
 }
 

@@ -24,7 +24,8 @@ from analyses.common import arg, atomic_write, parse_config, run_main
 CAPTIONS = {
     "anisotropy": "Cosine similarity of random pairs of token (top) and sentence (bottom) vectors at the last "
                   "layer (S-LSTM paper Fig. 6). Mass near 1 = a narrow cone (anisotropic); near 0 = spread out.",
-    "anisotropy-layers": "Ethayarajh's statistics by layer (by relative depth l/L when the models differ in depth): mean cosine of random tokens (the anisotropy "
+    "anisotropy-layers": "Ethayarajh's statistics by layer (relative depth l/L when the models differ in depth): "
+                         "mean cosine of random tokens (the anisotropy "
                          "baseline), self-similarity, intra-sentence similarity and maximum explainable variance.",
     "redundancy": "Principal components k needed to keep a fraction p of a token window's variance (S-LSTM "
                   "Table 6): higher = less redundant features.",

@@ -246,7 +246,8 @@ def _prepare(encoder: Encoder, inputs: list, truncate: bool) -> tuple[list[Token
         if not truncate:
             raise ProbeError(
                 f"text {i} is {len(tk.ids)} tokens long, longer than model '{encoder.name}' allows "
-                f"({encoder.max_length}); shorten it (e.g. a lower --max-words) or call probes.extract(..., truncate=True)")
+                f"({encoder.max_length}); shorten it (e.g. a lower --max-words) or call "
+                f"probes.extract(..., truncate=True)")
         keep = encoder.max_length - 1 if tk.special[-1] else encoder.max_length
         sel = list(range(keep)) + ([len(tk.ids) - 1] if tk.special[-1] else [])
         toks[i] = Tokenized([tk.ids[j] for j in sel], [tk.special[j] for j in sel], [tk.tokens[j] for j in sel])

@@ -28,7 +28,7 @@ per layer). Both dtypes are part of the cache key. Read back, a float16 array is
 :class:`~probes.precision.Float32View` whose every read is float32. A state that float16 cannot
 hold makes the whole entry fall back to float32, with a warning and ``meta["cache_dtype_fallback"]``.
 Without a cache (``cache_dir=None``) the states stay float32 in memory. After an entry is written,
-one line on stderr gives its size.
+one line on stdout gives its size.
 
     $ python -c "import probes; a = probes.extract('minilm-l6', ['A text.', 'Another one.']); print(a)"
 """
@@ -463,7 +463,7 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     if progress:
         itemsize = np.dtype(state["dtype"]).itemsize
         print(f"cache entry {entry}: {human_bytes(entry_bytes(entry))} ({state['dtype']}; "
-              f"{itemsize * d} bytes per token per layer = {itemsize} x d)", file=sys.stderr, flush=True)
+              f"{itemsize * d} bytes per token per layer = {itemsize} x d)", flush=True)
     return read_entry(entry)
 
 

@@ -150,11 +150,11 @@ class RunConfig:
     seed: int = arg(0, "seed for every random choice", min=0, max=2**32 - 1)
     batch_size: int = arg(32, "texts per forward pass", min=1)
     device: str = arg("cpu", "torch device: cpu, cuda, cuda:N, mps, or auto (cuda, else mps, else cpu)")
+    out: str = arg("out", "output root: cache/, results/ and figures/ go below it")
     dtype: str = arg("float32", "dtype of the model's forward pass (states are cast to float32 after it)",
                      choices=["float32", "bfloat16", "float16"])
     cache_dtype: str = arg("float16", "how cached states are stored: float16 (half the bytes; falls back to "
                            "float32 for values float16 cannot hold) or float32 (exact)", choices=["float16", "float32"])
-    out: str = arg("out", "output root: cache/, results/ and figures/ go below it")
 
 
 # ----------------------------------------------------------------------------- checks before work

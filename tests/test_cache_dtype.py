@@ -106,7 +106,7 @@ def test_checksums_cover_float16_entries(tmp_path, tiny_bert):
 
 def test_the_entry_size_is_printed_after_extraction(tmp_path, tiny_bert, capsys):
     extract(tiny_bert, TEXTS, cache_dir=tmp_path, progress=True)
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("cache entry")]
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("cache entry")]
     d = tiny_bert.hidden_size
     assert len(lines) == 1 and "(float16;" in lines[0] and f"{2 * d} bytes per token per layer = 2 x d" in lines[0]
 

@@ -1,13 +1,15 @@
 """List and remove activation cache entries (``<cache>/<model>/<key>/``, see probes.activations).
 
 ``list`` prints one line per entry: model, key, storage dtype, texts, size on disk and age (from
-meta.json's modification time); an interrupted extraction (``<key>.partial``) shows as ``partial``.
-``remove`` deletes the entries of one model (``--model``), those older than ``--older-than`` DAYS,
-or those matching both; each under the entry's lock, so an extraction in progress is never cut:
+meta.json's modification time); an interrupted extraction (``<key>.partial``) shows as ``partial``,
+an entry of an older cache format (never read again) as ``stale``. ``remove`` deletes the entries
+of one model (``--model``), those older than ``--older-than`` DAYS, the stale ones (``--stale``),
+or those matching all the filters given; each under the entry's lock, so an extraction in progress is never cut:
 an entry another process holds is skipped with a note.
 
     $ python -m probes.cache --cache out/cache list
     $ python -m probes.cache remove --model minilm-l6 --older-than 30
+    $ python -m probes.cache remove --stale
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from probes.activations import DEFAULT_CACHE_DIR, entry_bytes, entry_lock, human_bytes
+from probes.activations import CACHE_FORMAT, DEFAULT_CACHE_DIR, entry_bytes, entry_lock, human_bytes
 from probes.cli import arg, parse_config, run_main
 from probes.errors import ProbeError
 
@@ -35,6 +37,7 @@ class Config:
     cache: str = arg(str(DEFAULT_CACHE_DIR), "the cache folder (<out>/cache of the analyses)")
     model: str = arg("", "only the entries of this model (the folder name below the cache)")
     older_than: float = arg(-1.0, "only entries older than this many days (-1: any age)", min=-1.0)
+    stale: bool = arg(False, "only entries of an older cache format (they are never read again)")
 
 
 @dataclasses.dataclass
@@ -48,7 +51,7 @@ class Entry:
     n_texts: int | None
     bytes: int
     age_days: float
-    status: str  # "ok", "partial" (an interrupted extraction) or "unreadable"
+    status: str  # "ok", "partial" (an interrupted extraction), "stale" (an older format) or "unreadable"
 
 
 def entries(cache: str | Path) -> list[Entry]:
@@ -64,6 +67,8 @@ def entries(cache: str | Path) -> list[Entry]:
                 meta = doc if partial else doc["meta"]
                 dtype = meta.get("cache_dtype", meta.get("dtype", "float32"))
                 n_texts = None if partial else int(meta["n_texts"])
+                if not partial and meta.get("format") != CACHE_FORMAT:
+                    status = "stale"
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 status = "partial" if partial else "unreadable"
             stamp = meta_file if meta_file.exists() else path
@@ -72,9 +77,11 @@ def entries(cache: str | Path) -> list[Entry]:
     return out
 
 
-def select(found: list[Entry], model: str = "", older_than: float = -1.0) -> list[Entry]:
-    """The entries of ``model`` (any if empty) older than ``older_than`` days (any if < 0)."""
-    return [e for e in found if (not model or e.model == model) and (older_than < 0 or e.age_days > older_than)]
+def select(found: list[Entry], model: str = "", older_than: float = -1.0, stale: bool = False) -> list[Entry]:
+    """The entries of ``model`` (any if empty) older than ``older_than`` days (any if < 0), only
+    the stale ones if ``stale``."""
+    return [e for e in found if (not model or e.model == model) and (older_than < 0 or e.age_days > older_than)
+            and (not stale or e.status == "stale")]
 
 
 def remove(found: list[Entry]) -> tuple[list[Entry], list[Entry]]:
@@ -101,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     cache = Path(cfg.cache)
     if not cache.is_dir():
         raise ProbeError(f"--cache {cache} is not a folder")
-    found = select(entries(cache), cfg.model, cfg.older_than)
+    found = select(entries(cache), cfg.model, cfg.older_than, cfg.stale)
     if cfg.command == "list":
         print(f"{'model':<24} {'key':<32} {'dtype':<8} {'texts':>7} {'size':>10} {'age':>8}  status")
         for e in found:
@@ -109,8 +116,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"{human_bytes(e.bytes):>10} {_age(e.age_days):>8}  {e.status}")
         print(f"{len(found)} entries, {human_bytes(sum(e.bytes for e in found))}")
         return
-    if not cfg.model and cfg.older_than < 0:
-        raise ProbeError("remove needs --model NAME and/or --older-than DAYS (nothing is removed by default)")
+    if not cfg.model and cfg.older_than < 0 and not cfg.stale:
+        raise ProbeError("remove needs --model NAME, --older-than DAYS and/or --stale (nothing is removed by default)")
     removed, skipped = remove(found)
     for e in skipped:
         print(f"skipped {e.path}: another process is extracting it", file=sys.stderr)

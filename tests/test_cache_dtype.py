@@ -213,8 +213,22 @@ def test_cache_cli_lists_and_removes_by_model_and_age(tmp_path, tiny_bert, capsy
     assert not entry_of(tmp_path, a).exists()
 
 
+def test_cache_cli_removes_stale_format_entries(tmp_path, tiny_bert, capsys):
+    keep, old = run(tiny_bert, cache_dir=tmp_path), run(tiny_bert, TEXTS[:2], cache_dir=tmp_path)
+    meta = entry_of(tmp_path, old) / "meta.json"
+    doc = json.loads(meta.read_text())
+    doc["meta"]["format"] = pa.CACHE_FORMAT - 1  # as an entry written before float16 storage
+    meta.write_text(json.dumps(doc))
+    capsys.readouterr()
+    pc.main(["--cache", str(tmp_path), "list"])
+    status = {ln.split()[1]: ln.split()[-1] for ln in capsys.readouterr().out.splitlines()[1:-1]}
+    assert status == {keep.meta["key"]: "ok", old.meta["key"]: "stale"}
+    pc.main(["--cache", str(tmp_path), "remove", "--stale"])
+    assert entry_of(tmp_path, keep).exists() and not entry_of(tmp_path, old).exists()
+
+
 @pytest.mark.parametrize("argv, message", [
-    (["remove"], "error: remove needs --model NAME and/or --older-than DAYS"),
+    (["remove"], "error: remove needs --model NAME, --older-than DAYS and/or --stale"),
     (["banana"], "error: argument command: invalid choice: 'banana'"),
     (["--cache", "/no/such/folder", "list"], "error: --cache /no/such/folder is not a folder"),
 ])

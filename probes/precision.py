@@ -18,6 +18,8 @@ Rounding to float16 changes a number by at most 2**-11 of its size (relative err
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -57,9 +59,10 @@ def float16_problem(x: np.ndarray, what: str) -> str | None:
     """Why the float32 array ``x`` cannot be stored as float16 (a value beyond +-65504, NaN or inf), or None."""
     if x.size == 0:
         return None
-    if not np.isfinite(x).all():
+    hi, lo = float(x.max()), float(x.min())  # NaN propagates through max/min; no temporary array
+    if not (math.isfinite(hi) and math.isfinite(lo)):
         return f"{what} holds NaN or inf"
-    big = float(np.abs(x).max())
+    big = max(hi, -lo)
     if big > FLOAT16_MAX:
         return f"{what} holds |x| = {big:.4g} > {FLOAT16_MAX:g}, the largest float16"
     return None
@@ -87,6 +90,8 @@ class Float32View:
                         "or copy with np.array(...) to modify)")
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a float32 array of float16 data is always a copy")
         out = np.asarray(self.stored, dtype=np.float32)
         return out if dtype is None else out.astype(dtype, copy=False)
 

@@ -213,13 +213,19 @@ def mark_final_norm(ax, result: dict, x, y, color=None) -> None:
 
 def result_header(acts, cfg) -> dict:
     """What every result computed from Activations starts with: the model, the resolved config,
-    the activation cache entry and the corpus identity (with its sampling)."""
+    the activation cache entry (with the device and dtypes that produced it) and the corpus identity.
+    ProbeError if the config asks for a forward or cache dtype the activations were not made with."""
+    for f, k in (("dtype", "dtype"), ("cache_dtype", "cache_dtype_requested")):
+        if hasattr(cfg, f) and k in acts.meta and getattr(cfg, f) != acts.meta[k]:
+            raise ProbeError(f"--{f.replace('_', '-')} {getattr(cfg, f)} was asked for, but these activations "
+                             f"were made with {acts.meta[k]}: the option did not reach the extraction")
     return {
         "model_name": acts.meta["model"]["name"],
         "config": config_dict(cfg),
         "model": acts.meta["model"],
         # batch_size: the one that produced the cache entry (states differ by up to ~5e-6 between sizes)
-        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts", "batch_size")
+        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts", "batch_size",
+                                                  "device", "dtype", "cache_dtype", "cache_dtype_fallback")
                         if k in acts.meta},
         "corpus": acts.meta.get("corpus"),
     }

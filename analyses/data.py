@@ -16,9 +16,11 @@ from probes.registry import get_spec
 
 def sentence_activations(model: str, corpus: str, n_sentences: int, seed: int, out: str = "out",
                          batch_size: int = 32, device: str = "cpu", maps: bool = False,
-                         min_words: int = 5, max_words: int = 60) -> Activations:
+                         min_words: int = 5, max_words: int = 60, dtype: str = "float32",
+                         cache_dtype: str = "float16") -> Activations:
     """Activations of ``n_sentences`` seeded random sentences of ``corpus`` (cached under out/cache);
-    ``meta["corpus"]`` records the corpus identity and the sampling.
+    ``meta["corpus"]`` records the corpus identity and the sampling. ``dtype``: the forward pass's;
+    ``cache_dtype``: the cache's storage (see probes.precision).
 
     The model name is checked before the corpus is read, so a typo fails at once."""
     get_spec(model)
@@ -29,7 +31,13 @@ def sentence_activations(model: str, corpus: str, n_sentences: int, seed: int, o
              # which sentences were drawn: sha256 of the sample, one sentence per line, in order
              "sample_sha256": hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()}
     return extract(model, texts, maps=maps, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
-                   corpus=ident)
+                   corpus=ident, dtype=dtype, cache_dtype=cache_dtype)
+
+
+def extract_options(cfg) -> dict:
+    """The extraction keywords a config carries (batch_size, device, dtype, cache_dtype: the
+    RunConfig fields), for ``sentence_activations(..., **extract_options(cfg))``."""
+    return {k: getattr(cfg, k) for k in ("batch_size", "device", "dtype", "cache_dtype") if hasattr(cfg, k)}
 
 
 def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps: bool = False) -> None:
@@ -42,9 +50,8 @@ def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps
     check_device(cfg.device)
     check_writable(cfg.out)
     for name in models:
-        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                    batch_size=cfg.batch_size, device=cfg.device, maps=maps,
-                                    min_words=cfg.min_words, max_words=cfg.max_words)
+        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, maps=maps,
+                                    min_words=cfg.min_words, max_words=cfg.max_words, **extract_options(cfg))
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, analysis, name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")
@@ -53,7 +60,8 @@ def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps
 
 
 def text_activations(model: str, texts: list[str], out: str = "out", batch_size: int = 32,
-                     device: str = "cpu") -> Activations:
+                     device: str = "cpu", dtype: str = "float32", cache_dtype: str = "float16") -> Activations:
     """Activations of given texts (e.g. perturbed copies of a sentence sample) through the same
     extraction cache as :func:`sentence_activations`; the analysis itself never runs the model."""
-    return extract(model, texts, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device)
+    return extract(model, texts, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
+                   dtype=dtype, cache_dtype=cache_dtype)

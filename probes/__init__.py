@@ -11,12 +11,17 @@ Analyses only ever see Activations.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from probes.activations import Activations, extract
 from probes.encoder import Encoder, Tokenizer
 from probes.errors import CheckpointError, CorpusError, ProbeError
 from probes.registry import CheckpointSpec, get_spec, read_registry
 
-# family -> ("module:load(spec, device) -> Encoder", "module:load_tokenizer(spec) -> Tokenizer")
+if TYPE_CHECKING:
+    import torch
+
+# family -> ("module:load(spec, device, dtype) -> Encoder", "module:load_tokenizer(spec) -> Tokenizer")
 LOADERS = {"hf": ("probes.hf:load_hf", "probes.hf:load_hf_tokenizer"),
            "slstm": ("probes.slstm_encoder:load_slstm", "probes.slstm_encoder:load_slstm_tokenizer"),
            "mog": ("probes.mog_encoder:load_mog", "probes.mog_encoder:load_mog_tokenizer"),  # Graph-Transformer
@@ -36,10 +41,16 @@ def _loader(name: str, which: int):
     return spec, getattr(importlib.import_module(module), fn)
 
 
-def load(name: str, device: str = "cpu") -> Encoder:
-    """Load the checkpoint registered as ``name`` in checkpoints.yaml."""
+def load(name: str, device: str = "cpu", dtype: str | torch.dtype | None = None) -> Encoder:
+    """Load the checkpoint registered as ``name`` in checkpoints.yaml onto ``device`` (cpu, cuda,
+    cuda:N, mps, or auto: the best available), its forward pass in ``dtype`` (float32 | bfloat16 |
+    float16; None = float32)."""
+    from probes.cli import resolve_device
+    from probes.precision import forward_dtype
+
+    torch_dtype, device = forward_dtype(dtype), resolve_device(device)
     spec, fn = _loader(name, 0)
-    return fn(spec, device=device)
+    return fn(spec, device=device, dtype=torch_dtype)
 
 
 def load_tokenizer(name: str) -> Tokenizer:

@@ -21,6 +21,15 @@ removed with a warning and extracted again. ``PROBES_CACHE_VERIFY=quick`` checks
 files up to 8 blocks entirely and every 8th block of bigger ones instead of every byte (a flipped
 byte in an unchecked block of ``hidden.npy`` then goes unnoticed).
 
+Precision (probes.precision): the model runs in ``dtype`` (float32, bfloat16, float16) on ``device``
+(``auto`` = cuda, else mps, else cpu); its states are cast to float32, sentence vectors are pooled
+in float32, and the cache stores them as ``cache_dtype`` (float16 by default: 2 x d bytes per token
+per layer). Both dtypes are part of the cache key. Read back, a float16 array is a read-only
+:class:`~probes.precision.Float32View` whose every read is float32. A state that float16 cannot
+hold makes the whole entry fall back to float32, with a warning and ``meta["cache_dtype_fallback"]``.
+Without a cache (``cache_dir=None``) the states stay float32 in memory. After an entry is written,
+one line on stdout gives its size.
+
     $ python -c "import probes; a = probes.extract('minilm-l6', ['A text.', 'Another one.']); print(a)"
 """
 
@@ -44,9 +53,10 @@ from tqdm.auto import tqdm
 
 from probes.encoder import Encoder, MapSpec, Tokenized
 from probes.errors import ProbeError
+from probes.precision import Float32View, cache_np_dtype, dtype_name, float16_problem, float32_face, forward_dtype
 from probes.registry import CheckpointSpec, get_spec
 
-CACHE_FORMAT = 3  # bump when the layout on disk changes: older entries are re-extracted (3: checksums)
+CACHE_FORMAT = 4  # bump when the layout on disk changes: older entries are re-extracted (3: checksums; 4: float16)
 DEFAULT_CACHE_DIR = Path(os.environ.get("PROBES_CACHE", "out/cache"))
 CHUNK_BYTES = 256 * 2**20  # memory budget of one chunk of captured states
 CHECK_BLOCK = 16 * 2**20  # bytes per checksummed block of an entry's files
@@ -66,9 +76,10 @@ class Activations:
     offsets: np.ndarray  # (T+1,) int64; text t owns tokens offsets[t]:offsets[t+1]
     token_ids: np.ndarray  # (N,) int64
     special: np.ndarray  # (N,) bool, True for special tokens
-    hidden: np.ndarray  # (L+1, N, d) float32; memory-mapped when read from the cache
-    sentence: np.ndarray  # (L+1, T, d) float32; the model's sentence vector at every layer
-    maps: dict[str, np.ndarray] = field(default_factory=dict)  # name -> flat float32, text by text
+    # float32 arrays, or Float32View (read-only, float32 reads) over float16 storage; memory-mapped from the cache
+    hidden: np.ndarray | Float32View  # (L+1, N, d)
+    sentence: np.ndarray | Float32View  # (L+1, T, d); the model's sentence vector at every layer
+    maps: dict[str, np.ndarray | Float32View] = field(default_factory=dict)  # name -> flat, text by text
     map_offsets: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (T+1,) int64 into maps[name]
 
     @property
@@ -119,15 +130,18 @@ class Activations:
 
 def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
-            progress: bool = True, device: str = "cpu", corpus: dict | None = None) -> Activations:
+            progress: bool = True, device: str = "cpu", corpus: dict | None = None, dtype: str | None = None,
+            cache_dtype: str = "float16") -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
     ``maps=True`` also captures the attention maps and any other maps the encoder declares
     (``Encoder.map_specs``: S-LSTM gates, ConvBERT kernels). ``corpus`` says where the inputs came
-    from (``Corpus.identity()`` plus the sampling) and is recorded as ``meta["corpus"]``. The rest:
-    see :func:`_extract`."""
+    from (``Corpus.identity()`` plus the sampling) and is recorded as ``meta["corpus"]``.
+    ``device``: cpu, cuda, cuda:N, mps or auto; ``dtype``: the forward pass's float32 | bfloat16 |
+    float16 (None: float32, or a loaded encoder's own); ``cache_dtype``: float16 | float32 storage.
+    The rest: see :func:`_extract`."""
     acts = _extract(model, inputs, maps=maps, truncate=truncate, batch_size=batch_size,
-                    cache_dir=cache_dir, progress=progress, device=device)
+                    cache_dir=cache_dir, progress=progress, device=device, dtype=dtype, cache_dtype=cache_dtype)
     if corpus is not None:
         acts.meta["corpus"] = corpus
     return acts
@@ -135,7 +149,8 @@ def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: 
 
 def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
              truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
-             progress: bool = True, device: str = "cpu") -> Activations:
+             progress: bool = True, device: str = "cpu", dtype: str | None = None,
+             cache_dtype: str = "float16") -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
     ``inputs`` are texts, or token-id sequences without special tokens (fixed-length windows cut
@@ -152,19 +167,28 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
         raise ProbeError("inputs must be all texts or all token-id lists, not a mix")
     batch_size = _check_batch_size(batch_size)
     spec = model.spec if isinstance(model, Encoder) else get_spec(model)
-    settings = {"attentions": bool(maps), "truncate": bool(truncate)}
+    run_dtype = forward_dtype(dtype)
+    if isinstance(model, Encoder):
+        if dtype is not None and run_dtype != model.dtype:
+            raise ProbeError(f"dtype={dtype!r} was asked for, but the loaded encoder '{spec.name}' runs in "
+                             f"{dtype_name(model.dtype)}; load it with probes.load(name, dtype={dtype!r})")
+        run_dtype = model.dtype
+    store = cache_np_dtype(cache_dtype).name  # ProbeError unless float16 or float32
+    settings = {"attentions": bool(maps), "truncate": bool(truncate), "dtype": dtype_name(run_dtype),
+                "cache_dtype": store}
     key = cache_key(spec, inputs, settings)
     entry = Path(cache_dir) / spec.name / key if cache_dir is not None else None
     if entry is not None and (hit := _open_entry(entry, repair=False)) is not None:
         return hit  # finished entries are immutable: no lock needed to read one
-    with _entry_lock(entry, progress):  # one writer per entry; the others wait, then read its result
+    with entry_lock(entry, progress):  # one writer per entry; the others wait, then read its result
         if entry is not None and (hit := _open_entry(entry, repair=True)) is not None:
             return hit
         if not isinstance(model, Encoder):
             from probes import load  # here, not at the top: a cache hit never imports model code
 
-            model = load(model, device=device)
+            model = load(model, device=device, dtype=run_dtype)
         return _capture(model, inputs, settings, key, entry, batch_size, progress)
+
 
 
 def _check_batch_size(batch_size) -> int:
@@ -178,10 +202,10 @@ def _check_batch_size(batch_size) -> int:
     return value
 
 
-def _entry_lock(entry: Path | None, progress: bool):
+def entry_lock(entry: Path | None, progress: bool, wait: bool = True):
     """An exclusive lock on one cache entry (``<cache>/.locks/<model>.<key>.lock``, a file that stays:
     removing lock files races): the process that holds it is the only one that extracts, resumes,
-    repairs or replaces that entry."""
+    repairs, replaces or removes that entry. ``wait=False``: TimeoutError at once if it is held."""
     if entry is None:
         return contextlib.nullcontext()
     locks = entry.parent.parent / ".locks"
@@ -193,6 +217,8 @@ def _entry_lock(entry: Path | None, progress: bool):
         try:
             lock.acquire(timeout=0)
         except TimeoutError:  # filelock.Timeout subclasses TimeoutError
+            if not wait:
+                raise
             if progress:
                 print(f"waiting for another process that is extracting {entry} ...", file=sys.stderr, flush=True)
             lock.acquire()
@@ -246,8 +272,8 @@ def _prepare(encoder: Encoder, inputs: list, truncate: bool) -> tuple[list[Token
         if not truncate:
             raise ProbeError(
                 f"text {i} is {len(tk.ids)} tokens long, longer than model '{encoder.name}' allows "
-                f"({encoder.max_length}); shorten it (e.g. a lower --max-words) or call "
-                f"probes.extract(..., truncate=True)")
+                f"({encoder.max_length}); shorten it (e.g. a lower --max-words) "
+                "or call probes.extract(..., truncate=True)")
         keep = encoder.max_length - 1 if tk.special[-1] else encoder.max_length
         sel = list(range(keep)) + ([len(tk.ids) - 1] if tk.special[-1] else [])
         toks[i] = Tokenized([tk.ids[j] for j in sel], [tk.special[j] for j in sel], [tk.tokens[j] for j in sel])
@@ -302,10 +328,12 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
     """Run the texts of one chunk, writing their states straight into ``dest``: the chunk's views of
     the output arrays, in the chunk's text order (no per-chunk copy):
 
-        dest["hidden"]      # (L+1, N_chunk, d) float32, N_chunk = the chunk's tokens
-        dest["sentence"]    # (L+1, T_chunk, d) float32
-        dest["map.<name>"]  # flat float32, each text's (layers, K, n_t[, n_t]) in turn; only with maps
-    """
+        dest["hidden"]      # (L+1, N_chunk, d) float16/32, N_chunk = the chunk's tokens
+        dest["sentence"]    # (L+1, T_chunk, d) float16/32
+        dest["map.<name>"]  # flat float16/32, each text's (layers, K, n_t[, n_t]) in turn; only with maps
+
+    Float16 output arrays: a batch with a state float16 cannot hold raises :class:`_NotFloat16`
+    before anything of it is written."""
     lengths = np.array([len(t.ids) for t in toks])
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     hidden, sentence = dest["hidden"], dest["sentence"]
@@ -326,6 +354,11 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
                               None if out.sentence is None else out.sentence.float().cpu())
         h, s = h.numpy(), s.numpy()  # (L+1, B, n, d), (L+1, B, d); views, no copy
         batch_maps = {m: (out.attentions if m == "attention" else out.maps[m]).float().cpu() for m in maps}
+        if hidden.dtype == np.float16:
+            for what, x in (("a hidden state", h), ("a sentence vector", s),
+                            *((f"map {m}", v.numpy()) for m, v in batch_maps.items())):
+                if (why := float16_problem(x, what)) is not None:
+                    raise _NotFloat16(why)
         for r, i in enumerate(idx):
             hidden[:, offsets[i]:offsets[i + 1]] = h[:, r, :lengths[i]]
             sentence[:, i] = s[:, r]
@@ -338,6 +371,10 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
     if not written.all():  # never let unwritten (zero-filled) rows reach a cache entry
         raise RuntimeError(f"{int((~written).sum())} of {len(toks)} texts of a chunk got no states "
                            f"(batch size {batch_size}); the cache entry is not finalised")
+
+
+class _NotFloat16(Exception):
+    """A captured state does not fit float16 (the message says which and why)."""
 
 
 def _map_sizes(spec: MapSpec, lengths: np.ndarray) -> np.ndarray:
@@ -370,27 +407,22 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     per_text = 4 * ((L + 1) * d * lengths + sum(_map_sizes(spec, lengths) for spec in maps.values()))
     chunks = _chunks(lengths, per_text)
     work = entry.with_name(entry.name + ".partial") if entry is not None else None
-    arrays, done = _open_work(work, key, shapes)
-    with tqdm(total=len(toks), desc=f"extract {encoder.name}", unit="text", disable=not progress) as bar:
-        for c, rng in enumerate(chunks):
-            a, b = rng.start, rng.stop
-            dest = {"hidden": arrays["hidden"][:, offsets[a]:offsets[b]], "sentence": arrays["sentence"][:, a:b],
-                    **{f"map.{m}": arrays[f"map.{m}"][o[a]:o[b]] for m, o in map_offsets.items()}}
-            rec = {"texts": len(rng), "tokens": int(offsets[b] - offsets[a])}
-            if c in done:  # finished by an earlier, interrupted run: reused only if its checksum still holds
-                if done[c].get("sha256") == _chunk_digest(dest) and all(done[c].get(k) == v for k, v in rec.items()):
-                    bar.update(len(rng))
-                    continue
-                warnings.warn(f"chunk {c} of the interrupted extraction {work} is damaged; running it again",
-                              stacklevel=3)
-                del done[c]
-            _run_chunk(encoder, [toks[i] for i in rng], maps, batch_size, bar, dest)
-            done[c] = {**rec, "batch_size": batch_size}
+    # without a cache the states stay float32 in memory; float16 is a storage format
+    state = {"dtype": settings["cache_dtype"] if work is not None else "float32", "fallback": None}
+    if work is None:
+        state["fallback"] = "no cache: the states are kept in memory as float32"
+    while True:
+        arrays, done = _open_work(work, key, shapes, state)
+        try:
+            _fill(encoder, toks, maps, chunks, offsets, map_offsets, arrays, done, work, key, state, batch_size,
+                  progress)
+            break
+        except _NotFloat16 as e:  # the whole entry is stored as float32 instead, from the start
+            state.update(dtype="float32", fallback=f"float16 cannot hold the states: {e}; stored as float32")
+            warnings.warn(f"{encoder.name}: {state['fallback']}", stacklevel=3)
+            del arrays
             if work is not None:
-                for arr in arrays.values():
-                    arr.flush()
-                done[c]["sha256"] = _chunk_digest(dest)
-                _atomic_json(work / "done.json", {"key": key, "chunks": {str(k): v for k, v in sorted(done.items())}})
+                shutil.rmtree(work, ignore_errors=True)
     check_complete(done, len(chunks), len(toks), int(offsets[-1]))
     sizes = sorted({done[c]["batch_size"] for c in done})
     meta = {
@@ -404,6 +436,8 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         # one per chunk, when a resumed extraction used several
         "batch_size": sizes[0] if len(sizes) == 1 else [done[c]["batch_size"] for c in sorted(done)],
         "torch": torch.__version__,
+        "device": str(encoder.device), "cache_dtype_requested": settings["cache_dtype"],
+        "cache_dtype": state["dtype"], **({"cache_dtype_fallback": state["fallback"]} if state["fallback"] else {}),
     }
     acts = Activations(
         meta=meta, texts=texts, tokens=[t.tokens for t in toks], offsets=offsets,
@@ -426,30 +460,80 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     del arrays, acts
     shutil.rmtree(entry, ignore_errors=True)
     os.replace(work, entry)  # the entry appears complete, in one step
+    if progress:
+        itemsize = np.dtype(state["dtype"]).itemsize
+        print(f"cache entry {entry}: {human_bytes(entry_bytes(entry))} ({state['dtype']}; "
+              f"{itemsize * d} bytes per token per layer = {itemsize} x d)", flush=True)
     return read_entry(entry)
 
 
-def _open_work(work: Path | None, key: str, shapes: dict) -> tuple[dict, dict]:
-    """Output arrays: in memory without a cache; else memory-mapped files in ``work``, reused
-    (with their records of finished chunks: {chunk: {texts, tokens, batch_size, sha256}}) when an
-    earlier run with the same key was interrupted."""
+def _fill(encoder: Encoder, toks: list[Tokenized], maps: dict, chunks: list[range], offsets: np.ndarray,
+          map_offsets: dict, arrays: dict, done: dict, work: Path | None, key: str, state: dict, batch_size: int,
+          progress: bool) -> None:
+    """Run every chunk not in ``done`` (a finished chunk is reused if its checksum still holds),
+    flushing and recording each one in ``work/done.json``."""
+    with tqdm(total=len(toks), desc=f"extract {encoder.name}", unit="text", disable=not progress) as bar:
+        for c, rng in enumerate(chunks):
+            a, b = rng.start, rng.stop
+            dest = {"hidden": arrays["hidden"][:, offsets[a]:offsets[b]], "sentence": arrays["sentence"][:, a:b],
+                    **{f"map.{m}": arrays[f"map.{m}"][o[a]:o[b]] for m, o in map_offsets.items()}}
+            rec = {"texts": len(rng), "tokens": int(offsets[b] - offsets[a])}
+            if c in done:  # finished by an earlier, interrupted run: reused only if its checksum still holds
+                if done[c].get("sha256") == _chunk_digest(dest) and all(done[c].get(k) == v for k, v in rec.items()):
+                    bar.update(len(rng))
+                    continue
+                warnings.warn(f"chunk {c} of the interrupted extraction {work} is damaged; running it again",
+                              stacklevel=4)
+                del done[c]
+            _run_chunk(encoder, [toks[i] for i in rng], maps, batch_size, bar, dest)
+            done[c] = {**rec, "batch_size": batch_size}
+            if work is not None:
+                for arr in arrays.values():
+                    arr.flush()
+                done[c]["sha256"] = _chunk_digest(dest)
+                _atomic_json(work / "done.json", {"key": key, **state,
+                                                  "chunks": {str(k): v for k, v in sorted(done.items())}})
+
+
+def entry_bytes(entry: Path) -> int:
+    """Bytes on disk of the files of one cache entry."""
+    return sum(p.stat().st_size for p in Path(entry).iterdir() if p.is_file())
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _open_work(work: Path | None, key: str, shapes: dict, state: dict) -> tuple[dict, dict]:
+    """Output arrays of dtype ``state["dtype"]``: in memory without a cache; else memory-mapped files
+    in ``work``, reused (with their records of finished chunks: {chunk: {texts, tokens, batch_size,
+    sha256}}) when an earlier run with the same key was interrupted; ``state`` then takes that run's
+    dtype (float32 after a fallback) and fallback reason."""
     if work is None:
         return {k: np.empty(s, np.float32) for k, s in shapes.items()}, {}
     done = {}
-    state = work / "done.json"
-    if state.exists():
+    path = work / "done.json"
+    if path.exists():
         try:
-            doc = json.loads(state.read_text())
-            if doc["key"] == key and all(np.load(work / f"{k}.npy", mmap_mode="r").shape == s
-                                         for k, s in shapes.items()):
+            doc = json.loads(path.read_text())
+            dtype = np.dtype(doc.get("dtype", "float32"))
+            if doc["key"] == key and all((a := np.load(work / f"{k}.npy", mmap_mode="r")).shape == s
+                                         and a.dtype == dtype for k, s in shapes.items()):
                 done = {int(c): dict(r) for c, r in doc["chunks"].items()}
+                state.update(dtype=dtype.name, fallback=doc.get("fallback"))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, SyntaxError):
             done = {}
     if not done:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        arrays = {k: np.lib.format.open_memmap(work / f"{k}.npy", "w+", np.float32, s) for k, s in shapes.items()}
-        _atomic_json(state, {"key": key, "chunks": {}})
+        arrays = {k: np.lib.format.open_memmap(work / f"{k}.npy", "w+", np.dtype(state["dtype"]), s)
+                  for k, s in shapes.items()}
+        _atomic_json(path, {"key": key, **state, "chunks": {}})
         return arrays, done
     return {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}, done
 
@@ -553,9 +637,15 @@ def read_entry(entry: Path) -> Activations:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
 
     maps = meta.get("maps", {})
+    stored = np.dtype(meta.get("cache_dtype", "float32"))
+    big = {"hidden": load("hidden", mmap=True), "sentence": load("sentence", mmap=stored != np.float32),
+           **{f"map.{m}": load(f"map.{m}", mmap=True) for m in maps}}
+    if any(a.dtype != stored for a in big.values()):
+        raise ValueError(f"the arrays are not {stored}, as meta.json says")
+    big = {k: float32_face(a) for k, a in big.items()}  # float16 storage: read-only float32 views
     acts = Activations(meta=meta, texts=doc["texts"], tokens=doc["tokens"], offsets=load("offsets"),
-                       token_ids=load("token_ids"), special=load("special"), hidden=load("hidden", mmap=True),
-                       sentence=load("sentence"), maps={m: load(f"map.{m}", mmap=True) for m in maps},
+                       token_ids=load("token_ids"), special=load("special"), hidden=big["hidden"],
+                       sentence=big["sentence"], maps={m: big[f"map.{m}"] for m in maps},
                        map_offsets={m: load(f"map.{m}.offsets") for m in maps})
     if acts.hidden.shape[1] != len(acts.token_ids) or len(acts.offsets) != len(acts.texts) + 1:
         raise ValueError("array shapes do not agree")

@@ -5,7 +5,7 @@
   :func:`parse_config` builds the argparse CLI from it and rejects an out-of-range value at parse
   time (one ``error:`` line, exit status 2), so flags, docs and checks never drift apart.
 * Common groups are dataclasses to inherit from: :class:`ModelsConfig` (model list, corpus) and
-  :class:`RunConfig` (seed, batch size, device, out); ``class Config(RunConfig, ModelsConfig)``
+  :class:`RunConfig` (seed, batch size, device, dtypes, out); ``class Config(RunConfig, ModelsConfig)``
   lists the models first. A subclass may override a field (e.g. its default) by declaring it
   again; the field keeps its place.
 * :func:`run_main` runs an entry point: a user error (:class:`probes.errors.ProbeError`, an
@@ -145,29 +145,48 @@ class ModelsConfig:
 
 @dataclasses.dataclass
 class RunConfig:
-    """How a run is carried out: seed, batch size, device and output root."""
+    """How a run is carried out: seed, batch size, device, number formats and output root."""
 
     seed: int = arg(0, "seed for every random choice", min=0, max=2**32 - 1)
     batch_size: int = arg(32, "texts per forward pass", min=1)
-    device: str = arg("cpu", "torch device (cpu, cuda, cuda:0, mps)")
+    device: str = arg("cpu", "torch device: cpu, cuda, cuda:N, mps, or auto (cuda, else mps, else cpu)")
     out: str = arg("out", "output root: cache/, results/ and figures/ go below it")
+    dtype: str = arg("float32", "dtype of the model's forward pass (states are cast to float32 after it)",
+                     choices=["float32", "bfloat16", "float16"])
+    cache_dtype: str = arg("float16", "how cached states are stored: float16 (half the bytes; falls back to "
+                           "float32 for values float16 cannot hold) or float32 (exact)", choices=["float16", "float32"])
 
 
 # ----------------------------------------------------------------------------- checks before work
 
 
-def check_device(device: str) -> None:
-    """Fail with one line if ``device`` is not a torch device this machine has."""
+def check_device(device: str) -> str:
+    """The torch device ``device`` names on this machine (``auto``: cuda, else mps, else cpu), as a
+    string; one-line ProbeError if it is not a device (cpu, cuda, cuda:N, mps) this machine has."""
     import torch
 
+    if str(device).strip().lower() == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
     try:
         dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ProbeError(f"--device {device!r} is not a torch device (e.g. cpu, cuda, cuda:0, mps)") from None
+    except (RuntimeError, ValueError, TypeError):
+        raise ProbeError(f"--device {device!r} is not a torch device (auto, cpu, cuda, cuda:N, mps)") from None
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ProbeError(f"--device {device!r}: only auto, cpu, cuda, cuda:N and mps are supported")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ProbeError(f"--device {device}: CUDA is not available on this machine")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ProbeError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ProbeError(f"--device {device}: MPS is not available on this machine")
+    return str(dev)
+
+
+def resolve_device(device) -> str:
+    """``check_device`` for a string; a torch.device is taken as it is."""
+    return str(device) if not isinstance(device, str) else check_device(device)
 
 
 def check_writable(out: str | os.PathLike) -> None:

@@ -133,6 +133,7 @@ class HFEncoder(Encoder):
         self.max_length = self.tokenizer.max_length
         self.pad_id = self.tokenizer.pad_id
         self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
         self.extra_maps = _map_capture(self.model)  # None unless the architecture has maps besides attention
         self.padding_safe = getattr(self.extra_maps, "padding_safe", True)  # False: batch equal lengths only
         self.final_norm_on_last_hidden = has_final_norm(self.model)
@@ -198,11 +199,12 @@ def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tupl
     return model, fingerprint
 
 
-def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu") -> HFEncoder:
-    """Load a registry entry of family ``hf``."""
+def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu",
+            dtype: torch.dtype = torch.float32) -> HFEncoder:
+    """Load a registry entry of family ``hf`` onto ``device``, its weights in ``dtype``."""
     tokenizer = hf_tokenizer(spec)
     model, fingerprint = load_hf_model(spec, AutoModel, tokenizer)
-    return HFEncoder(spec, model.to(device), tokenizer, fingerprint)
+    return HFEncoder(spec, model.to(device=device, dtype=dtype), tokenizer, fingerprint)
 
 
 def load_hf_tokenizer(spec: CheckpointSpec) -> HFTokenizer:

@@ -162,7 +162,8 @@ def _recurrent(spec: CheckpointSpec, lm):
     return RecurrentLM.with_weights(lm, cfg, weights)
 
 
-def load_recurrent_encoder(spec: CheckpointSpec, device: str | torch.device = "cpu"):
+def load_recurrent_encoder(spec: CheckpointSpec, device: str | torch.device = "cpu",
+                           dtype: torch.dtype = torch.float32):
     """The ``recurrent`` family behind :class:`probes.encoder.Encoder`: a single window (no h_prev),
     i.e. exactly the fine-tuned transformer, so every representation analysis runs on it."""
     from probes.hf import HFEncoder, hf_tokenizer
@@ -170,7 +171,7 @@ def load_recurrent_encoder(spec: CheckpointSpec, device: str | torch.device = "c
     tokenizer = hf_tokenizer(spec)
     lm, fingerprint = _causal_lm(spec, tokenizer)
     base = getattr(lm, lm.base_model_prefix)  # GPT2LMHeadModel.transformer: the AutoModel part
-    return HFEncoder(spec, base.to(device), tokenizer, fingerprint)
+    return HFEncoder(spec, base.to(device=device, dtype=dtype), tokenizer, fingerprint)
 
 
 def load_recurrent_tokenizer(spec: CheckpointSpec):

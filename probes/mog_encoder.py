@@ -48,6 +48,7 @@ class MoGEncoder(Encoder):
         self.max_length = min(cfg.max_positions, tokenizer.max_length)
         self.pad_id = tokenizer.pad_id
         self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
 
     def map_specs(self) -> dict[str, MapSpec]:
         L, H, fusion = self.num_layers, self.num_heads, self.model.config.fusion
@@ -109,10 +110,11 @@ def _resolve(spec: CheckpointSpec, weights: bool):
     return model, HFTokenizer(spec, tok, min(cfg.max_positions, limit)), cfg
 
 
-def load_mog(spec: CheckpointSpec, device: str | torch.device = "cpu") -> MoGEncoder:
-    """Load a registry entry of family ``mog``."""
+def load_mog(spec: CheckpointSpec, device: str | torch.device = "cpu",
+             dtype: torch.dtype = torch.float32) -> MoGEncoder:
+    """Load a registry entry of family ``mog`` onto ``device``, its weights in ``dtype``."""
     model, tokenizer, _ = _resolve(spec, weights=True)
-    return MoGEncoder(spec, model.float().to(device), tokenizer, spec.fingerprint())
+    return MoGEncoder(spec, model.to(device=device, dtype=dtype), tokenizer, spec.fingerprint())
 
 
 def load_mog_tokenizer(spec: CheckpointSpec) -> Tokenizer:

@@ -98,7 +98,7 @@ class LensEncoder(Encoder):
         check_supported(inner.model)
         self.inner, self.spec = inner, spec or inner.spec
         for k in ("tokenizer", "fingerprint", "num_layers", "hidden_size", "num_heads", "max_length", "pad_id",
-                  "device", "model"):
+                  "device", "dtype", "model"):
             setattr(self, k, getattr(inner, k))
 
     def map_specs(self) -> dict[str, MapSpec]:
@@ -129,11 +129,12 @@ class LensEncoder(Encoder):
         return {**self.inner.describe(), "lens": "MoG lens (Eq. 14 terms of the attention logits)"}
 
 
-def load_lens(spec: CheckpointSpec, device: str | torch.device = "cpu") -> LensEncoder:
+def load_lens(spec: CheckpointSpec, device: str | torch.device = "cpu",
+              dtype: torch.dtype = torch.float32) -> LensEncoder:
     """Load a registry entry of family ``mog-lens``: the model its source names, through probes.hf."""
     from probes.hf import load_hf
 
-    return LensEncoder(load_hf(spec, device=device), spec)
+    return LensEncoder(load_hf(spec, device=device, dtype=dtype), spec)
 
 
 def load_lens_tokenizer(spec: CheckpointSpec):

@@ -91,6 +91,7 @@ class SLSTMEncoder(Encoder):
         self.max_length = min(cfg.max_positions, tokenizer.max_length)
         self.pad_id = tokenizer.pad_id
         self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
 
     def map_specs(self) -> dict[str, MapSpec]:
         L = self.num_layers
@@ -188,10 +189,11 @@ def _resolve(spec: CheckpointSpec, weights: bool):
     return mlm.slstm, tokenizer, mlm.config
 
 
-def load_slstm(spec: CheckpointSpec, device: str | torch.device = "cpu") -> SLSTMEncoder:
-    """Load a registry entry of family ``slstm``."""
+def load_slstm(spec: CheckpointSpec, device: str | torch.device = "cpu",
+               dtype: torch.dtype = torch.float32) -> SLSTMEncoder:
+    """Load a registry entry of family ``slstm`` onto ``device``, its weights in ``dtype``."""
     model, tokenizer, _ = _resolve(spec, weights=True)
-    return SLSTMEncoder(spec, model.float().to(device), tokenizer, spec.fingerprint())
+    return SLSTMEncoder(spec, model.to(device=device, dtype=dtype), tokenizer, spec.fingerprint())
 
 
 def load_slstm_tokenizer(spec: CheckpointSpec) -> Tokenizer:

@@ -71,7 +71,7 @@ def test_a_text_left_unwritten_never_finalises_the_entry(tmp_path, tiny_bert, mo
     assert not list(tmp_path.rglob("meta.json"))  # the zero rows never became an entry
     monkeypatch.undo()
     good = run(tiny_bert, batch_size=2, cache_dir=tmp_path)  # the partial work is redone, not trusted
-    ref = run(tiny_bert, batch_size=2, cache_dir=None)
+    ref = run(tiny_bert, batch_size=2, cache_dir=tmp_path / "ref")  # the same (float16) storage
     for f in ARRAYS:
         np.testing.assert_array_equal(getattr(good, f), getattr(ref, f))
     assert np.abs(good.sentence).sum(-1).min() > 0  # every text has states
@@ -96,7 +96,7 @@ def test_resumed_chunk_with_flipped_bytes_is_run_again(tmp_path, tiny_bert, monk
     per_token = 4 * (tiny_bert.num_layers + 1) * tiny_bert.hidden_size
     monkeypatch.setattr(pa, "CHUNK_BYTES", 2 * 12 * per_token)  # about two texts per chunk
     texts = [f"Sentence number {i} says " + "more " * (i % 3) + "and stops." for i in range(7)]
-    clean = run(tiny_bert, texts, batch_size=4, cache_dir=None)
+    clean = run(tiny_bert, texts, batch_size=4, cache_dir=tmp_path / "clean")
     inner, calls = tiny_bert.forward, []
 
     def interrupted(*a, **k):  # Ctrl-C during the third chunk (one batch per chunk here)
@@ -216,7 +216,7 @@ CORRUPTIONS = {
     "sentence-flip": lambda e: _flip(e / "sentence.npy", 0.3),
     "token_ids-reversed": lambda e: np.save(e / "token_ids.npy", np.load(e / "token_ids.npy")[::-1]),
     "special-flipped": lambda e: np.save(e / "special.npy", ~np.load(e / "special.npy")),
-    "hidden-byteswapped-header": lambda e: _rewrite_header(e / "hidden.npy", b"'<f4'", b"'>f4'"),
+    "hidden-byteswapped-header": lambda e: _rewrite_header(e / "hidden.npy", b"'descr': '<", b"'descr': '>"),
     "sentence-damaged-header": lambda e: _rewrite_header(e / "sentence.npy", b"'shape': (", b"'shape': [("),
     "hidden-header-garbage": lambda e: _rewrite_header(e / "hidden.npy", b"{'descr'", bytes(range(8))),
     "meta-text-edited": lambda e: (e / "meta.json").write_text(
@@ -246,21 +246,21 @@ def test_damaged_entry_is_detected_removed_and_rebuilt(how, mode, tmp_path, tiny
 
 def test_quick_check_samples_blocks_of_big_files_and_full_check_reads_all(tmp_path, tiny_bert, monkeypatch):
     """What the quick mode does not catch, stated as a test: a flip in an unsampled block."""
-    monkeypatch.setattr(pa, "CHECK_BLOCK", 512)  # hidden.npy spans many blocks
+    monkeypatch.setattr(pa, "CHECK_BLOCK", 256)  # hidden.npy spans many blocks
     first = run(tiny_bert, cache_dir=tmp_path)
     entry = entry_of(tmp_path, first)
     n_blocks = len(json.loads((entry / "meta.json").read_text())["checksums"]["files"]["hidden.npy"]["blocks"])
     assert n_blocks > 2 * pa.QUICK_STRIDE
     del first
     with open(entry / "hidden.npy", "r+b") as f:  # block 1: not in the quick sample (0, 8, 16, ..., last)
-        f.seek(512 + 100)
+        f.seek(256 + 100)
         b = f.read(1)
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0xFF]))
     monkeypatch.setenv("PROBES_CACHE_VERIFY", "quick")
     pa.read_entry(entry)  # missed by design
     monkeypatch.setenv("PROBES_CACHE_VERIFY", "full")
-    with pytest.raises(ValueError, match=r"hidden.npy does not match its checksum \(bytes 512\.\.1024\)"):
+    with pytest.raises(ValueError, match=r"hidden.npy does not match its checksum \(bytes 256\.\.512\)"):
         pa.read_entry(entry)
     monkeypatch.setenv("PROBES_CACHE_VERIFY", "banana")
     with pytest.raises(ProbeError, match="PROBES_CACHE_VERIFY must be 'full' or 'quick'"):

@@ -144,6 +144,9 @@ def test_bad_settings_are_clear_errors():
         mp.compute(planted_activations(), mp.Config(local_radius=-1))
 
 
+# attention rows are read back from the float16 cache: each entry within 2^-11 of itself, so a row sum within 2^-11 of 1
+F16_SUM = 2.0 ** -11 + 1e-6
+
 SMALL = ["--n-sentences", "16", "--examples", "2", "--max-offset", "6", "--seed", "1"]
 
 
@@ -159,8 +162,8 @@ def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
         assert doc["maps_captured"] == ["attention"]
         a = doc["maps"]["attention"]
         assert np.shape(a["local_share"]) == (2, 4) and np.shape(a["offset_profile"]) == (2, 13)
-        assert a["captured_row_sums"]["min"] == pytest.approx(1.0, abs=1e-5)
-        assert a["captured_row_sums"]["max"] == pytest.approx(1.0, abs=1e-5)
+        assert a["captured_row_sums"]["min"] == pytest.approx(1.0, abs=F16_SUM)
+        assert a["captured_row_sums"]["max"] == pytest.approx(1.0, abs=F16_SUM)
         assert doc["config"]["n_sentences"] == 16 and doc["corpus"]["n_sampled"] == 16
         assert len(doc["examples"]) == 2 and np.shape(a["grid"])[:2] == (2, 4)
     prof = np.asarray(gpt["maps"]["attention"]["offset_profile"])
@@ -176,7 +179,7 @@ def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
     acts = sentence_activations("tiny-bert", "default", 16, 1, out=str(out), maps=True)
     assert acts.n_texts == 16
     for t in range(acts.n_texts):
-        np.testing.assert_allclose(acts.text_attentions(t).sum(-1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(acts.text_attentions(t).sum(-1), 1.0, atol=F16_SUM)
         np.testing.assert_array_equal(mp.text_map(acts, "attention", t), acts.text_attentions(t))
 
 
@@ -190,7 +193,7 @@ def test_end_to_end_tiny_convbert_kernels_beside_attention(tmp_path):
     np.testing.assert_allclose(conv["local_share"], 1.0, atol=1e-6)  # kernel 9: all mass within |i - j| <= 4
     prof = np.asarray(conv["offset_profile"])
     assert np.all(prof[:, :2] == 0) and np.all(prof[:, -2:] == 0)  # offsets +-5, +-6: outside the kernel
-    assert conv["captured_row_sums"]["max"] <= 1 + 1e-5 and conv["captured_row_sums"]["min"] < 1  # edges
+    assert conv["captured_row_sums"]["max"] <= 1 + F16_SUM and conv["captured_row_sums"]["min"] < 1 - 0.01  # edges
     assert (out / "figures" / "maps-tiny-convbert.png").stat().st_size > 1000
 
 

@@ -17,7 +17,10 @@ M       := $(foreach m,$(MODELS),--model $(m))
 SENTENCES  := $(if $(FULL),5000,1500)
 PPL_TOKENS := $(if $(FULL),0,8000)
 CONTEXTS   := $(if $(FULL),500,160)
-UNITS      := $(if $(FULL),20000,5000)
+UNITS      := $(if $(FULL),20000,3000)
+ITEMS      := $(if $(FULL),2000,500)
+# Probes are the slowest analysis on a CPU: the demo probes one model of each architecture family.
+PROBED     := $(if $(FULL),$(M),--model minilm-l6 --model slstm-small --model mog-small)
 LENS       := $(if $(FULL),1000,200)
 
 .PHONY: demo test figures bench lint corpus models clean lab
@@ -33,12 +36,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m analyses.anisotropy $(M) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
 	$(PY) -m analyses.transitions $(M) --n-sentences $(SENTENCES) --out $(OUT)
-	$(PY) -m analyses.probing $(M) --n-sentences $(SENTENCES) --out $(OUT)
+	$(PY) -m analyses.probing $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
 	$(PY) -m analyses.similarity $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
 	$(PY) -m analyses.redundancy $(M) --out $(OUT)
 	$(PY) -m analyses.maps --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
 	$(PY) -m analyses.mog --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
-	$(PY) -m analyses.mog_lens --model minilm-l6-lens --model bert-small-lens --n-sentences $(LENS) --out $(OUT)
+	$(PY) -m analyses.mog_lens --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
 	$(PY) -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
 	$(PY) -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)

@@ -297,13 +297,12 @@ def figures(results: list[Result], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.data import sentence_activations
+    from analyses.data import extract_options, sentence_activations
 
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
     for name in cfg.model:
-        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                    batch_size=cfg.batch_size, device=cfg.device, maps=True,
-                                    min_words=cfg.min_words, max_words=cfg.max_words)
+        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, maps=True,
+                                    min_words=cfg.min_words, max_words=cfg.max_words, **extract_options(cfg))
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, "mog", name, result.to_json(), table_rows(result))
         print(f"{name}: wrote {json_path}")

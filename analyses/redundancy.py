@@ -128,7 +128,7 @@ def check_window_lengths(model: str, windows: list[int], tokenizer=None) -> obje
 
 def window_activations(model: str, corpus: str, windows: list[int], n_windows: int, seed: int,
                        out: str = "out", batch_size: int = 16, device: str = "cpu",
-                       tokenizer=None) -> list[Activations]:
+                       tokenizer=None, dtype: str | None = None, cache_dtype: str = "float16") -> list[Activations]:
     """For each n in ``windows``: ``n_windows`` seeded non-overlapping windows of exactly n token ids
     from the running text of ``corpus`` (see probes.corpus.token_windows), encoded by ``model``
     (cached under out/cache). Every length is checked against the model's limit before anything
@@ -150,6 +150,7 @@ def window_activations(model: str, corpus: str, windows: list[int], n_windows: i
                      "n_windows": len(ids), "seed": seed,
                      "sampling": "probes.corpus.token_windows: non-overlapping, within one document"}
         acts = extract(model, ids, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
+                       dtype=dtype, cache_dtype=cache_dtype,
                        corpus=corpus_id)
         got, _ = window_matrices(acts, 0, load=False)
         if got != n:  # the encoder must add its own special tokens and flag exactly those
@@ -419,7 +420,8 @@ def main(argv: list[str] | None = None) -> None:
     check_writable(cfg.out)
     for name in models:
         acts = window_activations(name, cfg.corpus, cfg.window_length, cfg.n_windows, cfg.seed, out=cfg.out,
-                                  batch_size=cfg.batch_size, device=cfg.device, tokenizer=tokenizers[name])
+                                  batch_size=cfg.batch_size, device=cfg.device, tokenizer=tokenizers[name],
+                                  dtype=cfg.dtype, cache_dtype=cfg.cache_dtype)
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, "redundancy", name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")

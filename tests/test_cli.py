@@ -165,6 +165,12 @@ BAD_INPUT = [
     ("probes.slstm_import", ["{file}", "--out", "{out}"], "--sentencepiece is required"),
     ("probes.slstm_import", ["{file}", "--num-layers", "0"], "--num-layers must be >= 1"),
     ("benchmarks.bench_pairwise", ["--n", "0"], "--n must be >= 2"),
+    ("analyses.probing", ["--cv-folds", "1"], "--cv-folds must be >= 2"),
+    ("analyses.probing", ["--task", "no-such-task", "--out", "{out}"], "unknown task"),
+    ("analyses.similarity", ["--max-units", "1"], "--max-units must be >= 4"),
+    ("analyses.mog", ["--n-sentences", "0"], "--n-sentences must be >= 1"),
+    ("analyses.mog_lens", ["--batch-size", "0"], "--batch-size must be >= 1"),
+    ("probes.cache", ["--older-than", "-5"], "--older-than must be >= -1.0"),
     ("scripts.compare_results", ["{out}", "{out}", "--tol", "-1"], "--tol must be >= 0.0"),
 ]
 

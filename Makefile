@@ -18,7 +18,7 @@ SENTENCES  := $(if $(FULL),5000,1500)
 PPL_TOKENS := $(if $(FULL),0,8000)
 CONTEXTS   := $(if $(FULL),500,160)
 UNITS      := $(if $(FULL),20000,3000)
-ITEMS      := $(if $(FULL),2000,500)
+ITEMS      := $(if $(FULL),2000,300)
 # Probes are the slowest analysis on a CPU: the demo probes one model of each architecture family.
 PROBED     := $(if $(FULL),$(M),--model minilm-l6 --model slstm-small --model mog-small)
 LENS       := $(if $(FULL),1000,200)

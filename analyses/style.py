@@ -18,16 +18,17 @@ import hashlib
 import numpy as np
 
 # Fixed slots (indices into the 10-colour palette) for the names the demo and README use.
-FIXED = {
-    "minilm-l6": 0, "slstm-small": 1, "bert-small": 2, "albert-small": 3, "mpnet-base": 4,
-    "mog-small": 5, "mog-small-sum": 6, "mog-small-selfgate": 8, "mog-small-wg": 7, "mog-small-6l": 9,
-    "gpt2-small-base": 2, "gpt2-small-recurrent": 1, "smollm2-135m": 9, "gemma3-270m": 7,
+FIXED = {  # colorblind palette: 0 blue, 1 orange, 2 green, 3 vermillion, 4 pink, 5 tan, 6 light pink, 7 grey,
+    #          8 yellow, 9 sky blue; the demo's encoders get the six most distinct
+    "minilm-l6": 0, "slstm-small": 1, "bert-small": 2, "albert-small": 4, "mpnet-base": 7, "mog-small": 9,
+    "mog-small-sum": 5, "mog-small-selfgate": 8, "mog-small-wg": 3, "mog-small-6l": 6,
+    "gpt2-small-base": 2, "gpt2-small-recurrent": 1, "smollm2-135m": 3, "gemma3-270m": 5,
     "minilm-l6-lens": 0, "bert-small-lens": 2,
     # the tests' tiny models: pairs drawn together get different colours
-    "tiny-bert": 0, "tiny-slstm": 1, "tiny-albert": 3, "tiny-mog": 5, "tiny-gpt2": 2, "tiny-gpt2-recurrent": 1,
-    "tiny-bert-lens": 0, "tiny-convbert": 4, "tiny-llama": 9, "tiny-gemma3": 7,
+    "tiny-bert": 0, "tiny-slstm": 1, "tiny-albert": 4, "tiny-mog": 9, "tiny-gpt2": 2, "tiny-gpt2-recurrent": 1,
+    "tiny-bert-lens": 0, "tiny-convbert": 3, "tiny-llama": 7, "tiny-gemma3": 5,
     # analyses.speed's random-init architectures, coloured like their trained counterparts
-    "slstm": 1, "bert": 2, "albert": 3,
+    "slstm": 1, "bert": 2, "albert": 4,
 }
 
 

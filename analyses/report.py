@@ -42,7 +42,32 @@ CAPTIONS = {
     "topics": "Jensen-Shannon divergence (base 2) between the LDA topics of a context and of its greedy "
               "continuation (recurrence paper §5.3.1): lower = the continuation stays on topic.",
     "topics-differences": "Per context, JSD(A) - JSD(B): below zero, A (recurrent) stayed closer to the topic.",
+    "maps-": "One sentence's maps: attention averaged over heads and layers and as a layer x head grid (ConvBERT "
+             "Fig. 2); for the S-LSTM its gates, for the Graph-Transformer its per-order attentions.",
+    "probing": "Held-out accuracy of a linear probe per layer (relative depth) with its 95% bootstrap band; dashed: "
+               "the majority baseline, dotted: the control task (token tasks). Higher than the control = the layer "
+               "encodes the property, not just word identities.",
+    "probing-selectivity": "Selectivity = task accuracy - control accuracy per layer (Hewitt & Liang 2019); near 0: "
+                           "the probe could as well be memorising word types.",
+    "similarity-": "Linear CKA (debiased) between every layer of the first model (rows) and every layer of the other "
+                   "(columns, relative depth); 1 = the same geometry up to rotation and scale, 0 = unrelated.",
+    "mog-subgraph-weights": "Graph-Transformer Fig. 9: mean weight w of the high-order part by layer, one line per "
+                            "sentence-length bucket; the paper finds w larger for longer sentences and rising with "
+                            "depth.",
+    "mog-attention-": "Graph-Transformer Fig. 10: the high-order and two middle-order attention matrices of one "
+                      "sentence, and each order's mean row entropy by layer (higher = smoother).",
+    "mog-lens": "The MoG lens: share of each Eq. 14 term (r_p r_p, r_p r_i, r_i r_p, r_i r_i, bias) in the variance "
+                "of the attention logits, per layer; r_p r_p large = attention mostly recomputes the previous "
+                "layer's input.",
 }
+
+
+def caption(stem: str) -> str:
+    """The caption of a figure: its own, else that of the longest key ending in '-' that starts it."""
+    if stem in CAPTIONS:
+        return CAPTIONS[stem]
+    keys = [k for k in CAPTIONS if k.endswith("-") and stem.startswith(k)]
+    return CAPTIONS[max(keys, key=len)] if keys else ""
 
 
 @dataclass
@@ -71,10 +96,16 @@ def _tables(folder: Path) -> list[dict]:
             for p in sorted(folder.glob("*.csv")) if p.stat().st_size]
 
 
-def _figures(out: Path, analysis: str) -> list[dict]:
-    figs = sorted((out / "figures").glob(f"{analysis}*.png"))
-    return [{"name": p.stem, "src": _png(p), "caption": CAPTIONS.get(p.stem, "")}
-            for p in figs if p.stem == analysis or p.stem.startswith(analysis + "-")]
+def _figures(out: Path, analysis: str, analyses: list[str]) -> list[dict]:
+    """The figures of ``analysis``: PNGs named after it (``mog_lens`` -> ``mog-lens*``), each given to
+    the analysis with the longest matching name (``mog-lens`` belongs to mog_lens, not to mog)."""
+    def owner(stem: str) -> str | None:
+        names = [a for a in analyses if stem == a.replace("_", "-") or stem.startswith(a.replace("_", "-") + "-")]
+        return max(names, key=len) if names else None
+
+    figs = sorted((out / "figures").glob("*.png"))
+    return [{"name": p.stem, "src": _png(p), "caption": caption(p.stem)}
+            for p in figs if owner(p.stem) == analysis]
 
 
 def _provenance(doc: dict) -> str:
@@ -87,13 +118,14 @@ def sections(out: str | Path) -> list[dict]:
     """One section per analysis with saved results: figures, tables, and one provenance block per result."""
     out = Path(out)
     secs = []
+    analyses = [f.name for f in (out / "results").glob("*") if f.is_dir()]
     for folder in sorted((out / "results").glob("*")):
         docs = sorted(folder.glob("*.json"))
         if not docs:
             continue
         results = [{"name": p.stem, "file": str(p.relative_to(out)),
                     "provenance": _provenance(json.loads(p.read_text(encoding="utf-8")))} for p in docs]
-        secs.append({"analysis": folder.name, "figures": _figures(out, folder.name),
+        secs.append({"analysis": folder.name, "figures": _figures(out, folder.name, analyses),
                      "tables": _tables(folder), "results": results})
     return secs
 

@@ -130,3 +130,19 @@ def test_every_model_keeps_one_colour():
     assert style.model_color("some-new-model") == style.model_color("some-new-model")
     assert style.model_color("some-new-model") in style.palette()
     assert list(style.relative_depth(4)) == [0, 0.25, 0.5, 0.75, 1.0]
+
+
+def test_each_figure_goes_to_the_analysis_with_the_longest_matching_name(tmp_path):
+    import matplotlib.pyplot as plt
+
+    for analysis in ("mog", "mog_lens", "maps"):
+        (tmp_path / "results" / analysis).mkdir(parents=True)
+        (tmp_path / "results" / analysis / "m.json").write_text('{"model_name": "m"}')
+    (tmp_path / "figures").mkdir()
+    for stem in ("mog-lens", "mog-subgraph-weights", "maps-minilm-l6", "mogul"):
+        fig, _ = plt.subplots()
+        fig.savefig(tmp_path / "figures" / f"{stem}.png")
+        plt.close(fig)
+    got = {s["analysis"]: [f["name"] for f in s["figures"]] for s in report.sections(tmp_path)}
+    assert got == {"maps": ["maps-minilm-l6"], "mog": ["mog-subgraph-weights"], "mog_lens": ["mog-lens"]}
+    assert report.caption("maps-minilm-l6") == report.CAPTIONS["maps-"] and report.caption("mogul") == ""

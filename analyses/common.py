@@ -31,9 +31,10 @@ from probes.io import atomic_write, strict_json
 
 # The config -> CLI helpers and the atomic write live in probes/ (both sides use them); they are
 # re-exported here so an analysis imports everything it needs from one module.
-__all__ = ["ModelsConfig", "Result", "RunConfig", "SentenceConfig", "arg", "atomic_write", "check_device",
-           "check_writable", "config_dict", "mark_final_norm", "parse_config", "provenance", "read_results",
-           "result_header", "result_paths", "run_main", "save_drawings", "save_figure", "unique", "write_result"]
+__all__ = ["HeaderResult", "ModelsConfig", "Result", "RunConfig", "SentenceConfig", "arg", "atomic_write",
+           "check_device", "check_writable", "config_dict", "mark_final_norm", "parse_config", "provenance",
+           "read_results", "result_header", "result_paths", "run_main", "save_drawings", "save_figure", "unique",
+           "write_result"]
 
 
 @dataclasses.dataclass
@@ -126,6 +127,24 @@ class Result:
             raise KeyError(missing[0])
         names = {f.name for f in fields}
         return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+class HeaderResult(Result):
+    """A Result that keeps the identity block (config, model, activations, corpus) in one ``header``
+    field (declared by the subclass with a default) and saves it flat, ahead of the numbers."""
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        return {**d.pop("header"), **d}
+
+    @classmethod
+    def from_json(cls, doc):
+        if isinstance(doc, cls):
+            return doc
+        if isinstance(doc, Result):
+            doc = doc.to_json()
+        head = {k: doc[k] for k in ("config", "model", "activations", "corpus") if k in doc}
+        return super().from_json({**doc, "header": head})
 
 
 def result_paths(out: str | os.PathLike, analysis: str, model: str) -> tuple[Path, Path]:

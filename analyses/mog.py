@@ -30,7 +30,7 @@ out/figures/mog-attention-<model>.{png,pdf} (Fig. 10 + the entropy panel).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -61,7 +61,7 @@ class Config(common.SentenceConfig):
 
 
 @dataclass
-class Result(common.Result):
+class Result(common.HeaderResult):
     """Numbers of one model (prose lives only in ``definitions``; nothing reads numbers from it)."""
 
     model_name: str
@@ -79,18 +79,6 @@ class Result(common.Result):
     example: dict  # {"text", "tokens", "layer", order -> (n, n) head-mean matrix}
     header: dict = field(default_factory=dict)  # model / config / activations / corpus identity
     definitions: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        return {**d.pop("header"), **d}
-
-    @classmethod
-    def from_json(cls, d) -> Result:
-        """The saved document (or a Result, returned as it is) -> Result; KeyError names a missing field."""
-        if isinstance(d, cls):
-            return d
-        head = {k: d[k] for k in ("config", "model", "activations", "corpus") if k in d}
-        return super().from_json({**d, "header": head})
 
 
 # ----------------------------------------------------------------------------- statistics

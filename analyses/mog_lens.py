@@ -19,7 +19,7 @@ out/figures/mog-lens.{png,pdf} (share of each term per layer, one panel per mode
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class Config(common.SentenceConfig):
 
 
 @dataclass
-class Result(common.Result):
+class Result(common.HeaderResult):
     """Shares of one model: share[bucket][layer][term]; bucket "all" pools every sentence."""
 
     model_name: str
@@ -57,18 +57,6 @@ class Result(common.Result):
     variance_ratio: list  # (buckets, L, 6) sum var_t / sum var_logit
     header: dict = field(default_factory=dict)
     definitions: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        return {**d.pop("header"), **d}
-
-    @classmethod
-    def from_json(cls, d) -> Result:
-        """The saved document (or a Result, returned as it is) -> Result; KeyError names a missing field."""
-        if isinstance(d, cls):
-            return d
-        head = {k: d[k] for k in ("config", "model", "activations", "corpus") if k in d}
-        return super().from_json({**d, "header": head})
 
 
 def compute(acts: Activations, cfg: Config | None = None) -> Result:

@@ -1,5 +1,8 @@
 """Probing: what each layer makes linearly readable (Conneau et al. 2018; Hewitt & Liang 2019).
 
+(Over 400 lines: one analysis with its probe, intervals, control tasks, typed result and two
+figures; the task definitions live in ``analyses.probing_tasks``.)
+
 For every task (see ``analyses.probing_tasks``: sent_len, word_content, bigram_shift, source on the
 model's sentence vector; position, token_identity on token vectors) and every layer l = 0..L:
 

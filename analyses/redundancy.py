@@ -1,5 +1,8 @@
 """Redundancy: how many principal components does a window of running text need? (S-LSTM §7.2, Table 6)
 
+(Over 400 lines: one analysis with its window sampling, statistic, typed result, two figures and
+Table 6.)
+
 Windows of exactly n tokens (n = 100 and 300 by default) are cut from the running text of one
 document (never across documents) and encoded as one sequence each; the model adds its own
 special tokens ([CLS] ... [SEP] for BERT, none for GPT-2), which are left out of H. For each

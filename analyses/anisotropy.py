@@ -218,14 +218,8 @@ def draw_sample(acts: Activations, cfg: Config) -> Sample:
 
 
 @dataclass
-class Result(common.Result):
+class Result(common.ActivationsResult):
     """One model's anisotropy statistics: the saved document's keys, in order."""
-
-    model_name: str
-    config: dict  # the resolved Config
-    model: dict  # the model's description (sentence vector, final-norm convention, ...)
-    activations: dict  # the activation cache entry
-    corpus: dict | None  # corpus identity and sampling
     headline_layer: int  # layer drawn in the Fig. 6 histograms (0 = embeddings)
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer 0..L: token / sentence CosineSummary, baseline_cosine, self_similarity(_baseline,

@@ -31,10 +31,10 @@ from probes.io import atomic_write, strict_json
 
 # The config -> CLI helpers and the atomic write live in probes/ (both sides use them); they are
 # re-exported here so an analysis imports everything it needs from one module.
-__all__ = ["HeaderResult", "ModelsConfig", "Result", "RunConfig", "SentenceConfig", "arg", "atomic_write",
-           "check_device", "check_writable", "config_dict", "mark_final_norm", "parse_config", "provenance",
-           "read_results", "result_header", "result_paths", "run_main", "save_drawings", "save_figure", "unique",
-           "write_result"]
+__all__ = ["ActivationsResult", "HeaderResult", "ModelsConfig", "Result", "RunConfig", "SentenceConfig", "arg",
+           "atomic_write", "check_device", "check_writable", "config_dict", "mark_final_norm", "parse_config",
+           "provenance", "read_results", "result_header", "result_paths", "run_main", "save_drawings", "save_figure",
+           "unique", "write_result"]
 
 
 @dataclasses.dataclass
@@ -127,6 +127,18 @@ class Result:
             raise KeyError(missing[0])
         names = {f.name for f in fields}
         return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclasses.dataclass
+class ActivationsResult(Result):
+    """A Result that starts with the block :func:`result_header` writes (the model, the resolved
+    config, the activation cache entry and the corpus identity)."""
+
+    model_name: str
+    config: dict  # the resolved Config (without out)
+    model: dict  # the model's description (sentence vector, final-norm convention, ...)
+    activations: dict  # the activation cache entry (key, counts, batch size, dtypes)
+    corpus: dict | None  # corpus identity and sampling
 
 
 class HeaderResult(Result):

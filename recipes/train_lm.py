@@ -32,7 +32,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import platform
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -45,6 +47,7 @@ from probes.cli import arg, build_parser, config_from_namespace, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
 from probes.windows import check_window, plan, run_windows
+from recipes.loop import Loop, ScaleConfig, setup_processes
 
 EOS = "<|endoftext|>"
 
@@ -53,7 +56,7 @@ EOS = "<|endoftext|>"
 
 
 @dataclass
-class PretrainConfig:
+class PretrainConfig(ScaleConfig):
     """Stage 1: a byte-level BPE tokenizer and a small GPT-2 trained by causal LM."""
 
     out: str = arg("out/train/gpt2-small-pretrained", "output folder")
@@ -71,10 +74,11 @@ class PretrainConfig:
     weight_decay: float = arg(0.01, "AdamW weight decay", min=0.0)
     min_lr_ratio: float = arg(0.1, "final learning rate / peak", min=0.0, max=1.0)
     threads: int = arg(2, "torch intra-op threads", min=1)
+    progress: bool = arg(True, "show a progress bar")
 
 
 @dataclass
-class FinetuneConfig:
+class FinetuneConfig(ScaleConfig):
     """Stages 2-3: fine-tuning on book sequences of k windows, with or without the recurrence."""
 
     init: str = arg("out/train/gpt2-small-pretrained", "the pretrained folder (stage 1)")
@@ -94,6 +98,7 @@ class FinetuneConfig:
     l_ins: int = arg(2, "layer whose attention gets the h_prev slot", min=0)
     ffn_hidden: list[int] = arg([200, 200, 200], "hidden sizes of the recurrence FFN", min=1)
     threads: int = arg(2, "torch intra-op threads", min=1)
+    progress: bool = arg(True, "show a progress bar")
 
 
 @dataclass
@@ -177,14 +182,45 @@ def _lr_lambda(warmup: int, steps: int, min_ratio: float):
 # ----------------------------------------------------------------------------- stage 1: pretraining
 
 
+def _state_dir(out: str) -> Path:
+    out = Path(out)
+    return out.with_name(f".{out.name}.state")
+
+
+def _shared_tokenizer(state_dir: Path, is_main: bool, make):
+    """The run's tokenizer: trained once by rank 0 (``make()``) and kept in the state folder, so a
+    resumed run and every process use the very same one (BPE's tie order may vary between runs)."""
+    from transformers import PreTrainedTokenizerFast
+
+    folder = state_dir / "tokenizer"
+    if is_main and not (folder / "tokenizer.json").exists():
+        tmp = state_dir / f".tokenizer.tmp-{os.getpid()}"
+        make().save_pretrained(tmp)
+        os.replace(tmp, folder)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+    return PreTrainedTokenizerFast.from_pretrained(str(folder), local_files_only=True)
+
+
+def _loss_rows(loop: Loop, step: int, value: float, tokens: int, t0: float) -> None:
+    loop.rows.append({"step": step, "loss": round(value, 5), "lr": loop.opt.param_groups[0]["lr"],
+                      "tokens": tokens, "elapsed_s": round(time.time() - t0, 1)})
+
+
 def pretrain(cfg: PretrainConfig) -> Path:
     from tqdm.auto import tqdm
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.set_num_threads(cfg.threads)
+    rank, _, _ = setup_processes(cfg.device)
     t0 = time.time()
     docs, corpus_id = _train_texts(cfg.corpus)
-    tokenizer = train_tokenizer([t for _, t in docs], cfg.vocab_size, cfg.n_positions)
+    state_dir = _state_dir(cfg.out)
+    if not cfg.resume and rank == 0:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = _shared_tokenizer(state_dir, rank == 0,
+                                  lambda: train_tokenizer([t for _, t in docs], cfg.vocab_size, cfg.n_positions))
     eos = tokenizer.convert_tokens_to_ids(EOS)
     stream = []
     for _, text in docs:  # books in corpus order, each followed by <|endoftext|>
@@ -199,29 +235,38 @@ def pretrain(cfg: PretrainConfig) -> Path:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup, cfg.steps, cfg.min_lr_ratio))
+    loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=1.0, state_dir=state_dir)
     gen = torch.Generator().manual_seed(cfg.seed)
+    extra = loop.restore()
+    if extra:
+        gen.set_state(extra["rng"])
+        t0 -= extra["elapsed_s"]
+    micro = loop.micro_slices(cfg.batch_size)
     T = cfg.n_positions
-    rows = []
-    bar = tqdm(range(cfg.steps), desc="pretrain", unit="step")
+    bar = tqdm(range(loop.start_step, cfg.steps), desc="pretrain", unit="step", initial=loop.start_step,
+               total=cfg.steps, disable=not cfg.progress or not loop.is_main)
     for step in bar:
         starts = torch.randint(0, len(data) - T - 1, (cfg.batch_size,), generator=gen)
         batch = torch.stack([data[s:s + T + 1] for s in starts.tolist()])
-        logits = model(input_ids=batch[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        rows.append({"step": step + 1, "loss": round(loss.item(), 5), "lr": opt.param_groups[0]["lr"],
-                     "tokens": (step + 1) * cfg.batch_size * T, "elapsed_s": round(time.time() - t0, 1)})
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        local = 0.0
+        for rows in micro:
+            x = batch[rows].to(loop.device)
+            with loop.autocast():
+                logits = model(input_ids=x[:, :-1]).logits
+            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
+                                                     x[:, 1:].reshape(-1))
+            local += loop.backward(loss * (x.shape[0] / cfg.batch_size))
+        value = loop.step(local)
+        _loss_rows(loop, step + 1, value, (step + 1) * cfg.batch_size * T, t0)
+        bar.set_postfix(loss=f"{value:.3f}")
+        loop.after_step(step + 1, lambda: {"rng": gen.get_state(), "elapsed_s": time.time() - t0})
     model.eval()
+    rows = loop.rows
     info = {"stage": "pretrain", "config": asdict(cfg), "corpus": corpus_id, "train_tokens": len(data),
             "parameters": sum(p.numel() for p in model.parameters()), "storage_dtype": "float16",
-            "compute_dtype": "float32", "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
-            "wall_time_s": round(time.time() - t0, 1),
-            "command": " ".join(["python -m recipes.train_lm", *sys.argv[1:]]),
+            "compute_dtype": _compute_dtype(loop), "processes": loop.world, "device": loop.device,
+            "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
+            "wall_time_s": round(time.time() - t0, 1), "command": _command(),
             "provenance": _provenance()}
 
     def write(tmp: Path):
@@ -229,10 +274,23 @@ def pretrain(cfg: PretrainConfig) -> Path:
         _write_loss_csv(tmp / "loss.csv", rows)
         (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
 
-    write_folder(Path(cfg.out), write)
-    print(f"pretrain: {len(data)} training tokens, final loss {info['final_loss_mean_last_20']:.3f}, "
-          f"{info['wall_time_s']:.0f} s -> {cfg.out}")
+    if loop.is_main:
+        model.cpu()
+        write_folder(Path(cfg.out), write)
+        print(f"pretrain: {len(data)} training tokens, final loss {info['final_loss_mean_last_20']:.3f}, "
+              f"{info['wall_time_s']:.0f} s -> {cfg.out}")
+    loop.finish()
     return Path(cfg.out)
+
+
+def _compute_dtype(loop: Loop) -> str:
+    return f"{str(loop.amp_dtype).replace('torch.', '')} autocast" if loop.amp_dtype else "float32"
+
+
+def _command() -> str:
+    launcher = f"torchrun --nproc_per_node {os.environ['WORLD_SIZE']} -m" if "WORLD_SIZE" in os.environ \
+        else "python -m"
+    return " ".join([launcher, "recipes.train_lm", *sys.argv[1:]])
 
 
 # ----------------------------------------------------------------------------- stage 2: fine-tuning
@@ -290,35 +348,43 @@ def finetune(cfg: FinetuneConfig) -> Path:
     model.train()
     opt = torch.optim.AdamW(groups, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup, cfg.steps, 0.1))
+    loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=1.0, state_dir=_state_dir(cfg.out))
     gen = torch.Generator().manual_seed(cfg.seed)  # same sequences for both models
-    rows = []
-    bar = tqdm(range(cfg.steps), desc="finetune" + (" (recurrent)" if cfg.recurrent else ""), unit="step")
+    extra = loop.restore()
+    if extra:
+        gen.set_state(extra["rng"])
+        t0 -= extra["elapsed_s"]
+    micro = loop.micro_slices(cfg.batch_size)
+    bar = tqdm(range(loop.start_step, cfg.steps), desc="finetune" + (" (recurrent)" if cfg.recurrent else ""),
+               unit="step", initial=loop.start_step, total=cfg.steps, disable=not cfg.progress or not loop.is_main)
     for step in bar:
         which = torch.multinomial(weights, cfg.batch_size, replacement=True, generator=gen).tolist()
         batch = []
         for b in which:
             s = int(torch.randint(0, len(books[b]) - span, (1,), generator=gen))
             batch.append(books[b][s:s + span])
-        loss = sequence_loss(model, torch.stack(batch), T, o, k, cfg.recurrent)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        rows.append({"step": step + 1, "loss": round(loss.item(), 5), "lr": opt.param_groups[0]["lr"],
-                     "tokens": (step + 1) * cfg.batch_size * (span - 1), "elapsed_s": round(time.time() - t0, 1)})
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        batch = torch.stack(batch)
+        local = 0.0
+        for rows in micro:  # every sequence scores the same number of tokens: weight by rows
+            with loop.autocast():
+                loss = sequence_loss(model, batch[rows].to(loop.device), T, o, k, cfg.recurrent)
+            local += loop.backward(loss * ((rows.stop - rows.start) / cfg.batch_size))
+        value = loop.step(local)
+        _loss_rows(loop, step + 1, value, (step + 1) * cfg.batch_size * (span - 1), t0)
+        bar.set_postfix(loss=f"{value:.3f}")
+        loop.after_step(step + 1, lambda: {"rng": gen.get_state(), "elapsed_s": time.time() - t0})
+    rows = loop.rows
     model.eval()
     base = model.lm if cfg.recurrent else model
     base.set_attn_implementation("eager")
     info = {"stage": "finetune-recurrent" if cfg.recurrent else "finetune", "config": asdict(cfg),
             "init": str(init), "init_training": json.loads((init / "training_config.json").read_text())
             if (init / "training_config.json").exists() else None,
-            "corpus": corpus_id, "sequence_tokens": span, "storage_dtype": "float16", "compute_dtype": "float32",
+            "corpus": corpus_id, "sequence_tokens": span, "storage_dtype": "float16",
+            "compute_dtype": _compute_dtype(loop), "processes": loop.world, "device": loop.device,
             "parameters": sum(p.numel() for p in model.parameters()),
             "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
-            "wall_time_s": round(time.time() - t0, 1),
-            "command": " ".join(["python -m recipes.train_lm", *sys.argv[1:]]),
+            "wall_time_s": round(time.time() - t0, 1), "command": _command(),
             "provenance": _provenance()}
 
     def write(tmp: Path):
@@ -328,9 +394,12 @@ def finetune(cfg: FinetuneConfig) -> Path:
         _write_loss_csv(tmp / "loss.csv", rows)
         (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
 
-    write_folder(Path(cfg.out), write)
-    print(f"finetune{' (recurrent)' if cfg.recurrent else ''}: final loss {info['final_loss_mean_last_20']:.3f}, "
-          f"{info['wall_time_s']:.0f} s -> {cfg.out}")
+    if loop.is_main:
+        model.cpu()
+        write_folder(Path(cfg.out), write)
+        print(f"finetune{' (recurrent)' if cfg.recurrent else ''}: final loss "
+              f"{info['final_loss_mean_last_20']:.3f}, {info['wall_time_s']:.0f} s -> {cfg.out}")
+    loop.finish()
     return Path(cfg.out)
 
 

@@ -1,0 +1,236 @@
+"""The recipes' one training loop: device, bfloat16 autocast, several processes, gradient
+accumulation and a resumable state, so that each recipe only says its data, model and loss.
+
+    $ python -m recipes.train --arch bert --device cuda --batch-size 128 --steps 4000 --max-minutes 9
+    $ python -m recipes.train --arch bert --device cuda --batch-size 128 --steps 4000 --max-minutes 9  # resumes
+    $ torchrun --nproc_per_node 2 -m recipes.train --arch bert --batch-size 128 --grad-accum 2
+
+**A step.** The global batch of ``batch_size`` examples is cut into ``world_size`` contiguous parts
+(rank r takes the r-th), and each part into ``grad_accum`` micro-batches. A micro-batch's loss is
+its SUM over scored tokens divided by the scored tokens of the whole global batch, so the gradients
+summed over micro-batches and ranks are the gradient of the global batch's mean loss: the same
+optimiser step as one process with one micro-batch, up to float rounding (summation order).
+Gradients are summed across ranks with one ``all_reduce`` of a flat buffer (gloo on CPU, nccl on
+CUDA); ranks hold identical weights because they start from the same seed and apply the same
+update. Every rank draws the whole global batch (the same seeded data order and masking) and keeps
+its rows, so the data a run sees does not depend on the number of processes.
+
+**Precision.** ``--amp auto`` is bfloat16 autocast on CUDA and float32 elsewhere; the master
+weights, the optimiser state and the loss reduction stay float32.
+
+**Resuming.** Rank 0 writes ``state.pt`` (weights, optimiser, schedule, step, the data and masking
+random states, the loss log so far) into the run's state folder every ``--save-every`` steps and
+when ``--max-minutes`` have passed, atomically (temporary file, then rename). Then the run stops
+with exit status 75 (EX_TEMPFAIL) and the message to run the same command again; that command
+continues from the saved step, bit for bit on the same machine (the states are read with
+``torch.load(weights_only=True)``). A state written under another config is refused with one line,
+except for the fields that only say how the run is carried out (``RESUMABLE_CHANGES``). When the
+recipe has written its final folder the state folder is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from probes.cli import arg, check_device
+from probes.errors import ProbeError
+
+PAUSED_EXIT = 75  # EX_TEMPFAIL: the run saved its state and stopped; the same command resumes it
+# Config fields that may differ between a saved state and the command that resumes it.
+RESUMABLE_CHANGES = frozenset({"max_minutes", "save_every", "progress", "resume", "threads", "device"})
+
+
+@dataclass
+class ScaleConfig:
+    """How a training run is carried out: device, precision, accumulation, pieces."""
+
+    device: str = arg("cpu", "torch device: cpu, cuda, cuda:N, mps or auto; under torchrun each rank takes "
+                             "cuda:LOCAL_RANK")
+    amp: str = arg("auto", "autocast dtype of the forward pass: auto (bfloat16 on CUDA, else float32), "
+                           "bfloat16 or float32", choices=("auto", "bfloat16", "float32"))
+    grad_accum: int = arg(1, "micro-batches per optimiser step on each process (the batch is split)", min=1)
+    save_every: int = arg(500, "write the resumable state every this many steps (0 = only when pausing)", min=0)
+    max_minutes: float = arg(0.0, "save the state and stop (exit 75) after this many minutes; 0 = no limit; "
+                                  "the same command resumes", min=0.0)
+    resume: bool = arg(True, "continue from the run's saved state if there is one (--no-resume: start over)")
+
+
+class Paused(SystemExit):
+    """Raised after the state is saved at ``--max-minutes``: exit status 75, one line on stderr."""
+
+    def __init__(self, step: int, steps: int, state: Path):
+        print(f"paused at step {step}/{steps}: state saved in {state}; run the same command again to resume",
+              file=sys.stderr)
+        super().__init__(PAUSED_EXIT)
+
+
+def _dist():
+    return torch.distributed if torch.distributed.is_available() and torch.distributed.is_initialized() else None
+
+
+def setup_processes(device: str) -> tuple[int, int, str]:
+    """(rank, world size, device). Under torchrun (WORLD_SIZE > 1 in the environment) the process
+    group is initialised (nccl for CUDA, else gloo) and a CUDA run takes ``cuda:LOCAL_RANK``."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    dev = check_device(device)
+    if world <= 1:
+        return 0, 1, dev
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if dev.startswith("cuda"):
+        dev = f"cuda:{local}"
+        torch.cuda.set_device(dev)
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if dev.startswith("cuda") else "gloo")
+    return rank, world, dev
+
+
+class Loop:
+    """The mechanics around a recipe's loss: see the module docstring.
+
+    ``config`` is the recipe's whole config (saved with the state and compared on resume);
+    ``scale`` its :class:`ScaleConfig` fields; ``state_dir`` the run's state folder."""
+
+    def __init__(self, model: torch.nn.Module, opt, sched, *, config, steps: int, clip: float, state_dir: Path):
+        self.scale = config
+        self.rank, self.world, self.device = setup_processes(config.device)
+        self.is_main = self.rank == 0
+        self.model = model.to(self.device)
+        self.opt, self.sched, self.steps, self.clip = opt, sched, steps, clip
+        self.state_dir = Path(state_dir)
+        self.config = asdict(config)
+        amp = config.amp if config.amp != "auto" else ("bfloat16" if self.device.startswith("cuda") else "float32")
+        self.amp_dtype = None if amp == "float32" else getattr(torch, amp)
+        self.t0 = time.monotonic()
+        self.params = [p for p in {id(p): p for p in model.parameters()}.values() if p.requires_grad]
+        self.start_step, self.rows, self.extra = 0, [], {}
+
+    # ------------------------------------------------------------------ batches
+
+    def micro_slices(self, n: int) -> list[slice]:
+        """The rows of a global batch of ``n`` that this rank uses, one slice per micro-batch."""
+        parts = self.world * self.scale.grad_accum
+        if n % parts:
+            raise ProbeError(f"--batch-size {n} must be divisible by processes x --grad-accum ({parts})")
+        m = n // parts
+        first = self.rank * self.scale.grad_accum
+        return [slice((first + i) * m, (first + i + 1) * m) for i in range(self.scale.grad_accum)]
+
+    def autocast(self):
+        """The forward pass's autocast context (a no-op in float32)."""
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(torch.device(self.device).type, dtype=self.amp_dtype)
+
+    # ------------------------------------------------------------------ one step
+
+    def backward(self, loss: torch.Tensor) -> float:
+        """Backpropagate one micro-batch's (already normalised) loss; returns its value."""
+        if not torch.isfinite(loss):
+            raise ProbeError(f"the loss became {loss.item()}; lower --lr")
+        loss.backward()
+        return float(loss.detach())
+
+    def step(self, local_loss: float) -> float:
+        """Sum the gradients over ranks, clip, apply the optimiser and the schedule; returns the
+        global batch's loss (the sum of every rank's micro-batch losses)."""
+        dist = _dist()
+        if dist is not None:
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+            flat = torch.cat([g.reshape(-1) for g in grads]).float()
+            flat = torch.cat([flat, torch.tensor([local_loss], device=flat.device)])
+            dist.all_reduce(flat)
+            local_loss = float(flat[-1])
+            offset = 0
+            for p, g in zip(self.params, grads):
+                p.grad = flat[offset:offset + g.numel()].view_as(p).to(p.dtype)
+                offset += g.numel()
+        if self.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+        return local_loss
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir / "state.pt"
+
+    def restore(self) -> dict:
+        """Load the saved state if there is one (and ``resume``); returns the recipe's extra dict
+        (its random states), empty when starting fresh. Sets ``start_step`` and ``rows``."""
+        if not self.scale.resume:
+            if self.is_main:
+                shutil.rmtree(self.state_dir, ignore_errors=True)
+            self.barrier()
+            return {}
+        if not self.state_path.exists():
+            return {}
+        try:
+            state = torch.load(self.state_path, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any unreadable state is one line, not a traceback
+            raise ProbeError(f"resumable state {self.state_path} is unreadable ({type(e).__name__}); "
+                             f"delete it or pass --no-resume") from None
+        saved = {k: v for k, v in state["config"].items() if k not in RESUMABLE_CHANGES}
+        now = {k: v for k, v in self.config.items() if k not in RESUMABLE_CHANGES}
+        if saved != now:
+            diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+            raise ProbeError(f"resumable state {self.state_path} was written with other settings ({', '.join(diff)});"
+                             f" run the same command, or pass --no-resume to start over")
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+        self.sched.load_state_dict(state["sched"])
+        self.start_step, self.rows = int(state["step"]), list(state["rows"])
+        if self.is_main:
+            print(f"resuming from step {self.start_step}/{self.steps} ({self.state_path})", file=sys.stderr)
+        return dict(state["extra"])
+
+    def save(self, step: int, extra: dict) -> None:
+        """Write the resumable state after ``step`` (rank 0; atomic)."""
+        if self.is_main:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            state = {"config": self.config, "step": step, "model": self.model.state_dict(),
+                     "opt": self.opt.state_dict(), "sched": self.sched.state_dict(), "rows": self.rows,
+                     "extra": extra}
+            tmp = self.state_path.with_name(f".state.pt.tmp-{os.getpid()}")
+            torch.save(state, tmp)
+            os.replace(tmp, self.state_path)
+        self.barrier()
+
+    def after_step(self, step: int, extra_fn) -> None:
+        """Save every ``save_every`` steps; at ``max_minutes`` save and stop (:class:`Paused`).
+        ``extra_fn()`` gives the recipe's random states (called only when saving)."""
+        if step >= self.steps:
+            return
+        late = self.scale.max_minutes > 0 and time.monotonic() - self.t0 > self.scale.max_minutes * 60
+        dist = _dist()
+        if dist is not None:  # every rank stops at the same step
+            flag = torch.tensor([float(late)], device=self.device if self.device.startswith("cuda") else "cpu")
+            dist.all_reduce(flag)
+            late = bool(flag.item())
+        if late or (self.scale.save_every and step % self.scale.save_every == 0):
+            self.save(step, extra_fn())
+        if late:
+            raise Paused(step, self.steps, self.state_dir)
+
+    def barrier(self) -> None:
+        if _dist() is not None:
+            torch.distributed.barrier()
+
+    def finish(self) -> None:
+        """After the recipe wrote its final folder: remove the state, end the process group."""
+        if self.is_main:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        if _dist() is not None:
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
+

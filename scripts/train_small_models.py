@@ -1,0 +1,186 @@
+"""Train the suite's small models on one GPU: every run of the recipes at once, in resumable pieces.
+
+The committed small models (checkpoints/README.md) are the output of this script: the eight
+masked-LM encoders of one recipe (``recipes.train``: S-LSTM, BERT-style, ALBERT-style and the five
+Graph-Transformer variants, same width, depth, data, masking, optimiser and steps) and the GPT-2
+pair (``recipes.train_lm``: pretraining, then fine-tuning without and with the recurrence). Each
+run is one process of its recipe; the runs of a group share the GPU concurrently (the models are
+too small to fill it one at a time). A run that reaches ``--minutes`` saves its state and stops
+(exit 75); the same command resumes it.
+
+    $ python scripts/train_small_models.py probe --group all            # seconds per step of each run
+    $ python scripts/train_small_models.py train --group A --steps 3000  # slstm, bert, albert, mog-small + GPT-2
+    $ python scripts/train_small_models.py train --group B --steps 3000  # the other four MoG variants
+    $ python scripts/train_small_models.py train --group all --device cpu --amp bfloat16 --threads 1 \\
+          --lanes 2 --batch-size 32 --steps 300 --gpt2-scale 10         # 10x on a 2-core CPU, two runs at a time
+
+``--steps`` is the masked-LM recipe's step count for every encoder (the same for all, as the
+comparison requires); the GPT-2 stages have their own fixed sizes below (100x the first
+checkpoints' tokens). The exact command of every run is printed and saved in its folder's
+``train_config.json`` / ``training_config.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a checkout
+from probes.cli import arg, parse_config, run_main  # noqa: E402
+from probes.errors import ProbeError  # noqa: E402
+
+# The masked-LM runs: checkpoint name -> the flags that make it differ from the shared recipe.
+ENCODERS = {
+    "slstm-small": ["--arch", "slstm"],
+    "bert-small": ["--arch", "bert"],
+    "albert-small": ["--arch", "albert"],
+    "mog-small": ["--arch", "mog", "--fusion", "weight-gate", "--half-dim"],
+    "mog-small-sum": ["--arch", "mog", "--fusion", "sum"],
+    "mog-small-selfgate": ["--arch", "mog", "--fusion", "self-gate"],
+    "mog-small-wg": ["--arch", "mog", "--fusion", "weight-gate"],
+    "mog-small-6l": ["--arch", "mog", "--fusion", "weight-gate", "--half-dim", "--layers", "6"],
+}
+GROUPS = {"A": ["slstm-small", "bert-small", "albert-small", "mog-small"],
+          "B": ["mog-small-sum", "mog-small-selfgate", "mog-small-wg", "mog-small-6l"]}
+# The order of importance: the S-LSTM paper's comparison, then the MoG models the demo draws.
+GROUPS["all"] = ["slstm-small", "bert-small", "albert-small", "mog-small", "mog-small-6l", "mog-small-wg",
+                 "mog-small-sum", "mog-small-selfgate"]
+# GPT-2 pair at 10x / 100x the first checkpoints' tokens (pretraining 300 x 16 x 128 = 0.61 M, fine-tuning
+# 300 x 4 x 512 = 0.61 M): 100x = pretraining 1,900 x 256 x 128 = 62 M, fine-tuning 1,875 x 64 x 512 = 61 M;
+# 10x = 1,500 x 32 x 128 = 6.1 M and 750 x 16 x 512 = 6.1 M; warm-up 10% of the steps, as before.
+GPT2_PRETRAIN = {100: ["--steps", "1900", "--batch-size", "256", "--warmup", "190"],
+                 10: ["--steps", "1500", "--batch-size", "32", "--warmup", "150"]}
+GPT2_FINETUNE = {100: ["--steps", "1875", "--batch-size", "64", "--warmup", "125"],
+                 10: ["--steps", "750", "--batch-size", "16", "--warmup", "75"]}
+
+
+@dataclass
+class Config:
+    """Run the small models' recipes concurrently on one device."""
+
+    action: str = arg("train", "probe (time a few steps of each run) or train", choices=("probe", "train"),
+                      positional=True)
+    group: str = arg("A", "which runs: A (slstm, bert, albert, mog-small and the GPT-2 pair), B (the other "
+                          "MoG variants) or all", choices=("A", "B", "all"))
+    steps: int = arg(3000, "masked-LM steps of every encoder", min=1)
+    batch_size: int = arg(128, "masked-LM blocks per step", min=1)
+    corpus: str = arg("data/train-corpus", "training corpus (built by `make train-corpus`)")
+    out_dir: str = arg("checkpoints", "where the finished folders go")
+    device: str = arg("cuda", "torch device of every run")
+    amp: str = arg("auto", "autocast of every run: auto (bfloat16 on CUDA), bfloat16 (also fast on CPUs with "
+                           "bfloat16 instructions) or float32", choices=("auto", "bfloat16", "float32"))
+    threads: int = arg(2, "torch threads of every run", min=1)
+    lanes: int = arg(0, "runs at once (0 = all of the group); the rest wait in the group's order", min=0)
+    eval_blocks: int = arg(512, "held-out blocks scored by every evaluation (0 = all)", min=0)
+    gpt2_scale: int = arg(100, "GPT-2 pair's tokens as a multiple of the first checkpoints' (10 or 100)",
+                          choices=(10, 100))
+    minutes: float = arg(0.0, "each run saves its state and stops after this many minutes (0 = no limit)", min=0.0)
+    probe_steps: int = arg(20, "steps of each run in `probe`", min=6)
+    gpt2: bool = arg(True, "include the GPT-2 pair in group A")
+    logs: str = arg("out/train-logs", "one log file per run")
+
+
+def encoder_command(name: str, cfg: Config, steps: int, out_dir: str) -> list[str]:
+    warmup = max(1, steps // 10)  # the first recipe's ratio (15 of 150)
+    evals = steps // 10 if cfg.action == "train" else 0  # ten held-out evaluations along the way
+    return [sys.executable, "-m", "recipes.train", *ENCODERS[name], "--name", name, "--out-dir", out_dir,
+            "--corpus", cfg.corpus, "--tokenizer", "checkpoints/wordpiece-4096", "--steps", str(steps),
+            "--warmup", str(warmup), "--batch-size", str(cfg.batch_size), "--device", cfg.device,
+            "--amp", cfg.amp, "--threads", str(cfg.threads), "--log-every", "1", "--eval-every", str(evals),
+            "--eval-blocks", str(cfg.eval_blocks),
+            "--max-minutes", str(cfg.minutes), "--no-progress"]
+
+
+def gpt2_chain(cfg: Config, steps_override: int | None, out_dir: str) -> str:
+    """The three GPT-2 stages as one shell line (fine-tunes start after pretraining)."""
+    def sized(args):
+        return ["--steps", str(steps_override), "--batch-size", args[3], "--warmup", "1"] if steps_override else args
+    py = sys.executable
+    common = ["--corpus", cfg.corpus, "--device", cfg.device, "--amp", cfg.amp, "--threads", str(cfg.threads),
+              "--max-minutes", str(cfg.minutes), "--no-progress"]
+    pre = "out/train/gpt2-small-pretrained"  # the intermediate model is not committed
+    stage1 = [py, "-m", "recipes.train_lm", "pretrain", "--out", pre, *sized(GPT2_PRETRAIN[cfg.gpt2_scale]), *common]
+    base = [py, "-m", "recipes.train_lm", "finetune", "--init", pre, "--out", f"{out_dir}/gpt2-small-base",
+            *sized(GPT2_FINETUNE[cfg.gpt2_scale]), *common]
+    rec = [py, "-m", "recipes.train_lm", "finetune", "--init", pre, "--out", f"{out_dir}/gpt2-small-recurrent",
+           "--recurrent", *sized(GPT2_FINETUNE[cfg.gpt2_scale]), *common]
+    def q(c):  # a stage whose folder holds this very command's result is not run again
+        out = c[c.index("--out") + 1]
+        probe = f"grep -qF -- '{' '.join(c[c.index('--out'):])}' {out}/training_config.json 2>/dev/null"
+        return f"({probe} || {' '.join(c)})"
+    return f"{q(stage1)} && ({q(base)} & pid=$!; {q(rec)}; r=$?; wait $pid && exit $r)"
+
+
+def _done(folder: Path, steps: int, cfg: Config) -> bool:
+    """Whether ``folder`` holds a finished run of these settings (an older checkpoint is retrained)."""
+    try:
+        done = json.loads((folder / "train_config.json").read_text())["config"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return (done.get("steps"), done.get("batch_size"), done.get("corpus")) == (steps, cfg.batch_size, cfg.corpus)
+
+
+def launch(cfg: Config, steps: int, out_dir: str) -> dict[str, int]:
+    """Run the group's commands, ``cfg.lanes`` at a time (all at once with 0), in the group's order;
+    the GPT-2 chain is queued after the encoders of group A / all."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    logs = Path(cfg.logs)
+    logs.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for name in GROUPS[cfg.group]:
+        if cfg.action == "train" and _done(Path(out_dir) / name, steps, cfg):
+            print(f"{name}: done already ({out_dir}/{name})", flush=True)
+            continue
+        jobs.append((name, encoder_command(name, cfg, steps, out_dir)))
+    if cfg.gpt2 and cfg.group in ("A", "all"):
+        jobs.append(("gpt2", ["bash", "-c", gpt2_chain(cfg, steps if cfg.action == "probe" else None, out_dir)]))
+
+    def run(job):
+        name, cmd = job
+        print(f"{time.strftime('%H:%M:%S')} start {name}: $", " ".join(cmd).replace(sys.executable, "python"),
+              flush=True)
+        with open(logs / f"{name}.log", "a") as log:
+            code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+        print(f"{time.strftime('%H:%M:%S')} end {name}: exit {code}", flush=True)
+        return name, code
+
+    t0 = time.time()
+    with ThreadPoolExecutor(max_workers=cfg.lanes or len(jobs) or 1) as pool:
+        codes = dict(pool.map(run, jobs))
+    print(f"wall {time.time() - t0:.0f} s; exit codes {codes}", flush=True)
+    return codes
+
+
+def seconds_per_step(folder: Path) -> float:
+    """Median-free estimate: time from step 5 to the last step of a probe's log, per step."""
+    with open(folder / "train_log.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["seconds"]]
+    a, b = rows[4], rows[-1]
+    return (float(b["seconds"]) - float(a["seconds"])) / (int(b["step"]) - int(a["step"]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    if not Path(cfg.corpus).is_dir():
+        raise ProbeError(f"no training corpus at {cfg.corpus}: run `make train-corpus` first")
+    if cfg.action == "probe":
+        out = str(Path(cfg.logs).parent / "probe-runs")
+        codes = launch(cfg, cfg.probe_steps, out)
+        times = {n: round(seconds_per_step(Path(out) / n), 4) for n in GROUPS[cfg.group] if codes[n] == 0}
+        print(json.dumps({"seconds_per_step": times, "concurrent_runs": len(codes)}), flush=True)
+        return
+    codes = launch(cfg, cfg.steps, cfg.out_dir)
+    if any(c not in (0, 75) for c in codes.values()):
+        raise ProbeError(f"a run failed: {codes} (see {cfg.logs}/)")
+    if any(c == 75 for c in codes.values()):
+        sys.exit(75)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -55,6 +55,7 @@ import contextlib
 import csv
 import io
 import json
+import math
 import os
 import platform
 import signal
@@ -70,7 +71,6 @@ from probes.cli import arg, check_device, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import atomic_write, write_folder
 from probes.windows import check_window, plan
-from recipes.train_lm import _lr_lambda
 
 STATE_FILE = "state.pt"
 
@@ -111,10 +111,24 @@ class Config:
         return Path(self.out or f"checkpoints/{self.model}-recurrent")
 
 
+# ----------------------------------------------------------------------------- schedule
+
+
+def lr_factor(warmup: int, steps: int, min_ratio: float = 0.1):
+    """Linear warm-up from 1/warmup, then cosine down to ``min_ratio`` (recipes.train_lm's schedule,
+    whose ``_lr_lambda`` is private there: one public copy of it would serve both)."""
+    def f(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        t = (step - warmup) / max(1, steps - warmup)
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
+    return f
+
+
 # ----------------------------------------------------------------------------- data
 
 
-def _train_books(lm, corpus: str, span: int) -> tuple[list[torch.Tensor], dict]:
+def train_books(lm, corpus: str, span: int) -> tuple[list[torch.Tensor], dict]:
     """Token ids of every train-part document long enough for one example, and the corpus identity."""
     from probes.corpus import HELD_OUT_FRACTION, corpus_split, load_corpus
 
@@ -302,7 +316,7 @@ def train(cfg: Config) -> Path:
     lm, model, recurrent = build(cfg)
     frozen = cfg.mode == "frozen"
     span = T + (k - 1) * (T - o) + 1
-    books, corpus_id = _train_books(lm, cfg.corpus, span)
+    books, corpus_id = train_books(lm, cfg.corpus, span)
     pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
     if recurrent:
         groups = [{"params": list(model.recurrence.parameters()), "lr": cfg.recurrence_lr}]
@@ -312,7 +326,7 @@ def train(cfg: Config) -> Path:
         groups = [{"params": list(model.parameters()), "lr": cfg.lr}]
     params = [p for g in groups for p in g["params"]]
     opt = torch.optim.AdamW(groups, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup, cfg.steps, 0.1))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(cfg.warmup, cfg.steps, 0.1))
     rows: list[dict] = []
     start, wall_before = 0, 0.0
     if cfg.resume:
@@ -328,8 +342,8 @@ def train(cfg: Config) -> Path:
     t_run = time.time()
     old_handler = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
     step = start
-    bar = tqdm(total=cfg.steps, initial=start, desc=f"train_recurrent ({cfg.mode}{', baseline' if cfg.baseline else ''})",
-               unit="step")
+    what = cfg.mode + (", baseline" if cfg.baseline else "")
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"train_recurrent ({what})", unit="step")
     try:
         while step < end:
             ids, mask = draw_batch(books, span, cfg.batch_size, cfg.seed, step, pad_id)

@@ -42,7 +42,8 @@ as an uninterrupted run (each step's data is drawn from seed and step alone). Th
 removed once the final folder is written. ``torch.load(weights_only=True)`` reads it.
 
     $ python -m recipes.train_recurrent --model smollm2-135m --mode frozen --window 128 --overlap 0 \\
-          --windows-per-sequence 3 --steps 240 --batch-size 2 --out checkpoints/smollm2-135m-recurrent
+          --windows-per-sequence 3 --steps 60 --warmup 10 --batch-size 2 --threads 1 --save-every 10 \\
+          --out checkpoints/smollm2-135m-recurrent
     $ python -m recipes.train_recurrent --model smollm2-135m --mode full --device cuda --steps 2000 \\
           --out out/train/smollm2-135m-recurrent-full
     $ python -m recipes.train_recurrent --model smollm2-135m --mode full --baseline --device cuda \\
@@ -89,11 +90,11 @@ class Config:
     window: int = arg(128, "window T in tokens", min=2)
     overlap: int = arg(0, "overlap o between consecutive windows", min=0)
     windows_per_sequence: int = arg(3, "k: consecutive windows per example; backpropagation through all k", min=2)
-    steps: int = arg(240, "optimiser steps", min=1)
+    steps: int = arg(60, "optimiser steps", min=1)
     batch_size: int = arg(2, "examples (sequences of k windows) per step", min=1)
     lr: float = arg(2e-5, "learning rate of the base model (full mode)", min=0.0)
     recurrence_lr: float = arg(1e-3, "learning rate of the recurrence module", min=0.0)
-    warmup: int = arg(20, "linear warm-up steps (then cosine decay to 0.1 x)", min=1)
+    warmup: int = arg(10, "linear warm-up steps (then cosine decay to 0.1 x)", min=1)
     weight_decay: float = arg(0.0, "AdamW weight decay", min=0.0)
     clip: float = arg(1.0, "gradient norm clipping", min=0.0)
     l_ins: int = arg(2, "1-based layer whose attention gets the h_prev slot", min=1)

@@ -295,7 +295,7 @@ def build(cfg: Config):
         return lm, base, False
     rcfg = RecurrenceConfig(window=cfg.window, overlap=cfg.overlap, l_ins=cfg.l_ins, ffn_hidden=list(cfg.ffn_hidden))
     torch.manual_seed(cfg.seed + 1)
-    model = RecurrentLM(base, rcfg, fast=True).to(cfg.device)  # fast: sdpa kernels (same maths as eager)
+    model = RecurrentLM(base, rcfg, fast=True).to(check_device(cfg.device))  # fast: sdpa kernels (same maths as eager)
     model.freeze_base(cfg.mode == "frozen")
     return lm, model, True
 

@@ -25,8 +25,8 @@ LENS       := $(if $(FULL),1000,200)
 
 # The recurrence paper's experiments on two real LMs (issue 12; docs/recurrence-real-lms.md), run by
 # `make recurrence-real` once `make models` has fetched smollm2-135m and gemma3-270m (the recurrence
-# module smollm2-135m-recurrent is committed). Not part of `make demo`: at these demo sizes it took about
-# 25 min on a loaded 2-core CPU (one thread per job), beyond the demo's 10 minutes.
+# module smollm2-135m-recurrent is committed). Not part of `make demo`: at these demo sizes its steps took
+# 66 min in all on a loaded 2-core CPU (one thread each; topics 29 min), far beyond the demo's 10 minutes.
 REAL_OUT       ?= $(OUT)/real-lms
 REAL_TOKENS    := $(if $(FULL),0,2048)
 REAL_CONTEXTS  := $(if $(FULL),500,100)
@@ -57,7 +57,7 @@ demo: $(STAMP)
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
 	$(PY) -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
 	$(PY) -m analyses.figures --out $(OUT)
-	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about 25 min on a loaded 2-core CPU)"
+	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"
 	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/, everything on one page: $(OUT)/report.html"
 
 # Perplexity at T = 64 and 128, o = 0 and T/4 (the module was trained at T = 128, o = 0), topic JSD at

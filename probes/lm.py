@@ -23,6 +23,12 @@ Registry entries of family ``recurrent`` (``kind: causal``) come in two forms:
   ``model.safetensors``, tokenizer files) plus ``recurrence.json`` (a
   :class:`probes.recurrent.RecurrenceConfig`) and ``recurrence.safetensors`` (its weights);
   ``recipes.train_lm`` writes such folders.
+* ``base: <entry>`` plus ``source: {path: <folder>}``: a module-only entry (``recipes.train_recurrent
+  --mode frozen``): the folder holds only ``recurrence.json`` and ``recurrence.safetensors`` (and the
+  training log); the causal LM and its tokenizer are the ``base`` entry's (an ``hf`` causal LM, e.g.
+  ``smollm2-135m`` in models/, fetched by ``make models``). If the folder's ``training_config.json``
+  records the base's weight sha256, the base must still have it (else one-line error: the module
+  was trained on other weights).
 * ``source: {random: {...}, tokenizer: <entry>, seed: S}`` plus ``recurrence: {...}``: a seeded
   random model for tests. Its transformer is built exactly like the ``hf`` random entry with the
   same config and seed, so ``tiny-gpt2-recurrent``'s first window equals ``tiny-gpt2``.
@@ -129,20 +135,39 @@ def _causal_lm(spec: CheckpointSpec, tokenizer):
         raise CheckpointError(" ".join(str(e).split())) from None  # one line
 
 
+def weights_spec(spec: CheckpointSpec) -> CheckpointSpec:
+    """The spec whose transformer weights and tokenizer entry ``spec`` uses: itself, or, for a
+    module-only recurrent entry (``base: <entry>``), its base entry under ``spec``'s name."""
+    import dataclasses
+
+    base = spec.extra.get("base")
+    if base is None:
+        return spec
+    b = get_spec(str(base))
+    if b.family != "hf" or b.kind != "causal" or "base" in b.extra:
+        raise CheckpointError(f"model '{spec.name}': its base '{base}' must be a plain causal LM entry "
+                              f"(family hf, kind causal), not family {b.family}, kind {b.kind}")
+    return dataclasses.replace(b, name=spec.name, description=spec.description)
+
+
 def load_lm(name: str, device: str | torch.device = "cpu") -> LM:
     """Load registry entry ``name`` as a causal LM with its head (plain or recurrent), in eval mode."""
     from probes.hf import hf_tokenizer
 
     spec = get_spec(name)
     need_causal(spec)
-    tokenizer = hf_tokenizer(spec)
-    model, fingerprint = _causal_lm(spec, tokenizer)
+    wspec = weights_spec(spec)
+    tokenizer = hf_tokenizer(wspec)
+    model, fingerprint = _causal_lm(wspec, tokenizer)
+    if wspec is not spec:  # module-only entry: the base's weights + this folder's module
+        fingerprint = {"base": spec.extra["base"], **fingerprint,
+                       "recurrence_weights_sha256": spec.fingerprint()["weights_sha256"]}
     if spec.family == "recurrent":
-        model = _recurrent(spec, model)
+        model = _recurrent(spec, model, fingerprint)
     return LM(spec, model.to(device).eval(), tokenizer, fingerprint, spec.family == "recurrent")
 
 
-def _recurrent(spec: CheckpointSpec, lm):
+def _recurrent(spec: CheckpointSpec, lm, fingerprint: dict | None = None):
     from probes.recurrent import RecurrenceConfig, RecurrentLM
 
     if spec.source_type == "random":
@@ -159,6 +184,13 @@ def _recurrent(spec: CheckpointSpec, lm):
         if not p.exists():
             raise CheckpointError(f"model '{spec.name}': {p} is missing (not a recurrent checkpoint folder)")
     cfg = RecurrenceConfig.from_dict(json.loads(cfg_path.read_text()))
+    trained = folder / "training_config.json"
+    if "base" in spec.extra and trained.exists() and fingerprint is not None:
+        want = json.loads(trained.read_text()).get("base_model", {}).get("fingerprint", {}).get("weights_sha256")
+        if want and want != fingerprint.get("weights_sha256"):
+            raise CheckpointError(f"model '{spec.name}': its recurrence module was trained on base weights "
+                                  f"{want[:12]}..., but '{spec.extra['base']}' now has "
+                                  f"{str(fingerprint.get('weights_sha256'))[:12]}... (re-fetch the base or retrain)")
     return RecurrentLM.with_weights(lm, cfg, weights)
 
 
@@ -168,6 +200,7 @@ def load_recurrent_encoder(spec: CheckpointSpec, device: str | torch.device = "c
     i.e. exactly the fine-tuned transformer, so every representation analysis runs on it."""
     from probes.hf import HFEncoder, hf_tokenizer
 
+    spec = weights_spec(spec)  # a module-only entry: one window without h_prev IS its base
     tokenizer = hf_tokenizer(spec)
     lm, fingerprint = _causal_lm(spec, tokenizer)
     base = getattr(lm, lm.base_model_prefix)  # GPT2LMHeadModel.transformer: the AutoModel part
@@ -177,7 +210,7 @@ def load_recurrent_encoder(spec: CheckpointSpec, device: str | torch.device = "c
 def load_recurrent_tokenizer(spec: CheckpointSpec):
     from probes.hf import load_hf_tokenizer
 
-    return load_hf_tokenizer(spec)
+    return load_hf_tokenizer(weights_spec(spec))
 
 
 def checkpoint_folder(name: str) -> Path | None:

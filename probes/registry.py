@@ -79,7 +79,11 @@ class CheckpointSpec:
                 version = "unknown"
             return {"package": dist, "version": version, "weights_sha256": _weights_sha(self.local_path())}
         if kind == "path":
-            return {"path": str(self.source["path"]), "weights_sha256": _weights_sha(self.local_path())}
+            own = {"path": str(self.source["path"]), "weights_sha256": _weights_sha(self.local_path())}
+            if "base" in self.extra:  # a module-only entry (probes.lm): its base's weights count too
+                base = str(self.extra["base"])
+                return {**own, "base": base, "base_fingerprint": get_spec(base).fingerprint()}
+            return own
         if kind == "hub":
             return {"hub": self.source["hub"], "revision": self.revision or "main"}
         return {"random": self.source["random"], "seed": self.source.get("seed", 0),

@@ -52,3 +52,19 @@ def test_loads_as_encoder_and_as_lm_and_wraps_exactly(name):
     assert torch.equal(rec(x).logits, plain)  # no h_prev: exactly the plain model
     h = torch.randn(1, width, generator=torch.Generator().manual_seed(0))
     assert (rec(x, h_prev=h).logits - plain).abs().amax(-1).min() > 0  # every position sees h_prev
+
+
+@_installed("smollm2-135m")
+@torch.inference_mode()
+def test_the_committed_module_runs_on_its_base_from_models(monkeypatch):
+    """smollm2-135m-recurrent = committed module + models/smollm2-135m: first window exactly the base,
+    h_prev changes the next window, and the module was trained on exactly these base weights."""
+    monkeypatch.delenv("PROBES_CHECKPOINTS", raising=False)
+    rec, base = load_lm("smollm2-135m-recurrent"), load_lm("smollm2-135m")
+    info = json.loads((REPO_ROOT / "checkpoints" / "smollm2-135m-recurrent" / "training_config.json").read_text())
+    assert info["mode"] == "frozen" and info["base_model"]["name"] == "smollm2-135m"
+    assert rec.fingerprint["weights_sha256"] == base.fingerprint["weights_sha256"]
+    x = torch.tensor([rec.encode("It is a truth universally acknowledged, that a single man in possession")])
+    first = rec.model(x)
+    assert torch.equal(first.logits, base.model(input_ids=x).logits)
+    assert not torch.allclose(rec.model(x, h_prev=first.h_next).logits, first.logits, atol=1e-3)

@@ -1,0 +1,462 @@
+"""Fine-tune the recurrence module of :mod:`probes.recurrent` on a real pretrained causal LM.
+
+Two modes, one loop (seeded, deterministic on one machine, resumable):
+
+* ``--mode frozen`` (fits a CPU): every base parameter is frozen; only the recurrence module
+  (Eq. 1's layer weights + the FFN, ~0.3 M parameters for SmolLM2-135M) is trained. Each example
+  is k consecutive windows of T tokens (overlap o) of one book; h_prev flows from window i to
+  window i+1 and the gradient flows back through all k windows (truncated backpropagation
+  through k windows: the first window of an example starts without h_prev, as every document
+  does at evaluation). The first window's loss does not depend on any trained parameter (no
+  h_prev enters it), so it runs without gradients and is not part of the loss; the loss is the
+  mean next-token loss of windows 2..k over the targets each scores (:mod:`probes.windows`).
+* ``--mode full`` (a GPU, ``--device cuda``): the paper's setting: the whole model and the module
+  are trained (module at ``--recurrence-lr``, base at ``--lr``), loss over all k windows.
+  ``--mode full --baseline`` fine-tunes the base alone on exactly the same sequences, steps and
+  loss (the paper's baseline: the same fine-tuning budget without recurrence).
+
+Which baseline is fair. In frozen mode no base parameter changes, so the fair baseline is the base
+model unchanged: the two differ only by h_prev. A base fine-tuned with the same budget would
+also have adapted its weights to the corpus (domain adaptation), which the frozen recurrent model
+cannot do, and would measure that instead of the recurrence. The loop logs, every
+``--base-loss-every`` steps, the unchanged base's loss on the same targets (``base_loss`` in
+loss.csv), and ``analyses.perplexity --model smollm2-135m --model smollm2-135m-recurrent`` compares
+the two on held-out text. One caveat, stated with the results: a module can also lower the loss
+with an h_prev that ignores the previous window (a learned constant key/value acts like a
+one-token soft prompt); ``training_config.json`` records the loss with h_prev taken from ANOTHER
+example of the batch (``shuffled_loss``, every ``--base-loss-every`` steps) to separate the two.
+In full mode the fair baseline is ``--baseline`` with the same settings.
+
+Outputs (one folder, written atomically): frozen mode: ``recurrence.json`` +
+``recurrence.safetensors`` only (the base stays where its registry entry points; a registry entry
+names it with ``base:``, see checkpoints.yaml); full mode: the fine-tuned model folder
+(``config.json``, ``model.safetensors`` float32, tokenizer files) plus the two recurrence files
+(none with ``--baseline``). Always ``loss.csv`` (step, loss, base_loss, shuffled_loss, lr, tokens,
+elapsed_s) and ``training_config.json`` (the exact command, the resolved config, the base's
+fingerprint, corpus identity, wall time, package versions).
+
+Resuming: the training state (trained parameters, optimiser, scheduler, step, loss log) is saved
+atomically to ``<out>.state/state.pt`` every ``--save-every`` steps, when ``--stop-after`` steps
+of this run are done, and on Ctrl-C / SIGTERM; ``--resume`` continues from it, with the same result
+as an uninterrupted run (each step's data is drawn from seed and step alone). The state is
+removed once the final folder is written. ``torch.load(weights_only=True)`` reads it.
+
+    $ python -m recipes.train_recurrent --model smollm2-135m --mode frozen --window 128 --overlap 0 \\
+          --windows-per-sequence 3 --steps 60 --warmup 10 --batch-size 2 --threads 1 --save-every 10 \\
+          --out checkpoints/smollm2-135m-recurrent
+    $ python -m recipes.train_recurrent --model smollm2-135m --mode full --device cuda --steps 2000 \\
+          --out out/train/smollm2-135m-recurrent-full
+    $ python -m recipes.train_recurrent --model smollm2-135m --mode full --baseline --device cuda \\
+          --steps 2000 --out out/train/smollm2-135m-base-full
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+import platform
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from probes.cli import arg, check_device, parse_config, run_main
+from probes.errors import ProbeError
+from probes.io import atomic_write, write_folder
+from probes.windows import check_window, plan
+
+STATE_FILE = "state.pt"
+
+
+@dataclass
+class Config:
+    """Train the recurrence module on a pretrained causal LM: frozen base (CPU) or full fine-tuning (GPU)."""
+
+    model: str = arg("smollm2-135m", "the base causal LM (a checkpoints.yaml name: Llama, Gemma-3 or GPT-2 family)")
+    out: str = arg("", "output folder (default: checkpoints/<model>-recurrent)")
+    mode: str = arg("frozen", "frozen: train only the recurrence module; full: the whole model too",
+                    choices=["frozen", "full"])
+    baseline: bool = arg(False, "full mode: fine-tune the base WITHOUT recurrence (the fair baseline of full mode)")
+    corpus: str = arg("default", "training corpus (its train part): 'default', a folder of .txt, a .txt or a .jsonl")
+    seed: int = arg(0, "seed of the module's initialisation and of the data draw", min=0, max=2**31 - 1)
+    window: int = arg(128, "window T in tokens", min=2)
+    overlap: int = arg(0, "overlap o between consecutive windows", min=0)
+    windows_per_sequence: int = arg(3, "k: consecutive windows per example; backpropagation through all k", min=2)
+    steps: int = arg(60, "optimiser steps", min=1)
+    batch_size: int = arg(2, "examples (sequences of k windows) per step", min=1)
+    lr: float = arg(2e-5, "learning rate of the base model (full mode)", min=0.0)
+    recurrence_lr: float = arg(1e-3, "learning rate of the recurrence module", min=0.0)
+    warmup: int = arg(10, "linear warm-up steps (then cosine decay to 0.1 x)", min=1)
+    weight_decay: float = arg(0.0, "AdamW weight decay", min=0.0)
+    clip: float = arg(1.0, "gradient norm clipping", min=0.0)
+    l_ins: int = arg(2, "1-based layer whose attention gets the h_prev slot", min=1)
+    ffn_hidden: list[int] = arg([200, 200, 200], "hidden sizes of the recurrence FFN", min=1)
+    base_loss_every: int = arg(10, "every N steps also log the unchanged base's and the shuffled-h_prev loss "
+                                   "on the same targets (0: never)", min=0)
+    save_every: int = arg(20, "save the resumable state every N steps", min=1)
+    stop_after: int = arg(0, "stop (state saved) after this many steps of this run; continue with --resume "
+                             "(0: run to the end)", min=0)
+    resume: bool = arg(False, "continue from <out>.state/ (the same settings are required)")
+    threads: int = arg(2, "torch intra-op threads (CPU)", min=1)
+    device: str = arg("cpu", "torch device (cuda for full fine-tuning)")
+
+    def out_path(self) -> Path:
+        return Path(self.out or f"checkpoints/{self.model}-recurrent")
+
+
+# ----------------------------------------------------------------------------- schedule
+
+
+def lr_factor(warmup: int, steps: int, min_ratio: float = 0.1):
+    """Linear warm-up from 1/warmup, then cosine down to ``min_ratio`` (recipes.train_lm's schedule,
+    whose ``_lr_lambda`` is private there: one public copy of it would serve both)."""
+    def f(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        t = (step - warmup) / max(1, steps - warmup)
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
+    return f
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def train_books(lm, corpus: str, span: int) -> tuple[list[torch.Tensor], dict]:
+    """Token ids of every train-part document long enough for one example, and the corpus identity."""
+    from probes.corpus import HELD_OUT_FRACTION, corpus_split, load_corpus
+
+    full = load_corpus(None if corpus == "default" else corpus)
+    train = corpus_split(full, "train")
+    books = [torch.tensor(lm.encode(d.text), dtype=torch.long) for d in train.documents]
+    ident = {**full.identity(), "train_part": train.identity(), "held_out_fraction": HELD_OUT_FRACTION}
+    usable = [b for b in books if len(b) >= 2]
+    if not usable:
+        raise ProbeError(f"corpus {corpus!r}: no train document has two tokens")
+    ident["documents_used"] = len(usable)
+    ident["tokens"] = int(sum(len(b) for b in usable))
+    return usable, ident
+
+
+def draw_batch(books: list[torch.Tensor], span: int, batch_size: int, seed: int, step: int,
+               pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids (B, span), mask (B, span)) for optimiser step ``step``, drawn from ``seed`` and ``step``
+    alone (so a resumed run draws the same data): a book with probability proportional to its
+    length, a uniform start; a book shorter than ``span`` is used whole, right-padded (mask 0)."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    weights = torch.tensor([float(len(b)) for b in books], dtype=torch.float64)
+    which = torch.multinomial(weights, batch_size, replacement=True, generator=gen).tolist()
+    ids = torch.full((batch_size, span), pad_id, dtype=torch.long)
+    mask = torch.zeros(batch_size, span, dtype=torch.long)
+    for row, b in enumerate(which):
+        book = books[b]
+        n = min(span, len(book))
+        s = int(torch.randint(0, len(book) - n + 1, (1,), generator=gen))
+        ids[row, :n], mask[row, :n] = book[s:s + n], 1
+    return ids, mask
+
+
+# ----------------------------------------------------------------------------- the loss
+
+
+def _window_nll(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, w) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum of NLL, number of targets) of the targets window ``w`` scores, real tokens only."""
+    lg = logits[:, w.first:w.n_inputs]
+    targets = ids[:, w.start + 1 + w.first:w.start + w.n_inputs + 1]
+    keep = mask[:, w.start + 1 + w.first:w.start + w.n_inputs + 1].bool()
+    nll = torch.nn.functional.cross_entropy(lg.reshape(-1, lg.size(-1)).float(), targets.reshape(-1),
+                                            reduction="none").view_as(targets)
+    return (nll * keep).sum(), keep.sum()
+
+
+def sequence_loss(model, ids: torch.Tensor, mask: torch.Tensor, T: int, o: int, *, recurrent: bool,
+                  frozen: bool, h_order: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    """(mean next-token loss, targets) of k consecutive windows over ``ids`` (B, span), padding
+    (mask 0) excluded. ``recurrent``: h_prev flows from each window to the next, gradients through
+    all of them. ``frozen``: the first window (no h_prev, so no trained parameter in it) runs without
+    gradients and only windows 2..k are scored. ``h_order`` (B,): window i+1 of row r gets the
+    h_prev of row ``h_order[r]`` (a shuffle control); None = its own. A plain model (``recurrent``
+    False) is a transformers causal LM run on each window alone."""
+    windows = plan(ids.shape[1], T, o)
+    total, count, h = ids.new_zeros((), dtype=torch.float32), 0, None
+    for i, w in enumerate(windows):
+        x, m = ids[:, w.start:w.start + w.n_inputs], mask[:, w.start:w.start + w.n_inputs]
+        last = i + 1 == len(windows)
+        scored = not (frozen and i == 0)
+        if recurrent:
+            hp = h if h is None or h_order is None else h[h_order]
+            ctx = torch.no_grad() if frozen and i == 0 else contextlib.nullcontext()
+            with ctx:
+                out = model(x, h_prev=hp, attention_mask=m, need_state=False)
+            if not last:
+                h = model.recurrence(out.hidden_states, T - o, m)  # with gradients: Eq. 1 + FFN
+            logits = out.logits
+        else:
+            if not scored:
+                continue
+            logits = model(input_ids=x, attention_mask=m).logits
+        if scored:
+            s, c = _window_nll(logits, ids, mask, w)
+            total, count = total + s, count + int(c)
+    return total / max(count, 1), count
+
+
+# ----------------------------------------------------------------------------- state
+
+
+def _state_dir(cfg: Config) -> Path:
+    out = cfg.out_path()
+    return out.with_name(out.name + ".state")
+
+
+def _trained(model, cfg: Config) -> dict:
+    """The parameters this run trains (frozen: the module only), as a state dict."""
+    if cfg.mode == "frozen":
+        return {f"recurrence.{k}": v for k, v in model.recurrence.state_dict().items()}
+    return model.state_dict()
+
+
+def _save_state(cfg: Config, model, opt, sched, step: int, rows: list[dict], wall: float) -> None:
+    buf = io.BytesIO()
+    torch.save({"step": step, "config": json.dumps(_identity(cfg)), "trained": _trained(model, cfg),
+                "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rows": json.dumps(rows),
+                "wall_time_s": wall}, buf)
+    folder = _state_dir(cfg)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / STATE_FILE, buf.getvalue())
+
+
+def _identity(cfg: Config) -> dict:
+    """The settings a resumed run must share (everything but how this run is carried out)."""
+    skip = {"resume", "stop_after", "save_every", "threads", "device", "out"}
+    return {k: v for k, v in asdict(cfg).items() if k not in skip}
+
+
+def _load_state(cfg: Config) -> dict:
+    path = _state_dir(cfg) / STATE_FILE
+    if not path.exists():
+        raise ProbeError(f"--resume: no saved state at {path}")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 (a corrupt file is a user-level error here)
+        raise ProbeError(f"--resume: cannot read {path}: {' '.join(str(e).split())[:200]}") from None
+    saved = json.loads(state["config"])
+    if saved != _identity(cfg):
+        diff = sorted(k for k in set(saved) | set(_identity(cfg)) if saved.get(k) != _identity(cfg).get(k))
+        raise ProbeError(f"--resume: the saved state at {path} was made with other settings ({', '.join(diff)})")
+    return state
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _on_sigterm(signum, frame):
+    raise _Interrupt()
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def _provenance() -> dict:
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in ("torch", "transformers", "tokenizers", "safetensors", "numpy"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return {"python": platform.python_version(), "packages": versions, "machine": platform.machine(),
+            "torch_threads": torch.get_num_threads()}
+
+
+def build(cfg: Config):
+    """(LM (probes.lm), model to train, recurrent?) for ``cfg``: the base loaded by its registry
+    name, wrapped with a fresh recurrence module (seeded) unless ``--baseline``."""
+    from probes.lm import load_lm
+    from probes.recurrent import RecurrenceConfig, RecurrentLM
+
+    lm = load_lm(cfg.model, device=check_device(cfg.device))
+    if lm.recurrent:
+        raise ProbeError(f"--model {cfg.model} already has a recurrence module: name its base model")
+    if cfg.window > lm.max_positions:
+        raise ProbeError(f"window {cfg.window} is longer than model '{cfg.model}' allows ({lm.max_positions})")
+    base = lm.model
+    if cfg.baseline:
+        base.set_attn_implementation("sdpa")
+        return lm, base, False
+    rcfg = RecurrenceConfig(window=cfg.window, overlap=cfg.overlap, l_ins=cfg.l_ins, ffn_hidden=list(cfg.ffn_hidden))
+    torch.manual_seed(cfg.seed + 1)
+    model = RecurrentLM(base, rcfg, fast=True).to(check_device(cfg.device))  # fast: sdpa kernels (same maths as eager)
+    model.freeze_base(cfg.mode == "frozen")
+    return lm, model, True
+
+
+def train(cfg: Config) -> Path:
+    from tqdm.auto import tqdm
+
+    if cfg.baseline and cfg.mode != "full":
+        raise ProbeError("--baseline needs --mode full (in frozen mode the baseline is the base model unchanged)")
+    T, o, k = cfg.window, cfg.overlap, cfg.windows_per_sequence
+    check_window(T, o)
+    device = check_device(cfg.device)
+    torch.set_num_threads(cfg.threads)
+    out = cfg.out_path()
+    if not cfg.resume and (_state_dir(cfg) / STATE_FILE).exists():
+        raise ProbeError(f"{_state_dir(cfg)} holds the state of an unfinished run: continue it with --resume "
+                         f"or remove that folder")
+    t0 = time.time()
+    lm, model, recurrent = build(cfg)
+    frozen = cfg.mode == "frozen"
+    span = T + (k - 1) * (T - o) + 1
+    books, corpus_id = train_books(lm, cfg.corpus, span)
+    pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    if recurrent:
+        groups = [{"params": list(model.recurrence.parameters()), "lr": cfg.recurrence_lr}]
+        if not frozen:
+            groups.insert(0, {"params": list(model.lm.parameters()), "lr": cfg.lr})
+    else:
+        groups = [{"params": list(model.parameters()), "lr": cfg.lr}]
+    params = [p for g in groups for p in g["params"]]
+    opt = torch.optim.AdamW(groups, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(cfg.warmup, cfg.steps, 0.1))
+    rows: list[dict] = []
+    start, wall_before = 0, 0.0
+    if cfg.resume:
+        state = _load_state(cfg)
+        missing = model.load_state_dict(state["trained"], strict=False)
+        if missing.unexpected_keys:
+            raise ProbeError(f"--resume: unexpected keys in the saved state: {missing.unexpected_keys[:5]}")
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        start, rows, wall_before = int(state["step"]), json.loads(state["rows"]), float(state["wall_time_s"])
+    model.train() if not frozen else model.eval()  # frozen: the base stays in eval mode (no dropout anywhere)
+    end = cfg.steps if not cfg.stop_after else min(cfg.steps, start + cfg.stop_after)
+    t_run = time.time()
+    old_handler = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
+    step = start
+    what = cfg.mode + (", baseline" if cfg.baseline else "")
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"train_recurrent ({what})", unit="step")
+    try:
+        while step < end:
+            ids, mask = draw_batch(books, span, cfg.batch_size, cfg.seed, step, pad_id)
+            ids, mask = ids.to(device), mask.to(device)
+            loss, n_targets = sequence_loss(model, ids, mask, T, o, recurrent=recurrent, frozen=frozen)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.clip > 0:
+                torch.nn.utils.clip_grad_norm_(params, cfg.clip)
+            opt.step()
+            sched.step()
+            row = {"step": step + 1, "loss": round(loss.item(), 5), "base_loss": "", "shuffled_loss": "",
+                   "lr": opt.param_groups[-1]["lr"], "tokens": (step + 1) * cfg.batch_size * (span - 1),
+                   "elapsed_s": round(wall_before + time.time() - t_run, 1)}
+            if recurrent and frozen and cfg.base_loss_every and (step + 1) % cfg.base_loss_every == 0:
+                row["base_loss"], row["shuffled_loss"] = _controls(model, ids, mask, T, o)
+            rows.append(row)
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+            if step % cfg.save_every == 0 and step < cfg.steps:
+                _save_state(cfg, model, opt, sched, step, rows, wall_before + time.time() - t_run)
+    except (KeyboardInterrupt, _Interrupt):
+        _save_state(cfg, model, opt, sched, step, rows, wall_before + time.time() - t_run)
+        bar.close()
+        raise ProbeError(f"interrupted after step {step}: state saved in {_state_dir(cfg)}; "
+                         f"continue with the same command plus --resume") from None
+    finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGTERM, old_handler)
+    bar.close()
+    wall = wall_before + time.time() - t_run
+    if step < cfg.steps:
+        _save_state(cfg, model, opt, sched, step, rows, wall)
+        print(f"stopped after step {step} of {cfg.steps}: state saved in {_state_dir(cfg)}; "
+              f"continue with --resume")
+        return _state_dir(cfg)
+    _write_output(cfg, lm, model, recurrent, rows, corpus_id, span, wall, time.time() - t0)
+    import shutil
+
+    shutil.rmtree(_state_dir(cfg), ignore_errors=True)
+    return out
+
+
+@torch.no_grad()
+def _controls(model, ids, mask, T, o) -> tuple[float, float]:
+    """(unchanged base's loss, loss with h_prev from another example) on the same targets."""
+    base, _ = sequence_loss(model.lm, ids, mask, T, o, recurrent=False, frozen=True)
+    B = ids.shape[0]
+    if B < 2:
+        return round(base.item(), 5), ""
+    shuffled, _ = sequence_loss(model, ids, mask, T, o, recurrent=True, frozen=True,
+                                h_order=torch.roll(torch.arange(B), 1))
+    return round(base.item(), 5), round(shuffled.item(), 5)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _mean_last(rows: list[dict], key: str, n: int) -> float | None:
+    vals = [r[key] for r in rows if r[key] != ""][-n:]
+    return float(np.mean(vals)) if vals else None
+
+
+def _write_output(cfg: Config, lm, model, recurrent: bool, rows: list[dict], corpus_id: dict, span: int,
+                  train_wall: float, total_wall: float) -> None:
+    n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    info = {
+        "recipe": "recipes.train_recurrent", "mode": cfg.mode, "baseline": cfg.baseline,
+        "command": " ".join(["python -m recipes.train_recurrent", *sys.argv[1:]]),
+        "config": asdict(cfg), "base_model": lm.describe(),
+        "corpus": corpus_id, "sequence_tokens": span, "trained_parameters": n_trained,
+        "final_loss_mean_last_20": _mean_last(rows, "loss", 20),
+        "base_loss_mean_last_5_logged": _mean_last(rows, "base_loss", 5),
+        "shuffled_loss_mean_last_5_logged": _mean_last(rows, "shuffled_loss", 5),
+        "fair_baseline": ("the base model unchanged (no base parameter is trained); base_loss in loss.csv is its "
+                          "loss on the same targets" if cfg.mode == "frozen" else
+                          "the same recipe with --baseline (same sequences, steps and loss, no recurrence)"),
+        "wall_time_s": round(train_wall, 1), "wall_time_with_loading_s": round(total_wall, 1),
+        "provenance": _provenance(),
+    }
+
+    def write(tmp: Path):
+        if cfg.mode == "full":
+            base = model.lm if recurrent else model
+            base.set_attn_implementation("eager")
+            base.save_pretrained(tmp, safe_serialization=True)
+            lm.tokenizer.save_pretrained(tmp)
+        if recurrent:
+            model.save_recurrence(tmp)
+        with open(tmp / "loss.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+        (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
+
+    write_folder(cfg.out_path(), write)
+    print(f"train_recurrent ({cfg.mode}): final loss {info['final_loss_mean_last_20']:.4f}"
+          + (f", base {info['base_loss_mean_last_5_logged']:.4f}" if info["base_loss_mean_last_5_logged"] else "")
+          + f", {train_wall:.0f} s -> {cfg.out_path()}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    if cfg.overlap >= cfg.window:
+        raise ProbeError(f"overlap {cfg.overlap} must be in [0, window) = [0, {cfg.window})")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    train(cfg)
+
+
+if __name__ == "__main__":
+    run_main(main)

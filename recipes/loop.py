@@ -31,6 +31,7 @@ recipe has written its final folder the state folder is removed.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import sys
@@ -234,3 +235,15 @@ class Loop:
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
 
+
+
+def warmup_cosine(warmup: int, steps: int, min_ratio: float = 0.1):
+    """The causal-LM recipes' learning-rate factor (``LambdaLR``): linear warm-up from 1/warmup,
+    then cosine down to ``min_ratio`` at ``steps``. (transformers' cosine schedule starts its warm-up
+    at 0 and ends at 0, which would not reproduce the committed GPT-2 checkpoints.)"""
+    def f(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        t = (step - warmup) / max(1, steps - warmup)
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
+    return f

@@ -418,6 +418,25 @@ def _remove_stale(out_dir: Path, name: str) -> None:
             pass
 
 
+def unigram_baselines(blocks, heldout, specials: list[int], vocab: int) -> dict:
+    """The loss of a model that ignores context: the entropy of the training tokens' unigram
+    distribution (nats), and the held-out tokens' cross-entropy under it (add-one smoothed).
+    Special tokens are never masked, so they are left out, as in the MLM loss."""
+    def counts(bs):
+        c = np.bincount(np.concatenate([np.asarray(b) for b in bs]), minlength=vocab).astype(np.float64)
+        c[specials] = 0
+        return c
+    train = counts(blocks)
+    p = train / train.sum()
+    out = {"unigram_entropy": float(-(p[p > 0] * np.log(p[p > 0])).sum())}
+    if heldout:
+        q = (train + 1) / (train.sum() + vocab - len(specials))
+        q[specials] = 1.0
+        h = counts(heldout)
+        out["heldout_unigram_loss"] = float(-(h * np.log(q)).sum() / h.sum())
+    return out
+
+
 def _masked_batch(blocks, rows, pad_id, specials, tokenizer, vocab, prob, gen):
     ids, mask = collate([blocks[i] for i in rows], pad_id)
     corrupted, selected, _ = mask_tokens(ids, mask, specials, tokenizer.mask_token_id, vocab, prob, gen)
@@ -518,6 +537,7 @@ def _train(cfg: TrainConfig, state_dir: Path):
         "last_loss_mean": float(np.mean(losses[-k:])), "loss_mean_over": k, "final_loss": losses[-1],
         "heldout_loss": final_eval[0] if heldout else None, "heldout_masked_tokens": final_eval[1],
         "heldout_blocks": min(len(heldout), cfg.eval_blocks or len(heldout)),
+        **unigram_baselines(blocks, heldout, specials, vocab),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.perf_counter() - t_start, 1),
         "tokens_seen": int(loop.rows[-1]["tokens"]), "training_blocks": len(blocks), "corpus": corpus_id,
         "tokenizer_corpus": tokenizer.training_corpus, "weights_dtype": cfg.dtype, "torch": torch.__version__,

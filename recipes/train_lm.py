@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import platform
 import shutil
@@ -47,7 +46,7 @@ from probes.cli import arg, build_parser, config_from_namespace, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
 from probes.windows import check_window, plan, run_windows
-from recipes.loop import Loop, ScaleConfig, setup_processes
+from recipes.loop import Loop, ScaleConfig, setup_processes, warmup_cosine
 
 EOS = "<|endoftext|>"
 
@@ -170,15 +169,6 @@ def _write_loss_csv(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def _lr_lambda(warmup: int, steps: int, min_ratio: float):
-    def f(step: int) -> float:  # linear warm-up from 0, then cosine down to min_ratio
-        if step < warmup:
-            return (step + 1) / warmup
-        t = (step - warmup) / max(1, steps - warmup)
-        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
-    return f
-
-
 # ----------------------------------------------------------------------------- stage 1: pretraining
 
 
@@ -234,7 +224,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
     model = GPT2LMHeadModel._from_config(mcfg, attn_implementation="sdpa")
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup, cfg.steps, cfg.min_lr_ratio))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.warmup, cfg.steps, cfg.min_lr_ratio))
     loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=1.0, state_dir=state_dir)
     gen = torch.Generator().manual_seed(cfg.seed)
     extra = loop.restore()
@@ -347,7 +337,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
         groups = [{"params": list(model.parameters()), "lr": cfg.lr}]
     model.train()
     opt = torch.optim.AdamW(groups, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup, cfg.steps, 0.1))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.warmup, cfg.steps, 0.1))
     loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=1.0, state_dir=_state_dir(cfg.out))
     gen = torch.Generator().manual_seed(cfg.seed)  # same sequences for both models
     extra = loop.restore()

@@ -56,7 +56,6 @@ import contextlib
 import csv
 import io
 import json
-import math
 import os
 import platform
 import signal
@@ -72,6 +71,7 @@ from probes.cli import arg, check_device, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import atomic_write, write_folder
 from probes.windows import check_window, plan
+from recipes.loop import warmup_cosine
 
 STATE_FILE = "state.pt"
 
@@ -110,20 +110,6 @@ class Config:
 
     def out_path(self) -> Path:
         return Path(self.out or f"checkpoints/{self.model}-recurrent")
-
-
-# ----------------------------------------------------------------------------- schedule
-
-
-def lr_factor(warmup: int, steps: int, min_ratio: float = 0.1):
-    """Linear warm-up from 1/warmup, then cosine down to ``min_ratio`` (recipes.train_lm's schedule,
-    whose ``_lr_lambda`` is private there: one public copy of it would serve both)."""
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        t = (step - warmup) / max(1, steps - warmup)
-        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
-    return f
 
 
 # ----------------------------------------------------------------------------- data
@@ -327,7 +313,7 @@ def train(cfg: Config) -> Path:
         groups = [{"params": list(model.parameters()), "lr": cfg.lr}]
     params = [p for g in groups for p in g["params"]]
     opt = torch.optim.AdamW(groups, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(cfg.warmup, cfg.steps, 0.1))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.warmup, cfg.steps, 0.1))
     rows: list[dict] = []
     start, wall_before = 0, 0.0
     if cfg.resume:

@@ -93,7 +93,7 @@ def encoder_command(name: str, cfg: Config, steps: int, out_dir: str) -> list[st
             "--warmup", str(warmup), "--batch-size", str(cfg.batch_size), "--device", cfg.device,
             "--amp", cfg.amp, "--threads", str(cfg.threads), "--log-every", "1", "--eval-every", str(evals),
             "--eval-blocks", str(cfg.eval_blocks),
-            "--max-minutes", str(cfg.minutes), "--no-progress"]
+            "--max-minutes", str(cfg.minutes), "--save-every", str(max(1, steps // 6))]
 
 
 def gpt2_chain(cfg: Config, steps_override: int | None, out_dir: str) -> str:
@@ -102,7 +102,7 @@ def gpt2_chain(cfg: Config, steps_override: int | None, out_dir: str) -> str:
         return ["--steps", str(steps_override), "--batch-size", args[3], "--warmup", "1"] if steps_override else args
     py = sys.executable
     common = ["--corpus", cfg.corpus, "--device", cfg.device, "--amp", cfg.amp, "--threads", str(cfg.threads),
-              "--max-minutes", str(cfg.minutes), "--no-progress"]
+              "--max-minutes", str(cfg.minutes), "--save-every", "100"]
     pre = "out/train/gpt2-small-pretrained"  # the intermediate model is not committed
     stage1 = [py, "-m", "recipes.train_lm", "pretrain", "--out", pre, *sized(GPT2_PRETRAIN[cfg.gpt2_scale]), *common]
     base = [py, "-m", "recipes.train_lm", "finetune", "--init", pre, "--out", f"{out_dir}/gpt2-small-base",

@@ -55,6 +55,7 @@ import torch
 from filelock import FileLock
 from tqdm.auto import tqdm
 
+from probes import distributed
 from probes.encoder import Encoder, MapSpec, Tokenized
 from probes.errors import ProbeError
 from probes.precision import Float32View, cache_np_dtype, dtype_name, float16_problem, float32_face, forward_dtype
@@ -62,7 +63,10 @@ from probes.registry import CheckpointSpec, get_spec
 
 CACHE_FORMAT = 4  # bump when the layout on disk changes: older entries are re-extracted (3: checksums; 4: float16)
 DEFAULT_CACHE_DIR = Path(os.environ.get("PROBES_CACHE", "out/cache"))
-CHUNK_BYTES = 256 * 2**20  # memory budget of one chunk of captured states
+# memory budget of one chunk of captured states; chunks are also the unit of resuming and of sharding
+# across processes. PROBES_CHUNK_BYTES changes it (smaller: finer sharding; the batches, hence the
+# numbers, are planned within a chunk, so compare runs made with the same value)
+CHUNK_BYTES = int(os.environ.get("PROBES_CHUNK_BYTES", 256 * 2**20))
 CHECK_BLOCK = 16 * 2**20  # bytes per checksummed block of an entry's files
 QUICK_STRIDE = 8  # PROBES_CACHE_VERIFY=quick checks every QUICK_STRIDE-th block (+ first, last) of big files
 
@@ -135,17 +139,20 @@ class Activations:
 def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
             progress: bool = True, device: str = "cpu", corpus: dict | None = None, dtype: str | None = None,
-            cache_dtype: str = "float16") -> Activations:
+            cache_dtype: str = "float16", device_map: str | None = None) -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
     ``maps=True`` also captures the attention maps and any other maps the encoder declares
     (``Encoder.map_specs``: S-LSTM gates, ConvBERT kernels). ``corpus`` says where the inputs came
     from (``Corpus.identity()`` plus the sampling) and is recorded as ``meta["corpus"]``.
     ``device``: cpu, cuda, cuda:N, mps or auto; ``dtype``: the forward pass's float32 | bfloat16 |
-    float16 (None: float32, or a loaded encoder's own); ``cache_dtype``: float16 | float32 storage.
-    The rest: see :func:`_extract`."""
+    float16 (None: float32, or a loaded encoder's own); ``cache_dtype``: float16 | float32 storage;
+    ``device_map``: "auto" (or another accelerate device map) spreads a model too big for one device
+    over all of them (see :func:`probes.load`). Under torchrun the work is shared by the processes
+    (see probes.distributed). The rest: see :func:`_extract`."""
     acts = _extract(model, inputs, maps=maps, truncate=truncate, batch_size=batch_size,
-                    cache_dir=cache_dir, progress=progress, device=device, dtype=dtype, cache_dtype=cache_dtype)
+                    cache_dir=cache_dir, progress=progress, device=device, dtype=dtype, cache_dtype=cache_dtype,
+                    device_map=device_map)
     if corpus is not None:
         acts.meta["corpus"] = corpus
     return acts
@@ -154,7 +161,7 @@ def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: 
 def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
              truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
              progress: bool = True, device: str = "cpu", dtype: str | None = None,
-             cache_dtype: str = "float16") -> Activations:
+             cache_dtype: str = "float16", device_map: str | None = None) -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
     ``inputs`` are texts, or token-id sequences without special tokens (fixed-length windows cut
@@ -182,6 +189,9 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
                 "cache_dtype": store}
     key = cache_key(spec, inputs, settings)
     entry = Path(cache_dir) / spec.name / key if cache_dir is not None else None
+    if distributed.launched():
+        return _extract_sharded(model, inputs, settings, key, entry, batch_size, progress, device, run_dtype,
+                                device_map)
     if entry is not None and (hit := _open_entry(entry, repair=False)) is not None:
         return hit  # finished entries are immutable: no lock needed to read one
     with entry_lock(entry, progress):  # one writer per entry; the others wait, then read its result
@@ -190,8 +200,36 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
         if not isinstance(model, Encoder):
             from probes import load  # here, not at the top: a cache hit never imports model code
 
-            model = load(model, device=device, dtype=run_dtype)
+            model = load(model, device=device, dtype=run_dtype, device_map=device_map)
         return _capture(model, inputs, settings, key, entry, batch_size, progress)
+
+
+def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: str, entry: Path | None,
+                     batch_size: int, progress: bool, device: str, run_dtype, device_map: str | None) -> Activations:
+    """:func:`_extract` in one of several processes started by torchrun. Rank 0 holds the entry's
+    lock and decides (hit or not) for all; on a miss every rank loads the model and fills its share
+    of the chunks (:func:`_capture`); rank 0 finalises. Every rank returns the finished entry."""
+    from probes.cli import resolve_device
+
+    if entry is None:
+        raise ProbeError("processes started by torchrun share their work through the activation cache: "
+                         "cache_dir=None is not possible there")
+    if device_map is not None:
+        raise ProbeError("--device-map spreads one process's model over every device; under torchrun each "
+                         "process has its own device: use one or the other")
+    device = distributed.local_device(resolve_device(device) if isinstance(device, str) else str(device))
+    distributed.init(device)
+    main = distributed.is_main()
+    with entry_lock(entry, progress) if main else contextlib.nullcontext():
+        hit = _open_entry(entry, repair=True) if main else None
+        if not distributed.broadcast(hit is not None):
+            if not isinstance(model, Encoder):
+                from probes import load
+
+                model = load(model, device=device, dtype=run_dtype)
+            hit = _capture(model, inputs, settings, key, entry, batch_size, progress)
+        distributed.barrier()  # rank 0 has finalised the entry
+    return hit if main else read_entry(entry, full=False)  # rank 0 checked every byte
 
 
 
@@ -212,9 +250,7 @@ def entry_lock(entry: Path | None, progress: bool, wait: bool = True):
     repairs, replaces or removes that entry. ``wait=False``: TimeoutError at once if it is held."""
     if entry is None:
         return contextlib.nullcontext()
-    locks = entry.parent.parent / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(locks / f"{entry.parent.name}.{entry.name}.lock")
+    lock = FileLock(_lock_path(entry))
 
     @contextlib.contextmanager
     def held():
@@ -338,39 +374,44 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
 
     Float16 output arrays: a batch with a state float16 cannot hold raises :class:`_NotFloat16`
     before anything of it is written."""
-    lengths = np.array([len(t.ids) for t in toks])
+    lengths = np.array([len(t.ids) for t in toks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
+    all_ids = np.fromiter((i for t in toks for i in t.ids), np.int64, int(offsets[-1]))  # the chunk's tokens, flat
+    all_special = np.fromiter((s for t in toks for s in t.special), bool, int(offsets[-1]))
     hidden, sentence = dest["hidden"], dest["sentence"]
+    store = torch.float16 if hidden.dtype == np.float16 else torch.float32
     map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
     written = np.zeros(len(toks), dtype=bool)
     for idx in batch_plan(lengths, batch_size, encoder.padding_safe):
+        # the padded batch in one step: row r holds text idx[r]; src = each slot's token in the chunk
         n = int(lengths[idx].max())
-        ids = torch.full((len(idx), n), encoder.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), n), dtype=torch.bool)
-        special = torch.zeros((len(idx), n), dtype=torch.bool)
-        for r, i in enumerate(idx):
-            ids[r, :lengths[i]] = torch.tensor(toks[i].ids)
-            mask[r, :lengths[i]] = True
-            special[r, :lengths[i]] = torch.tensor(toks[i].special)
+        mask_np = np.arange(n)[None, :] < lengths[idx][:, None]  # (B, n)
+        dst = (offsets[idx][:, None] + np.arange(n)[None, :])[mask_np]  # (real tokens,) row-major = text order
+        ids_np = np.full((len(idx), n), encoder.pad_id, dtype=np.int64)
+        ids_np[mask_np] = all_ids[dst]
+        special_np = np.zeros((len(idx), n), dtype=bool)
+        special_np[mask_np] = all_special[dst]
+        ids, mask, special = torch.from_numpy(ids_np), torch.from_numpy(mask_np), torch.from_numpy(special_np)
         out = encoder.forward(ids, mask.long(), maps=bool(maps))
-        h = out.hidden.float().cpu()  # (L+1, B, n, d)
-        s = _sentence_vectors(encoder, h, mask, special, torch.as_tensor(lengths[idx]),
-                              None if out.sentence is None else out.sentence.float().cpu())
-        h, s = h.numpy(), s.numpy()  # (L+1, B, n, d), (L+1, B, d); views, no copy
+        dev = out.hidden.device
+        h = out.hidden.float()  # (L+1, B, n, d) on the model's device
+        s = _sentence_vectors(encoder, h, mask.to(dev), special.to(dev), torch.as_tensor(lengths[idx]).to(dev),
+                              None if out.sentence is None else out.sentence.float()).cpu()
+        real = h[:, mask.to(dev)].cpu()  # (L+1, real tokens, d): padding dropped, texts in batch order
         batch_maps = {m: (out.attentions if m == "attention" else out.maps[m]).float().cpu() for m in maps}
-        if hidden.dtype == np.float16:
-            for what, x in (("a hidden state", h), ("a sentence vector", s),
-                            *((f"map {m}", v.numpy()) for m, v in batch_maps.items())):
-                if (why := float16_problem(x, what)) is not None:
+        if store == torch.float16:
+            for what, x in (("a hidden state", real), ("a sentence vector", s),
+                            *((f"map {m}", v) for m, v in batch_maps.items())):
+                if (why := float16_problem(x.numpy(), what)) is not None:
                     raise _NotFloat16(why)
+        hidden[:, dst] = real.to(store).numpy()  # one scatter into the chunk's rows (rounded once, by torch)
+        sentence[:, idx] = s.to(store).numpy()
         for r, i in enumerate(idx):
-            hidden[:, offsets[i]:offsets[i + 1]] = h[:, r, :lengths[i]]
-            sentence[:, i] = s[:, r]
             for m, spec in maps.items():
                 # (layers, B, K, n[, n]) -> this text's (layers, K, n_i[, n_i]), padding cut off
                 cut = batch_maps[m][:, r][(slice(None), slice(None)) + (slice(0, lengths[i]),) * spec.token_axes]
                 dest[f"map.{m}"][map_offsets[m][i]:map_offsets[m][i + 1]] = cut.reshape(-1).numpy()
-            written[i] = True
+        written[idx] = True
         bar.update(len(idx))
     if not written.all():  # never let unwritten (zero-filled) rows reach a cache entry
         raise RuntimeError(f"{int((~written).sum())} of {len(toks)} texts of a chunk got no states "
@@ -415,18 +456,38 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     state = {"dtype": settings["cache_dtype"] if work is not None else "float32", "fallback": None}
     if work is None:
         state["fallback"] = "no cache: the states are kept in memory as float32"
+    shared = distributed.launched()  # several processes fill the same work folder, one share of chunks each
+    lock = FileLock(_lock_path(entry, ".done")) if shared else None  # done.json's read-modify-write
     while True:
-        arrays, done = _open_work(work, key, shapes, state)
+        arrays, done = (_open_shared_work if shared else _open_work)(work, key, shapes, state)
+        problem = None
         try:
             _fill(encoder, toks, maps, chunks, offsets, map_offsets, arrays, done, work, key, state, batch_size,
-                  progress)
+                  progress, only=distributed.shard(len(chunks)) if shared else None, lock=lock)
+        except _NotFloat16 as e:
+            problem = str(e)
+        if shared:
+            problem = next((p for p in distributed.gather(problem) if p is not None), None)
+        if problem is None:
             break
-        except _NotFloat16 as e:  # the whole entry is stored as float32 instead, from the start
-            state.update(dtype="float32", fallback=f"float16 cannot hold the states: {e}; stored as float32")
-            warnings.warn(f"{encoder.name}: {state['fallback']}", stacklevel=3)
-            del arrays
-            if work is not None:
-                shutil.rmtree(work, ignore_errors=True)
+        # the whole entry is stored as float32 instead, from the start
+        state.update(dtype="float32", fallback=f"float16 cannot hold the states: {problem}; stored as float32")
+        warnings.warn(f"{encoder.name}: {state['fallback']}", stacklevel=3)
+        del arrays
+        if work is not None and distributed.is_main():
+            shutil.rmtree(work, ignore_errors=True)
+        if shared:
+            distributed.barrier()
+    if shared:
+        del arrays
+        distributed.barrier()  # every rank's chunks are written and flushed
+        if not distributed.is_main():
+            return None
+        # rank 0 reopens the work folder and checks every chunk against the checksum its writer
+        # recorded (a chunk damaged or missing is run again here), then finalises as one process would
+        arrays, done = _open_work(work, key, shapes, state)
+        _fill(encoder, toks, maps, chunks, offsets, map_offsets, arrays, done, work, key, state, batch_size,
+              progress=False)
     check_complete(done, len(chunks), len(toks), int(offsets[-1]))
     sizes = sorted({done[c]["batch_size"] for c in done})
     meta = {
@@ -439,8 +500,8 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         # the batch size that produced the states (they differ by ~1e-6 between batch sizes); a list,
         # one per chunk, when a resumed extraction used several
         "batch_size": sizes[0] if len(sizes) == 1 else [done[c]["batch_size"] for c in sorted(done)],
-        "torch": torch.__version__,
-        "device": str(encoder.device), "cache_dtype_requested": settings["cache_dtype"],
+        "torch": torch.__version__, "processes": distributed.world_size(),
+        "device": str(encoder.device), **({"device_map": encoder.device_map} if encoder.device_map else {}), "cache_dtype_requested": settings["cache_dtype"],
         "cache_dtype": state["dtype"], **({"cache_dtype_fallback": state["fallback"]} if state["fallback"] else {}),
     }
     acts = Activations(
@@ -473,11 +534,17 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
 
 def _fill(encoder: Encoder, toks: list[Tokenized], maps: dict, chunks: list[range], offsets: np.ndarray,
           map_offsets: dict, arrays: dict, done: dict, work: Path | None, key: str, state: dict, batch_size: int,
-          progress: bool) -> None:
+          progress: bool, only: range | None = None, lock: FileLock | None = None) -> None:
     """Run every chunk not in ``done`` (a finished chunk is reused if its checksum still holds),
-    flushing and recording each one in ``work/done.json``."""
-    with tqdm(total=len(toks), desc=f"extract {encoder.name}", unit="text", disable=not progress) as bar:
-        for c, rng in enumerate(chunks):
+    flushing and recording each one in ``work/done.json``. ``only``: this process's share of the
+    chunks (torchrun); ``lock``: held while done.json is updated, when several processes write it."""
+    mine = range(len(chunks)) if only is None else only
+    total = sum(len(chunks[c]) for c in mine)
+    desc = f"extract {encoder.name}" + (f" (rank {distributed.rank()} of {distributed.world_size()})"
+                                        if distributed.launched() else "")
+    with tqdm(total=total, desc=desc, unit="text", disable=not progress) as bar:
+        for c in mine:
+            rng = chunks[c]
             a, b = rng.start, rng.stop
             dest = {"hidden": arrays["hidden"][:, offsets[a]:offsets[b]], "sentence": arrays["sentence"][:, a:b],
                     **{f"map.{m}": arrays[f"map.{m}"][o[a]:o[b]] for m, o in map_offsets.items()}}
@@ -495,8 +562,25 @@ def _fill(encoder: Encoder, toks: list[Tokenized], maps: dict, chunks: list[rang
                 for arr in arrays.values():
                     arr.flush()
                 done[c]["sha256"] = _chunk_digest(dest)
-                _atomic_json(work / "done.json", {"key": key, **state,
-                                                  "chunks": {str(k): v for k, v in sorted(done.items())}})
+                _save_done(work, key, state, done, c, lock)
+
+
+def _save_done(work: Path, key: str, state: dict, done: dict, c: int, lock: FileLock | None) -> None:
+    """Record the finished chunk ``c`` in ``work/done.json``; with ``lock`` (several writers), merged
+    into the records the other processes wrote there."""
+    if lock is None:
+        _atomic_json(work / "done.json", {"key": key, **state, "chunks": {str(k): v for k, v in sorted(done.items())}})
+        return
+    with lock:
+        doc = json.loads((work / "done.json").read_text())
+        doc["chunks"][str(c)] = done[c]
+        _atomic_json(work / "done.json", doc)
+
+
+def _lock_path(entry: Path, suffix: str = "") -> Path:
+    locks = entry.parent.parent / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    return locks / f"{entry.parent.name}.{entry.name}{suffix}.lock"
 
 
 def entry_bytes(entry: Path) -> int:
@@ -540,6 +624,17 @@ def _open_work(work: Path | None, key: str, shapes: dict, state: dict) -> tuple[
         _atomic_json(path, {"key": key, **state, "chunks": {}})
         return arrays, done
     return {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}, done
+
+
+def _open_shared_work(work: Path, key: str, shapes: dict, state: dict) -> tuple[dict, dict]:
+    """:func:`_open_work` for several processes: rank 0 creates (or resumes) the work folder; every
+    rank then gets rank 0's dtype, fallback and finished chunks, and memory-maps the same files."""
+    arrays, done = _open_work(work, key, shapes, state) if distributed.is_main() else ({}, {})
+    got, done = distributed.broadcast((dict(state), done))
+    state.update(got)
+    if not distributed.is_main():
+        arrays = {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}
+    return arrays, done
 
 
 def _atomic_json(path: Path, obj) -> None:
@@ -623,16 +718,17 @@ def _verify_entry(entry: Path, doc: dict, full: bool) -> None:
 
 # ----------------------------------------------------------------------------- the cache on disk
 
-def read_entry(entry: Path) -> Activations:
+def read_entry(entry: Path, full: bool | None = None) -> Activations:
     """Load a finished cache entry (big arrays memory-mapped) after checking it against the checksums
-    written with it; ValueError if anything is off."""
+    written with it; ValueError if anything is off. ``full``: check every byte (None: as
+    PROBES_CACHE_VERIFY says; False: the quick check)."""
     doc = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
     if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
         raise ValueError("meta.json does not describe a cache entry")
     meta = doc["meta"]
     if meta.get("format") != CACHE_FORMAT:
         raise ValueError(f"cache format {meta.get('format')} != {CACHE_FORMAT}")
-    _verify_entry(entry, doc, full=verify_mode() == "full")
+    _verify_entry(entry, doc, full=verify_mode() == "full" if full is None else full)
 
     def load(name: str, mmap: bool = False) -> np.ndarray:
         path = entry / f"{name}.npy"

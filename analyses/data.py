@@ -18,10 +18,12 @@ from probes.registry import get_spec
 def sentence_activations(model: str, corpus: str, n_sentences: int, seed: int, out: str = "out",
                          batch_size: int = 32, device: str = "cpu", maps: bool = False,
                          min_words: int = 5, max_words: int = 60, dtype: str = "float32",
-                         cache_dtype: str = "float16", device_map: str | None = None) -> Activations:
+                         cache_dtype: str = "float16", device_map: str | None = None,
+                         layers: tuple[int, ...] | None = None) -> Activations:
     """Activations of ``n_sentences`` seeded random sentences of ``corpus`` (cached under out/cache);
     ``meta["corpus"]`` records the corpus identity and the sampling. ``dtype``: the forward pass's;
-    ``cache_dtype``: the cache's storage (see probes.precision); ``device_map``: see probes.load.
+    ``cache_dtype``: the cache's storage (see probes.precision); ``device_map``: see probes.load;
+    ``layers``: the layers whose token states are cached (None: all; ``()``: none, see probes.extract).
 
     The model name is checked before the corpus is read, so a typo fails at once."""
     get_spec(model)
@@ -32,7 +34,7 @@ def sentence_activations(model: str, corpus: str, n_sentences: int, seed: int, o
              # which sentences were drawn: sha256 of the sample, one sentence per line, in order
              "sample_sha256": hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()}
     return extract(model, texts, maps=maps, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
-                   corpus=ident, dtype=dtype, cache_dtype=cache_dtype, device_map=device_map)
+                   corpus=ident, dtype=dtype, cache_dtype=cache_dtype, device_map=device_map, layers=layers)
 
 
 def extract_options(cfg) -> dict:
@@ -44,11 +46,13 @@ def extract_options(cfg) -> dict:
     return opts
 
 
-def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps: bool = False) -> None:
+def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps: bool = False,
+                          layers: tuple[int, ...] | None = None) -> None:
     """The CLI body of the sentence-level analyses: for each ``cfg.model`` (repeats once), the cached
     activations of the seeded sentence sample -> ``compute`` -> result files; then ``figures`` for
     all the models. Names, device and ``--out`` are checked before any model runs. Under torchrun every
-    process extracts its share (probes.distributed) and only rank 0 computes and writes."""
+    process extracts its share (probes.distributed) and only rank 0 computes and writes. ``layers=()``:
+    an analysis of maps or sentence vectors only, whose cache entry keeps no token states."""
     models = unique(cfg.model)
     for name in models:
         get_spec(name)
@@ -61,7 +65,8 @@ def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps
     check_writable(cfg.out)
     for name in models:
         acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, maps=maps,
-                                    min_words=cfg.min_words, max_words=cfg.max_words, **extract_options(cfg))
+                                    min_words=cfg.min_words, max_words=cfg.max_words, layers=layers,
+                                    **extract_options(cfg))
         if not is_main():
             continue  # the other ranks of a torchrun only help extract
         result = compute(acts, cfg)
@@ -75,8 +80,8 @@ def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps
 
 def text_activations(model: str, texts: list[str], out: str = "out", batch_size: int = 32,
                      device: str = "cpu", dtype: str = "float32", cache_dtype: str = "float16",
-                     device_map: str | None = None) -> Activations:
+                     device_map: str | None = None, layers: tuple[int, ...] | None = None) -> Activations:
     """Activations of given texts (e.g. perturbed copies of a sentence sample) through the same
     extraction cache as :func:`sentence_activations`; the analysis itself never runs the model."""
     return extract(model, texts, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
-                   dtype=dtype, cache_dtype=cache_dtype, device_map=device_map)
+                   dtype=dtype, cache_dtype=cache_dtype, device_map=device_map, layers=layers)

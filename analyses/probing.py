@@ -407,7 +407,8 @@ def load_inputs(name: str, cfg: Config) -> dict:
     if "bigram_shift" in cfg.task:
         perturbed = pt.bigram_shift_plan(acts.texts, cfg.seed)[2]
         if perturbed:
-            shifted = text_activations(name, perturbed, out=cfg.out, **extract_options(cfg))
+            # BigramShift reads the perturbed texts' sentence vectors only: no token states cached
+            shifted = text_activations(name, perturbed, out=cfg.out, layers=(), **extract_options(cfg))
     doc_of, doc_names = documents_of(cfg.corpus, acts.texts) if "source" in cfg.task else (None, None)
     return {"acts": acts, "shifted": shifted, "doc_of": doc_of, "doc_names": doc_names}
 

@@ -85,10 +85,11 @@ class Activations:
     token_ids: np.ndarray  # (N,) int64
     special: np.ndarray  # (N,) bool, True for special tokens
     # float32 arrays, or Float32View (read-only, float32 reads) over float16 storage; memory-mapped from the cache
-    hidden: np.ndarray | Float32View  # (L+1, N, d)
+    hidden: np.ndarray | Float32View  # (L+1, N, d); (len(hidden_layers), N, d) when only some layers are kept
     sentence: np.ndarray | Float32View  # (L+1, T, d); the model's sentence vector at every layer
     maps: dict[str, np.ndarray | Float32View] = field(default_factory=dict)  # name -> flat, text by text
     map_offsets: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (T+1,) int64 into maps[name]
+    hidden_layers: list[int] | None = None  # the layers hidden holds, in order (None: every layer 0..L)
 
     @property
     def n_texts(self) -> int:
@@ -97,14 +98,27 @@ class Activations:
     @property
     def n_layers(self) -> int:
         """L, the number of layers (hidden has L+1 entries: the embeddings, then each layer)."""
-        return self.hidden.shape[0] - 1
+        return self.sentence.shape[0] - 1  # sentence vectors are kept for every layer
 
     def text_index(self) -> np.ndarray:
         """(N,) the text each token belongs to."""
         return np.repeat(np.arange(self.n_texts), np.diff(self.offsets))
 
+    def layer_hidden(self, layer: int) -> np.ndarray | Float32View:
+        """(N, d) every token's state at ``layer`` (0 = embeddings, -1 = last); ProbeError if the
+        extraction kept only other layers (``extract(..., layers=...)``)."""
+        L = self.n_layers
+        lyr = layer + L + 1 if layer < 0 else layer
+        if not 0 <= lyr <= L:
+            raise ProbeError(f"layer {layer} is out of range for a model with {L} layers (0..{L}, or -1)")
+        if self.hidden_layers is None:
+            return self.hidden[lyr]
+        if lyr not in self.hidden_layers:
+            raise ProbeError(f"these activations keep the states of layers {self.hidden_layers} only, not {lyr}")
+        return self.hidden[self.hidden_layers.index(lyr)]
+
     def text_hidden(self, t: int) -> np.ndarray:
-        """(L+1, n_t, d) the states of text t."""
+        """(L+1, n_t, d) the states of text t (only the kept layers, see ``hidden_layers``)."""
         return np.asarray(self.hidden[:, self.offsets[t]:self.offsets[t + 1]])
 
     def text_map(self, name: str, t: int) -> np.ndarray:
@@ -129,7 +143,7 @@ class Activations:
 
     def __repr__(self) -> str:
         return (f"Activations(model={self.meta['model']['name']!r}, texts={self.n_texts}, "
-                f"tokens={len(self.token_ids)}, layers={self.n_layers}+1, d={self.hidden.shape[-1]}, "
+                f"tokens={len(self.token_ids)}, layers={self.n_layers}+1, d={self.sentence.shape[-1]}, "
                 f"maps={list(self.maps) or None})")
 
 
@@ -139,10 +153,13 @@ class Activations:
 def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
             progress: bool = True, device: str = "cpu", corpus: dict | None = None, dtype: str | None = None,
-            cache_dtype: str = "float16", device_map: str | None = None) -> Activations:
+            cache_dtype: str = "float16", device_map: str | None = None,
+            layers: list[int] | tuple[int, ...] | None = None) -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
-    ``maps=True`` also captures the attention maps and any other maps the encoder declares
+    ``layers``: keep the token states of these layers only (0 = embeddings, -1 = last; ``()``: none,
+    for an analysis that reads sentence vectors or maps only); None keeps every layer. Sentence
+    vectors are kept for every layer either way. ``maps=True`` also captures the attention maps and any other maps the encoder declares
     (``Encoder.map_specs``: S-LSTM gates, ConvBERT kernels). ``corpus`` says where the inputs came
     from (``Corpus.identity()`` plus the sampling) and is recorded as ``meta["corpus"]``.
     ``device``: cpu, cuda, cuda:N, mps or auto; ``dtype``: the forward pass's float32 | bfloat16 |
@@ -152,7 +169,7 @@ def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: 
     (see probes.distributed). The rest: see :func:`_extract`."""
     acts = _extract(model, inputs, maps=maps, truncate=truncate, batch_size=batch_size,
                     cache_dir=cache_dir, progress=progress, device=device, dtype=dtype, cache_dtype=cache_dtype,
-                    device_map=device_map)
+                    device_map=device_map, layers=layers)
     if corpus is not None:
         acts.meta["corpus"] = corpus
     return acts
@@ -161,7 +178,8 @@ def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: 
 def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
              truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
              progress: bool = True, device: str = "cpu", dtype: str | None = None,
-             cache_dtype: str = "float16", device_map: str | None = None) -> Activations:
+             cache_dtype: str = "float16", device_map: str | None = None,
+             layers: list[int] | tuple[int, ...] | None = None) -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
     ``inputs`` are texts, or token-id sequences without special tokens (fixed-length windows cut
@@ -187,6 +205,8 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
     store = cache_np_dtype(cache_dtype).name  # ProbeError unless float16 or float32
     settings = {"attentions": bool(maps), "truncate": bool(truncate), "dtype": dtype_name(run_dtype),
                 "cache_dtype": store}
+    if layers is not None:  # only then part of the key: entries of every layer keep their keys
+        settings["layers"] = sorted({operator.index(x) for x in layers})
     key = cache_key(spec, inputs, settings)
     entry = Path(cache_dir) / spec.name / key if cache_dir is not None else None
     if distributed.launched():
@@ -231,6 +251,16 @@ def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: st
         distributed.barrier()  # rank 0 has finalised the entry
     return hit if main else read_entry(entry, full=False)  # rank 0 checked every byte
 
+
+
+def _kept_layers(layers: list[int] | None, L: int) -> list[int] | None:
+    """The sorted distinct layer indices in 0..L that ``layers`` names (-1 = L), or None for all."""
+    if layers is None:
+        return None
+    out = sorted({x + L + 1 if x < 0 else x for x in layers})
+    if any(not 0 <= x <= L for x in out):
+        raise ProbeError(f"layers {layers}: out of range for a model with {L} layers (0..{L}, or -1)")
+    return out
 
 
 def _check_batch_size(batch_size) -> int:
@@ -338,7 +368,8 @@ def _chunks(lengths: np.ndarray, bytes_per_text: np.ndarray) -> list[range]:
 
 def _sentence_vectors(encoder: Encoder, hidden: torch.Tensor, mask: torch.Tensor, special: torch.Tensor,
                       lengths: torch.Tensor, model_sentence: torch.Tensor | None) -> torch.Tensor:
-    """(L+1, B, d) sentence vector per layer. hidden (L+1, B, n, d); mask, special (B, n) bool."""
+    """(L+1, B, d) sentence vector per layer. hidden (L+1, B, n, d); mask, special (B, n) bool.
+    Mean pooling zeroes ``hidden`` in place at the tokens it leaves out (the caller's copy is spent)."""
     kind = encoder.spec.sentence
     if kind == "g":
         if model_sentence is None:
@@ -349,8 +380,11 @@ def _sentence_vectors(encoder: Encoder, hidden: torch.Tensor, mask: torch.Tensor
     if kind == "last":
         return hidden[:, torch.arange(hidden.shape[1]), lengths - 1]
     keep = mask & ~special  # mean over real, non-special tokens; all real tokens if a text has none
-    keep = torch.where(keep.any(1, keepdim=True), keep, mask).to(hidden.dtype)
-    return (hidden * keep[None, :, :, None]).sum(2) / keep.sum(1)[None, :, None]
+    keep = torch.where(keep.any(1, keepdim=True), keep, mask)
+    # in place (no temporary as big as the batch), the same sum over the same positions as
+    # (hidden * keep).sum(2): the states are cached byte for byte as before
+    hidden.masked_fill_(~keep[None, :, :, None], 0)
+    return hidden.sum(2) / keep.sum(1, dtype=hidden.dtype)[None, :, None]
 
 
 def batch_plan(lengths: np.ndarray, batch_size: int, padding_safe: bool) -> list[np.ndarray]:
@@ -364,11 +398,11 @@ def batch_plan(lengths: np.ndarray, batch_size: int, padding_safe: bool) -> list
 
 
 def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec], batch_size: int, bar,
-               dest: dict) -> None:
+               dest: dict, keep: list[int] | None = None) -> None:
     """Run the texts of one chunk, writing their states straight into ``dest``: the chunk's views of
     the output arrays, in the chunk's text order (no per-chunk copy):
 
-        dest["hidden"]      # (L+1, N_chunk, d) float16/32, N_chunk = the chunk's tokens
+        dest["hidden"]      # (L+1, N_chunk, d) float16/32, N_chunk = the chunk's tokens (the ``keep`` layers only)
         dest["sentence"]    # (L+1, T_chunk, d) float16/32
         dest["map.<name>"]  # flat float16/32, each text's (layers, K, n_t[, n_t]) in turn; only with maps
 
@@ -378,44 +412,54 @@ def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec]
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     all_ids = np.fromiter((i for t in toks for i in t.ids), np.int64, int(offsets[-1]))  # the chunk's tokens, flat
     all_special = np.fromiter((s for t in toks for s in t.special), bool, int(offsets[-1]))
-    hidden, sentence = dest["hidden"], dest["sentence"]
-    store = torch.float16 if hidden.dtype == np.float16 else torch.float32
+    store = torch.float16 if dest["hidden"].dtype == np.float16 else torch.float32
     map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
     written = np.zeros(len(toks), dtype=bool)
     for idx in batch_plan(lengths, batch_size, encoder.padding_safe):
-        # the padded batch in one step: row r holds text idx[r]; src = each slot's token in the chunk
-        n = int(lengths[idx].max())
-        mask_np = np.arange(n)[None, :] < lengths[idx][:, None]  # (B, n)
-        dst = (offsets[idx][:, None] + np.arange(n)[None, :])[mask_np]  # (real tokens,) row-major = text order
-        ids_np = np.full((len(idx), n), encoder.pad_id, dtype=np.int64)
-        ids_np[mask_np] = all_ids[dst]
-        special_np = np.zeros((len(idx), n), dtype=bool)
-        special_np[mask_np] = all_special[dst]
-        ids, mask, special = torch.from_numpy(ids_np), torch.from_numpy(mask_np), torch.from_numpy(special_np)
-        out = encoder.forward(ids, mask.long(), maps=bool(maps))
-        dev = out.hidden.device
-        h = out.hidden.float()  # (L+1, B, n, d) on the model's device
-        s = _sentence_vectors(encoder, h, mask.to(dev), special.to(dev), torch.as_tensor(lengths[idx]).to(dev),
-                              None if out.sentence is None else out.sentence.float()).cpu()
-        real = h[:, mask.to(dev)].cpu()  # (L+1, real tokens, d): padding dropped, texts in batch order
-        batch_maps = {m: (out.attentions if m == "attention" else out.maps[m]).float().cpu() for m in maps}
-        if store == torch.float16:
-            for what, x in (("a hidden state", real), ("a sentence vector", s),
-                            *((f"map {m}", v) for m, v in batch_maps.items())):
-                if (why := float16_problem(x.numpy(), what)) is not None:
-                    raise _NotFloat16(why)
-        hidden[:, dst] = real.to(store).numpy()  # one scatter into the chunk's rows (rounded once, by torch)
-        sentence[:, idx] = s.to(store).numpy()
-        for r, i in enumerate(idx):
-            for m, spec in maps.items():
-                # (layers, B, K, n[, n]) -> this text's (layers, K, n_i[, n_i]), padding cut off
-                cut = batch_maps[m][:, r][(slice(None), slice(None)) + (slice(0, lengths[i]),) * spec.token_axes]
-                dest[f"map.{m}"][map_offsets[m][i]:map_offsets[m][i + 1]] = cut.reshape(-1).numpy()
+        _run_batch(encoder, idx, lengths, offsets, all_ids, all_special, maps, map_offsets, store, dest, keep)
         written[idx] = True
         bar.update(len(idx))
     if not written.all():  # never let unwritten (zero-filled) rows reach a cache entry
         raise RuntimeError(f"{int((~written).sum())} of {len(toks)} texts of a chunk got no states "
                            f"(batch size {batch_size}); the cache entry is not finalised")
+
+
+@torch.inference_mode()  # the encoders return inference tensors; pooling works on them in place
+def _run_batch(encoder: Encoder, idx: np.ndarray, lengths: np.ndarray, offsets: np.ndarray, all_ids: np.ndarray,
+               all_special: np.ndarray, maps: dict[str, MapSpec], map_offsets: dict, store: torch.dtype,
+               dest: dict, keep: list[int] | None) -> None:
+    """One batch of :func:`_run_chunk`: texts ``idx`` of the chunk (its flat ``all_ids``, ``all_special``
+    at ``offsets``), run and written into ``dest``."""
+    # the padded batch in one step: row r holds text idx[r]; src = each slot's token in the chunk
+    n = int(lengths[idx].max())
+    mask_np = np.arange(n)[None, :] < lengths[idx][:, None]  # (B, n)
+    dst = (offsets[idx][:, None] + np.arange(n)[None, :])[mask_np]  # (real tokens,) row-major = text order
+    ids_np = np.full((len(idx), n), encoder.pad_id, dtype=np.int64)
+    ids_np[mask_np] = all_ids[dst]
+    special_np = np.zeros((len(idx), n), dtype=bool)
+    special_np[mask_np] = all_special[dst]
+    ids, mask, special = torch.from_numpy(ids_np), torch.from_numpy(mask_np), torch.from_numpy(special_np)
+    out = encoder.forward(ids, mask.long(), maps=bool(maps))
+    dev = out.hidden.device
+    h = out.hidden.float()  # (L+1, B, n, d) on the model's device
+    kept = h if keep is None else h[keep]  # the layers whose token states are kept
+    real = kept[:, mask.to(dev)].cpu()  # (layers, real tokens, d): padding dropped, texts in batch order
+    s = _sentence_vectors(encoder, h, mask.to(dev), special.to(dev), torch.as_tensor(lengths[idx]).to(dev),
+                          None if out.sentence is None else out.sentence.float()).cpu()
+    batch_maps = {m: (out.attentions if m == "attention" else out.maps[m]).float().cpu() for m in maps}
+    if store == torch.float16:
+        for what, x in (("a hidden state", real), ("a sentence vector", s),
+                        *((f"map {m}", v) for m, v in batch_maps.items())):
+            if (why := float16_problem(x.numpy(), what)) is not None:
+                raise _NotFloat16(why)
+    # one scatter into the chunk's rows (rounded once, by torch; torch's copy uses every thread)
+    torch.from_numpy(dest["hidden"]).index_copy_(1, torch.from_numpy(dst), real.to(store))
+    torch.from_numpy(dest["sentence"]).index_copy_(1, torch.from_numpy(idx), s.to(store))
+    for r, i in enumerate(idx):
+        for m, spec in maps.items():
+            # (layers, B, K, n[, n]) -> this text's (layers, K, n_i[, n_i]), padding cut off
+            cut = batch_maps[m][:, r][(slice(None), slice(None)) + (slice(0, lengths[i]),) * spec.token_axes]
+            dest[f"map.{m}"][map_offsets[m][i]:map_offsets[m][i + 1]] = cut.reshape(-1).numpy()
 
 
 class _NotFloat16(Exception):
@@ -447,9 +491,11 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     lengths = np.array([len(t.ids) for t in toks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
-    shapes = {"hidden": (L + 1, int(offsets[-1]), d), "sentence": (L + 1, len(toks), d),
+    keep = _kept_layers(settings.get("layers"), L)  # None: every layer
+    shapes = {"hidden": (L + 1 if keep is None else len(keep), int(offsets[-1]), d), "sentence": (L + 1, len(toks), d),
               **{f"map.{m}": (int(o[-1]),) for m, o in map_offsets.items()}}
-    per_text = 4 * ((L + 1) * d * lengths + sum(_map_sizes(spec, lengths) for spec in maps.values()))
+    per_text = 4 * (shapes["hidden"][0] * d * lengths + (L + 1) * d
+                    + sum(_map_sizes(spec, lengths) for spec in maps.values()))
     chunks = _chunks(lengths, per_text)
     work = entry.with_name(entry.name + ".partial") if entry is not None else None
     # without a cache the states stay float32 in memory; float16 is a storage format
@@ -463,7 +509,7 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         problem = None
         try:
             _fill(encoder, toks, maps, chunks, offsets, map_offsets, arrays, done, work, key, state, batch_size,
-                  progress, only=distributed.shard(len(chunks)) if shared else None, lock=lock)
+                  progress, only=distributed.shard(len(chunks)) if shared else None, lock=lock, keep=keep)
         except _NotFloat16 as e:
             problem = str(e)
         if shared:
@@ -487,7 +533,7 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         # recorded (a chunk damaged or missing is run again here), then finalises as one process would
         arrays, done = _open_work(work, key, shapes, state)
         _fill(encoder, toks, maps, chunks, offsets, map_offsets, arrays, done, work, key, state, batch_size,
-              progress=False)
+              progress=False, keep=keep)
     check_complete(done, len(chunks), len(toks), int(offsets[-1]))
     sizes = sorted({done[c]["batch_size"] for c in done})
     meta = {
@@ -495,6 +541,7 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         "inputs": "texts" if isinstance(inputs[0], str) else "token ids (special tokens added by the model)",
         "n_texts": len(toks), "n_tokens": int(offsets[-1]), "truncated_texts": cut,
         "maps": {m: asdict(spec) for m, spec in maps.items()},
+        **({"hidden_layers": keep} if keep is not None else {}),
         "padding": ("right, masked; sorted by length within chunks" if encoder.padding_safe
                     else "none: only inputs of equal length share a batch (the encoder is not padding-safe)"),
         # the batch size that produced the states (they differ by ~1e-6 between batch sizes); a list,
@@ -509,7 +556,7 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         token_ids=np.array([i for t in toks for i in t.ids], dtype=np.int64),
         special=np.array([s for t in toks for s in t.special], dtype=bool),
         hidden=arrays["hidden"], sentence=arrays["sentence"],
-        maps={m: arrays[f"map.{m}"] for m in maps}, map_offsets=map_offsets,
+        maps={m: arrays[f"map.{m}"] for m in maps}, map_offsets=map_offsets, hidden_layers=keep,
     )
     if work is None:
         return acts
@@ -534,10 +581,12 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
 
 def _fill(encoder: Encoder, toks: list[Tokenized], maps: dict, chunks: list[range], offsets: np.ndarray,
           map_offsets: dict, arrays: dict, done: dict, work: Path | None, key: str, state: dict, batch_size: int,
-          progress: bool, only: range | None = None, lock: FileLock | None = None) -> None:
+          progress: bool, only: range | None = None, lock: FileLock | None = None,
+          keep: list[int] | None = None) -> None:
     """Run every chunk not in ``done`` (a finished chunk is reused if its checksum still holds),
     flushing and recording each one in ``work/done.json``. ``only``: this process's share of the
-    chunks (torchrun); ``lock``: held while done.json is updated, when several processes write it."""
+    chunks (torchrun); ``lock``: held while done.json is updated, when several processes write it;
+    ``keep``: the layers whose token states are kept (None: all)."""
     mine = range(len(chunks)) if only is None else only
     total = sum(len(chunks[c]) for c in mine)
     desc = f"extract {encoder.name}" + (f" (rank {distributed.rank()} of {distributed.world_size()})"
@@ -556,11 +605,11 @@ def _fill(encoder: Encoder, toks: list[Tokenized], maps: dict, chunks: list[rang
                 warnings.warn(f"chunk {c} of the interrupted extraction {work} is damaged; running it again",
                               stacklevel=4)
                 del done[c]
-            _run_chunk(encoder, [toks[i] for i in rng], maps, batch_size, bar, dest)
+            _run_chunk(encoder, [toks[i] for i in rng], maps, batch_size, bar, dest, keep)
             done[c] = {**rec, "batch_size": batch_size}
             if work is not None:
                 for arr in arrays.values():
-                    arr.flush()
+                    arr.flush()  # np.memmap (open_memmap makes one even of an empty array)
                 done[c]["sha256"] = _chunk_digest(dest)
                 _save_done(work, key, state, done, c, lock)
 
@@ -746,7 +795,8 @@ def read_entry(entry: Path, full: bool | None = None) -> Activations:
     acts = Activations(meta=meta, texts=doc["texts"], tokens=doc["tokens"], offsets=load("offsets"),
                        token_ids=load("token_ids"), special=load("special"), hidden=big["hidden"],
                        sentence=big["sentence"], maps={m: big[f"map.{m}"] for m in maps},
-                       map_offsets={m: load(f"map.{m}.offsets") for m in maps})
+                       map_offsets={m: load(f"map.{m}.offsets") for m in maps},
+                       hidden_layers=meta.get("hidden_layers"))
     if acts.hidden.shape[1] != len(acts.token_ids) or len(acts.offsets) != len(acts.texts) + 1:
         raise ValueError("array shapes do not agree")
     if any(len(acts.maps[m]) != acts.map_offsets[m][-1] for m in maps):

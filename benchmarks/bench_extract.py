@@ -244,7 +244,8 @@ def cache_size(encoder, cache_dir: str) -> list[Row]:
     meta = json.loads((entry / "meta.json").read_text())["meta"]
     per = (encoder.num_layers + 1) * meta["n_tokens"]  # token-layer states
     d = encoder.hidden_size
-    hidden, whole = (entry / "hidden.npy").stat().st_size / per, entry_bytes(entry) / per
+    # the array's own bytes (the .npy header is counted with the whole entry)
+    hidden, whole = np.load(entry / "hidden.npy", mmap_mode="r").nbytes / per, entry_bytes(entry) / per
     print(f"  cache entry ({meta['cache_dtype']}, d = {d}): hidden.npy {hidden:.1f} bytes per token per layer "
           f"= {hidden / d:.3f} x d; whole entry {whole:.1f} = {whole / d:.3f} x d "
           f"(+ sentence vectors, ids, tokens, checksums)")

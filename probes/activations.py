@@ -1,8 +1,9 @@
 """Capture activations once, cache them on disk, and hand them to every analysis.
 
 (Over 400 lines: extraction and the cache entry's whole life cycle, which is one protocol: lock,
-chunks, resume, float16 fallback, checksums, finalising; its invariants are checked against each
-other here. The checksum block (``_chunk_digest`` .. ``_verify_entry``) is the part to move out next.)
+chunks, resume, sharding over processes, float16 fallback, checksums, finalising; its invariants are
+checked against each other here. The checksum block (``_chunk_digest`` .. ``_verify_entry``) is the
+part to move out next.)
 
 This is the only place in the suite where a model runs on texts. For each text it keeps the
 hidden states of every layer, the sentence vector of every layer, the token strings and a
@@ -32,7 +33,14 @@ per layer). Both dtypes are part of the cache key. Read back, a float16 array is
 :class:`~probes.precision.Float32View` whose every read is float32. A state that float16 cannot
 hold makes the whole entry fall back to float32, with a warning and ``meta["cache_dtype_fallback"]``.
 Without a cache (``cache_dir=None``) the states stay float32 in memory. After an entry is written,
-one line on stdout gives its size.
+one line on stdout gives its size. ``layers`` keeps the token states of some layers only (an analysis
+of one layer, or of maps or sentence vectors only, caches nothing more); it is part of the key only
+when given, so entries of every layer keep their keys.
+
+Several processes (torchrun; see probes.distributed) fill one entry together: each runs its
+contiguous share of the chunks into the same work folder (done.json is updated under a second lock),
+rank 0 checks every chunk's checksum and finalises. Chunks are the unit of work and batches are
+planned within a chunk, so the entry's bytes equal a one-process run's.
 
     $ python -c "import probes; a = probes.extract('minilm-l6', ['A text.', 'Another one.']); print(a)"
 """
@@ -159,9 +167,10 @@ def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: 
 
     ``layers``: keep the token states of these layers only (0 = embeddings, -1 = last; ``()``: none,
     for an analysis that reads sentence vectors or maps only); None keeps every layer. Sentence
-    vectors are kept for every layer either way. ``maps=True`` also captures the attention maps and any other maps the encoder declares
-    (``Encoder.map_specs``: S-LSTM gates, ConvBERT kernels). ``corpus`` says where the inputs came
-    from (``Corpus.identity()`` plus the sampling) and is recorded as ``meta["corpus"]``.
+    vectors are kept for every layer either way. ``maps=True`` also captures the attention maps and
+    any other maps the encoder declares (``Encoder.map_specs``: S-LSTM gates, ConvBERT kernels).
+    ``corpus`` says where the inputs came from (``Corpus.identity()`` plus the sampling) and is
+    recorded as ``meta["corpus"]``.
     ``device``: cpu, cuda, cuda:N, mps or auto; ``dtype``: the forward pass's float32 | bfloat16 |
     float16 (None: float32, or a loaded encoder's own); ``cache_dtype``: float16 | float32 storage;
     ``device_map``: "auto" (or another accelerate device map) spreads a model too big for one device
@@ -250,7 +259,6 @@ def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: st
             hit = _capture(model, inputs, settings, key, entry, batch_size, progress)
         distributed.barrier()  # rank 0 has finalised the entry
     return hit if main else read_entry(entry, full=False)  # rank 0 checked every byte
-
 
 
 def _kept_layers(layers: list[int] | None, L: int) -> list[int] | None:
@@ -548,7 +556,8 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         # one per chunk, when a resumed extraction used several
         "batch_size": sizes[0] if len(sizes) == 1 else [done[c]["batch_size"] for c in sorted(done)],
         "torch": torch.__version__, "processes": distributed.world_size(),
-        "device": str(encoder.device), **({"device_map": encoder.device_map} if encoder.device_map else {}), "cache_dtype_requested": settings["cache_dtype"],
+        "device": str(encoder.device), **({"device_map": encoder.device_map} if encoder.device_map else {}),
+        "cache_dtype_requested": settings["cache_dtype"],
         "cache_dtype": state["dtype"], **({"cache_dtype_fallback": state["fallback"]} if state["fallback"] else {}),
     }
     acts = Activations(

@@ -41,10 +41,26 @@ def test_shards_are_contiguous_and_cover_every_chunk_once():
             assert max(map(len, parts)) - min(map(len, parts)) <= 1
 
 
-def test_two_processes_give_the_one_process_files_byte_for_byte(tmp_path):
-    one, two = tmp_path / "one", tmp_path / "two"
-    launch([], one, tmp_path)
-    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+
+
+@pytest.fixture(scope="module")
+def one(tmp_path_factory) -> Path:
+    """The one-process, one-thread run everything is compared with."""
+    tmp = tmp_path_factory.mktemp("one-process")
+    launch([], tmp / "out", tmp)
+    return tmp / "out"
+
+
+def same_results(a: Path, b: Path) -> None:
+    for name in ("tiny-bert.csv", "tiny-bert.json"):
+        assert (a / "results" / "anisotropy" / name).read_bytes() == \
+            (b / "results" / "anisotropy" / name).read_bytes(), name
+
+
+def test_two_processes_give_the_one_process_files_byte_for_byte(tmp_path, one):
+    two = tmp_path / "two"
+    torchrun = TORCHRUN
     proc = launch(torchrun, two, tmp_path)
     # both ranks extracted a share (texts / total on each bar), and rank 0 alone wrote the result
     shares = {int(r): int(n) for r, n in re.findall(r"rank (\d) of 2\): 100%\|[^|]*\| (\d+)/\d+", proc.stderr)}
@@ -68,8 +84,41 @@ def test_two_processes_give_the_one_process_files_byte_for_byte(tmp_path):
     (two / "results" / "anisotropy" / "tiny-bert.json").unlink()
     again = launch(torchrun, two, tmp_path)
     assert "extract tiny-bert" not in again.stderr
-    assert (two / "results" / "anisotropy" / "tiny-bert.json").read_bytes() == \
-        (one / "results" / "anisotropy" / "tiny-bert.json").read_bytes()
+    same_results(one, two)
+
+
+def test_two_processes_resume_an_interrupted_one_process_extraction(tmp_path, one, monkeypatch):
+    """Ctrl-C after two batches of a one-process run leaves a .partial entry; torchrun finishes it
+    (the finished chunks are checked and kept) and the files are those of an uninterrupted run."""
+    import torch
+
+    import probes
+    import probes.activations as pa
+    from analyses.data import sentence_activations
+
+    monkeypatch.setattr(pa, "CHUNK_BYTES", 200000)  # as PROBES_CHUNK_BYTES in launch()
+    encoder, threads = probes.load("tiny-bert"), torch.get_num_threads()
+    inner, calls = encoder.forward, []
+
+    def interrupted(*a, **k):
+        if len(calls) == 2:
+            raise KeyboardInterrupt("simulated interruption")
+        calls.append(1)
+        return inner(*a, **k)
+
+    monkeypatch.setattr(encoder, "forward", interrupted)
+    monkeypatch.setattr(probes, "load", lambda *a, **k: encoder)
+    torch.set_num_threads(1)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sentence_activations("tiny-bert", "default", 60, 0, out=str(tmp_path / "two"))
+    finally:
+        torch.set_num_threads(threads)
+    partial = next((tmp_path / "two" / "cache" / "tiny-bert").glob("*.partial"))
+    assert json.loads((partial / "done.json").read_text())["chunks"]  # at least one chunk was finished
+    proc = launch(TORCHRUN, tmp_path / "two", tmp_path)
+    assert "damaged" not in proc.stderr and not partial.exists()
+    same_results(one, tmp_path / "two")
 
 
 def test_without_a_cache_several_processes_are_refused(monkeypatch):

@@ -166,7 +166,11 @@ def result_paths(out: str | os.PathLike, analysis: str, model: str) -> tuple[Pat
 
 def write_result(out: str | os.PathLike, analysis: str, model: str, result: Result | dict,
                  rows: list[dict]) -> tuple[Path, Path]:
-    """Atomically write the result JSON (numbers + settings) and a flat CSV table."""
+    """Atomically write the result JSON (numbers + settings) and a flat CSV table (rank 0 only, under torchrun)."""
+    from probes.distributed import is_main
+
+    if not is_main():  # the other ranks of a torchrun help extract; one process writes each result
+        raise RuntimeError(f"rank {os.environ.get('RANK')} of a torchrun tried to write a result; only rank 0 does")
     json_path, csv_path = result_paths(out, analysis, model)
     if isinstance(result, Result):
         result = result.to_json()

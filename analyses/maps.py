@@ -505,7 +505,8 @@ def main(argv: list[str] | None = None) -> None:
 
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
     check_config(cfg)
-    run_sentence_analysis("maps", cfg, compute, table_rows, figures, maps=True)
+    # maps only: the cache entry keeps no token states (a third of the bytes or less)
+    run_sentence_analysis("maps", cfg, compute, table_rows, figures, maps=True, layers=())
 
 
 if __name__ == "__main__":

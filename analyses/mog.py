@@ -288,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     from analyses.data import run_sentence_analysis
 
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    run_sentence_analysis("mog", cfg, compute, table_rows, figures, maps=True)
+    # maps only: the cache entry keeps no token states (a third of the bytes or less)
+    run_sentence_analysis("mog", cfg, compute, table_rows, figures, maps=True, layers=())
 
 
 if __name__ == "__main__":

@@ -399,29 +399,35 @@ def documents_of(corpus: str, texts: list[str]) -> tuple[np.ndarray, list[str]]:
 def load_inputs(name: str, cfg: Config) -> dict:
     """Everything :func:`compute` reads for model ``name``, from the activation cache (extracted on a
     miss): ``compute(cfg=cfg, **load_inputs(name, cfg))``."""
-    from analyses.data import sentence_activations, text_activations
+    from analyses.data import extract_options, sentence_activations, text_activations
 
     check_tasks(cfg.task)
-    acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                batch_size=cfg.batch_size, device=cfg.device)
+    acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, **extract_options(cfg))
     shifted = None
     if "bigram_shift" in cfg.task:
         perturbed = pt.bigram_shift_plan(acts.texts, cfg.seed)[2]
         if perturbed:
-            shifted = text_activations(name, perturbed, out=cfg.out, batch_size=cfg.batch_size, device=cfg.device)
+            # BigramShift reads the perturbed texts' sentence vectors only: no token states cached
+            shifted = text_activations(name, perturbed, out=cfg.out, layers=(), **extract_options(cfg))
     doc_of, doc_names = documents_of(cfg.corpus, acts.texts) if "source" in cfg.task else (None, None)
     return {"acts": acts, "shifted": shifted, "doc_of": doc_of, "doc_names": doc_names}
 
 
 def main(argv: list[str] | None = None) -> None:
     from analyses.common import write_result
+    from probes.distributed import is_main
 
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
     check_tasks(cfg.task)
     for name in cfg.model:
-        result = compute(cfg=cfg, **load_inputs(name, cfg))
+        inputs = load_inputs(name, cfg)
+        if not is_main():
+            continue  # the other ranks of a torchrun only help extract
+        result = compute(cfg=cfg, **inputs)
         json_path, _ = write_result(cfg.out, "probing", name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")
+    if not is_main():
+        return
     paths = figures(read_results(cfg.out, "probing", cfg.model), cfg.out)
     print("figures: " + ", ".join(str(p) for p in paths))
 

@@ -49,6 +49,7 @@ from analyses.common import (
     write_result,
 )
 from probes.activations import Activations
+from probes.distributed import is_main
 from probes.errors import ProbeError
 
 THRESHOLDS = (0.90, 0.92, 0.94, 0.96, 0.98)
@@ -137,7 +138,8 @@ def check_window_lengths(model: str, windows: list[int], tokenizer=None) -> obje
 
 def window_activations(model: str, corpus: str, windows: list[int], n_windows: int, seed: int,
                        out: str = "out", batch_size: int = 16, device: str = "cpu",
-                       tokenizer=None, dtype: str | None = None, cache_dtype: str = "float16") -> list[Activations]:
+                       tokenizer=None, dtype: str | None = None, cache_dtype: str = "float16",
+                       device_map: str | None = None, layers: tuple[int, ...] | None = None) -> list[Activations]:
     """For each n in ``windows``: ``n_windows`` seeded non-overlapping windows of exactly n token ids
     from the running text of ``corpus`` (see probes.corpus.token_windows), encoded by ``model``
     (cached under out/cache). Every length is checked against the model's limit before anything
@@ -159,8 +161,7 @@ def window_activations(model: str, corpus: str, windows: list[int], n_windows: i
                      "n_windows": len(ids), "seed": seed,
                      "sampling": "probes.corpus.token_windows: non-overlapping, within one document"}
         acts = extract(model, ids, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
-                       dtype=dtype, cache_dtype=cache_dtype,
-                       corpus=corpus_id)
+                       dtype=dtype, cache_dtype=cache_dtype, device_map=device_map, layers=layers, corpus=corpus_id)
         got, _ = window_matrices(acts, 0, load=False)
         if got != n:  # the encoder must add its own special tokens and flag exactly those
             raise ProbeError(f"model '{model}': windows of {n} ids came back with {got} non-special tokens")
@@ -184,7 +185,7 @@ def window_matrices(acts: Activations, layer: int, load: bool = True) -> tuple[i
                          f"{sorted(set(counts.tolist()))}")
     if not load:
         return n, []
-    hidden = acts.hidden[layer]
+    hidden = acts.layer_hidden(layer)
     mats = []
     for t in range(acts.n_texts):
         rows = np.flatnonzero(~acts.special[acts.offsets[t]:acts.offsets[t + 1]]) + acts.offsets[t]
@@ -428,12 +429,18 @@ def main(argv: list[str] | None = None) -> None:
     check_device(cfg.device)
     check_writable(cfg.out)
     for name in models:
+        # only --layer's token states are cached (float32: a 13-layer model's entry is 13 times smaller)
         acts = window_activations(name, cfg.corpus, cfg.window_length, cfg.n_windows, cfg.seed, out=cfg.out,
                                   batch_size=cfg.batch_size, device=cfg.device, tokenizer=tokenizers[name],
-                                  dtype=cfg.dtype, cache_dtype=cfg.cache_dtype)
+                                  dtype=cfg.dtype, cache_dtype=cfg.cache_dtype, layers=(cfg.layer,),
+                                  device_map=None if cfg.device_map == "none" else cfg.device_map)
+        if not is_main():
+            continue  # the other ranks of a torchrun only help extract
         result = compute(acts, cfg)
         json_path, _ = write_result(cfg.out, "redundancy", name, result, table_rows(result))
         print(f"{name}: wrote {json_path}")
+    if not is_main():
+        return
     paths = figures(read_results(cfg.out, "redundancy", models), cfg.out)
     print("figures: " + ", ".join(str(p) for p in paths))
 

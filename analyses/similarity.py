@@ -317,7 +317,8 @@ def figures(results: list[Result], out: str) -> list:
 
 def main(argv: list[str] | None = None) -> None:
     from analyses.common import read_results, write_result
-    from analyses.data import sentence_activations
+    from analyses.data import extract_options, sentence_activations
+    from probes.distributed import is_main
 
     cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
     check_config(cfg)
@@ -327,8 +328,10 @@ def main(argv: list[str] | None = None) -> None:
         raise ProbeError("model names with '__' cannot be told apart in result-file names")
     for m in cfg.model:  # every name checked before any model runs
         get_spec(m)
-    acts = {m: sentence_activations(m, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out,
-                                    batch_size=cfg.batch_size, device=cfg.device) for m in cfg.model}
+    acts = {m: sentence_activations(m, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, **extract_options(cfg))
+            for m in cfg.model}
+    if not is_main():
+        return  # the other ranks of a torchrun only help extract
     ref = cfg.model[0]
     names = []
     for b in cfg.model[1:] or [ref]:

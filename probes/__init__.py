@@ -41,16 +41,24 @@ def _loader(name: str, which: int):
     return spec, getattr(importlib.import_module(module), fn)
 
 
-def load(name: str, device: str = "cpu", dtype: str | torch.dtype | None = None) -> Encoder:
+def load(name: str, device: str = "cpu", dtype: str | torch.dtype | None = None,
+         device_map: str | None = None) -> Encoder:
     """Load the checkpoint registered as ``name`` in checkpoints.yaml onto ``device`` (cpu, cuda,
     cuda:N, mps, or auto: the best available), its forward pass in ``dtype`` (float32 | bfloat16 |
-    float16; None = float32)."""
+    float16; None = float32). ``device_map`` (``auto``, ``balanced``, ``sequential``, ``cpu``: needs
+    the accelerate package) loads a Hugging Face checkpoint spread over every device instead, for
+    models larger than one device; ``device`` is then not used."""
     from probes.cli import resolve_device
     from probes.precision import forward_dtype
 
-    torch_dtype, device = forward_dtype(dtype), resolve_device(device)
+    torch_dtype = forward_dtype(dtype)
     spec, fn = _loader(name, 0)
-    return fn(spec, device=device, dtype=torch_dtype)
+    if device_map is not None:
+        from probes.hf import check_device_map
+
+        check_device_map(spec, device_map)
+        return fn(spec, device="cpu", dtype=torch_dtype, device_map=device_map)
+    return fn(spec, device=resolve_device(device), dtype=torch_dtype)
 
 
 def load_tokenizer(name: str) -> Tokenizer:

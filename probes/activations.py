@@ -1,8 +1,9 @@
 """Capture activations once, cache them on disk, and hand them to every analysis.
 
 (Over 400 lines: extraction and the cache entry's whole life cycle, which is one protocol: lock,
-chunks, resume, float16 fallback, checksums, finalising; its invariants are checked against each
-other here. The checksum block (``_chunk_digest`` .. ``_verify_entry``) is the part to move out next.)
+chunks, resume, sharding over processes, float16 fallback, checksums, finalising; its invariants are
+checked against each other here. The checksum block (``_chunk_digest`` .. ``_verify_entry``) is the
+part to move out next.)
 
 This is the only place in the suite where a model runs on texts. For each text it keeps the
 hidden states of every layer, the sentence vector of every layer, the token strings and a
@@ -32,7 +33,14 @@ per layer). Both dtypes are part of the cache key. Read back, a float16 array is
 :class:`~probes.precision.Float32View` whose every read is float32. A state that float16 cannot
 hold makes the whole entry fall back to float32, with a warning and ``meta["cache_dtype_fallback"]``.
 Without a cache (``cache_dir=None``) the states stay float32 in memory. After an entry is written,
-one line on stdout gives its size.
+one line on stdout gives its size. ``layers`` keeps the token states of some layers only (an analysis
+of one layer, or of maps or sentence vectors only, caches nothing more); it is part of the key only
+when given, so entries of every layer keep their keys.
+
+Several processes (torchrun; see probes.distributed) fill one entry together: each runs its
+contiguous share of the chunks into the same work folder (done.json is updated under a second lock),
+rank 0 checks every chunk's checksum and finalises. Chunks are the unit of work and batches are
+planned within a chunk, so the entry's bytes equal a one-process run's.
 
     $ python -c "import probes; a = probes.extract('minilm-l6', ['A text.', 'Another one.']); print(a)"
 """
@@ -55,6 +63,7 @@ import torch
 from filelock import FileLock
 from tqdm.auto import tqdm
 
+from probes import distributed
 from probes.encoder import Encoder, MapSpec, Tokenized
 from probes.errors import ProbeError
 from probes.precision import Float32View, cache_np_dtype, dtype_name, float16_problem, float32_face, forward_dtype
@@ -62,7 +71,10 @@ from probes.registry import CheckpointSpec, get_spec
 
 CACHE_FORMAT = 4  # bump when the layout on disk changes: older entries are re-extracted (3: checksums; 4: float16)
 DEFAULT_CACHE_DIR = Path(os.environ.get("PROBES_CACHE", "out/cache"))
-CHUNK_BYTES = 256 * 2**20  # memory budget of one chunk of captured states
+# memory budget of one chunk of captured states; chunks are also the unit of resuming and of sharding
+# across processes. PROBES_CHUNK_BYTES changes it (smaller: finer sharding; the batches, hence the
+# numbers, are planned within a chunk, so compare runs made with the same value)
+CHUNK_BYTES = int(os.environ.get("PROBES_CHUNK_BYTES", 256 * 2**20))
 CHECK_BLOCK = 16 * 2**20  # bytes per checksummed block of an entry's files
 QUICK_STRIDE = 8  # PROBES_CACHE_VERIFY=quick checks every QUICK_STRIDE-th block (+ first, last) of big files
 
@@ -81,10 +93,11 @@ class Activations:
     token_ids: np.ndarray  # (N,) int64
     special: np.ndarray  # (N,) bool, True for special tokens
     # float32 arrays, or Float32View (read-only, float32 reads) over float16 storage; memory-mapped from the cache
-    hidden: np.ndarray | Float32View  # (L+1, N, d)
+    hidden: np.ndarray | Float32View  # (L+1, N, d); (len(hidden_layers), N, d) when only some layers are kept
     sentence: np.ndarray | Float32View  # (L+1, T, d); the model's sentence vector at every layer
     maps: dict[str, np.ndarray | Float32View] = field(default_factory=dict)  # name -> flat, text by text
     map_offsets: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (T+1,) int64 into maps[name]
+    hidden_layers: list[int] | None = None  # the layers hidden holds, in order (None: every layer 0..L)
 
     @property
     def n_texts(self) -> int:
@@ -93,14 +106,27 @@ class Activations:
     @property
     def n_layers(self) -> int:
         """L, the number of layers (hidden has L+1 entries: the embeddings, then each layer)."""
-        return self.hidden.shape[0] - 1
+        return self.sentence.shape[0] - 1  # sentence vectors are kept for every layer
 
     def text_index(self) -> np.ndarray:
         """(N,) the text each token belongs to."""
         return np.repeat(np.arange(self.n_texts), np.diff(self.offsets))
 
+    def layer_hidden(self, layer: int) -> np.ndarray | Float32View:
+        """(N, d) every token's state at ``layer`` (0 = embeddings, -1 = last); ProbeError if the
+        extraction kept only other layers (``extract(..., layers=...)``)."""
+        L = self.n_layers
+        lyr = layer + L + 1 if layer < 0 else layer
+        if not 0 <= lyr <= L:
+            raise ProbeError(f"layer {layer} is out of range for a model with {L} layers (0..{L}, or -1)")
+        if self.hidden_layers is None:
+            return self.hidden[lyr]
+        if lyr not in self.hidden_layers:
+            raise ProbeError(f"these activations keep the states of layers {self.hidden_layers} only, not {lyr}")
+        return self.hidden[self.hidden_layers.index(lyr)]
+
     def text_hidden(self, t: int) -> np.ndarray:
-        """(L+1, n_t, d) the states of text t."""
+        """(L+1, n_t, d) the states of text t (only the kept layers, see ``hidden_layers``)."""
         return np.asarray(self.hidden[:, self.offsets[t]:self.offsets[t + 1]])
 
     def text_map(self, name: str, t: int) -> np.ndarray:
@@ -125,7 +151,7 @@ class Activations:
 
     def __repr__(self) -> str:
         return (f"Activations(model={self.meta['model']['name']!r}, texts={self.n_texts}, "
-                f"tokens={len(self.token_ids)}, layers={self.n_layers}+1, d={self.hidden.shape[-1]}, "
+                f"tokens={len(self.token_ids)}, layers={self.n_layers}+1, d={self.sentence.shape[-1]}, "
                 f"maps={list(self.maps) or None})")
 
 
@@ -135,17 +161,24 @@ class Activations:
 def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
             progress: bool = True, device: str = "cpu", corpus: dict | None = None, dtype: str | None = None,
-            cache_dtype: str = "float16") -> Activations:
+            cache_dtype: str = "float16", device_map: str | None = None,
+            layers: list[int] | tuple[int, ...] | None = None) -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
-    ``maps=True`` also captures the attention maps and any other maps the encoder declares
-    (``Encoder.map_specs``: S-LSTM gates, ConvBERT kernels). ``corpus`` says where the inputs came
-    from (``Corpus.identity()`` plus the sampling) and is recorded as ``meta["corpus"]``.
+    ``layers``: keep the token states of these layers only (0 = embeddings, -1 = last; ``()``: none,
+    for an analysis that reads sentence vectors or maps only); None keeps every layer. Sentence
+    vectors are kept for every layer either way. ``maps=True`` also captures the attention maps and
+    any other maps the encoder declares (``Encoder.map_specs``: S-LSTM gates, ConvBERT kernels).
+    ``corpus`` says where the inputs came from (``Corpus.identity()`` plus the sampling) and is
+    recorded as ``meta["corpus"]``.
     ``device``: cpu, cuda, cuda:N, mps or auto; ``dtype``: the forward pass's float32 | bfloat16 |
-    float16 (None: float32, or a loaded encoder's own); ``cache_dtype``: float16 | float32 storage.
-    The rest: see :func:`_extract`."""
+    float16 (None: float32, or a loaded encoder's own); ``cache_dtype``: float16 | float32 storage;
+    ``device_map``: "auto" (or another accelerate device map) spreads a model too big for one device
+    over all of them (see :func:`probes.load`). Under torchrun the work is shared by the processes
+    (see probes.distributed). The rest: see :func:`_extract`."""
     acts = _extract(model, inputs, maps=maps, truncate=truncate, batch_size=batch_size,
-                    cache_dir=cache_dir, progress=progress, device=device, dtype=dtype, cache_dtype=cache_dtype)
+                    cache_dir=cache_dir, progress=progress, device=device, dtype=dtype, cache_dtype=cache_dtype,
+                    device_map=device_map, layers=layers)
     if corpus is not None:
         acts.meta["corpus"] = corpus
     return acts
@@ -154,7 +187,8 @@ def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: 
 def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
              truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
              progress: bool = True, device: str = "cpu", dtype: str | None = None,
-             cache_dtype: str = "float16") -> Activations:
+             cache_dtype: str = "float16", device_map: str | None = None,
+             layers: list[int] | tuple[int, ...] | None = None) -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
     ``inputs`` are texts, or token-id sequences without special tokens (fixed-length windows cut
@@ -180,8 +214,13 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
     store = cache_np_dtype(cache_dtype).name  # ProbeError unless float16 or float32
     settings = {"attentions": bool(maps), "truncate": bool(truncate), "dtype": dtype_name(run_dtype),
                 "cache_dtype": store}
+    if layers is not None:  # only then part of the key: entries of every layer keep their keys
+        settings["layers"] = sorted({operator.index(x) for x in layers})
     key = cache_key(spec, inputs, settings)
     entry = Path(cache_dir) / spec.name / key if cache_dir is not None else None
+    if distributed.launched():
+        return _extract_sharded(model, inputs, settings, key, entry, batch_size, progress, device, run_dtype,
+                                device_map)
     if entry is not None and (hit := _open_entry(entry, repair=False)) is not None:
         return hit  # finished entries are immutable: no lock needed to read one
     with entry_lock(entry, progress):  # one writer per entry; the others wait, then read its result
@@ -190,9 +229,46 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
         if not isinstance(model, Encoder):
             from probes import load  # here, not at the top: a cache hit never imports model code
 
-            model = load(model, device=device, dtype=run_dtype)
+            model = load(model, device=device, dtype=run_dtype, device_map=device_map)
         return _capture(model, inputs, settings, key, entry, batch_size, progress)
 
+
+def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: str, entry: Path | None,
+                     batch_size: int, progress: bool, device: str, run_dtype, device_map: str | None) -> Activations:
+    """:func:`_extract` in one of several processes started by torchrun. Rank 0 holds the entry's
+    lock and decides (hit or not) for all; on a miss every rank loads the model and fills its share
+    of the chunks (:func:`_capture`); rank 0 finalises. Every rank returns the finished entry."""
+    from probes.cli import resolve_device
+
+    if entry is None:
+        raise ProbeError("processes started by torchrun share their work through the activation cache: "
+                         "cache_dir=None is not possible there")
+    if device_map is not None:
+        raise ProbeError("--device-map spreads one process's model over every device; under torchrun each "
+                         "process has its own device: use one or the other")
+    device = distributed.local_device(resolve_device(device) if isinstance(device, str) else str(device))
+    distributed.init(device)
+    main = distributed.is_main()
+    with entry_lock(entry, progress) if main else contextlib.nullcontext():
+        hit = _open_entry(entry, repair=True) if main else None
+        if not distributed.broadcast(hit is not None):
+            if not isinstance(model, Encoder):
+                from probes import load
+
+                model = load(model, device=device, dtype=run_dtype)
+            hit = _capture(model, inputs, settings, key, entry, batch_size, progress)
+        distributed.barrier()  # rank 0 has finalised the entry
+    return hit if main else read_entry(entry, full=False)  # rank 0 checked every byte
+
+
+def _kept_layers(layers: list[int] | None, L: int) -> list[int] | None:
+    """The sorted distinct layer indices in 0..L that ``layers`` names (-1 = L), or None for all."""
+    if layers is None:
+        return None
+    out = sorted({x + L + 1 if x < 0 else x for x in layers})
+    if any(not 0 <= x <= L for x in out):
+        raise ProbeError(f"layers {layers}: out of range for a model with {L} layers (0..{L}, or -1)")
+    return out
 
 
 def _check_batch_size(batch_size) -> int:
@@ -212,9 +288,7 @@ def entry_lock(entry: Path | None, progress: bool, wait: bool = True):
     repairs, replaces or removes that entry. ``wait=False``: TimeoutError at once if it is held."""
     if entry is None:
         return contextlib.nullcontext()
-    locks = entry.parent.parent / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(locks / f"{entry.parent.name}.{entry.name}.lock")
+    lock = FileLock(_lock_path(entry))
 
     @contextlib.contextmanager
     def held():
@@ -302,7 +376,8 @@ def _chunks(lengths: np.ndarray, bytes_per_text: np.ndarray) -> list[range]:
 
 def _sentence_vectors(encoder: Encoder, hidden: torch.Tensor, mask: torch.Tensor, special: torch.Tensor,
                       lengths: torch.Tensor, model_sentence: torch.Tensor | None) -> torch.Tensor:
-    """(L+1, B, d) sentence vector per layer. hidden (L+1, B, n, d); mask, special (B, n) bool."""
+    """(L+1, B, d) sentence vector per layer. hidden (L+1, B, n, d); mask, special (B, n) bool.
+    Mean pooling zeroes ``hidden`` in place at the tokens it leaves out (the caller's copy is spent)."""
     kind = encoder.spec.sentence
     if kind == "g":
         if model_sentence is None:
@@ -313,8 +388,11 @@ def _sentence_vectors(encoder: Encoder, hidden: torch.Tensor, mask: torch.Tensor
     if kind == "last":
         return hidden[:, torch.arange(hidden.shape[1]), lengths - 1]
     keep = mask & ~special  # mean over real, non-special tokens; all real tokens if a text has none
-    keep = torch.where(keep.any(1, keepdim=True), keep, mask).to(hidden.dtype)
-    return (hidden * keep[None, :, :, None]).sum(2) / keep.sum(1)[None, :, None]
+    keep = torch.where(keep.any(1, keepdim=True), keep, mask)
+    # in place (no temporary as big as the batch), the same sum over the same positions as
+    # (hidden * keep).sum(2): the states are cached byte for byte as before
+    hidden.masked_fill_(~keep[None, :, :, None], 0)
+    return hidden.sum(2) / keep.sum(1, dtype=hidden.dtype)[None, :, None]
 
 
 def batch_plan(lengths: np.ndarray, batch_size: int, padding_safe: bool) -> list[np.ndarray]:
@@ -328,53 +406,68 @@ def batch_plan(lengths: np.ndarray, batch_size: int, padding_safe: bool) -> list
 
 
 def _run_chunk(encoder: Encoder, toks: list[Tokenized], maps: dict[str, MapSpec], batch_size: int, bar,
-               dest: dict) -> None:
+               dest: dict, keep: list[int] | None = None) -> None:
     """Run the texts of one chunk, writing their states straight into ``dest``: the chunk's views of
     the output arrays, in the chunk's text order (no per-chunk copy):
 
-        dest["hidden"]      # (L+1, N_chunk, d) float16/32, N_chunk = the chunk's tokens
+        dest["hidden"]      # (L+1, N_chunk, d) float16/32, N_chunk = the chunk's tokens (the ``keep`` layers only)
         dest["sentence"]    # (L+1, T_chunk, d) float16/32
         dest["map.<name>"]  # flat float16/32, each text's (layers, K, n_t[, n_t]) in turn; only with maps
 
     Float16 output arrays: a batch with a state float16 cannot hold raises :class:`_NotFloat16`
     before anything of it is written."""
-    lengths = np.array([len(t.ids) for t in toks])
+    lengths = np.array([len(t.ids) for t in toks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    hidden, sentence = dest["hidden"], dest["sentence"]
+    all_ids = np.fromiter((i for t in toks for i in t.ids), np.int64, int(offsets[-1]))  # the chunk's tokens, flat
+    all_special = np.fromiter((s for t in toks for s in t.special), bool, int(offsets[-1]))
+    store = torch.float16 if dest["hidden"].dtype == np.float16 else torch.float32
     map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
     written = np.zeros(len(toks), dtype=bool)
     for idx in batch_plan(lengths, batch_size, encoder.padding_safe):
-        n = int(lengths[idx].max())
-        ids = torch.full((len(idx), n), encoder.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), n), dtype=torch.bool)
-        special = torch.zeros((len(idx), n), dtype=torch.bool)
-        for r, i in enumerate(idx):
-            ids[r, :lengths[i]] = torch.tensor(toks[i].ids)
-            mask[r, :lengths[i]] = True
-            special[r, :lengths[i]] = torch.tensor(toks[i].special)
-        out = encoder.forward(ids, mask.long(), maps=bool(maps))
-        h = out.hidden.float().cpu()  # (L+1, B, n, d)
-        s = _sentence_vectors(encoder, h, mask, special, torch.as_tensor(lengths[idx]),
-                              None if out.sentence is None else out.sentence.float().cpu())
-        h, s = h.numpy(), s.numpy()  # (L+1, B, n, d), (L+1, B, d); views, no copy
-        batch_maps = {m: (out.attentions if m == "attention" else out.maps[m]).float().cpu() for m in maps}
-        if hidden.dtype == np.float16:
-            for what, x in (("a hidden state", h), ("a sentence vector", s),
-                            *((f"map {m}", v.numpy()) for m, v in batch_maps.items())):
-                if (why := float16_problem(x, what)) is not None:
-                    raise _NotFloat16(why)
-        for r, i in enumerate(idx):
-            hidden[:, offsets[i]:offsets[i + 1]] = h[:, r, :lengths[i]]
-            sentence[:, i] = s[:, r]
-            for m, spec in maps.items():
-                # (layers, B, K, n[, n]) -> this text's (layers, K, n_i[, n_i]), padding cut off
-                cut = batch_maps[m][:, r][(slice(None), slice(None)) + (slice(0, lengths[i]),) * spec.token_axes]
-                dest[f"map.{m}"][map_offsets[m][i]:map_offsets[m][i + 1]] = cut.reshape(-1).numpy()
-            written[i] = True
+        _run_batch(encoder, idx, lengths, offsets, all_ids, all_special, maps, map_offsets, store, dest, keep)
+        written[idx] = True
         bar.update(len(idx))
     if not written.all():  # never let unwritten (zero-filled) rows reach a cache entry
         raise RuntimeError(f"{int((~written).sum())} of {len(toks)} texts of a chunk got no states "
                            f"(batch size {batch_size}); the cache entry is not finalised")
+
+
+@torch.inference_mode()  # the encoders return inference tensors; pooling works on them in place
+def _run_batch(encoder: Encoder, idx: np.ndarray, lengths: np.ndarray, offsets: np.ndarray, all_ids: np.ndarray,
+               all_special: np.ndarray, maps: dict[str, MapSpec], map_offsets: dict, store: torch.dtype,
+               dest: dict, keep: list[int] | None) -> None:
+    """One batch of :func:`_run_chunk`: texts ``idx`` of the chunk (its flat ``all_ids``, ``all_special``
+    at ``offsets``), run and written into ``dest``."""
+    # the padded batch in one step: row r holds text idx[r]; src = each slot's token in the chunk
+    n = int(lengths[idx].max())
+    mask_np = np.arange(n)[None, :] < lengths[idx][:, None]  # (B, n)
+    dst = (offsets[idx][:, None] + np.arange(n)[None, :])[mask_np]  # (real tokens,) row-major = text order
+    ids_np = np.full((len(idx), n), encoder.pad_id, dtype=np.int64)
+    ids_np[mask_np] = all_ids[dst]
+    special_np = np.zeros((len(idx), n), dtype=bool)
+    special_np[mask_np] = all_special[dst]
+    ids, mask, special = torch.from_numpy(ids_np), torch.from_numpy(mask_np), torch.from_numpy(special_np)
+    out = encoder.forward(ids, mask.long(), maps=bool(maps))
+    dev = out.hidden.device
+    h = out.hidden.float()  # (L+1, B, n, d) on the model's device
+    kept = h if keep is None else h[keep]  # the layers whose token states are kept
+    real = kept[:, mask.to(dev)].cpu()  # (layers, real tokens, d): padding dropped, texts in batch order
+    s = _sentence_vectors(encoder, h, mask.to(dev), special.to(dev), torch.as_tensor(lengths[idx]).to(dev),
+                          None if out.sentence is None else out.sentence.float()).cpu()
+    batch_maps = {m: (out.attentions if m == "attention" else out.maps[m]).float().cpu() for m in maps}
+    if store == torch.float16:
+        for what, x in (("a hidden state", real), ("a sentence vector", s),
+                        *((f"map {m}", v) for m, v in batch_maps.items())):
+            if (why := float16_problem(x.numpy(), what)) is not None:
+                raise _NotFloat16(why)
+    # one scatter into the chunk's rows (rounded once, by torch; torch's copy uses every thread)
+    torch.from_numpy(dest["hidden"]).index_copy_(1, torch.from_numpy(dst), real.to(store))
+    torch.from_numpy(dest["sentence"]).index_copy_(1, torch.from_numpy(idx), s.to(store))
+    for r, i in enumerate(idx):
+        for m, spec in maps.items():
+            # (layers, B, K, n[, n]) -> this text's (layers, K, n_i[, n_i]), padding cut off
+            cut = batch_maps[m][:, r][(slice(None), slice(None)) + (slice(0, lengths[i]),) * spec.token_axes]
+            dest[f"map.{m}"][map_offsets[m][i]:map_offsets[m][i + 1]] = cut.reshape(-1).numpy()
 
 
 class _NotFloat16(Exception):
@@ -406,27 +499,49 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     lengths = np.array([len(t.ids) for t in toks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     map_offsets = {m: np.concatenate([[0], np.cumsum(_map_sizes(spec, lengths))]) for m, spec in maps.items()}
-    shapes = {"hidden": (L + 1, int(offsets[-1]), d), "sentence": (L + 1, len(toks), d),
+    keep = _kept_layers(settings.get("layers"), L)  # None: every layer
+    shapes = {"hidden": (L + 1 if keep is None else len(keep), int(offsets[-1]), d), "sentence": (L + 1, len(toks), d),
               **{f"map.{m}": (int(o[-1]),) for m, o in map_offsets.items()}}
-    per_text = 4 * ((L + 1) * d * lengths + sum(_map_sizes(spec, lengths) for spec in maps.values()))
+    per_text = 4 * (shapes["hidden"][0] * d * lengths + (L + 1) * d
+                    + sum(_map_sizes(spec, lengths) for spec in maps.values()))
     chunks = _chunks(lengths, per_text)
     work = entry.with_name(entry.name + ".partial") if entry is not None else None
     # without a cache the states stay float32 in memory; float16 is a storage format
     state = {"dtype": settings["cache_dtype"] if work is not None else "float32", "fallback": None}
     if work is None:
         state["fallback"] = "no cache: the states are kept in memory as float32"
+    shared = distributed.launched()  # several processes fill the same work folder, one share of chunks each
+    lock = FileLock(_lock_path(entry, ".done")) if shared else None  # done.json's read-modify-write
     while True:
-        arrays, done = _open_work(work, key, shapes, state)
+        arrays, done = (_open_shared_work if shared else _open_work)(work, key, shapes, state)
+        problem = None
         try:
             _fill(encoder, toks, maps, chunks, offsets, map_offsets, arrays, done, work, key, state, batch_size,
-                  progress)
+                  progress, only=distributed.shard(len(chunks)) if shared else None, lock=lock, keep=keep)
+        except _NotFloat16 as e:
+            problem = str(e)
+        if shared:
+            problem = next((p for p in distributed.gather(problem) if p is not None), None)
+        if problem is None:
             break
-        except _NotFloat16 as e:  # the whole entry is stored as float32 instead, from the start
-            state.update(dtype="float32", fallback=f"float16 cannot hold the states: {e}; stored as float32")
-            warnings.warn(f"{encoder.name}: {state['fallback']}", stacklevel=3)
-            del arrays
-            if work is not None:
-                shutil.rmtree(work, ignore_errors=True)
+        # the whole entry is stored as float32 instead, from the start
+        state.update(dtype="float32", fallback=f"float16 cannot hold the states: {problem}; stored as float32")
+        warnings.warn(f"{encoder.name}: {state['fallback']}", stacklevel=3)
+        del arrays
+        if work is not None and distributed.is_main():
+            shutil.rmtree(work, ignore_errors=True)
+        if shared:
+            distributed.barrier()
+    if shared:
+        del arrays
+        distributed.barrier()  # every rank's chunks are written and flushed
+        if not distributed.is_main():
+            return None
+        # rank 0 reopens the work folder and checks every chunk against the checksum its writer
+        # recorded (a chunk damaged or missing is run again here), then finalises as one process would
+        arrays, done = _open_work(work, key, shapes, state)
+        _fill(encoder, toks, maps, chunks, offsets, map_offsets, arrays, done, work, key, state, batch_size,
+              progress=False, keep=keep)
     check_complete(done, len(chunks), len(toks), int(offsets[-1]))
     sizes = sorted({done[c]["batch_size"] for c in done})
     meta = {
@@ -434,13 +549,15 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         "inputs": "texts" if isinstance(inputs[0], str) else "token ids (special tokens added by the model)",
         "n_texts": len(toks), "n_tokens": int(offsets[-1]), "truncated_texts": cut,
         "maps": {m: asdict(spec) for m, spec in maps.items()},
+        **({"hidden_layers": keep} if keep is not None else {}),
         "padding": ("right, masked; sorted by length within chunks" if encoder.padding_safe
                     else "none: only inputs of equal length share a batch (the encoder is not padding-safe)"),
         # the batch size that produced the states (they differ by ~1e-6 between batch sizes); a list,
         # one per chunk, when a resumed extraction used several
         "batch_size": sizes[0] if len(sizes) == 1 else [done[c]["batch_size"] for c in sorted(done)],
-        "torch": torch.__version__,
-        "device": str(encoder.device), "cache_dtype_requested": settings["cache_dtype"],
+        "torch": torch.__version__, "processes": distributed.world_size(),
+        "device": str(encoder.device), **({"device_map": encoder.device_map} if encoder.device_map else {}),
+        "cache_dtype_requested": settings["cache_dtype"],
         "cache_dtype": state["dtype"], **({"cache_dtype_fallback": state["fallback"]} if state["fallback"] else {}),
     }
     acts = Activations(
@@ -448,7 +565,7 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         token_ids=np.array([i for t in toks for i in t.ids], dtype=np.int64),
         special=np.array([s for t in toks for s in t.special], dtype=bool),
         hidden=arrays["hidden"], sentence=arrays["sentence"],
-        maps={m: arrays[f"map.{m}"] for m in maps}, map_offsets=map_offsets,
+        maps={m: arrays[f"map.{m}"] for m in maps}, map_offsets=map_offsets, hidden_layers=keep,
     )
     if work is None:
         return acts
@@ -473,11 +590,19 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
 
 def _fill(encoder: Encoder, toks: list[Tokenized], maps: dict, chunks: list[range], offsets: np.ndarray,
           map_offsets: dict, arrays: dict, done: dict, work: Path | None, key: str, state: dict, batch_size: int,
-          progress: bool) -> None:
+          progress: bool, only: range | None = None, lock: FileLock | None = None,
+          keep: list[int] | None = None) -> None:
     """Run every chunk not in ``done`` (a finished chunk is reused if its checksum still holds),
-    flushing and recording each one in ``work/done.json``."""
-    with tqdm(total=len(toks), desc=f"extract {encoder.name}", unit="text", disable=not progress) as bar:
-        for c, rng in enumerate(chunks):
+    flushing and recording each one in ``work/done.json``. ``only``: this process's share of the
+    chunks (torchrun); ``lock``: held while done.json is updated, when several processes write it;
+    ``keep``: the layers whose token states are kept (None: all)."""
+    mine = range(len(chunks)) if only is None else only
+    total = sum(len(chunks[c]) for c in mine)
+    desc = f"extract {encoder.name}" + (f" (rank {distributed.rank()} of {distributed.world_size()})"
+                                        if distributed.launched() else "")
+    with tqdm(total=total, desc=desc, unit="text", disable=not progress) as bar:
+        for c in mine:
+            rng = chunks[c]
             a, b = rng.start, rng.stop
             dest = {"hidden": arrays["hidden"][:, offsets[a]:offsets[b]], "sentence": arrays["sentence"][:, a:b],
                     **{f"map.{m}": arrays[f"map.{m}"][o[a]:o[b]] for m, o in map_offsets.items()}}
@@ -489,14 +614,31 @@ def _fill(encoder: Encoder, toks: list[Tokenized], maps: dict, chunks: list[rang
                 warnings.warn(f"chunk {c} of the interrupted extraction {work} is damaged; running it again",
                               stacklevel=4)
                 del done[c]
-            _run_chunk(encoder, [toks[i] for i in rng], maps, batch_size, bar, dest)
+            _run_chunk(encoder, [toks[i] for i in rng], maps, batch_size, bar, dest, keep)
             done[c] = {**rec, "batch_size": batch_size}
             if work is not None:
                 for arr in arrays.values():
-                    arr.flush()
+                    arr.flush()  # np.memmap (open_memmap makes one even of an empty array)
                 done[c]["sha256"] = _chunk_digest(dest)
-                _atomic_json(work / "done.json", {"key": key, **state,
-                                                  "chunks": {str(k): v for k, v in sorted(done.items())}})
+                _save_done(work, key, state, done, c, lock)
+
+
+def _save_done(work: Path, key: str, state: dict, done: dict, c: int, lock: FileLock | None) -> None:
+    """Record the finished chunk ``c`` in ``work/done.json``; with ``lock`` (several writers), merged
+    into the records the other processes wrote there."""
+    if lock is None:
+        _atomic_json(work / "done.json", {"key": key, **state, "chunks": {str(k): v for k, v in sorted(done.items())}})
+        return
+    with lock:
+        doc = json.loads((work / "done.json").read_text())
+        doc["chunks"][str(c)] = done[c]
+        _atomic_json(work / "done.json", doc)
+
+
+def _lock_path(entry: Path, suffix: str = "") -> Path:
+    locks = entry.parent.parent / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    return locks / f"{entry.parent.name}.{entry.name}{suffix}.lock"
 
 
 def entry_bytes(entry: Path) -> int:
@@ -540,6 +682,17 @@ def _open_work(work: Path | None, key: str, shapes: dict, state: dict) -> tuple[
         _atomic_json(path, {"key": key, **state, "chunks": {}})
         return arrays, done
     return {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}, done
+
+
+def _open_shared_work(work: Path, key: str, shapes: dict, state: dict) -> tuple[dict, dict]:
+    """:func:`_open_work` for several processes: rank 0 creates (or resumes) the work folder; every
+    rank then gets rank 0's dtype, fallback and finished chunks, and memory-maps the same files."""
+    arrays, done = _open_work(work, key, shapes, state) if distributed.is_main() else ({}, {})
+    got, done = distributed.broadcast((dict(state), done))
+    state.update(got)
+    if not distributed.is_main():
+        arrays = {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}
+    return arrays, done
 
 
 def _atomic_json(path: Path, obj) -> None:
@@ -623,16 +776,17 @@ def _verify_entry(entry: Path, doc: dict, full: bool) -> None:
 
 # ----------------------------------------------------------------------------- the cache on disk
 
-def read_entry(entry: Path) -> Activations:
+def read_entry(entry: Path, full: bool | None = None) -> Activations:
     """Load a finished cache entry (big arrays memory-mapped) after checking it against the checksums
-    written with it; ValueError if anything is off."""
+    written with it; ValueError if anything is off. ``full``: check every byte (None: as
+    PROBES_CACHE_VERIFY says; False: the quick check)."""
     doc = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
     if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
         raise ValueError("meta.json does not describe a cache entry")
     meta = doc["meta"]
     if meta.get("format") != CACHE_FORMAT:
         raise ValueError(f"cache format {meta.get('format')} != {CACHE_FORMAT}")
-    _verify_entry(entry, doc, full=verify_mode() == "full")
+    _verify_entry(entry, doc, full=verify_mode() == "full" if full is None else full)
 
     def load(name: str, mmap: bool = False) -> np.ndarray:
         path = entry / f"{name}.npy"
@@ -650,7 +804,8 @@ def read_entry(entry: Path) -> Activations:
     acts = Activations(meta=meta, texts=doc["texts"], tokens=doc["tokens"], offsets=load("offsets"),
                        token_ids=load("token_ids"), special=load("special"), hidden=big["hidden"],
                        sentence=big["sentence"], maps={m: big[f"map.{m}"] for m in maps},
-                       map_offsets={m: load(f"map.{m}.offsets") for m in maps})
+                       map_offsets={m: load(f"map.{m}.offsets") for m in maps},
+                       hidden_layers=meta.get("hidden_layers"))
     if acts.hidden.shape[1] != len(acts.token_ids) or len(acts.offsets) != len(acts.texts) + 1:
         raise ValueError("array shapes do not agree")
     if any(len(acts.maps[m]) != acts.map_offsets[m][-1] for m in maps):

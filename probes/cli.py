@@ -155,6 +155,9 @@ class RunConfig:
                      choices=["float32", "bfloat16", "float16"])
     cache_dtype: str = arg("float16", "how cached states are stored: float16 (half the bytes; falls back to "
                            "float32 for values float16 cannot hold) or float32 (exact)", choices=["float16", "float32"])
+    device_map: str = arg("none", "spread a Hugging Face model too big for one device over all of them "
+                          "(needs accelerate); none: the whole model on --device",
+                          choices=["none", "auto", "balanced", "balanced_low_0", "sequential", "cpu"])
 
 
 # ----------------------------------------------------------------------------- checks before work

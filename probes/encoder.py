@@ -84,6 +84,7 @@ class Encoder:
     pad_id: int = 0
     device: torch.device = torch.device("cpu")
     dtype: torch.dtype = torch.float32  # the dtype the forward pass runs in (states are cast to float32 after)
+    device_map: str | None = None  # "auto" etc.: the model is spread over several devices (probes.load)
     # True when hidden[L] (the last layer's states) has been through a final normalisation that the
     # other layers' states have not (Hugging Face applies GPT-2's ln_f to the last hidden state only)
     final_norm_on_last_hidden: bool = False

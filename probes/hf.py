@@ -152,8 +152,11 @@ class HFEncoder(Encoder):
                 out = run()
         else:
             out = run()
-        att = torch.stack(out.attentions) if maps else None
-        return EncoderOutput(hidden=torch.stack(out.hidden_states), attentions=att, maps=captured)
+        # with a device map each layer's output stays on that layer's device: gathered on the first
+        here = lambda xs: [x.to(self.device) for x in xs] if self.device_map else xs
+        att = torch.stack(here(out.attentions)) if maps else None
+        return EncoderOutput(hidden=torch.stack(here(out.hidden_states)), attentions=att,
+                             maps={k: v.to(self.device) for k, v in captured.items()} if self.device_map else captured)
 
 
 # model_type -> "module:Class": captures of maps besides attention (e.g. ConvBERT's convolution kernels).
@@ -199,12 +202,38 @@ def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tupl
     return model, fingerprint
 
 
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential", "cpu")
+
+
+def check_device_map(spec: CheckpointSpec, device_map: str) -> None:
+    """One-line CheckpointError unless ``device_map`` can load ``spec``: a Hugging Face checkpoint
+    (weights on disk: a random-init entry has none to place), one of DEVICE_MAPS, accelerate installed."""
+    if device_map not in DEVICE_MAPS:
+        raise CheckpointError(f"--device-map {device_map!r}: use one of {', '.join(DEVICE_MAPS)}")
+    if spec.family != "hf" or spec.source_type == "random":
+        what = f"family {spec.family}" if spec.family != "hf" else "random-init weights"
+        raise CheckpointError(f"--device-map loads Hugging Face checkpoints from disk; model '{spec.name}' has "
+                              f"{what}: use --device instead")
+    try:
+        import accelerate  # noqa: F401
+    except ImportError:
+        raise CheckpointError("--device-map needs the Python package accelerate: run `.venv/bin/pip install "
+                              "'.[models]'` (or pip install accelerate)") from None
+
+
 def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu",
-            dtype: torch.dtype = torch.float32) -> HFEncoder:
-    """Load a registry entry of family ``hf`` onto ``device``, its weights in ``dtype``."""
+            dtype: torch.dtype = torch.float32, device_map: str | None = None) -> HFEncoder:
+    """Load a registry entry of family ``hf`` onto ``device``, its weights in ``dtype``; with
+    ``device_map`` (see :func:`check_device_map`) spread over the devices by accelerate instead."""
     tokenizer = hf_tokenizer(spec)
-    model, fingerprint = load_hf_model(spec, AutoModel, tokenizer)
-    return HFEncoder(spec, model.to(device=device, dtype=dtype), tokenizer, fingerprint)
+    if device_map is None:
+        model, fingerprint = load_hf_model(spec, AutoModel, tokenizer)
+        return HFEncoder(spec, model.to(device=device, dtype=dtype), tokenizer, fingerprint)
+    check_device_map(spec, device_map)
+    model, fingerprint = load_hf_model(spec, AutoModel, tokenizer, device_map=device_map, dtype=dtype)
+    encoder = HFEncoder(spec, model, tokenizer, fingerprint)
+    encoder.device_map = device_map
+    return encoder
 
 
 def load_hf_tokenizer(spec: CheckpointSpec) -> HFTokenizer:

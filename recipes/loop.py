@@ -247,3 +247,18 @@ def warmup_cosine(warmup: int, steps: int, min_ratio: float = 0.1):
         t = (step - warmup) / max(1, steps - warmup)
         return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
     return f
+
+
+def provenance() -> dict:
+    """Python, the main packages' versions, the machine and the thread count, for a run's record."""
+    import importlib.metadata as md
+    import platform
+
+    versions = {}
+    for pkg in ("torch", "transformers", "tokenizers", "safetensors", "numpy"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return {"python": platform.python_version(), "packages": versions, "machine": platform.machine(),
+            "torch_threads": torch.get_num_threads()}

@@ -32,7 +32,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import platform
 import shutil
 import sys
 import time
@@ -46,7 +45,7 @@ from probes.cli import arg, build_parser, config_from_namespace, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
 from probes.windows import check_window, plan, run_windows
-from recipes.loop import Loop, ScaleConfig, setup_processes, warmup_cosine
+from recipes.loop import Loop, ScaleConfig, provenance, setup_processes, warmup_cosine
 
 EOS = "<|endoftext|>"
 
@@ -110,19 +109,6 @@ class AllConfig:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _provenance() -> dict:
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in ("torch", "transformers", "tokenizers", "safetensors", "numpy"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    return {"python": platform.python_version(), "packages": versions, "machine": platform.machine(),
-            "torch_threads": torch.get_num_threads()}
 
 
 def _train_texts(corpus: str) -> tuple[list[tuple[str, str]], dict]:
@@ -257,7 +243,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
             "compute_dtype": _compute_dtype(loop), "processes": loop.world, "device": loop.device,
             "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
             "wall_time_s": round(time.time() - t0, 1), "command": _command(),
-            "provenance": _provenance()}
+            "provenance": provenance()}
 
     def write(tmp: Path):
         _save_hf(model, tokenizer, tmp)
@@ -375,7 +361,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
             "parameters": sum(p.numel() for p in model.parameters()),
             "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
             "wall_time_s": round(time.time() - t0, 1), "command": _command(),
-            "provenance": _provenance()}
+            "provenance": provenance()}
 
     def write(tmp: Path):
         _save_hf(base, tokenizer, tmp)

@@ -57,7 +57,6 @@ import csv
 import io
 import json
 import os
-import platform
 import signal
 import sys
 import time
@@ -71,7 +70,7 @@ from probes.cli import arg, check_device, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import atomic_write, write_folder
 from probes.windows import check_window, plan
-from recipes.loop import warmup_cosine
+from recipes.loop import provenance, warmup_cosine
 
 STATE_FILE = "state.pt"
 
@@ -251,19 +250,6 @@ def _on_sigterm(signum, frame):
 # ----------------------------------------------------------------------------- training
 
 
-def _provenance() -> dict:
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in ("torch", "transformers", "tokenizers", "safetensors", "numpy"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    return {"python": platform.python_version(), "packages": versions, "machine": platform.machine(),
-            "torch_threads": torch.get_num_threads()}
-
-
 def build(cfg: Config):
     """(LM (probes.lm), model to train, recurrent?) for ``cfg``: the base loaded by its registry
     name, wrapped with a fresh recurrence module (seeded) unless ``--baseline``."""
@@ -413,7 +399,7 @@ def _write_output(cfg: Config, lm, model, recurrent: bool, rows: list[dict], cor
                           "loss on the same targets" if cfg.mode == "frozen" else
                           "the same recipe with --baseline (same sequences, steps and loss, no recurrence)"),
         "wall_time_s": round(train_wall, 1), "wall_time_with_loading_s": round(total_wall, 1),
-        "provenance": _provenance(),
+        "provenance": provenance(),
     }
 
     def write(tmp: Path):

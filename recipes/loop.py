@@ -169,9 +169,9 @@ class Loop:
     def restore(self) -> dict:
         """Load the saved state if there is one (and ``resume``); returns the recipe's extra dict
         (its random states), empty when starting fresh. Sets ``start_step`` and ``rows``."""
-        if not self.scale.resume:
+        if not self.scale.resume:  # only the saved step goes: a recipe may keep more in the folder (its tokenizer)
             if self.is_main:
-                shutil.rmtree(self.state_dir, ignore_errors=True)
+                self.state_path.unlink(missing_ok=True)
             self.barrier()
             return {}
         if not self.state_path.exists():
@@ -262,3 +262,11 @@ def provenance() -> dict:
             pass
     return {"python": platform.python_version(), "packages": versions, "machine": platform.machine(),
             "torch_threads": torch.get_num_threads()}
+
+
+def run_command(module: str) -> str:
+    """The command line that started this run (``torchrun --nproc_per_node N -m`` under torchrun),
+    for the record in a recipe's output."""
+    launcher = f"torchrun --nproc_per_node {os.environ['WORLD_SIZE']} -m" if "WORLD_SIZE" in os.environ \
+        else "python -m"
+    return " ".join([launcher, module, *sys.argv[1:]])

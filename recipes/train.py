@@ -52,7 +52,6 @@ import math
 import os
 import random
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -67,7 +66,7 @@ from probes.cli import arg, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import replace_folder
 from probes.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
-from recipes.loop import Loop, ScaleConfig
+from recipes.loop import Loop, ScaleConfig, run_command
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 REPO = Path(__file__).resolve().parent.parent
@@ -392,19 +391,13 @@ def train(cfg: TrainConfig) -> Path:
         try:
             _write_folder(loop, work, *summary)
             (work / "train_config.json").write_text(json.dumps({"config": asdict(cfg), "name": name,
-                                                                "command": _command(), **summary[-1]},
+                                                                "command": run_command("recipes.train"), **summary[-1]},
                                                                indent=1) + "\n")
             replace_folder(work, dest)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     loop.finish()
     return dest
-
-
-def _command() -> str:
-    launcher = "torchrun --nproc_per_node " + os.environ["WORLD_SIZE"] + " -m" if "WORLD_SIZE" in os.environ else \
-        "python -m"
-    return " ".join([launcher, "recipes.train", *sys.argv[1:]])
 
 
 def _remove_stale(out_dir: Path, name: str) -> None:

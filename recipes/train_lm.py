@@ -33,7 +33,6 @@ import csv
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ from probes.cli import arg, build_parser, config_from_namespace, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
 from probes.windows import check_window, plan, run_windows
-from recipes.loop import Loop, ScaleConfig, provenance, setup_processes, warmup_cosine
+from recipes.loop import Loop, ScaleConfig, provenance, run_command, setup_processes, warmup_cosine
 
 EOS = "<|endoftext|>"
 
@@ -242,7 +241,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
             "parameters": sum(p.numel() for p in model.parameters()), "storage_dtype": "float16",
             "compute_dtype": _compute_dtype(loop), "processes": loop.world, "device": loop.device,
             "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
-            "wall_time_s": round(time.time() - t0, 1), "command": _command(),
+            "wall_time_s": round(time.time() - t0, 1), "command": run_command("recipes.train_lm"),
             "provenance": provenance()}
 
     def write(tmp: Path):
@@ -250,23 +249,24 @@ def pretrain(cfg: PretrainConfig) -> Path:
         _write_loss_csv(tmp / "loss.csv", rows)
         (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
 
+    return _finish(loop, model, Path(cfg.out), write,
+                   f"pretrain: {len(data)} training tokens, final loss {info['final_loss_mean_last_20']:.3f}, "
+                   f"{info['wall_time_s']:.0f} s -> {cfg.out}")
+
+
+def _finish(loop: Loop, model, out: Path, write, message: str) -> Path:
+    """Rank 0 writes the stage's folder (``write(tmp)``, atomically) and says ``message``; every rank
+    then removes the state and leaves the process group."""
     if loop.is_main:
         model.cpu()
-        write_folder(Path(cfg.out), write)
-        print(f"pretrain: {len(data)} training tokens, final loss {info['final_loss_mean_last_20']:.3f}, "
-              f"{info['wall_time_s']:.0f} s -> {cfg.out}")
+        write_folder(out, write)
+        print(message)
     loop.finish()
-    return Path(cfg.out)
+    return out
 
 
 def _compute_dtype(loop: Loop) -> str:
     return f"{str(loop.amp_dtype).replace('torch.', '')} autocast" if loop.amp_dtype else "float32"
-
-
-def _command() -> str:
-    launcher = f"torchrun --nproc_per_node {os.environ['WORLD_SIZE']} -m" if "WORLD_SIZE" in os.environ \
-        else "python -m"
-    return " ".join([launcher, "recipes.train_lm", *sys.argv[1:]])
 
 
 # ----------------------------------------------------------------------------- stage 2: fine-tuning
@@ -360,7 +360,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
             "compute_dtype": _compute_dtype(loop), "processes": loop.world, "device": loop.device,
             "parameters": sum(p.numel() for p in model.parameters()),
             "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
-            "wall_time_s": round(time.time() - t0, 1), "command": _command(),
+            "wall_time_s": round(time.time() - t0, 1), "command": run_command("recipes.train_lm"),
             "provenance": provenance()}
 
     def write(tmp: Path):
@@ -370,13 +370,9 @@ def finetune(cfg: FinetuneConfig) -> Path:
         _write_loss_csv(tmp / "loss.csv", rows)
         (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
 
-    if loop.is_main:
-        model.cpu()
-        write_folder(Path(cfg.out), write)
-        print(f"finetune{' (recurrent)' if cfg.recurrent else ''}: final loss "
-              f"{info['final_loss_mean_last_20']:.3f}, {info['wall_time_s']:.0f} s -> {cfg.out}")
-    loop.finish()
-    return Path(cfg.out)
+    return _finish(loop, model, Path(cfg.out), write,
+                   f"finetune{' (recurrent)' if cfg.recurrent else ''}: final loss "
+                   f"{info['final_loss_mean_last_20']:.3f}, {info['wall_time_s']:.0f} s -> {cfg.out}")
 
 
 # ----------------------------------------------------------------------------- CLI

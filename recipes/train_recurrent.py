@@ -58,7 +58,6 @@ import io
 import json
 import os
 import signal
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -70,7 +69,7 @@ from probes.cli import arg, check_device, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import atomic_write, write_folder
 from probes.windows import check_window, plan
-from recipes.loop import provenance, warmup_cosine
+from recipes.loop import provenance, run_command, warmup_cosine
 
 STATE_FILE = "state.pt"
 
@@ -389,7 +388,7 @@ def _write_output(cfg: Config, lm, model, recurrent: bool, rows: list[dict], cor
     n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     info = {
         "recipe": "recipes.train_recurrent", "mode": cfg.mode, "baseline": cfg.baseline,
-        "command": " ".join(["python -m recipes.train_recurrent", *sys.argv[1:]]),
+        "command": run_command("recipes.train_recurrent"),
         "config": asdict(cfg), "base_model": lm.describe(),
         "corpus": corpus_id, "sequence_tokens": span, "trained_parameters": n_trained,
         "final_loss_mean_last_20": _mean_last(rows, "loss", 20),

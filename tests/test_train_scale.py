@@ -147,7 +147,12 @@ def test_causal_lm_pretraining_resumes_exactly(corpus, tmp_path):
     ref = pretrain(PretrainConfig(out=str(tmp_path / "ref"), **kw))
     with pytest.raises(Paused):
         pretrain(PretrainConfig(out=str(tmp_path / "piece"), max_minutes=1e-9, **kw))
+    state = tmp_path / ".piece.state"
+    with pytest.raises(Paused):  # starting over keeps the run's tokenizer beside the new state
+        pretrain(PretrainConfig(out=str(tmp_path / "piece"), max_minutes=1e-9, resume=False, **kw))
+    assert (state / "state.pt").exists() and (state / "tokenizer" / "tokenizer.json").exists()
     done = pretrain(PretrainConfig(out=str(tmp_path / "piece"), **kw))
+    assert not state.exists()
     a, b = weights(ref), weights(done)
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert (ref / "loss.csv").read_text().splitlines()[1:] != []

@@ -97,9 +97,12 @@ class Loop:
     """The mechanics around a recipe's loss: see the module docstring.
 
     ``config`` is the recipe's whole config (saved with the state and compared on resume);
-    ``scale`` its :class:`ScaleConfig` fields; ``state_dir`` the run's state folder."""
+    ``scale`` its :class:`ScaleConfig` fields; ``state_dir`` the run's state folder (:func:`state_dir`).
+    ``trained_only``: the state holds only the parameters that train (a frozen base model is not
+    copied into every saved state; it is rebuilt from its own checkpoint)."""
 
-    def __init__(self, model: torch.nn.Module, opt, sched, *, config, steps: int, clip: float, state_dir: Path):
+    def __init__(self, model: torch.nn.Module, opt, sched, *, config, steps: int, clip: float, state_dir: Path,
+                 trained_only: bool = False):
         self.scale = config
         self.rank, self.world, self.device = setup_processes(config.device)
         self.is_main = self.rank == 0
@@ -111,6 +114,8 @@ class Loop:
         self.amp_dtype = None if amp == "float32" else getattr(torch, amp)
         self.t0 = time.monotonic()
         self.params = [p for p in {id(p): p for p in model.parameters()}.values() if p.requires_grad]
+        self.trained_only = trained_only
+        self._trained_names = {n for n, p in model.named_parameters() if p.requires_grad}
         self.start_step, self.rows, self.extra = 0, [], {}
 
     # ------------------------------------------------------------------ batches
@@ -129,6 +134,11 @@ class Loop:
         if self.amp_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(torch.device(self.device).type, dtype=self.amp_dtype)
+
+    @property
+    def compute_dtype(self) -> str:
+        """The forward pass's precision, for a run's record: "bfloat16 autocast" or "float32"."""
+        return f"{str(self.amp_dtype).replace('torch.', '')} autocast" if self.amp_dtype else "float32"
 
     # ------------------------------------------------------------------ one step
 
@@ -187,7 +197,13 @@ class Loop:
             diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
             raise ProbeError(f"resumable state {self.state_path} was written with other settings ({', '.join(diff)});"
                              f" run the same command, or pass --no-resume to start over")
-        self.model.load_state_dict(state["model"])
+        if self.trained_only:
+            if set(state["model"]) != self._trained_names:
+                raise ProbeError(f"resumable state {self.state_path} holds other trained parameters than this "
+                                 f"run's; run the same command, or pass --no-resume to start over")
+            self.model.load_state_dict(state["model"], strict=False)
+        else:
+            self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
         self.sched.load_state_dict(state["sched"])
         self.start_step, self.rows = int(state["step"]), list(state["rows"])
@@ -199,7 +215,10 @@ class Loop:
         """Write the resumable state after ``step`` (rank 0; atomic)."""
         if self.is_main:
             self.state_dir.mkdir(parents=True, exist_ok=True)
-            state = {"config": self.config, "step": step, "model": self.model.state_dict(),
+            weights = self.model.state_dict()
+            if self.trained_only:
+                weights = {k: v for k, v in weights.items() if k in self._trained_names}
+            state = {"config": self.config, "step": step, "model": weights,
                      "opt": self.opt.state_dict(), "sched": self.sched.state_dict(), "rows": self.rows,
                      "extra": extra}
             tmp = self.state_path.with_name(f".state.pt.tmp-{os.getpid()}")
@@ -235,6 +254,12 @@ class Loop:
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
 
+
+def state_dir(out: str | Path) -> Path:
+    """The resumable state folder of a run whose result goes to ``out``: ``.<name>.state`` beside it
+    (hidden; ``checkpoints/.*.state/`` is git-ignored)."""
+    out = Path(out)
+    return out.with_name(f".{out.name}.state")
 
 
 def warmup_cosine(warmup: int, steps: int, min_ratio: float = 0.1):

@@ -66,7 +66,7 @@ from probes.cli import arg, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import replace_folder
 from probes.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
-from recipes.loop import Loop, ScaleConfig, run_command
+from recipes.loop import Loop, ScaleConfig, run_command, state_dir
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 REPO = Path(__file__).resolve().parent.parent
@@ -384,7 +384,7 @@ def train(cfg: TrainConfig) -> Path:
     dest = out_dir / name
     work = out_dir / f".{name}.partial-{os.getpid()}"
     _remove_stale(out_dir, name)
-    loop, summary = _train(cfg, out_dir / f".{name}.state")
+    loop, summary = _train(cfg, state_dir(out_dir / name))
     if loop.is_main:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)

@@ -44,7 +44,7 @@ from probes.cli import arg, build_parser, config_from_namespace, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
 from probes.windows import check_window, plan, run_windows
-from recipes.loop import Loop, ScaleConfig, provenance, run_command, setup_processes, warmup_cosine
+from recipes.loop import Loop, ScaleConfig, provenance, run_command, setup_processes, state_dir, warmup_cosine
 
 EOS = "<|endoftext|>"
 
@@ -157,11 +157,6 @@ def _write_loss_csv(path: Path, rows: list[dict]) -> None:
 # ----------------------------------------------------------------------------- stage 1: pretraining
 
 
-def _state_dir(out: str) -> Path:
-    out = Path(out)
-    return out.with_name(f".{out.name}.state")
-
-
 def _shared_tokenizer(state_dir: Path, is_main: bool, make):
     """The run's tokenizer: trained once by rank 0 (``make()``) and kept in the state folder, so a
     resumed run and every process use the very same one (BPE's tie order may vary between runs)."""
@@ -190,11 +185,11 @@ def pretrain(cfg: PretrainConfig) -> Path:
     rank, _, _ = setup_processes(cfg.device)
     t0 = time.time()
     docs, corpus_id = _train_texts(cfg.corpus)
-    state_dir = _state_dir(cfg.out)
+    folder = state_dir(cfg.out)
     if not cfg.resume and rank == 0:
-        shutil.rmtree(state_dir, ignore_errors=True)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = _shared_tokenizer(state_dir, rank == 0,
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = _shared_tokenizer(folder, rank == 0,
                                   lambda: train_tokenizer([t for _, t in docs], cfg.vocab_size, cfg.n_positions))
     eos = tokenizer.convert_tokens_to_ids(EOS)
     stream = []
@@ -210,7 +205,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.warmup, cfg.steps, cfg.min_lr_ratio))
-    loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=1.0, state_dir=state_dir)
+    loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=1.0, state_dir=folder)
     gen = torch.Generator().manual_seed(cfg.seed)
     extra = loop.restore()
     if extra:
@@ -239,7 +234,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
     rows = loop.rows
     info = {"stage": "pretrain", "config": asdict(cfg), "corpus": corpus_id, "train_tokens": len(data),
             "parameters": sum(p.numel() for p in model.parameters()), "storage_dtype": "float16",
-            "compute_dtype": _compute_dtype(loop), "processes": loop.world, "device": loop.device,
+            "compute_dtype": loop.compute_dtype, "processes": loop.world, "device": loop.device,
             "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
             "wall_time_s": round(time.time() - t0, 1), "command": run_command("recipes.train_lm"),
             "provenance": provenance()}
@@ -263,10 +258,6 @@ def _finish(loop: Loop, model, out: Path, write, message: str) -> Path:
         print(message)
     loop.finish()
     return out
-
-
-def _compute_dtype(loop: Loop) -> str:
-    return f"{str(loop.amp_dtype).replace('torch.', '')} autocast" if loop.amp_dtype else "float32"
 
 
 # ----------------------------------------------------------------------------- stage 2: fine-tuning
@@ -324,7 +315,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
     model.train()
     opt = torch.optim.AdamW(groups, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.warmup, cfg.steps, 0.1))
-    loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=1.0, state_dir=_state_dir(cfg.out))
+    loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=1.0, state_dir=state_dir(cfg.out))
     gen = torch.Generator().manual_seed(cfg.seed)  # same sequences for both models
     extra = loop.restore()
     if extra:
@@ -357,7 +348,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
             "init": str(init), "init_training": json.loads((init / "training_config.json").read_text())
             if (init / "training_config.json").exists() else None,
             "corpus": corpus_id, "sequence_tokens": span, "storage_dtype": "float16",
-            "compute_dtype": _compute_dtype(loop), "processes": loop.world, "device": loop.device,
+            "compute_dtype": loop.compute_dtype, "processes": loop.world, "device": loop.device,
             "parameters": sum(p.numel() for p in model.parameters()),
             "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
             "wall_time_s": round(time.time() - t0, 1), "command": run_command("recipes.train_lm"),

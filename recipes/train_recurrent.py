@@ -35,15 +35,19 @@ names it with ``base:``, see checkpoints.yaml); full mode: the fine-tuned model 
 elapsed_s) and ``training_config.json`` (the exact command, the resolved config, the base's
 fingerprint, corpus identity, wall time, package versions).
 
-Resuming: the training state (trained parameters, optimiser, scheduler, step, loss log) is saved
-atomically to ``<out>.state/state.pt`` every ``--save-every`` steps, when ``--stop-after`` steps
-of this run are done, and on Ctrl-C / SIGTERM; ``--resume`` continues from it, with the same result
-as an uninterrupted run (each step's data is drawn from seed and step alone). The state is
-removed once the final folder is written. ``torch.load(weights_only=True)`` reads it.
+Scale and resuming come from :mod:`recipes.loop`, as in the other recipes: ``--device``,
+``--amp`` (bfloat16 autocast on CUDA), ``--grad-accum``, torchrun processes (each draws the whole
+batch and keeps its rows; a micro-batch's loss is weighted by its share of the batch's scored
+targets, so padding does not tilt the mean). The state is saved every ``--save-every`` steps and at
+``--max-minutes`` (then exit 75); the same command resumes it (``--no-resume`` starts over), with
+the result of an uninterrupted run: each step's data is drawn from seed and step alone. In frozen
+mode the state holds only the module's parameters, not a copy of the base. It lives in
+``.<out>.state/`` beside the output folder and is removed once the final folder is written.
 
     $ python -m recipes.train_recurrent --model smollm2-135m --mode frozen --window 128 --overlap 0 \\
           --windows-per-sequence 3 --steps 60 --warmup 10 --batch-size 2 --threads 1 --save-every 10 \\
           --out checkpoints/smollm2-135m-recurrent
+    $ python -m recipes.train_recurrent ... --max-minutes 9     # a piece; the same command continues
     $ python -m recipes.train_recurrent --model smollm2-135m --mode full --device cuda --steps 2000 \\
           --out out/train/smollm2-135m-recurrent-full
     $ python -m recipes.train_recurrent --model smollm2-135m --mode full --baseline --device cuda \\
@@ -54,10 +58,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import io
 import json
 import os
-import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,15 +69,13 @@ import torch
 
 from probes.cli import arg, check_device, parse_config, run_main
 from probes.errors import ProbeError
-from probes.io import atomic_write, write_folder
+from probes.io import write_folder
 from probes.windows import check_window, plan
-from recipes.loop import provenance, run_command, warmup_cosine
-
-STATE_FILE = "state.pt"
+from recipes.loop import Loop, ScaleConfig, provenance, run_command, state_dir, warmup_cosine
 
 
 @dataclass
-class Config:
+class Config(ScaleConfig):
     """Train the recurrence module on a pretrained causal LM: frozen base (CPU) or full fine-tuning (GPU)."""
 
     model: str = arg("smollm2-135m", "the base causal LM (a checkpoints.yaml name: Llama, Gemma-3 or GPT-2 family)")
@@ -99,12 +99,8 @@ class Config:
     ffn_hidden: list[int] = arg([200, 200, 200], "hidden sizes of the recurrence FFN", min=1)
     base_loss_every: int = arg(10, "every N steps also log the unchanged base's and the shuffled-h_prev loss "
                                    "on the same targets (0: never)", min=0)
-    save_every: int = arg(20, "save the resumable state every N steps", min=1)
-    stop_after: int = arg(0, "stop (state saved) after this many steps of this run; continue with --resume "
-                             "(0: run to the end)", min=0)
-    resume: bool = arg(False, "continue from <out>.state/ (the same settings are required)")
+    save_every: int = arg(20, "write the resumable state every N steps (0 = only when pausing)", min=0)
     threads: int = arg(2, "torch intra-op threads (CPU)", min=1)
-    device: str = arg("cpu", "torch device (cuda for full fine-tuning)")
 
     def out_path(self) -> Path:
         return Path(self.out or f"checkpoints/{self.model}-recurrent")
@@ -150,11 +146,15 @@ def draw_batch(books: list[torch.Tensor], span: int, batch_size: int, seed: int,
 # ----------------------------------------------------------------------------- the loss
 
 
+def _target_slice(w) -> slice:
+    """The columns of a sequence holding the targets window ``w`` scores."""
+    return slice(w.start + 1 + w.first, w.start + w.n_inputs + 1)
+
+
 def _window_nll(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, w) -> tuple[torch.Tensor, torch.Tensor]:
     """(sum of NLL, number of targets) of the targets window ``w`` scores, real tokens only."""
     lg = logits[:, w.first:w.n_inputs]
-    targets = ids[:, w.start + 1 + w.first:w.start + w.n_inputs + 1]
-    keep = mask[:, w.start + 1 + w.first:w.start + w.n_inputs + 1].bool()
+    targets, keep = ids[:, _target_slice(w)], mask[:, _target_slice(w)].bool()
     nll = torch.nn.functional.cross_entropy(lg.reshape(-1, lg.size(-1)).float(), targets.reshape(-1),
                                             reduction="none").view_as(targets)
     return (nll * keep).sum(), keep.sum()
@@ -192,60 +192,6 @@ def sequence_loss(model, ids: torch.Tensor, mask: torch.Tensor, T: int, o: int, 
     return total / max(count, 1), count
 
 
-# ----------------------------------------------------------------------------- state
-
-
-def _state_dir(cfg: Config) -> Path:
-    out = cfg.out_path()
-    return out.with_name(out.name + ".state")
-
-
-def _trained(model, cfg: Config) -> dict:
-    """The parameters this run trains (frozen: the module only), as a state dict."""
-    if cfg.mode == "frozen":
-        return {f"recurrence.{k}": v for k, v in model.recurrence.state_dict().items()}
-    return model.state_dict()
-
-
-def _save_state(cfg: Config, model, opt, sched, step: int, rows: list[dict], wall: float) -> None:
-    buf = io.BytesIO()
-    torch.save({"step": step, "config": json.dumps(_identity(cfg)), "trained": _trained(model, cfg),
-                "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rows": json.dumps(rows),
-                "wall_time_s": wall}, buf)
-    folder = _state_dir(cfg)
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / STATE_FILE, buf.getvalue())
-
-
-def _identity(cfg: Config) -> dict:
-    """The settings a resumed run must share (everything but how this run is carried out)."""
-    skip = {"resume", "stop_after", "save_every", "threads", "device", "out"}
-    return {k: v for k, v in asdict(cfg).items() if k not in skip}
-
-
-def _load_state(cfg: Config) -> dict:
-    path = _state_dir(cfg) / STATE_FILE
-    if not path.exists():
-        raise ProbeError(f"--resume: no saved state at {path}")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 (a corrupt file is a user-level error here)
-        raise ProbeError(f"--resume: cannot read {path}: {' '.join(str(e).split())[:200]}") from None
-    saved = json.loads(state["config"])
-    if saved != _identity(cfg):
-        diff = sorted(k for k in set(saved) | set(_identity(cfg)) if saved.get(k) != _identity(cfg).get(k))
-        raise ProbeError(f"--resume: the saved state at {path} was made with other settings ({', '.join(diff)})")
-    return state
-
-
-class _Interrupt(Exception):
-    pass
-
-
-def _on_sigterm(signum, frame):
-    raise _Interrupt()
-
-
 # ----------------------------------------------------------------------------- training
 
 
@@ -278,12 +224,7 @@ def train(cfg: Config) -> Path:
         raise ProbeError("--baseline needs --mode full (in frozen mode the baseline is the base model unchanged)")
     T, o, k = cfg.window, cfg.overlap, cfg.windows_per_sequence
     check_window(T, o)
-    device = check_device(cfg.device)
     torch.set_num_threads(cfg.threads)
-    out = cfg.out_path()
-    if not cfg.resume and (_state_dir(cfg) / STATE_FILE).exists():
-        raise ProbeError(f"{_state_dir(cfg)} holds the state of an unfinished run: continue it with --resume "
-                         f"or remove that folder")
     t0 = time.time()
     lm, model, recurrent = build(cfg)
     frozen = cfg.mode == "frozen"
@@ -296,68 +237,53 @@ def train(cfg: Config) -> Path:
             groups.insert(0, {"params": list(model.lm.parameters()), "lr": cfg.lr})
     else:
         groups = [{"params": list(model.parameters()), "lr": cfg.lr}]
-    params = [p for g in groups for p in g["params"]]
     opt = torch.optim.AdamW(groups, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.warmup, cfg.steps, 0.1))
-    rows: list[dict] = []
-    start, wall_before = 0, 0.0
-    if cfg.resume:
-        state = _load_state(cfg)
-        missing = model.load_state_dict(state["trained"], strict=False)
-        if missing.unexpected_keys:
-            raise ProbeError(f"--resume: unexpected keys in the saved state: {missing.unexpected_keys[:5]}")
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        start, rows, wall_before = int(state["step"]), json.loads(state["rows"]), float(state["wall_time_s"])
+    loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=cfg.clip, state_dir=state_dir(cfg.out_path()),
+                trained_only=frozen)
+    wall_before = loop.restore().get("elapsed_s", 0.0)
     model.train() if not frozen else model.eval()  # frozen: the base stays in eval mode (no dropout anywhere)
-    end = cfg.steps if not cfg.stop_after else min(cfg.steps, start + cfg.stop_after)
+    micro = loop.micro_slices(cfg.batch_size)
     t_run = time.time()
-    old_handler = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
-    step = start
     what = cfg.mode + (", baseline" if cfg.baseline else "")
-    bar = tqdm(total=cfg.steps, initial=start, desc=f"train_recurrent ({what})", unit="step")
-    try:
-        while step < end:
-            ids, mask = draw_batch(books, span, cfg.batch_size, cfg.seed, step, pad_id)
-            ids, mask = ids.to(device), mask.to(device)
-            loss, n_targets = sequence_loss(model, ids, mask, T, o, recurrent=recurrent, frozen=frozen)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, cfg.clip)
-            opt.step()
-            sched.step()
-            row = {"step": step + 1, "loss": round(loss.item(), 5), "base_loss": "", "shuffled_loss": "",
-                   "lr": opt.param_groups[-1]["lr"], "tokens": (step + 1) * cfg.batch_size * (span - 1),
-                   "elapsed_s": round(wall_before + time.time() - t_run, 1)}
-            if recurrent and frozen and cfg.base_loss_every and (step + 1) % cfg.base_loss_every == 0:
-                row["base_loss"], row["shuffled_loss"] = _controls(model, ids, mask, T, o)
-            rows.append(row)
-            step += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-            if step % cfg.save_every == 0 and step < cfg.steps:
-                _save_state(cfg, model, opt, sched, step, rows, wall_before + time.time() - t_run)
-    except (KeyboardInterrupt, _Interrupt):
-        _save_state(cfg, model, opt, sched, step, rows, wall_before + time.time() - t_run)
-        bar.close()
-        raise ProbeError(f"interrupted after step {step}: state saved in {_state_dir(cfg)}; "
-                         f"continue with the same command plus --resume") from None
-    finally:
-        if old_handler is not None:
-            signal.signal(signal.SIGTERM, old_handler)
-    bar.close()
+    bar = tqdm(range(loop.start_step, cfg.steps), desc=f"train_recurrent ({what})", unit="step",
+               initial=loop.start_step, total=cfg.steps, disable=not loop.is_main)
+    for step in bar:
+        ids, mask = draw_batch(books, span, cfg.batch_size, cfg.seed, step, pad_id)
+        n_all = scored_targets(mask, T, o, frozen)
+        local = 0.0
+        for rows in micro:  # each micro-batch's mean, weighted by its share of the batch's scored targets
+            with loop.autocast():
+                loss, n = sequence_loss(model, ids[rows].to(loop.device), mask[rows].to(loop.device), T, o,
+                                        recurrent=recurrent, frozen=frozen)
+            local += loop.backward(loss * (n / max(n_all, 1)))
+        value = loop.step(local)
+        row = {"step": step + 1, "loss": round(value, 5), "base_loss": "", "shuffled_loss": "",
+               "lr": opt.param_groups[-1]["lr"], "tokens": (step + 1) * cfg.batch_size * (span - 1),
+               "elapsed_s": round(wall_before + time.time() - t_run, 1)}
+        if recurrent and frozen and cfg.base_loss_every and (step + 1) % cfg.base_loss_every == 0 and loop.is_main:
+            with loop.autocast():
+                row["base_loss"], row["shuffled_loss"] = _controls(model, ids.to(loop.device),
+                                                                   mask.to(loop.device), T, o)
+        loop.rows.append(row)
+        bar.set_postfix(loss=f"{value:.3f}")
+        loop.after_step(step + 1, lambda: {"elapsed_s": wall_before + time.time() - t_run})
     wall = wall_before + time.time() - t_run
-    if step < cfg.steps:
-        _save_state(cfg, model, opt, sched, step, rows, wall)
-        print(f"stopped after step {step} of {cfg.steps}: state saved in {_state_dir(cfg)}; "
-              f"continue with --resume")
-        return _state_dir(cfg)
-    _write_output(cfg, lm, model, recurrent, rows, corpus_id, span, wall, time.time() - t0)
-    import shutil
+    if loop.is_main:
+        model.cpu()
+        _write_output(cfg, lm, model, recurrent, loop, corpus_id, span, wall, time.time() - t0)
+    loop.finish()
+    return cfg.out_path()
 
-    shutil.rmtree(_state_dir(cfg), ignore_errors=True)
-    return out
+
+def scored_targets(mask: torch.Tensor, T: int, o: int, frozen: bool) -> int:
+    """How many targets :func:`sequence_loss` scores over ``mask`` (B, span): real tokens only,
+    without the first window in frozen mode."""
+    count = 0
+    for i, w in enumerate(plan(mask.shape[1], T, o)):
+        if not (frozen and i == 0):
+            count += int(mask[:, _target_slice(w)].sum())
+    return count
 
 
 @torch.no_grad()
@@ -372,25 +298,22 @@ def _controls(model, ids, mask, T, o) -> tuple[float, float]:
     return round(base.item(), 5), round(shuffled.item(), 5)
 
 
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
 def _mean_last(rows: list[dict], key: str, n: int) -> float | None:
     vals = [r[key] for r in rows if r[key] != ""][-n:]
     return float(np.mean(vals)) if vals else None
 
 
-def _write_output(cfg: Config, lm, model, recurrent: bool, rows: list[dict], corpus_id: dict, span: int,
+def _write_output(cfg: Config, lm, model, recurrent: bool, loop: Loop, corpus_id: dict, span: int,
                   train_wall: float, total_wall: float) -> None:
+    rows = loop.rows
     n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     info = {
         "recipe": "recipes.train_recurrent", "mode": cfg.mode, "baseline": cfg.baseline,
         "command": run_command("recipes.train_recurrent"),
         "config": asdict(cfg), "base_model": lm.describe(),
         "corpus": corpus_id, "sequence_tokens": span, "trained_parameters": n_trained,
+        "compute_dtype": loop.compute_dtype,
+        "processes": loop.world, "device": loop.device,
         "final_loss_mean_last_20": _mean_last(rows, "loss", 20),
         "base_loss_mean_last_5_logged": _mean_last(rows, "base_loss", 5),
         "shuffled_loss_mean_last_5_logged": _mean_last(rows, "shuffled_loss", 5),

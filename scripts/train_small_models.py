@@ -96,33 +96,65 @@ def encoder_command(name: str, cfg: Config, steps: int, out_dir: str) -> list[st
             "--max-minutes", str(cfg.minutes), "--save-every", str(max(1, steps // 6))]
 
 
-def gpt2_chain(cfg: Config, steps_override: int | None, out_dir: str) -> str:
-    """The three GPT-2 stages as one shell line (fine-tunes start after pretraining)."""
+def gpt2_stages(cfg: Config, steps_override: int | None, out_dir: str) -> list[list[str]]:
+    """The three GPT-2 commands: pretraining, then the two fine-tunes of its result."""
     def sized(args):
         return ["--steps", str(steps_override), "--batch-size", args[3], "--warmup", "1"] if steps_override else args
     py = sys.executable
     common = ["--corpus", cfg.corpus, "--device", cfg.device, "--amp", cfg.amp, "--threads", str(cfg.threads),
               "--max-minutes", str(cfg.minutes), "--save-every", "100"]
-    pre = "out/train/gpt2-small-pretrained"  # the intermediate model is not committed
+    # the intermediate model is not committed; a probe keeps its own beside its other runs
+    pre = "out/train/gpt2-small-pretrained" if cfg.action == "train" else f"{out_dir}/gpt2-small-pretrained"
     stage1 = [py, "-m", "recipes.train_lm", "pretrain", "--out", pre, *sized(GPT2_PRETRAIN[cfg.gpt2_scale]), *common]
     base = [py, "-m", "recipes.train_lm", "finetune", "--init", pre, "--out", f"{out_dir}/gpt2-small-base",
             *sized(GPT2_FINETUNE[cfg.gpt2_scale]), *common]
     rec = [py, "-m", "recipes.train_lm", "finetune", "--init", pre, "--out", f"{out_dir}/gpt2-small-recurrent",
            "--recurrent", *sized(GPT2_FINETUNE[cfg.gpt2_scale]), *common]
-    def q(c):  # a stage whose folder holds this very command's result is not run again
-        out = c[c.index("--out") + 1]
-        probe = f"grep -qF -- '{' '.join(c[c.index('--out'):])}' {out}/training_config.json 2>/dev/null"
-        return f"({probe} || {' '.join(c)})"
-    return f"{q(stage1)} && ({q(base)} & pid=$!; {q(rec)}; r=$?; wait $pid && exit $r)"
+    return [stage1, base, rec]
 
 
-def _done(folder: Path, steps: int, cfg: Config) -> bool:
-    """Whether ``folder`` holds a finished run of these settings (an older checkpoint is retrained)."""
-    try:
-        done = json.loads((folder / "train_config.json").read_text())["config"]
-    except (OSError, ValueError, KeyError):
+# Flags that change how a run is executed, not what it computes: a finished run is not redone for them.
+OPERATIONAL = {"device", "threads", "max_minutes", "save_every", "log_every", "resume", "progress"}
+
+
+def command_settings(cmd: list[str]) -> dict[str, str]:
+    """The ``--flag value`` pairs of a recipe command as config fields (``--half-dim`` -> half_dim: True)."""
+    out, i = {}, cmd.index("-m") + 2
+    while i < len(cmd):
+        if cmd[i].startswith("--"):
+            key = cmd[i][2:].replace("-", "_")
+            if i + 1 < len(cmd) and not cmd[i + 1].startswith("--"):
+                out[key], i = cmd[i + 1], i + 2
+                continue
+            out[key[3:] if key.startswith("no_") else key] = str(not key.startswith("no_"))
+        i += 1
+    return {k: v for k, v in out.items() if k not in OPERATIONAL}
+
+
+def done(folder: Path, cmd: list[str]) -> bool:
+    """Whether ``folder`` holds a finished run of ``cmd``'s settings: every setting the command gives
+    equals the one recorded in the folder's config (an older or differently made checkpoint is retrained)."""
+    for name in ("train_config.json", "training_config.json"):
+        try:
+            recorded = json.loads((folder / name).read_text())["config"]
+            break
+        except (OSError, ValueError, KeyError):
+            continue
+    else:
         return False
-    return (done.get("steps"), done.get("batch_size"), done.get("corpus")) == (steps, cfg.batch_size, cfg.corpus)
+    return all(k in recorded and str(recorded[k]) == v for k, v in command_settings(cmd).items())
+
+
+def run_gpt2(stages: list[list[str]], log) -> int:
+    """Pretraining, then both fine-tunes at once; a stage whose folder holds its settings is skipped."""
+    todo = [c for c in stages if not done(Path(c[c.index("--out") + 1]), c)]
+    if stages[0] in todo:
+        code = subprocess.run(stages[0], stdout=log, stderr=subprocess.STDOUT).returncode
+        if code:
+            return code
+    procs = [subprocess.Popen(c, stdout=log, stderr=subprocess.STDOUT) for c in todo if c is not stages[0]]
+    codes = [p.wait() for p in procs]
+    return next((c for c in codes if c not in (0, 75)), max(codes, default=0))
 
 
 def launch(cfg: Config, steps: int, out_dir: str) -> dict[str, int]:
@@ -134,19 +166,24 @@ def launch(cfg: Config, steps: int, out_dir: str) -> dict[str, int]:
     logs.mkdir(parents=True, exist_ok=True)
     jobs = []
     for name in GROUPS[cfg.group]:
-        if cfg.action == "train" and _done(Path(out_dir) / name, steps, cfg):
+        cmd = encoder_command(name, cfg, steps, out_dir)
+        if cfg.action == "train" and done(Path(out_dir) / name, cmd):
             print(f"{name}: done already ({out_dir}/{name})", flush=True)
             continue
-        jobs.append((name, encoder_command(name, cfg, steps, out_dir)))
+        jobs.append((name, cmd))
     if cfg.gpt2 and cfg.group in ("A", "all"):
-        jobs.append(("gpt2", ["bash", "-c", gpt2_chain(cfg, steps if cfg.action == "probe" else None, out_dir)]))
+        jobs.append(("gpt2", gpt2_stages(cfg, steps if cfg.action == "probe" else None, out_dir)))
 
     def run(job):
         name, cmd = job
-        print(f"{time.strftime('%H:%M:%S')} start {name}: $", " ".join(cmd).replace(sys.executable, "python"),
+        shown = [" ".join(c) for c in (cmd if name == "gpt2" else [cmd])]
+        print(f"{time.strftime('%H:%M:%S')} start {name}: $", "\n  $ ".join(shown).replace(sys.executable, "python"),
               flush=True)
         with open(logs / f"{name}.log", "a") as log:
-            code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+            if name == "gpt2":
+                code = run_gpt2(cmd, log)
+            else:
+                code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
         print(f"{time.strftime('%H:%M:%S')} end {name}: exit {code}", flush=True)
         return name, code
 

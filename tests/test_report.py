@@ -118,8 +118,50 @@ def test_missing_results_are_not_testable(tmp_path):
     (tmp_path / "results").mkdir()
     found = claims.evaluate(tmp_path)
     assert {c.verdict for c in found if c.analysis != "checkpoints"} == {claims.UNTESTED}
-    table2 = next(c for c in found if c.analysis == "checkpoints")  # read from the committed training logs
-    assert table2.verdict in (claims.HOLDS, claims.FAILS) and "mog-small-sum" in table2.evidence
+
+
+def _mog_registry(tmp_path, monkeypatch, records: dict[str, dict]):
+    lines = []
+    for name, rec in records.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "train_config.json").write_text(json.dumps(rec))
+        lines.append(f"{name}:\n  family: mog\n  kind: encoder\n  source: {{path: {folder}}}\n  sentence: cls\n")
+    lines.append("mog-absent:\n  family: mog\n  kind: encoder\n  source: {path: nowhere}\n  sentence: cls\n")
+    (tmp_path / "reg.yaml").write_text("".join(lines))
+    monkeypatch.setenv("PROBES_CHECKPOINTS", str(tmp_path / "reg.yaml"))
+
+
+def _record(fusion, held, steps=300, last=6.0, half_dim=False):
+    cfg = {"fusion": fusion, "half_dim": half_dim, "shared_qkv": False, "layers": 4, "steps": steps,
+           "batch_size": 32, "seq_len": 320, "corpus": "data/train-corpus", "split": "train", "lr": 0.001}
+    return {"config": cfg, "heldout_loss": held, "last_loss_mean": last}
+
+
+@pytest.mark.parametrize("wg, sum_, sum_steps, verdict", [
+    (5.70, 5.80, 300, claims.HOLDS),
+    (5.90, 5.80, 300, claims.FAILS),
+    (5.70, 5.80, 150, claims.UNTESTED),  # a first-round sum model is no comparison for a second-round one
+])
+def test_table2_compares_held_out_losses_of_equally_trained_models(tmp_path, monkeypatch, wg, sum_, sum_steps,
+                                                                   verdict):
+    _mog_registry(tmp_path, monkeypatch, {
+        "m-wg": _record("weight-gate", wg), "m-sum": _record("sum", sum_, steps=sum_steps),
+        "m-self": _record("self-gate", 5.75), "m-half": _record("weight-gate", 1.0, half_dim=True)})
+    (tmp_path / "results").mkdir()
+    table2 = next(c for c in claims.evaluate(tmp_path) if c.analysis == "checkpoints")
+    assert table2.verdict == verdict
+    if verdict != claims.UNTESTED:
+        assert f"held-out MLM loss m-wg {wg:.3f} vs m-sum {sum_:.3f}" in table2.evidence
+        assert "m-self (self-gate) 5.750" in table2.evidence and "m-half" not in table2.evidence
+
+
+def test_table2_falls_back_to_the_training_loss(tmp_path, monkeypatch):
+    _mog_registry(tmp_path, monkeypatch, {"m-wg": _record("weight-gate", None, last=6.2),
+                                          "m-sum": _record("sum", None, last=6.1)})
+    (tmp_path / "results").mkdir()
+    table2 = next(c for c in claims.evaluate(tmp_path) if c.analysis == "checkpoints")
+    assert table2.verdict == claims.FAILS and "training, last steps MLM loss m-wg 6.200" in table2.evidence
 
 
 def test_every_model_keeps_one_colour():

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 
 from probes.corpus import DEFAULT_CORPUS_DIR
 from probes.errors import CheckpointError, ProbeError
+from recipes.loop import Paused, state_dir
 from recipes.train_recurrent import Config, build, draw_batch, sequence_loss, train
 
 FAMILIES = ["tiny-llama", "tiny-gemma3"]
@@ -113,14 +114,18 @@ def _rows(folder):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_resume_gives_the_uninterrupted_result(name, corpus, tmp_path):
     whole = train(cfg(name, corpus, tmp_path / "whole"))
-    part = cfg(name, corpus, tmp_path / "part", stop_after=2, save_every=3)
-    state = train(part)
-    assert state == tmp_path / "part.state" and (state / "state.pt").exists() and not (tmp_path / "part").exists()
-    with pytest.raises(ProbeError, match="--resume"):  # an unfinished run is not silently restarted
-        train(cfg(name, corpus, tmp_path / "part"))
+    state = state_dir(tmp_path / "part")
+    with pytest.raises(Paused):  # --max-minutes: saves after its first step and stops
+        train(cfg(name, corpus, tmp_path / "part", max_minutes=1e-9))
+    assert (state / "state.pt").exists() and not (tmp_path / "part").exists()
+    saved = torch.load(state / "state.pt", weights_only=True)
+    assert saved["step"] == 1 and saved["model"] and all(k.startswith("recurrence.") for k in saved["model"])
     with pytest.raises(ProbeError, match="other settings"):
-        train(cfg(name, corpus, tmp_path / "part", resume=True, recurrence_lr=5e-3))
-    done = train(cfg(name, corpus, tmp_path / "part", resume=True))
+        train(cfg(name, corpus, tmp_path / "part", recurrence_lr=5e-3))
+    with pytest.raises(Paused):  # a second piece, with another save interval
+        train(cfg(name, corpus, tmp_path / "part", max_minutes=1e-9, save_every=3))
+    assert torch.load(state / "state.pt", weights_only=True)["step"] == 2
+    done = train(cfg(name, corpus, tmp_path / "part"))
     assert done == tmp_path / "part" and not state.exists()
     a, b = load_file(str(whole / "recurrence.safetensors")), load_file(str(done / "recurrence.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -173,8 +178,50 @@ def test_bad_settings_are_one_line_errors(corpus, tmp_path):
         train(cfg("tiny-llama", corpus, tmp_path / "o", baseline=True))
     with pytest.raises(ProbeError, match="overlap"):
         train(cfg("tiny-llama", corpus, tmp_path / "o", overlap=16))
-    with pytest.raises(ProbeError, match="no saved state"):
-        train(cfg("tiny-llama", corpus, tmp_path / "o", resume=True))
+    with pytest.raises(ProbeError, match="divisible"):
+        train(cfg("tiny-llama", corpus, tmp_path / "o", batch_size=3, grad_accum=2))
+
+
+def test_grad_accumulation_weights_micro_batches_by_their_targets(tmp_path):
+    """Two micro-batches give the step of one batch although their rows score different numbers of
+    targets (a short book is right-padded): each micro-batch's mean is weighted by its share of the
+    batch's targets."""
+    from recipes.train_recurrent import scored_targets, train_books
+
+    books_dir = tmp_path / "books"
+    books_dir.mkdir()
+    emma = (DEFAULT_CORPUS_DIR / "austen-emma.txt").read_text(encoding="utf-8")
+    (books_dir / "long.txt").write_text(emma[20_000:21_000])
+    (books_dir / "short.txt").write_text(emma[30_000:30_100])
+    c = cfg("tiny-llama", books_dir, tmp_path / "one", batch_size=4, steps=3, base_loss_every=0)
+    lm, _, _ = build(c)
+    span = c.window + (c.windows_per_sequence - 1) * (c.window - c.overlap) + 1
+    books, _ = train_books(lm, c.corpus, span)
+    halves = [[scored_targets(draw_batch(books, span, 4, c.seed, s)[1][rows], c.window, c.overlap, True)
+               for rows in (slice(0, 2), slice(2, 4))] for s in range(3)]
+    assert any(x != y for x, y in halves)  # the two micro-batches of some step score unequal counts
+    one = train(c)
+    two = train(cfg("tiny-llama", books_dir, tmp_path / "two", batch_size=4, steps=3, base_loss_every=0,
+                    grad_accum=2))
+    a, b = load_file(str(one / "recurrence.safetensors")), load_file(str(two / "recurrence.safetensors"))
+    assert max((a[k].float() - b[k].float()).abs().max().item() for k in a) < 1e-3
+    for r1, r2 in zip(_rows(one), _rows(two)):
+        assert abs(float(r1["loss"]) - float(r2["loss"])) < 2e-5
+
+
+def test_scored_targets_counts_what_the_loss_scores(corpus, tmp_path):
+    from recipes.train_recurrent import scored_targets, train_books
+
+    c = cfg("tiny-llama", corpus, tmp_path / "x")
+    lm, model, _ = build(c)
+    span = c.window + (c.windows_per_sequence - 1) * (c.window - c.overlap) + 1
+    books, _ = train_books(lm, c.corpus, span)
+    ids, mask = draw_batch([books[0][:2 * span]] + [books[0][:span // 2]] * 4, span, 6, c.seed, 0)
+    assert int(mask.sum()) < mask.numel()  # some padding drawn
+    for frozen in (True, False):
+        with torch.no_grad():
+            _, n = sequence_loss(model, ids, mask, c.window, c.overlap, recurrent=True, frozen=frozen)
+        assert n == scored_targets(mask, c.window, c.overlap, frozen)
 
 
 def test_full_baseline_trains_the_plain_model(corpus, tmp_path):

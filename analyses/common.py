@@ -66,8 +66,8 @@ def provenance() -> dict:
 
 
 def _jsonable(x, nulls: list | None = None, where: str = ""):
-    """JSON-ready copy of ``x``: floats rounded to 8 decimals; a non-finite float becomes None
-    (null) and its place is appended to ``nulls``."""
+    """JSON-ready copy of ``x``: floats rounded to 8 decimals (8 significant digits below 1e-3); a
+    non-finite float becomes None (null) and its place is appended to ``nulls``."""
     if isinstance(x, dict):
         return {str(k): _jsonable(v, nulls, f"{where}/{k}") for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -81,7 +81,10 @@ def _jsonable(x, nulls: list | None = None, where: str = ""):
             if nulls is not None:
                 nulls.append(where)
             return None
-        return round(float(x), 8)
+        x = float(x)
+        # 8 decimals; below 1e-3 8 significant digits instead, so that a small p-value or variance
+        # is never written as 0 (a rounding that would change what the number says)
+        return round(x, 8) if abs(x) >= 1e-3 else float(f"{x:.8g}")
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return _jsonable(dataclasses.asdict(x), nulls, where)
     if isinstance(x, Path):

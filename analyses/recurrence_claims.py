@@ -75,7 +75,7 @@ def perplexity_claims(cfg: Config) -> tuple[list[str], list[str]]:
     g_base = _ppl_rows(gpt2, cfg.gpt2_base)
     if g_base:
         T = next(iter(g_base.values()))["window"]
-        pairs.append((f"{cfg.gpt2_base} / {cfg.gpt2_recurrent} (to be refreshed)", gpt2, cfg.gpt2_base,
+        pairs.append((f"{cfg.gpt2_base} / {cfg.gpt2_recurrent}", gpt2, cfg.gpt2_base,
                       cfg.gpt2_recurrent, T))
     found = False
     for label, root, base_name, rec_name, T in pairs:
@@ -112,7 +112,7 @@ def topic_claims(cfg: Config) -> list[str]:
              "A < B | ties | sign test p (two-sided / A < B) | Wilcoxon p (two-sided) | claim 3 |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     runs = [(Path(cfg.out) / f"T{T}", cfg.recurrent, cfg.base, "") for T in cfg.window]
-    runs.append((Path(cfg.gpt2_out), cfg.gpt2_recurrent, cfg.gpt2_base, " (to be refreshed)"))
+    runs.append((Path(cfg.gpt2_out), cfg.gpt2_recurrent, cfg.gpt2_base, ""))
     for root, a, b, note in runs:
         doc = _read(root / "results" / "topics" / f"{a}-vs-{b}.json")
         if doc is None:

@@ -22,6 +22,11 @@ atomically (a temporary folder renamed into place) as a Hugging Face folder: ``c
     $ python -m recipes.train_lm finetune --init out/train/gpt2-small-pretrained --recurrent \\
           --out checkpoints/gpt2-small-recurrent
 
+The defaults are the first round's sizes (the default corpus, 300 steps per stage). The committed
+pair is the second round's: 10x those tokens on ``data/train-corpus``, bfloat16 autocast, run by
+``scripts/train_small_models.py --gpt2-scale 10``, which records each stage's exact command
+(``checkpoints/README-gpt2.md``).
+
 The baseline and the recurrent model see exactly the same sequences in the same order (same
 seed) for the same number of steps; only h_prev differs. The recurrence module's parameters get
 their own learning rate (``--recurrence-lr``): they start from scratch, the transformer does not.

@@ -66,3 +66,19 @@ def test_config_fields_inherit_override_and_validate(capsys):
 
 def test_unique_keeps_the_first_of_each():
     assert unique(["b", "a", "b", "c", "a"]) == ["b", "a", "c"]
+
+
+def test_saved_floats_keep_small_values(tmp_path):
+    """8 decimals, but a p-value of 2.77e-10 is not written as 0 (8 significant digits below 1e-3)."""
+    import json
+
+    from analyses.common import write_result
+
+    js, csv_path = write_result(tmp_path, "topics", "minilm-l6",
+                                {"p": 2.7712345678e-10, "x": 572.321234567, "y": -0.00123456789, "z": 0.0,
+                                 "bad": float("nan")}, [{"p": 2.7712345678e-10, "x": 572.321234567}])
+    got = json.loads(js.read_text())
+    assert {k: got[k] for k in ("p", "x", "y", "z", "bad")} == {"p": 2.7712346e-10, "x": 572.32123457,
+                                                                "y": -0.00123457, "z": 0.0, "bad": None}
+    assert got["nulls"]["paths"] == ["/bad"]
+    assert csv_path.read_text().splitlines()[1] == "2.7712346e-10,572.32123457"

@@ -59,5 +59,5 @@ def test_claim_2_compares_recurrent_o0_with_base_at_t_over_4(tmp_path):
 
 
 def test_no_results_is_one_line_error(tmp_path):
-    with pytest.raises(ProbeError, match="make recurrence-real"):
-        main(["--out", str(tmp_path)])
+    with pytest.raises(ProbeError, match="make recurrence-real"):  # hermetic: not the checkout's out/
+        main(["--out", str(tmp_path), "--gpt2-out", str(tmp_path / "no-demo")])

@@ -146,15 +146,20 @@ def done(folder: Path, cmd: list[str]) -> bool:
 
 
 def run_gpt2(stages: list[list[str]], log) -> int:
-    """Pretraining, then both fine-tunes at once; a stage whose folder holds its settings is skipped."""
-    todo = [c for c in stages if not done(Path(c[c.index("--out") + 1]), c)]
-    if stages[0] in todo:
-        code = subprocess.run(stages[0], stdout=log, stderr=subprocess.STDOUT).returncode
+    """Pretraining, then both fine-tunes at once. A stage whose folder holds its settings is skipped,
+    and so is the pretraining when both fine-tunes are done (a fresh checkout has the committed pair
+    but not the intermediate model)."""
+    pretrain, *finetunes = stages
+    todo = [c for c in finetunes if not done(Path(c[c.index("--out") + 1]), c)]
+    if not todo:
+        return 0
+    if not done(Path(pretrain[pretrain.index("--out") + 1]), pretrain):
+        code = subprocess.run(pretrain, stdout=log, stderr=subprocess.STDOUT).returncode
         if code:
             return code
-    procs = [subprocess.Popen(c, stdout=log, stderr=subprocess.STDOUT) for c in todo if c is not stages[0]]
+    procs = [subprocess.Popen(c, stdout=log, stderr=subprocess.STDOUT) for c in todo]
     codes = [p.wait() for p in procs]
-    return next((c for c in codes if c not in (0, 75)), max(codes, default=0))
+    return next((c for c in codes if c not in (0, 75)), max(codes))
 
 
 def launch(cfg: Config, steps: int, out_dir: str) -> dict[str, int]:
@@ -172,7 +177,11 @@ def launch(cfg: Config, steps: int, out_dir: str) -> dict[str, int]:
             continue
         jobs.append((name, cmd))
     if cfg.gpt2 and cfg.group in ("A", "all"):
-        jobs.append(("gpt2", gpt2_stages(cfg, steps if cfg.action == "probe" else None, out_dir)))
+        stages = gpt2_stages(cfg, steps if cfg.action == "probe" else None, out_dir)
+        if cfg.action == "train" and all(done(Path(c[c.index("--out") + 1]), c) for c in stages[1:]):
+            print(f"gpt2: done already ({out_dir}/gpt2-small-base, {out_dir}/gpt2-small-recurrent)", flush=True)
+        else:
+            jobs.append(("gpt2", stages))
 
     def run(job):
         name, cmd = job

@@ -77,6 +77,11 @@ def test_run_gpt2_pretrains_first_then_skips_what_is_done(tmp_path, monkeypatch)
         stages[2][-1] = "4"  # b asked with other settings: only b runs
         assert driver.run_gpt2(stages, log) == 0
         assert (tmp_path / "order.txt").read_text().split() == order + ["b"]
+        import shutil
+
+        shutil.rmtree(tmp_path / "pre")  # a fresh checkout: the fine-tunes are there, the intermediate is not
+        assert driver.run_gpt2(stages, log) == 0
+        assert (tmp_path / "order.txt").read_text().split() == order + ["b"]  # nothing ran
         failing = [[*stages[0][:-1], "5", "--fail", "3"], *stages[1:]]
         stages[1][-1] = "5"
         assert driver.run_gpt2(failing, log) == 3  # pretraining failed: no fine-tune starts

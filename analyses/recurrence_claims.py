@@ -111,14 +111,14 @@ def topic_claims(cfg: Config) -> list[str]:
     lines = ["| model pair (A = recurrent, B = base) | T | contexts | mean JSD A | mean JSD B | real continuation | "
              "A < B | ties | sign test p (two-sided / A < B) | Wilcoxon p (two-sided) | claim 3 |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
-    runs = [(Path(cfg.out) / f"T{T}", cfg.recurrent, cfg.base, "") for T in cfg.window]
-    runs.append((Path(cfg.gpt2_out), cfg.gpt2_recurrent, cfg.gpt2_base, ""))
-    for root, a, b, note in runs:
+    runs = [(Path(cfg.out) / f"T{T}", cfg.recurrent, cfg.base) for T in cfg.window]
+    runs.append((Path(cfg.gpt2_out), cfg.gpt2_recurrent, cfg.gpt2_base))
+    for root, a, b in runs:
         doc = _read(root / "results" / "topics" / f"{a}-vs-{b}.json")
         if doc is None:
             continue
         s = doc["statistics"]
-        lines.append(f"| {a} vs {b}{note} | {doc['model_a']['window']} | {s['n_contexts']} | {s['mean_jsd_a']:.4f} | "
+        lines.append(f"| {a} vs {b} | {doc['model_a']['window']} | {s['n_contexts']} | {s['mean_jsd_a']:.4f} | "
                      f"{s['mean_jsd_b']:.4f} | {s['mean_jsd_reference']:.4f} | {100 * s['share_a_less']:.1f}% | "
                      f"{s['n_ties']} | {s['sign_test_p']:.3g} / {s['sign_test_p_a_less']:.3g} | "
                      f"{s['wilcoxon_p']:.3g} | {_verdict(s['paper_direction_held'])} |")

@@ -115,10 +115,7 @@ class Activations:
     def layer_hidden(self, layer: int) -> np.ndarray | Float32View:
         """(N, d) every token's state at ``layer`` (0 = embeddings, -1 = last); ProbeError if the
         extraction kept only other layers (``extract(..., layers=...)``)."""
-        L = self.n_layers
-        lyr = layer + L + 1 if layer < 0 else layer
-        if not 0 <= lyr <= L:
-            raise ProbeError(f"layer {layer} is out of range for a model with {L} layers (0..{L}, or -1)")
+        lyr = _layer_index(layer, self.n_layers)
         if self.hidden_layers is None:
             return self.hidden[lyr]
         if lyr not in self.hidden_layers:
@@ -265,10 +262,15 @@ def _kept_layers(layers: list[int] | None, L: int) -> list[int] | None:
     """The sorted distinct layer indices in 0..L that ``layers`` names (-1 = L), or None for all."""
     if layers is None:
         return None
-    out = sorted({x + L + 1 if x < 0 else x for x in layers})
-    if any(not 0 <= x <= L for x in out):
-        raise ProbeError(f"layers {layers}: out of range for a model with {L} layers (0..{L}, or -1)")
-    return out
+    return sorted({_layer_index(x, L, f"layer {x} of layers {layers}") for x in layers})
+
+
+def _layer_index(layer: int, L: int, what: str = "") -> int:
+    """``layer`` as an index in 0..L (negative counts from the end: -1 = L); ProbeError if out of range."""
+    index = layer + L + 1 if layer < 0 else layer
+    if not 0 <= index <= L:
+        raise ProbeError(f"{what or f'layer {layer}'} is out of range for a model with {L} layers (0..{L}, or -1)")
+    return index
 
 
 def _check_batch_size(batch_size) -> int:

@@ -29,6 +29,9 @@ from pathlib import Path
 
 from probes.errors import ProbeError
 
+# accelerate's device maps that --device-map accepts (probes.load, probes.hf.check_device_map)
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential", "cpu")
+
 # ----------------------------------------------------------------------------- fields
 
 
@@ -157,7 +160,7 @@ class RunConfig:
                            "float32 for values float16 cannot hold) or float32 (exact)", choices=["float16", "float32"])
     device_map: str = arg("none", "spread a Hugging Face model too big for one device over all of them "
                           "(needs accelerate); none: the whole model on --device",
-                          choices=["none", "auto", "balanced", "balanced_low_0", "sequential", "cpu"])
+                          choices=["none", *DEVICE_MAPS])
 
 
 # ----------------------------------------------------------------------------- checks before work

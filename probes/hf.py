@@ -16,6 +16,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from probes.cli import DEVICE_MAPS
 from probes.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
 from probes.errors import CheckpointError
 from probes.names import hub_reachable, hub_unreachable
@@ -200,9 +201,6 @@ def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tupl
     if spec.source_type == "hub":
         fingerprint["commit"] = getattr(model.config, "_commit_hash", None)
     return model, fingerprint
-
-
-DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential", "cpu")
 
 
 def check_device_map(spec: CheckpointSpec, device_map: str) -> None:

@@ -110,8 +110,9 @@ class Loop:
         self.opt, self.sched, self.steps, self.clip = opt, sched, steps, clip
         self.state_dir = Path(state_dir)
         self.config = asdict(config)
-        amp = config.amp if config.amp != "auto" else ("bfloat16" if self.device.startswith("cuda") else "float32")
-        self.amp_dtype = None if amp == "float32" else getattr(torch, amp)
+        # "auto" resolved: "bfloat16" or "float32"
+        self.amp = config.amp if config.amp != "auto" else ("bfloat16" if self.device.startswith("cuda") else "float32")
+        self.amp_dtype = None if self.amp == "float32" else getattr(torch, self.amp)
         self.t0 = time.monotonic()
         self.params = [p for p in {id(p): p for p in model.parameters()}.values() if p.requires_grad]
         self.trained_only = trained_only
@@ -138,7 +139,7 @@ class Loop:
     @property
     def compute_dtype(self) -> str:
         """The forward pass's precision, for a run's record: "bfloat16 autocast" or "float32"."""
-        return f"{str(self.amp_dtype).replace('torch.', '')} autocast" if self.amp_dtype else "float32"
+        return f"{self.amp} autocast" if self.amp_dtype else "float32"
 
     # ------------------------------------------------------------------ one step
 

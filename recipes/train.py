@@ -535,7 +535,7 @@ def _train(cfg: TrainConfig, state_dir: Path):
         "tokens_seen": int(loop.rows[-1]["tokens"]), "training_blocks": len(blocks), "corpus": corpus_id,
         "tokenizer_corpus": tokenizer.training_corpus, "weights_dtype": cfg.dtype, "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(), "uniform_loss": math.log(vocab), "processes": loop.world,
-        "device": loop.device, "amp": str(loop.amp_dtype).replace("torch.", "") if loop.amp_dtype else "float32",
+        "device": loop.device, "amp": loop.amp,
     }
     return loop, (arch, tokenizer, summary)
 

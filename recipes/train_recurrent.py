@@ -245,6 +245,10 @@ def train(cfg: Config) -> Path:
     model.train() if not frozen else model.eval()  # frozen: the base stays in eval mode (no dropout anywhere)
     micro = loop.micro_slices(cfg.batch_size)
     t_run = time.time()
+
+    def elapsed() -> float:  # training seconds over every piece of the run
+        return wall_before + time.time() - t_run
+
     what = cfg.mode + (", baseline" if cfg.baseline else "")
     bar = tqdm(range(loop.start_step, cfg.steps), desc=f"train_recurrent ({what})", unit="step",
                initial=loop.start_step, total=cfg.steps, disable=not loop.is_main)
@@ -260,18 +264,17 @@ def train(cfg: Config) -> Path:
         value = loop.step(local)
         row = {"step": step + 1, "loss": round(value, 5), "base_loss": "", "shuffled_loss": "",
                "lr": opt.param_groups[-1]["lr"], "tokens": (step + 1) * cfg.batch_size * (span - 1),
-               "elapsed_s": round(wall_before + time.time() - t_run, 1)}
+               "elapsed_s": round(elapsed(), 1)}
         if recurrent and frozen and cfg.base_loss_every and (step + 1) % cfg.base_loss_every == 0 and loop.is_main:
             with loop.autocast():
                 row["base_loss"], row["shuffled_loss"] = _controls(model, ids.to(loop.device),
                                                                    mask.to(loop.device), T, o)
         loop.rows.append(row)
         bar.set_postfix(loss=f"{value:.3f}")
-        loop.after_step(step + 1, lambda: {"elapsed_s": wall_before + time.time() - t_run})
-    wall = wall_before + time.time() - t_run
+        loop.after_step(step + 1, lambda: {"elapsed_s": elapsed()})
     if loop.is_main:
         model.cpu()
-        _write_output(cfg, lm, model, recurrent, loop, corpus_id, span, wall, time.time() - t0)
+        _write_output(cfg, lm, model, recurrent, loop, corpus_id, span, elapsed(), time.time() - t0)
     loop.finish()
     return cfg.out_path()
 

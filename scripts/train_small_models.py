@@ -145,15 +145,20 @@ def done(folder: Path, cmd: list[str]) -> bool:
     return all(k in recorded and str(recorded[k]) == v for k, v in command_settings(cmd).items())
 
 
+def stage_done(cmd: list[str]) -> bool:
+    """:func:`done` for a GPT-2 stage, whose folder is its ``--out``."""
+    return done(Path(cmd[cmd.index("--out") + 1]), cmd)
+
+
 def run_gpt2(stages: list[list[str]], log) -> int:
     """Pretraining, then both fine-tunes at once. A stage whose folder holds its settings is skipped,
     and so is the pretraining when both fine-tunes are done (a fresh checkout has the committed pair
     but not the intermediate model)."""
     pretrain, *finetunes = stages
-    todo = [c for c in finetunes if not done(Path(c[c.index("--out") + 1]), c)]
+    todo = [c for c in finetunes if not stage_done(c)]
     if not todo:
         return 0
-    if not done(Path(pretrain[pretrain.index("--out") + 1]), pretrain):
+    if not stage_done(pretrain):
         code = subprocess.run(pretrain, stdout=log, stderr=subprocess.STDOUT).returncode
         if code:
             return code
@@ -178,7 +183,7 @@ def launch(cfg: Config, steps: int, out_dir: str) -> dict[str, int]:
         jobs.append((name, cmd))
     if cfg.gpt2 and cfg.group in ("A", "all"):
         stages = gpt2_stages(cfg, steps if cfg.action == "probe" else None, out_dir)
-        if cfg.action == "train" and all(done(Path(c[c.index("--out") + 1]), c) for c in stages[1:]):
+        if cfg.action == "train" and all(map(stage_done, stages[1:])):
             print(f"gpt2: done already ({out_dir}/gpt2-small-base, {out_dir}/gpt2-small-recurrent)", flush=True)
         else:
             jobs.append(("gpt2", stages))

@@ -56,7 +56,7 @@ demo: $(STAMP)
 	$(PY) -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
 	$(PY) -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
-	$(PY) -m analyses.figures --out $(OUT)
+	$(PY) -m analyses.summary.figures --out $(OUT)
 	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"
 	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/, everything on one page: $(OUT)/report.html"
 
@@ -73,7 +73,7 @@ recurrence-real: $(STAMP)
 		--n-sentences $(REAL_SENTENCES) --n-tokens $(REAL_SENTENCES) --out $(REAL_OUT)
 	$(PY) -m analyses.transitions --model minilm-l6 --model smollm2-135m --model gemma3-270m \
 		--n-sentences $(REAL_SENTENCES) --out $(REAL_OUT)
-	$(PY) -m analyses.recurrence_claims --out $(REAL_OUT) --gpt2-out $(OUT)
+	$(PY) -m analyses.summary.recurrence_claims --out $(REAL_OUT) --gpt2-out $(OUT)
 
 # JupyterLab on notebooks/, with this project's environment as the kernel.
 lab: $(STAMP)
@@ -82,7 +82,7 @@ lab: $(STAMP)
 	$(PY) -m jupyter lab --notebook-dir=notebooks
 
 figures: $(STAMP)
-	$(PY) -m analyses.figures --out $(OUT)
+	$(PY) -m analyses.summary.figures --out $(OUT)
 
 test: $(STAMP)
 	$(PY) -m pytest

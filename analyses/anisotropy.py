@@ -38,7 +38,7 @@ from analyses.common import (
     run_main,
     save_drawings,
 )
-from probes.activations import Activations
+from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)

@@ -1,14 +1,14 @@
-"""What every analysis shares: config groups, result files, figures (the CLI helpers come from probes.cli).
+"""What every analysis shares: config groups, result files, figures (the CLI helpers come from probes.config).
 
-* A config is a dataclass whose fields are declared with :func:`probes.cli.arg` (default, one line
-  of help, valid range); :func:`probes.cli.parse_config` builds the validated CLI from it.
+* A config is a dataclass whose fields are declared with :func:`probes.config.arg` (default, one line
+  of help, valid range); :func:`probes.config.parse_config` builds the validated CLI from it.
   :class:`SentenceConfig` = models + corpus + run settings + sentence sample, shared by the
   sentence-level analyses.
 * :func:`write_result` writes ``<out>/results/<analysis>/<model>.json`` and ``.csv`` atomically;
   the JSON holds the numbers and everything that produced them (config, model identity,
   corpus identity, package versions). No timestamps: equal inputs give byte-identical files.
 * :func:`save_figure` writes PNG + PDF into ``<out>/figures/``.
-* :func:`run_main` turns a user error into one line on stderr and exit code 2 (see probes.cli).
+* :func:`run_main` turns a user error into one line on stderr and exit code 2 (see probes.config).
 * Result JSON is strict: a non-finite number is written as null and listed under ``nulls``.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probes.cli import ModelsConfig, RunConfig, arg, check_device, check_writable, parse_config, run_main, unique
+from probes.config import ModelsConfig, RunConfig, arg, check_device, check_writable, parse_config, run_main, unique
 from probes.errors import ProbeError
 from probes.io import atomic_write, strict_json
 
@@ -94,9 +94,10 @@ def _jsonable(x, nulls: list | None = None, where: str = ""):
 
 def result_name(model: str) -> str:
     """The name a model's results are filed under: a registry name (or a composite of names, like
-    similarity's ``a__b__unit``) as it is; an ``hf:`` id, a folder or a ``?sentence=`` name (probes.names)
+    similarity's ``a__b__unit``) as it is; an ``hf:`` id, a folder or a ``?sentence=`` name (probes.checkpoints.names)
     as its spec's safe name, so no user string ever becomes a path below results/."""
-    from probes.registry import SAFE_NAME, get_spec, read_registry
+    from probes.checkpoints.names import get_spec
+    from probes.checkpoints.registry import SAFE_NAME, read_registry
 
     if model in read_registry() or (SAFE_NAME.fullmatch(model) and ".." not in model
                                     and not Path(model).expanduser().is_dir()):
@@ -170,7 +171,7 @@ def result_paths(out: str | os.PathLike, analysis: str, model: str) -> tuple[Pat
 def write_result(out: str | os.PathLike, analysis: str, model: str, result: Result | dict,
                  rows: list[dict]) -> tuple[Path, Path]:
     """Atomically write the result JSON (numbers + settings) and a flat CSV table (rank 0 only, under torchrun)."""
-    from probes.distributed import is_main
+    from probes.capture.distributed import is_main
 
     if not is_main():  # the other ranks of a torchrun help extract; one process writes each result
         raise RuntimeError(f"rank {os.environ.get('RANK')} of a torchrun tried to write a result; only rank 0 does")

@@ -9,10 +9,11 @@ import hashlib
 from pathlib import Path
 
 from analyses.common import check_device, check_writable, read_results, unique, write_result
-from probes.activations import Activations, extract
+from probes.capture.activations import Activations
+from probes.capture.distributed import is_main
+from probes.capture.extract import extract
+from probes.checkpoints.names import get_spec
 from probes.corpus import load_corpus, sample_sentences
-from probes.distributed import is_main
-from probes.registry import get_spec
 
 
 def sentence_activations(model: str, corpus: str, n_sentences: int, seed: int, out: str = "out",
@@ -51,14 +52,14 @@ def run_sentence_analysis(analysis: str, cfg, compute, table_rows, figures, maps
     """The CLI body of the sentence-level analyses: for each ``cfg.model`` (repeats once), the cached
     activations of the seeded sentence sample -> ``compute`` -> result files; then ``figures`` for
     all the models. Names, device and ``--out`` are checked before any model runs. Under torchrun every
-    process extracts its share (probes.distributed) and only rank 0 computes and writes. ``layers=()``:
+    process extracts its share (probes.capture.distributed) and only rank 0 computes and writes. ``layers=()``:
     an analysis of maps or sentence vectors only, whose cache entry keeps no token states."""
     models = unique(cfg.model)
     for name in models:
         get_spec(name)
     check_device(cfg.device)
     if getattr(cfg, "device_map", "none") != "none":
-        from probes.hf import check_device_map
+        from probes.checkpoints.loaders import check_device_map
 
         for name in models:
             check_device_map(get_spec(name), cfg.device_map)

@@ -1,6 +1,6 @@
 """Graph-Transformer subgraph weights and per-order attention (Duan & Zhao, Fig. 9 and Fig. 10).
 
-Reads the maps :mod:`probes.mog_encoder` captures (no model runs here):
+Reads the maps :mod:`probes.models.mog_encoder` captures (no model runs here):
 
 * Fig. 9: the weight-gate's w (Eq. 16; map ``subgraph_weight``, the mean over hidden units per
   token) averaged over a sentence's real tokens (special tokens excluded), then over the sentences
@@ -38,7 +38,7 @@ from scipy.stats import spearmanr
 from analyses import common
 from analyses.common import arg, parse_config, result_header, run_main, save_drawings
 from analyses.style import model_color, use_theme
-from probes.activations import Activations
+from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 ORDERS = ("attention_high", "attention_middle_qi", "attention_middle_qp")

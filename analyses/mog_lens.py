@@ -2,7 +2,7 @@
 of the Graph-Transformer paper's Eq. 14 (pp, pi, ip, ii) and from the biases, per layer and
 sentence-length bucket, for any BERT-style model registered with family ``mog-lens``.
 
-From the maps of :mod:`probes.mog_lens` (no model runs here): for term t, its share of the logit
+From the maps of :mod:`probes.models.mog_lens` (no model runs here): for term t, its share of the logit
 variance is sum cov_t / sum var_logit, pooled over every query row (specials included) of every
 head and sentence in the group; cov_t is the within-row centred covariance of the term with the
 logit (rows are centred because the softmax ignores row constants), so the six shares add to 1
@@ -26,9 +26,9 @@ import numpy as np
 from analyses import common
 from analyses.common import arg, parse_config, result_header, run_main, save_drawings
 from analyses.style import model_color, use_theme
-from probes.activations import Activations
+from probes.capture.activations import Activations
 from probes.errors import ProbeError
-from probes.mog_lens import TERMS
+from probes.models.mog_lens import TERMS
 
 ALL = "all"
 

@@ -11,7 +11,7 @@ of a window is predicted by the previous window's last position (with a full win
 Equivalently, target t_p (p >= 1) is scored with the context t_s..t_{p-1}, s = k (T - o),
 k = 0 if p <= T else ceil((p - T) / (T - o)) (the tests check this brute force).
 
-A recurrent model (family ``recurrent``, :mod:`probes.recurrent`) runs the same windows in order;
+A recurrent model (family ``recurrent``, :mod:`probes.models.recurrent`) runs the same windows in order;
 window k gets h_prev from window k-1, pooled over window k-1's first T - o positions (those the next
 window does not repeat). A plain model runs them independently (batched).
 
@@ -71,11 +71,11 @@ from analyses.common import (
     write_result,
 )
 from analyses.style import model_color, use_theme
+from probes.capture.windows import check_window, windowed_nll
+from probes.checkpoints.names import get_spec
 from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
 from probes.errors import ProbeError
-from probes.lm import load_lm, need_causal, windowed_nll
-from probes.registry import get_spec
-from probes.windows import check_window
+from probes.models.lm import load_lm, need_causal
 
 
 @dataclass
@@ -104,7 +104,7 @@ class Result(common.Result):
 
     model_name: str
     config: dict  # the resolved Config (without out)
-    model: dict  # the LM's identity (probes.lm describe)
+    model: dict  # the LM's identity (probes.models.lm describe)
     corpus: dict  # corpus identity, split, documents evaluated
     non_embedding_parameters: int  # N of Kaplan's count
     overlap_matches_training: dict[str, bool] | None  # recurrent models: overlap (as text) -> the trained one?

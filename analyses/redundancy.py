@@ -48,8 +48,8 @@ from analyses.common import (
     unique,
     write_result,
 )
-from probes.activations import Activations
-from probes.distributed import is_main
+from probes.capture.activations import Activations
+from probes.capture.distributed import is_main
 from probes.errors import ProbeError
 
 THRESHOLDS = (0.90, 0.92, 0.94, 0.96, 0.98)
@@ -144,9 +144,9 @@ def window_activations(model: str, corpus: str, windows: list[int], n_windows: i
     from the running text of ``corpus`` (see probes.corpus.token_windows), encoded by ``model``
     (cached under out/cache). Every length is checked against the model's limit before anything
     is extracted. Returns one Activations per window length, in order."""
-    from probes.activations import extract
+    from probes.capture.extract import extract
+    from probes.checkpoints.names import get_spec
     from probes.corpus import load_corpus, token_windows
-    from probes.registry import get_spec
 
     get_spec(model)
     tok = check_window_lengths(model, windows, tokenizer)

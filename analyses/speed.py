@@ -57,8 +57,8 @@ from analyses.common import (
     unique,
     write_result,
 )
+from probes.capture.timing import build_runner, machine, time_models
 from probes.errors import ProbeError
-from probes.timing import build_runner, machine, time_models
 
 RANDOM_MODELS = ("slstm", "bert", "albert")
 DEFAULT_LENGTHS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]

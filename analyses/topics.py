@@ -1,7 +1,7 @@
 """Topic propagation: do continuations stay on the context's topic? (recurrence paper §5.3.1)
 
 (Over 400 lines: one analysis with its five steps below, its long definitions block, its typed
-result and its two figures; generation and windows live in probes.lm and probes.windows.)
+result and its two figures; generation and windows live in probes.models.lm and probes.capture.windows.)
 
 1. **LDA.** gensim ``LdaModel`` with K = 20 topics (``--topics``), ``random_state = seed``,
    ``minimum_probability = 0``, fitted on the TRAIN part of the corpus (the first 90% of every
@@ -64,11 +64,11 @@ from analyses.common import (
     write_result,
 )
 from analyses.style import model_color, use_theme
+from probes.capture.windows import check_fits, check_window, greedy_windowed
+from probes.checkpoints.names import get_spec
 from probes.corpus import corpus_split, load_corpus
 from probes.errors import ProbeError
-from probes.lm import check_fits, greedy_windowed, load_lm, need_causal
-from probes.registry import get_spec
-from probes.windows import check_window
+from probes.models.lm import load_lm, need_causal
 
 
 @dataclass

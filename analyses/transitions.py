@@ -35,7 +35,7 @@ from analyses.common import (
     run_main,
     save_drawings,
 )
-from probes.activations import Activations
+from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 BLOCK_TOKENS = 4096  # tokens per block when streaming the (memory-mapped) hidden states: bounded memory

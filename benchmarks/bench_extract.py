@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from probes.cli import arg, parse_config, run_main
+from probes.config import arg, parse_config, run_main
 
 GOAL = 1.05  # extract / bare
 BYTES_GOAL = 2.0  # cache bytes per token per layer / d (float16)
@@ -238,7 +238,7 @@ def run(cfg: Settings) -> list[Row]:
 
 def cache_size(encoder, cache_dir: str) -> list[Row]:
     """Bytes per token per layer of the one entry in ``cache_dir``: hidden.npy alone, and the whole entry."""
-    from probes.activations import entry_bytes
+    from probes.capture.store import entry_bytes
 
     (entry,) = [p for p in (Path(cache_dir) / encoder.name).iterdir() if p.is_dir()]
     meta = json.loads((entry / "meta.json").read_text())["meta"]

@@ -28,7 +28,7 @@ import numpy as np
 
 from analyses.anisotropy import cosine_summary, pairwise_cosines
 from benchmarks.bench_extract import Row, goal_text, interleave, machine_info, median, print_table
-from probes.cli import arg, parse_config, run_main
+from probes.config import arg, parse_config, run_main
 
 GOAL = 3.0  # pairwise_cosines / (X @ X.T)
 

@@ -2,7 +2,7 @@
 
 The same texts (sampled from the default corpus with the seed; default 1000 sentences of
 ``minilm-l6``) are extracted into a fresh cache folder, float16, either by one process with 2
-torch threads or by ``torchrun --standalone --nproc_per_node 2`` (probes.distributed: each rank
+torch threads or by ``torchrun --standalone --nproc_per_node 2`` (probes.capture.distributed: each rank
 fills its contiguous share of the entry's chunks with 1 thread, rank 0 checks every chunk and
 finalises). Each run is a fresh child process; it loads the model first (untimed), the ranks meet
 at a barrier, then ``probes.extract`` is timed to its return on rank 0 (extraction + finalising
@@ -27,7 +27,7 @@ import tempfile
 from dataclasses import dataclass
 
 from benchmarks.bench_extract import Row, machine_info, median, print_table
-from probes.cli import arg, parse_config, run_main
+from probes.config import arg, parse_config, run_main
 
 
 @dataclass
@@ -49,7 +49,7 @@ def worker(argv: list[str]) -> None:
     import torch
 
     import probes
-    from probes import distributed
+    from probes.capture import distributed
     from probes.corpus import load_corpus, sample_sentences
 
     model, n, seed, batch, cache = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]

@@ -5,7 +5,7 @@
 * ``--cache-dtype`` (:data:`CACHE_DTYPES`) is how the states are stored: float16 (default; 2 bytes
   per number: bytes per token per layer = 2 x d) or float32 (exact). A state that float16 cannot
   hold (|x| > 65504, NaN, inf) is never stored rounded to inf: :func:`float16_problem` names it and
-  the extraction falls back to float32 for the whole entry (see probes.activations).
+  the extraction falls back to float32 for the whole entry (see probes.capture.activations).
 * :class:`Float32View` is how a float16 array is handed to the analyses: a read-only wrapper whose
   indexing returns float32 copies, so ``acts.hidden[l, a:b]`` is float32 and nothing can compute in
   float16 by accident (``view.mean()`` does not exist; ``np.asarray(view)`` is float32).

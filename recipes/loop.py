@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from probes.cli import arg, check_device
+from probes.config import arg, check_device
 from probes.errors import ProbeError
 
 PAUSED_EXIT = 75  # EX_TEMPFAIL: the run saved its state and stopped; the same command resumes it

@@ -6,11 +6,11 @@ folder writers; an architecture is one ``Arch`` entry and two small functions.)
 One recipe, three architectures of the same width and depth, trained with the same tokenizer,
 data order, masking, steps, batch and optimiser, as the paper does for its fair comparison:
 
-* ``slstm``: :class:`probes.slstm.SLSTMForMaskedLM` (one block shared by ``--layers`` steps);
+* ``slstm``: :class:`probes.models.slstm.SLSTMForMaskedLM` (one block shared by ``--layers`` steps);
 * ``bert``: ``transformers.BertForMaskedLM`` from a config (``--layers`` independent layers);
 * ``albert``: ``transformers.AlbertForMaskedLM`` from a config (one layer shared ``--layers`` times,
   factorised embeddings of ``--albert-embedding``);
-* ``mog``: :class:`probes.mog.MoGForMaskedLM`, the Graph-Transformer (``--fusion``, ``--half-dim``,
+* ``mog``: :class:`probes.models.mog.MoGForMaskedLM`, the Graph-Transformer (``--fusion``, ``--half-dim``,
   ``--shared-qkv``; ``--heads`` and ``--intermediate`` as for bert).
 
 Data: the corpus (default: the embedded one) split into sentences; complete sentences of a
@@ -34,7 +34,7 @@ when complete: ``model.safetensors`` (weights in ``--dtype``, float16 by default
 to float32), ``config.json`` (the S-LSTM's or the Hugging Face config), the tokenizer files,
 ``train_config.json`` (the resolved config + the outcome) and ``train_log.csv`` (loss every
 ``--log-every`` steps). The Hugging Face folders load with ``AutoModel`` (registry family ``hf``),
-the S-LSTM folder with ``probes.slstm_encoder`` (family ``slstm``).
+the S-LSTM folder with ``probes.models.slstm_encoder`` (family ``slstm``).
 
     $ python -m recipes.train --arch slstm      # -> checkpoints/slstm-small/
     $ python -m recipes.train --arch bert       # -> checkpoints/bert-small/
@@ -62,10 +62,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from probes.cli import arg, parse_config, run_main
+from probes.config import arg, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import replace_folder
-from probes.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
+from probes.models.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
 from recipes.loop import Loop, ScaleConfig, run_command, state_dir
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -93,7 +93,7 @@ class TrainConfig(ScaleConfig):
     intermediate: int = arg(1024, "feed-forward size (bert, albert, mog)", min=1)
     albert_embedding: int = arg(128, "ALBERT's factorised embedding size", min=1)
     fusion: str = arg("weight-gate", "Graph-Transformer fusion (mog)", choices=("sum", "weight-gate", "self-gate"))
-    half_dim: bool = arg(False, "Graph-Transformer (mog): attentions of half width (probes.mog reading 5)")
+    half_dim: bool = arg(False, "Graph-Transformer (mog): attentions of half width (probes.models.mog reading 5)")
     shared_qkv: bool = arg(False, "Graph-Transformer (mog): high- and middle-order attention share W_Q, W_K, W_V")
     max_positions: int = arg(512, "position embeddings (longest input the model accepts)", min=8)
     seq_len: int = arg(320, "longest training block, [CLS] and [SEP] included (320: 300-token windows in range)",
@@ -318,7 +318,7 @@ def _save_hf(model, folder: Path, cfg: TrainConfig) -> None:
 
 
 def _build_mog(cfg: TrainConfig, vocab_size: int, pad_id: int):
-    from probes.mog import MoGConfig, MoGForMaskedLM
+    from probes.models.mog import MoGConfig, MoGForMaskedLM
 
     try:
         conf = MoGConfig(vocab_size=vocab_size, hidden_size=cfg.width, num_layers=cfg.layers,
@@ -331,7 +331,7 @@ def _build_mog(cfg: TrainConfig, vocab_size: int, pad_id: int):
 
 
 def _save_mog(model, folder: Path, cfg: TrainConfig) -> None:
-    from probes.mog import save_pretrained as save_mog
+    from probes.models.mog import save_pretrained as save_mog
 
     save_mog(model, folder, dtype=cfg.dtype)
 

@@ -13,7 +13,7 @@ atomically (a temporary folder renamed into place) as a Hugging Face folder: ``c
    consecutive windows of T tokens (overlap o) from one book; every window scores the tokens
    it predicts that earlier windows of the sequence did not (as in analyses.perplexity).
 3. ``finetune --recurrent``: the same data, steps, seed and loss, with the recurrence module of
-   :mod:`probes.recurrent` (h_prev from window i-1 inserted at layer l_ins of window i),
+   :mod:`probes.models.recurrent` (h_prev from window i-1 inserted at layer l_ins of window i),
    trained end to end by backpropagation through the k windows.
 
     $ python -m recipes.train_lm all        # = the three commands below, with their defaults
@@ -45,10 +45,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from probes.cli import arg, build_parser, config_from_namespace, run_main
+from probes.capture.windows import check_window, plan, run_windows
+from probes.config import arg, build_parser, config_from_namespace, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
-from probes.windows import check_window, plan, run_windows
 from recipes.loop import Loop, ScaleConfig, provenance, run_command, setup_processes, state_dir, warmup_cosine
 
 EOS = "<|endoftext|>"
@@ -270,7 +270,7 @@ def _finish(loop: Loop, model, out: Path, write, message: str) -> Path:
 
 def sequence_loss(model, batch: torch.Tensor, T: int, o: int, k: int, recurrent: bool) -> torch.Tensor:
     """Mean next-token loss over k consecutive windows (window i starts at i*(T-o)); window 0
-    scores all its T predictions, later windows only the T-o new ones (:mod:`probes.windows`).
+    scores all its T predictions, later windows only the T-o new ones (:mod:`probes.capture.windows`).
     With ``recurrent``, h_prev flows from each window to the next (BPTT through all k)."""
     total, count = 0.0, 0
     windows = plan(T + (k - 1) * (T - o) + 1, T, o)
@@ -288,7 +288,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from probes.recurrent import RecurrenceConfig, RecurrentLM
+    from probes.models.recurrent import RecurrenceConfig, RecurrentLM
 
     torch.set_num_threads(cfg.threads)
     T, o, k = cfg.window, cfg.overlap, cfg.windows_per_sequence

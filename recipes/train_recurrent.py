@@ -1,4 +1,4 @@
-"""Fine-tune the recurrence module of :mod:`probes.recurrent` on a real pretrained causal LM.
+"""Fine-tune the recurrence module of :mod:`probes.models.recurrent` on a real pretrained causal LM.
 
 Two modes, one loop (seeded, deterministic on one machine, resumable):
 
@@ -9,7 +9,7 @@ Two modes, one loop (seeded, deterministic on one machine, resumable):
   through k windows: the first window of an example starts without h_prev, as every document
   does at evaluation). The first window's loss does not depend on any trained parameter (no
   h_prev enters it), so it runs without gradients and is not part of the loss; the loss is the
-  mean next-token loss of windows 2..k over the targets each scores (:mod:`probes.windows`).
+  mean next-token loss of windows 2..k over the targets each scores (:mod:`probes.capture.windows`).
 * ``--mode full`` (a GPU, ``--device cuda``): the paper's setting: the whole model and the module
   are trained (module at ``--recurrence-lr``, base at ``--lr``), loss over all k windows.
   ``--mode full --baseline`` fine-tunes the base alone on exactly the same sequences, steps and
@@ -67,10 +67,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from probes.cli import arg, check_device, parse_config, run_main
+from probes.capture.windows import check_window, plan
+from probes.config import arg, check_device, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
-from probes.windows import check_window, plan
 from recipes.loop import Loop, ScaleConfig, provenance, run_command, state_dir, warmup_cosine
 
 
@@ -196,10 +196,10 @@ def sequence_loss(model, ids: torch.Tensor, mask: torch.Tensor, T: int, o: int, 
 
 
 def build(cfg: Config):
-    """(LM (probes.lm), model to train, recurrent?) for ``cfg``: the base loaded by its registry
+    """(LM (probes.models.lm), model to train, recurrent?) for ``cfg``: the base loaded by its registry
     name, wrapped with a fresh recurrence module (seeded) unless ``--baseline``."""
-    from probes.lm import load_lm
-    from probes.recurrent import RecurrenceConfig, RecurrentLM
+    from probes.models.lm import load_lm
+    from probes.models.recurrent import RecurrenceConfig, RecurrentLM
 
     lm = load_lm(cfg.model, device=check_device(cfg.device))
     if lm.recurrent:

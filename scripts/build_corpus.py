@@ -49,7 +49,7 @@ import numpy as np
 import rdata
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a checkout
-from probes.cli import arg, parse_config, run_main  # noqa: E402
+from probes.config import arg, parse_config, run_main  # noqa: E402
 from probes.errors import ProbeError  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

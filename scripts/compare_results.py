@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from probes.cli import arg, parse_config, run_main  # noqa: E402
+from probes.config import arg, parse_config, run_main  # noqa: E402
 from probes.errors import ProbeError  # noqa: E402
 
 # (analysis folder, old path in the JSON) -> new path: fields renamed or moved by the restructuring

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a checkout
-from probes.cli import arg, parse_config, run_main  # noqa: E402
+from probes.config import arg, parse_config, run_main  # noqa: E402
 from probes.errors import ProbeError  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a checkout
-from probes.cli import arg, parse_config, run_main  # noqa: E402
+from probes.config import arg, parse_config, run_main  # noqa: E402
 from probes.errors import ProbeError  # noqa: E402
 
 # The masked-LM runs: checkpoint name -> the flags that make it differ from the shared recipe.

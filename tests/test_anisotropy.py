@@ -11,7 +11,7 @@ import pytest
 from analyses import anisotropy as an
 from analyses.common import write_result
 from analyses.style import model_color
-from probes.activations import Activations
+from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 

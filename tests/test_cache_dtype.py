@@ -1,5 +1,5 @@
 """Issue 11 items 1-2: the float16 cache (round trip, read-only float32 views, checksums, the
-float32 fallback for states float16 cannot hold), ``python -m probes.cache`` list/remove, the
+float32 fallback for states float16 cannot hold), ``python -m probes.capture.cache`` list/remove, the
 forward pass in bfloat16 (tolerance vs float32 on tiny-bert, CPU) and ``--device`` checks.
 
 Models: the seeded random-init ``tiny-bert`` (seconds, no download). Caches live in ``tmp_path``.
@@ -20,11 +20,12 @@ import pytest
 import torch
 
 import probes
-import probes.activations as pa
-import probes.cache as pc
+import probes.capture.cache as pc
+import probes.capture.extract as pe
+import probes.capture.store as ps
 from analyses.common import SentenceConfig, result_header
 from probes import ProbeError, extract
-from probes.cli import check_device
+from probes.config import check_device
 from probes.precision import FLOAT16_MAX, Float32View
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +74,7 @@ def test_float16_round_trip_is_within_rounding_and_half_the_bytes(tmp_path, tiny
     e16, e32 = entry_of(tmp_path / "a", f16), entry_of(tmp_path / "b", f32)
     assert (e16 / "hidden.npy").stat().st_size - 128 == 2 * d * L1 * N
     assert (e32 / "hidden.npy").stat().st_size - 128 == 4 * d * L1 * N
-    assert pa.entry_bytes(e16) < 0.6 * pa.entry_bytes(e32)
+    assert ps.entry_bytes(e16) < 0.6 * ps.entry_bytes(e32)
 
 
 def test_float16_views_are_read_only_and_have_no_float16_arithmetic(tmp_path, tiny_bert):
@@ -135,7 +136,7 @@ def planting(monkeypatch, encoder, value: float) -> None:
                                         (-float("inf"), "NaN or inf")])
 def test_a_state_float16_cannot_hold_makes_the_entry_float32(value, why, tmp_path, tiny_bert, monkeypatch):
     per_token = 4 * (tiny_bert.num_layers + 1) * tiny_bert.hidden_size
-    monkeypatch.setattr(pa, "CHUNK_BYTES", 2 * 12 * per_token)  # several chunks: the bad one is not the first
+    monkeypatch.setattr(pe, "CHUNK_BYTES", 2 * 12 * per_token)  # several chunks: the bad one is not the first
     planting(monkeypatch, tiny_bert, value)
     with pytest.warns(UserWarning, match=f"float16 cannot hold the states: .*{why}.*stored as float32"):
         acts = run(tiny_bert, batch_size=1, cache_dir=tmp_path)
@@ -149,7 +150,7 @@ def test_a_state_float16_cannot_hold_makes_the_entry_float32(value, why, tmp_pat
         assert not np.isfinite(stored).all()
     # the other states are float32-exact: equal to a run asked for float32 (with the same planted value)
     monkeypatch.undo()
-    monkeypatch.setattr(pa, "CHUNK_BYTES", 2 * 12 * per_token)
+    monkeypatch.setattr(pe, "CHUNK_BYTES", 2 * 12 * per_token)
     planting(monkeypatch, tiny_bert, value)
     ref = run(tiny_bert, batch_size=1, cache_dir=tmp_path / "ref", cache_dtype="float32")
     np.testing.assert_array_equal(stored, np.asarray(ref.hidden))
@@ -178,7 +179,7 @@ def test_result_header_refuses_options_that_did_not_reach_the_extraction(tmp_pat
         result_header(acts, SentenceConfig(dtype="bfloat16"))
 
 
-# --------------------------------------------------------------------------- python -m probes.cache
+# --------------------------------------------------------------------------- python -m probes.capture.cache
 
 
 def test_cache_cli_lists_and_removes_by_model_and_age(tmp_path, tiny_bert, capsys):
@@ -205,8 +206,9 @@ def test_cache_cli_lists_and_removes_by_model_and_age(tmp_path, tiny_bert, capsy
     pc.main(["--cache", str(tmp_path), "remove", "--model", "tiny-gpt2"])
     assert not entry_of(tmp_path, g).exists() and entry_of(tmp_path, a).exists()
     # an entry whose lock another process holds is skipped, not cut
-    with pa.entry_lock(entry_of(tmp_path, a), progress=False):
-        script = f"import probes.cache as c; c.main(['--cache', {str(tmp_path)!r}, 'remove', '--model', 'tiny-bert'])"
+    with ps.entry_lock(entry_of(tmp_path, a), progress=False):
+        script = (f"import probes.capture.cache as c; "
+                  f"c.main(['--cache', {str(tmp_path)!r}, 'remove', '--model', 'tiny-bert'])")
         done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "skipped" in done.stderr and entry_of(tmp_path, a).exists()
     pc.main(["--cache", str(tmp_path), "remove", "--model", "tiny-bert"])
@@ -217,7 +219,7 @@ def test_cache_cli_removes_stale_format_entries(tmp_path, tiny_bert, capsys):
     keep, old = run(tiny_bert, cache_dir=tmp_path), run(tiny_bert, TEXTS[:2], cache_dir=tmp_path)
     meta = entry_of(tmp_path, old) / "meta.json"
     doc = json.loads(meta.read_text())
-    doc["meta"]["format"] = pa.CACHE_FORMAT - 1  # as an entry written before float16 storage
+    doc["meta"]["format"] = ps.CACHE_FORMAT - 1  # as an entry written before float16 storage
     meta.write_text(json.dumps(doc))
     capsys.readouterr()
     pc.main(["--cache", str(tmp_path), "list"])
@@ -234,7 +236,8 @@ def test_cache_cli_removes_stale_format_entries(tmp_path, tiny_bert, capsys):
 ])
 def test_cache_cli_user_errors_are_one_line(argv, message, tmp_path):
     argv = argv if "--cache" in argv else ["--cache", str(tmp_path), *argv]
-    done = subprocess.run([sys.executable, "-m", "probes.cache", *argv], cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "probes.capture.cache", *argv], cwd=ROOT, capture_output=True,
+                          text=True,
                           timeout=120)
     assert done.returncode == 2 and done.stderr.startswith(message) and done.stderr.count("\n") == 1
 

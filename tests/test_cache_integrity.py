@@ -25,10 +25,11 @@ import torch
 from filelock import FileLock
 
 import probes
-import probes.activations as pa
+import probes.capture.extract as pe
+import probes.capture.store as ps
 from probes import CheckpointError, ProbeError, extract
-from probes.registry import package_model_dir, read_registry
-from probes.slstm_import import safe_load
+from probes.checkpoints.registry import package_model_dir, read_registry
+from probes.models.slstm_import import safe_load
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = ["Hello world.", "Representations change layer by layer.", "Short.", "A fourth, final sentence here.",
@@ -64,8 +65,8 @@ def test_bad_batch_size_is_refused_before_anything_runs(bad, tmp_path, tiny_bert
 
 
 def test_a_text_left_unwritten_never_finalises_the_entry(tmp_path, tiny_bert, monkeypatch):
-    inner = pa.batch_plan
-    monkeypatch.setattr(pa, "batch_plan", lambda *a: inner(*a)[:-1])  # a bug that drops the last batch
+    inner = pe.batch_plan
+    monkeypatch.setattr(pe, "batch_plan", lambda *a: inner(*a)[:-1])  # a bug that drops the last batch
     with pytest.raises(RuntimeError, match=r"texts of a chunk got no states .* not finalised"):
         run(tiny_bert, batch_size=2, cache_dir=tmp_path)
     assert not list(tmp_path.rglob("meta.json"))  # the zero rows never became an entry
@@ -79,10 +80,10 @@ def test_a_text_left_unwritten_never_finalises_the_entry(tmp_path, tiny_bert, mo
 
 def test_incomplete_chunks_are_refused(monkeypatch):
     with pytest.raises(RuntimeError, match="1 of 2 chunks"):
-        pa.check_complete({0: {"texts": 3, "tokens": 10}}, 2, 3, 10)
+        ps.check_complete({0: {"texts": 3, "tokens": 10}}, 2, 3, 10)
     with pytest.raises(RuntimeError, match="9 of 10 tokens"):
-        pa.check_complete({0: {"texts": 3, "tokens": 9}}, 1, 3, 10)
-    pa.check_complete({0: {"texts": 2, "tokens": 6}, 1: {"texts": 1, "tokens": 4}}, 2, 3, 10)
+        ps.check_complete({0: {"texts": 3, "tokens": 9}}, 1, 3, 10)
+    ps.check_complete({0: {"texts": 2, "tokens": 6}, 1: {"texts": 1, "tokens": 4}}, 2, 3, 10)
 
 
 def test_batch_size_is_recorded(tmp_path, tiny_bert):
@@ -94,7 +95,7 @@ def test_batch_size_is_recorded(tmp_path, tiny_bert):
 
 def test_resumed_chunk_with_flipped_bytes_is_run_again(tmp_path, tiny_bert, monkeypatch):
     per_token = 4 * (tiny_bert.num_layers + 1) * tiny_bert.hidden_size
-    monkeypatch.setattr(pa, "CHUNK_BYTES", 2 * 12 * per_token)  # about two texts per chunk
+    monkeypatch.setattr(pe, "CHUNK_BYTES", 2 * 12 * per_token)  # about two texts per chunk
     texts = [f"Sentence number {i} says " + "more " * (i % 3) + "and stops." for i in range(7)]
     clean = run(tiny_bert, texts, batch_size=4, cache_dir=tmp_path / "clean")
     inner, calls = tiny_bert.forward, []
@@ -246,11 +247,11 @@ def test_damaged_entry_is_detected_removed_and_rebuilt(how, mode, tmp_path, tiny
 
 def test_quick_check_samples_blocks_of_big_files_and_full_check_reads_all(tmp_path, tiny_bert, monkeypatch):
     """What the quick mode does not catch, stated as a test: a flip in an unsampled block."""
-    monkeypatch.setattr(pa, "CHECK_BLOCK", 256)  # hidden.npy spans many blocks
+    monkeypatch.setattr(ps, "CHECK_BLOCK", 256)  # hidden.npy spans many blocks
     first = run(tiny_bert, cache_dir=tmp_path)
     entry = entry_of(tmp_path, first)
     n_blocks = len(json.loads((entry / "meta.json").read_text())["checksums"]["files"]["hidden.npy"]["blocks"])
-    assert n_blocks > 2 * pa.QUICK_STRIDE
+    assert n_blocks > 2 * ps.QUICK_STRIDE
     del first
     with open(entry / "hidden.npy", "r+b") as f:  # block 1: not in the quick sample (0, 8, 16, ..., last)
         f.seek(256 + 100)
@@ -258,13 +259,13 @@ def test_quick_check_samples_blocks_of_big_files_and_full_check_reads_all(tmp_pa
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0xFF]))
     monkeypatch.setenv("PROBES_CACHE_VERIFY", "quick")
-    pa.read_entry(entry)  # missed by design
+    ps.read_entry(entry)  # missed by design
     monkeypatch.setenv("PROBES_CACHE_VERIFY", "full")
     with pytest.raises(ValueError, match=r"hidden.npy does not match its checksum \(bytes 256\.\.512\)"):
-        pa.read_entry(entry)
+        ps.read_entry(entry)
     monkeypatch.setenv("PROBES_CACHE_VERIFY", "banana")
     with pytest.raises(ProbeError, match="PROBES_CACHE_VERIFY must be 'full' or 'quick'"):
-        pa.read_entry(entry)
+        ps.read_entry(entry)
 
 
 # --------------------------------------------------------------------------- 3, 5: the registry

@@ -12,7 +12,7 @@ import pytest
 
 import probes
 from probes import ProbeError, extract
-from probes.activations import entry_bytes
+from probes.capture.store import entry_bytes
 from probes.corpus import load_corpus, sample_sentences
 
 TEXTS = ["Hello world.", "Representations change layer by layer.", "Short.", "A fourth, final sentence here.",

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyses import anisotropy, figures
+from analyses import anisotropy
+from analyses.summary import figures
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["--n-sentences", "80", "--n-tokens", "300", "--bins", "20"]
@@ -156,21 +157,21 @@ BAD_INPUT = [
     ("analyses.topics", ["--model-a", "tiny-gpt2", "--no-above", "2"], "--no-above must be <= 1.0"),
     ("analyses.speed", ["--lengths", "0"], "--lengths must be >= 1"),
     ("analyses.speed", ["--repeats", "0"], "--repeats must be >= 1"),
-    ("analyses.figures", ["--out", "{out}"], "nothing to draw"),
-    ("analyses.figures", ["--out", "{corrupt}"], "is not a valid result file"),
+    ("analyses.summary.figures", ["--out", "{out}"], "nothing to draw"),
+    ("analyses.summary.figures", ["--out", "{corrupt}"], "is not a valid result file"),
     ("recipes.train", ["--steps", "0"], "--steps must be >= 1"),
     ("recipes.train", ["--arch", "gpt"], "invalid choice: 'gpt'"),
     ("recipes.train_lm", ["pretrain", "--steps", "0"], "--steps must be >= 1"),
     ("recipes.train_lm", ["finetune", "--window", "0"], "--window must be >= 1"),
-    ("probes.slstm_import", ["{file}", "--out", "{out}"], "--sentencepiece is required"),
-    ("probes.slstm_import", ["{file}", "--num-layers", "0"], "--num-layers must be >= 1"),
+    ("probes.models.slstm_import", ["{file}", "--out", "{out}"], "--sentencepiece is required"),
+    ("probes.models.slstm_import", ["{file}", "--num-layers", "0"], "--num-layers must be >= 1"),
     ("benchmarks.bench_pairwise", ["--n", "0"], "--n must be >= 2"),
     ("analyses.probing", ["--cv-folds", "1"], "--cv-folds must be >= 2"),
     ("analyses.probing", ["--task", "no-such-task", "--out", "{out}"], "unknown task"),
     ("analyses.similarity", ["--max-units", "1"], "--max-units must be >= 4"),
     ("analyses.mog", ["--n-sentences", "0"], "--n-sentences must be >= 1"),
     ("analyses.mog_lens", ["--batch-size", "0"], "--batch-size must be >= 1"),
-    ("probes.cache", ["--older-than", "-5"], "--older-than must be >= -1.0"),
+    ("probes.capture.cache", ["--older-than", "-5"], "--older-than must be >= -1.0"),
     ("scripts.compare_results", ["{out}", "{out}", "--tol", "-1"], "--tol must be >= 0.0"),
 ]
 
@@ -207,7 +208,7 @@ def _entry(module: str):
 @pytest.mark.parametrize("module,args,fragment", BAD_INPUT, ids=[f"{m} {' '.join(a)}" for m, a, _ in BAD_INPUT])
 def test_bad_input_is_one_error_line_and_exit_2(module, args, fragment, tmp_path, capsys):
     """Every entry point, through run_main exactly as ``python -m`` runs it."""
-    from probes.cli import run_main
+    from probes.config import run_main
 
     with pytest.raises(SystemExit) as exc:
         run_main(_entry(module), _fill(args, tmp_path))

@@ -1,4 +1,4 @@
-"""probes.convbert: ConvBERT's dynamic-convolution kernels as banded maps, checked against the model.
+"""probes.models.convbert: ConvBERT's dynamic-convolution kernels as banded maps, checked against the model.
 
 * The identity: with the captured maps M (L, H_conv, n, n) and the convolution branch's values
   V = conv_out_layer(X) split into heads, M @ V is exactly the convolution half of each layer's
@@ -6,7 +6,7 @@
   against the installed transformers model. The random init's kernels are within 3e-5 of uniform
   (1/9), which would hide a wrong band, head or offset; this test scales ``conv_kernel_layer``'s
   weights by KERNEL_SCALE so the kernels are peaked (mean row maximum ~0.8), and a band shifted by
-  one, swapped heads or reversed offsets in probes.convbert then miss by 0.1-1, not 1e-5.
+  one, swapped heads or reversed offsets in probes.models.convbert then miss by 0.1-1, not 1e-5.
 * The band: rows sum to 1 away from the sequence edges and to less than 1 within (k-1)//2 of
   them (zero-padded offsets are dropped, not renormalised); nothing outside |i - j| <= (k-1)//2.
 * The padding leak: HF's convolution branch applies no attention mask, so right padding changes
@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import probes
-from probes.convbert import MAP_NAME, ConvKernelCapture, banded_kernel_maps
+from probes.models.convbert import MAP_NAME, ConvKernelCapture, banded_kernel_maps
 
 SHORT = "The cat sat on the mat."
 LONG = ["A considerably longer sentence follows here, with many more words than the short one, so "

@@ -11,7 +11,7 @@ import pytest
 
 import probes
 from probes import CheckpointError, ProbeError, extract
-from probes.cli import run_main
+from probes.config import run_main
 
 TEXTS = ["Hello world.", "Representations change layer by layer.", "Short.", "A fourth, final sentence here."]
 

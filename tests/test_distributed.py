@@ -1,4 +1,4 @@
-"""Issue 11 part 3: several processes, one cache entry (probes.distributed, torchrun on CPU with gloo).
+"""Issue 11 part 3: several processes, one cache entry (probes.capture.distributed, torchrun on CPU with gloo).
 
 Two processes of one thread each must give result files byte-identical to one process of one
 thread: chunks are the unit of work and the batches are planned within a chunk, so every state is
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from probes import ProbeError, distributed, extract
+from probes import ProbeError, extract
+from probes.capture import distributed
 
 REPO = Path(__file__).resolve().parent.parent
 ARGS = ["-m", "analyses.anisotropy", "--model", "tiny-bert", "--n-sentences", "60", "--n-tokens", "300",
@@ -93,10 +94,10 @@ def test_two_processes_resume_an_interrupted_one_process_extraction(tmp_path, on
     import torch
 
     import probes
-    import probes.activations as pa
+    import probes.capture.extract as pe
     from analyses.data import sentence_activations
 
-    monkeypatch.setattr(pa, "CHUNK_BYTES", 200000)  # as PROBES_CHUNK_BYTES in launch()
+    monkeypatch.setattr(pe, "CHUNK_BYTES", 200000)  # as PROBES_CHUNK_BYTES in launch()
     encoder, threads = probes.load("tiny-bert"), torch.get_num_threads()
     inner, calls = encoder.forward, []
 

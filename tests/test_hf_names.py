@@ -1,4 +1,4 @@
-"""Names outside checkpoints.yaml (issue 11 item 5; probes.names): ``hf:org/name[@revision]``, a model
+"""Names outside checkpoints.yaml (issue 11 item 5; probes.checkpoints.names): ``hf:org/name[@revision]``, a model
 folder, and the ``?sentence=`` override, through ``probes.get_spec`` / ``load`` / ``extract`` and the CLIs.
 
 Offline by construction: HF_HUB_OFFLINE=1 and a Hugging Face cache in tmp_path (a hub id is "cached"
@@ -17,8 +17,8 @@ import torch
 
 import probes
 from probes import CheckpointError, extract
-from probes.names import hub_name
-from probes.registry import SAFE_NAME, package_model_dir
+from probes.checkpoints.names import hub_name
+from probes.checkpoints.registry import SAFE_NAME, package_model_dir
 
 TEXTS = ["The cat sat.", "Representations change layer by layer, and padding never matters."]
 

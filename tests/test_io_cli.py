@@ -1,4 +1,4 @@
-"""probes.io (complete-or-absent files) and probes.cli (typed config -> validated command line)."""
+"""probes.io (complete-or-absent files) and probes.config (typed config -> validated command line)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from probes.cli import RunConfig, arg, parse_config, unique
+from probes.config import RunConfig, arg, parse_config, unique
 from probes.io import atomic_write, finite_or_none, strict_json, write_folder
 
 

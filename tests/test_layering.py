@@ -1,7 +1,11 @@
-"""The layering the README promises, checked on the source's imports (parsed with ``ast``):
+"""The layering the README promises, checked on the source's imports (parsed with ``ast``; an import under
+``if TYPE_CHECKING:`` is an annotation, not an arrow, and is not counted):
 
-* ``probes/`` (models, caches, corpora) imports nothing from ``analyses/`` or ``recipes/``;
-* ``analyses/`` imports nothing from ``recipes/`` (an analysis never trains);
+* layers, top to bottom: ``analyses`` > ``recipes`` > ``probes.capture`` > ``probes.models`` >
+  ``probes.checkpoints`` > the base modules (``probes.config``, ``corpus``, ``precision``, ``io``, ``errors``);
+  a module imports only its own layer and the ones below (``analyses`` never imports ``recipes`` either: an
+  analysis never trains), and nothing inside ``probes`` imports the package face ``probes`` itself;
+* no import cycle anywhere (between modules of one layer included);
 * no module uses another module's private name (``from m import _x``, or ``m._x`` on an imported
   project module): what one module offers another is public and documented.
 """
@@ -27,14 +31,115 @@ def module_name(path: Path) -> str:
     return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
 
 
+def type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside ``if TYPE_CHECKING:`` blocks."""
+    inside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return inside
+
+
 def imports(path: Path) -> list[tuple[int, str, list[str]]]:
-    """(line, imported module, names imported from it) of every import statement in ``path``."""
+    """(line, imported module, names imported from it) of every import statement in ``path`` (at any depth,
+    lazy ones included; not those under ``if TYPE_CHECKING:``). ``from pkg import mod`` of a project
+    submodule counts as an import of ``pkg.mod``."""
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = type_checking_nodes(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name, []) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.append((node.lineno, node.module, [a.name for a in node.names]))
+            out += [(node.lineno, f"{node.module}.{a.name}", []) for a in node.names
+                    if node.module.split(".")[0] in PACKAGES and module_file(f"{node.module}.{a.name}")]
+    return out
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of a project module, or None."""
+    base = REPO.joinpath(*module.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+# top to bottom; a module belongs to the first layer whose prefix it has
+LAYERS = [("analyses",), ("recipes",), ("probes.capture",), ("probes.models",), ("probes.checkpoints",),
+          ("probes.config", "probes.corpus", "probes.precision", "probes.io", "probes.errors")]
+
+
+def layer_of(module: str) -> int | None:
+    for i, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    return None
+
+
+def layer_violations(paths: list[Path]) -> list[str]:
+    """Imports that point up the layer order, or into the package face ``probes`` from inside it."""
+    bad = []
+    for path in paths:
+        me = module_name(path)
+        mine = layer_of(me)
+        for line, mod, _ in imports(path):
+            if mod.split(".")[0] not in PACKAGES:
+                continue
+            if me.startswith("probes.") and mod == "probes":
+                bad.append(f"{path.relative_to(REPO)}:{line} imports the package face probes")
+                continue
+            theirs = layer_of(mod)
+            if mine is not None and theirs is not None and theirs < mine:
+                bad.append(f"{path.relative_to(REPO)}:{line} ({LAYERS[mine][0]}) imports {mod} ({LAYERS[theirs][0]})")
+    return bad
+
+
+def import_graph(paths: list[Path]) -> dict[str, set[str]]:
+    """module -> the project modules it imports (a module's import of ``pkg.mod.name`` counts as ``pkg.mod``)."""
+    graph = {}
+    for path in paths:
+        edges = set()
+        for _, mod, _ in imports(path):
+            while mod and mod.split(".")[0] in PACKAGES and module_file(mod) is None:
+                mod = mod.rpartition(".")[0]
+            if mod and mod.split(".")[0] in PACKAGES:
+                edges.add(mod)
+        me = module_name(path)
+        # a package's __init__ importing its own submodules is how a package is built, not a cycle
+        graph[me] = {m for m in edges if m != me and not (path.name == "__init__.py" and m.startswith(me + "."))}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
     return out
 
 
@@ -66,10 +171,11 @@ def private_uses(path: Path) -> list[str]:
 
 def test_the_checker_sees_a_planted_violation(tmp_path):
     bad = REPO / "probes" / "_layering_probe_tmp.py"
-    bad.write_text("from analyses.common import arg\nfrom probes.hf import _from_pretrained\nimport probes.hf as h\n"
+    bad.write_text("from analyses.common import arg\nfrom probes.models.hf import _from_pretrained\n"
+                   "import probes.models.hf as h\n"
                    "h._max_length\n")
     try:
-        assert [m for _, m, _ in imports(bad)] == ["analyses.common", "probes.hf", "probes.hf"]
+        assert [m for _, m, _ in imports(bad)] == ["analyses.common", "probes.models.hf", "probes.models.hf"]
         assert len(private_uses(bad)) == 2
     finally:
         bad.unlink()
@@ -80,6 +186,39 @@ def test_lower_layers_never_import_higher_ones(layer, forbidden):
     bad = [f"{p.relative_to(REPO)}:{line} imports {mod}" for p in sources(layer)
            for line, mod, _ in imports(p) if mod.split(".")[0] in forbidden]
     assert not bad, "\n".join(bad)
+
+
+def test_imports_point_down_the_layer_order():
+    bad = layer_violations([p for folder in PACKAGES for p in sources(folder)])
+    assert not bad, "\n".join(bad)
+
+
+def test_the_layer_checker_sees_a_planted_upward_import():
+    bad = REPO / "probes" / "checkpoints" / "_layering_probe_tmp.py"
+    bad.write_text("def f():\n    from probes.capture.extract import extract\n    import probes\n")
+    try:
+        found = layer_violations([bad])
+        assert len(found) == 2 and "imports probes.capture.extract (probes.capture)" in found[0], found
+        assert "package face" in found[1]
+    finally:
+        bad.unlink()
+
+
+def test_no_import_cycle_anywhere():
+    found = cycles(import_graph([p for folder in CHECKED for p in sources(folder)]))
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_checker_sees_a_planted_cycle():
+    one, two = REPO / "analyses" / "_cycle_tmp_one.py", REPO / "analyses" / "_cycle_tmp_two.py"
+    one.write_text("from analyses import _cycle_tmp_two\n")
+    two.write_text("def f():\n    import analyses._cycle_tmp_one\n")  # lazy imports count too
+    try:
+        graph = import_graph([p for folder in CHECKED for p in sources(folder)])
+        assert ["analyses._cycle_tmp_one", "analyses._cycle_tmp_two"] in cycles(graph)
+    finally:
+        one.unlink()
+        two.unlink()
 
 
 def test_no_module_uses_another_modules_private_names():

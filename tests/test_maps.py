@@ -12,12 +12,12 @@ import json
 import numpy as np
 import pytest
 
-from analyses import figures
 from analyses import maps as mp
 from analyses.data import sentence_activations
-from probes.activations import Activations
+from analyses.summary import figures
+from probes.capture.activations import Activations
 from probes.errors import ProbeError
-from probes.slstm import GATES
+from probes.models.slstm import GATES
 
 W = 5
 

@@ -17,8 +17,8 @@ import pytest
 
 import probes
 from probes import CheckpointError, get_spec
-from probes.cli import run_main
-from probes.registry import REGISTRY_PATH
+from probes.checkpoints.registry import REGISTRY_PATH
+from probes.config import run_main
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MPNET_DIR = REPO_ROOT / "models" / "mpnet-base"

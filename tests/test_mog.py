@@ -1,4 +1,4 @@
-"""probes.mog / mog_encoder: the Graph-Transformer (Duan & Zhao §4.1-4.2) and its maps.
+"""probes.models.mog / mog_encoder: the Graph-Transformer (Duan & Zhao §4.1-4.2) and its maps.
 
 * weight_gate is Eq. 16 elementwise (against numpy by hand); the layer uses it.
 * self-gate: the 3 x 3 slot weights are a softmax per query slot (rows sum to 1 before the /4) and
@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import probes
-from probes.mog import (
+from probes.models.mog import (
     FUSIONS,
     MoG,
     MoGConfig,
@@ -33,7 +33,7 @@ from probes.mog import (
     save_pretrained,
     weight_gate,
 )
-from probes.slstm import count_parameters
+from probes.models.slstm import count_parameters
 
 SHORT = "The cat sat."
 LONG = ["A considerably longer sentence follows here, with many more words than the short one, so that "

@@ -1,4 +1,4 @@
-"""probes.mog_lens: the Eq. 14 split of a BERT's attention logits is exact.
+"""probes.models.mog_lens: the Eq. 14 split of a BERT's attention logits is exact.
 
 * On tiny-bert (random weights made large), the six terms sum to the model's own q k^T / sqrt(d_head)
   (q, k hooked from its query/key Linear layers during its own forward) to 1e-4, and softmax of the
@@ -16,7 +16,7 @@ import torch
 
 import probes
 from probes.errors import CheckpointError
-from probes.mog_lens import TERMS, LensEncoder, lens_terms
+from probes.models.mog_lens import TERMS, LensEncoder, lens_terms
 
 TEXTS = ["The cat sat on the mat.", "A much longer sentence that forces the short one to be padded a lot."]
 

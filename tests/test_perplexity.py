@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from analyses import perplexity as pp
-from probes.lm import load_lm, non_embedding_parameters, windowed_nll
+from probes.capture.windows import windowed_nll
+from probes.models.lm import load_lm, non_embedding_parameters
 
 REPO = Path(__file__).resolve().parent.parent
 SETTINGS = [(8, 0), (8, 3), (5, 4), (40, 0)]

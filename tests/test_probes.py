@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 import probes
-import probes.activations as pa
-import probes.hf
+import probes.capture.extract as pe
+import probes.models.hf
 from probes import CheckpointError, ProbeError, extract
-from probes.activations import cache_key
+from probes.capture.store import cache_key
+from probes.precision import Float32View
 
 SHORT = "The cat sat."
 LONG = [
@@ -159,7 +160,7 @@ def block_loading(monkeypatch):
         raise AssertionError("the model was loaded although the cache should have answered")
 
     monkeypatch.setattr(probes, "load", refuse)
-    monkeypatch.setattr(probes.hf, "load_hf", refuse)
+    monkeypatch.setattr(probes.models.hf, "load_hf", refuse)
 
 
 def test_cache_hit_does_not_load_model(tmp_path, monkeypatch):
@@ -168,7 +169,7 @@ def test_cache_hit_does_not_load_model(tmp_path, monkeypatch):
     assert [e.name for e in entries] == [first.meta["key"]]
     block_loading(monkeypatch)
     second = run("tiny-bert", TEXTS, cache_dir=tmp_path)
-    assert isinstance(second.hidden, pa.Float32View) and isinstance(second.hidden.stored, np.memmap)
+    assert isinstance(second.hidden, Float32View) and isinstance(second.hidden.stored, np.memmap)
     for f in ("hidden", "sentence", "offsets", "token_ids", "special"):
         np.testing.assert_array_equal(getattr(second, f), getattr(first, f))
     assert second.tokens == first.tokens and second.texts == TEXTS
@@ -240,7 +241,7 @@ def test_interrupted_extraction_resumes(tmp_path, monkeypatch, encoders):
     enc = encoders("tiny-bert")
     texts = [f"Sentence number {i} says " + "more " * (i % 3) + "and stops." for i in range(7)]
     per_token = 4 * (enc.num_layers + 1) * enc.hidden_size
-    monkeypatch.setattr(pa, "CHUNK_BYTES", 2 * 12 * per_token)  # about two texts per chunk
+    monkeypatch.setattr(pe, "CHUNK_BYTES", 2 * 12 * per_token)  # about two texts per chunk
 
     clean_calls = recording(monkeypatch, enc)
     clean = run(enc, texts, batch_size=64)  # no cache; one forward per chunk
@@ -249,7 +250,7 @@ def test_interrupted_extraction_resumes(tmp_path, monkeypatch, encoders):
     chunk_rows = [set(rows) for rows, _ in clean_calls]
 
     monkeypatch.undo()
-    monkeypatch.setattr(pa, "CHUNK_BYTES", 2 * 12 * per_token)
+    monkeypatch.setattr(pe, "CHUNK_BYTES", 2 * 12 * per_token)
     recording(monkeypatch, enc, fail_at=3)
     with pytest.raises(KeyboardInterrupt):
         run(enc, texts, batch_size=64, cache_dir=tmp_path)
@@ -263,7 +264,7 @@ def test_interrupted_extraction_resumes(tmp_path, monkeypatch, encoders):
     assert all(r["batch_size"] == 64 and len(r["sha256"]) == 64 for r in state["chunks"].values())
 
     monkeypatch.undo()
-    monkeypatch.setattr(pa, "CHUNK_BYTES", 2 * 12 * per_token)
+    monkeypatch.setattr(pe, "CHUNK_BYTES", 2 * 12 * per_token)
     resumed_calls = recording(monkeypatch, enc)
     resumed = run(enc, texts, batch_size=64, cache_dir=tmp_path)
     assert len(resumed_calls) == n_chunks - 2
@@ -286,7 +287,7 @@ def test_unknown_model_lists_known_names(tmp_path):
 
 
 def test_hub_model_offline_fails_fast(tmp_path):
-    if probes.names.hub_reachable(timeout=2.0):
+    if probes.checkpoints.names.hub_reachable(timeout=2.0):
         pytest.skip("the hub is reachable here; this test is about offline use")
     t0 = time.monotonic()
     with pytest.raises(CheckpointError) as e:

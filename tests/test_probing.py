@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from analyses import probing as pr
-from analyses import probing_tasks as pt
-from probes.activations import Activations
+from analyses.probing import tasks as pt
+from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -223,9 +223,9 @@ def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
     sel = pr.plot_selectivity(results)
     ys = [ln.get_ydata() for ln in sel.axes[1].get_lines() if ln.get_label() == "tiny-slstm"][0]
     np.testing.assert_allclose(ys, [r["selectivity"] for r in tok["layers"]])
-    from analyses import figures
+    from analyses.summary import figures
 
-    redrawn = {p.name for p in figures.redraw(str(a))}  # analyses.figures redraws from the saved results
+    redrawn = {p.name for p in figures.redraw(str(a))}  # analyses.summary.figures redraws from the saved results
     assert {"probing.png", "probing-selectivity.pdf"} <= redrawn
     assert pr.Result.from_json(results[0].to_json()) == results[0]
     # read back, the result holds only its own keys, and writing it again gives the same file

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import probes
-from probes.lm import load_lm
-from probes.recurrent import RecurrenceConfig, RecurrentLM
+from probes.models.lm import load_lm
+from probes.models.recurrent import RecurrenceConfig, RecurrentLM
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHAPES = {"smollm2-135m": ("llama", 30, 576), "gemma3-270m": ("gemma3_text", 18, 640)}

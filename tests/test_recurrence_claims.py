@@ -1,4 +1,4 @@
-"""analyses.recurrence_claims: the verdicts follow the numbers of planted result files."""
+"""analyses.summary.recurrence_claims: the verdicts follow the numbers of planted result files."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from analyses.recurrence_claims import Config, main, render
+from analyses.summary.recurrence_claims import Config, main, render
 from probes.errors import ProbeError
 
 

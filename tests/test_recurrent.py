@@ -1,4 +1,4 @@
-"""probes.recurrent: h_prev is one extra key/value at layer l_ins, and changes nothing else."""
+"""probes.models.recurrent: h_prev is one extra key/value at layer l_ins, and changes nothing else."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 import transformers.models.gpt2.modeling_gpt2 as modeling_gpt2
 
 from probes.errors import CheckpointError
-from probes.lm import load_lm
-from probes.recurrent import RecurrenceConfig, RecurrentLM
+from probes.models.lm import load_lm
+from probes.models.recurrent import RecurrenceConfig, RecurrentLM
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ from pathlib import Path
 import matplotlib.image as mpimg
 import pytest
 
-from analyses import claims, report, style
+from analyses import style
+from analyses.summary import claims, report
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -59,7 +60,7 @@ def demo_out(tmp_path_factory):
     models = ["--model", "tiny-bert", "--model", "tiny-slstm"]
     _run("analyses.anisotropy", *models, "--n-sentences", "40", "--n-tokens", "200", "--bins", "20", out=out)
     _run("analyses.transitions", *models, "--n-sentences", "40", out=out)
-    _run("analyses.figures", out=out)
+    _run("analyses.summary.figures", out=out)
     return out
 
 

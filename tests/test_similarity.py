@@ -13,9 +13,9 @@ from scipy.spatial.distance import pdist
 from scipy.stats import spearmanr
 
 from analyses import similarity as sim
-from analyses import similarity_measures as sm
-from analyses import words as wd
-from probes.activations import Activations
+from analyses.similarity import measures as sm
+from analyses.similarity import words as wd
+from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 
@@ -374,7 +374,7 @@ def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path):
     with pytest.raises(KeyError, match="matrices"):
         sim.Result.from_json({k: v for k, v in doc.items() if k != "matrices"})
     assert (tmp_path / "out/figures/similarity-tiny-bert__tiny-slstm__token.png").exists()
-    from analyses.figures import redraw
+    from analyses.summary.figures import redraw
 
     redrawn = redraw(str(tmp_path / "out"))  # from the saved results alone
     names = {p.name for p in redrawn}

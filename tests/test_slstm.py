@@ -1,9 +1,9 @@
-"""probes.slstm / slstm_encoder / slstm_import: the S-LSTM (Eq. 3-4), its checkpoints and its encoder.
+"""probes.models.slstm / slstm_encoder / slstm_import: the S-LSTM (Eq. 3-4), its checkpoints and its encoder.
 
 * The five cell gates are a softmax per hidden unit (and g's weights over tokens + itself too).
 * One block for all steps: the parameter count does not depend on the number of steps.
 * A one-step model equals an independent loop-by-loop numpy computation of Eq. 3-4 (with the
-  authors' implementation choices documented in probes.slstm), padded batch included.
+  authors' implementation choices documented in probes.models.slstm), padded batch included.
 * The fairseq layout: a state dict written the way the authors' SlstmModel names it, run through a
   transcription of their SLSTM_block.forward, equals our imported model; export -> torch.save ->
   import is exact; a SentencePiece-tokenised fairseq folder loads through the registry.
@@ -24,8 +24,8 @@ import torch.nn.functional as F
 
 import probes
 from probes import CheckpointError
-from probes.slstm import GATES, SLSTM, SLSTMConfig, SLSTMForMaskedLM, count_parameters
-from probes.slstm_import import export_fairseq_state_dict, import_fairseq
+from probes.models.slstm import GATES, SLSTM, SLSTMConfig, SLSTMForMaskedLM, count_parameters
+from probes.models.slstm_import import export_fairseq_state_dict, import_fairseq
 
 SHORT = "The cat sat."
 LONG = ["A considerably longer sentence follows here, with many more words than the short one, so that "
@@ -116,7 +116,7 @@ def _matvec(W, v):
 def hand_step(P: dict, ids: list[int]) -> tuple[list, list]:
     """One S-LSTM step on one text (no padding), by explicit loops (float64, plain Python lists).
 
-    Returns (h^1 per token, g^1). Conventions (probes.slstm docstring): x = LN(E + P), h0 = c0 = x,
+    Returns (h^1 per token, g^1). Conventions (probes.models.slstm docstring): x = LN(E + P), h0 = c0 = x,
     g0 = c_g0 = mean x; token gates from [h_i, h_{i-1}, h_{i+1}, g0] and x_i; softmax over the five
     sigmoided cell gates; the sentence node from the NEW token states, LN after the sigmoid for
     f_g and o."""
@@ -316,7 +316,7 @@ def test_fairseq_export_import_round_trip_is_exact(tmp_path, gate_layer_norm):
 def test_unknown_checkpoint_keys_are_refused_not_dropped(tmp_path, capsys):
     """Keys the mapping does not know (another variant) fail with one line naming them; the heads
     ignored on purpose stay allowed and listed in the notes."""
-    from probes.slstm_import import main as convert_main
+    from probes.models.slstm_import import main as convert_main
 
     p = "encoder.encoder.layer."
     sd = fairseq_state()
@@ -329,7 +329,7 @@ def test_unknown_checkpoint_keys_are_refused_not_dropped(tmp_path, capsys):
         import_fairseq(path)
     msg = str(err.value)
     assert "\n" not in msg and all(k in msg for k in extra)
-    from probes.cli import run_main
+    from probes.config import run_main
 
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_:  # the converter CLI: one error line, exit 2, nothing written
@@ -420,7 +420,7 @@ def test_sentencepiece_fairseq_folder_loads_through_the_registry(tmp_path, monke
     assert a.special[a.offsets[0]:a.offsets[1]].tolist() == [True] + [False] * (len(ids) - 2) + [True]
     assert a.hidden.shape == (3, len(a.token_ids), 8) and a.meta["model"]["sentence_vector"] == "g"
     # the converted native folder gives the same activations, without any pickle
-    from probes.slstm_import import main as convert_main
+    from probes.models.slstm_import import main as convert_main
 
     convert_main([str(folder / "checkpoint_last.pt"), "--sentencepiece", str(folder / "sp.model"),
                   "--out", str(tmp_path / "native")])

@@ -70,7 +70,7 @@ def test_cli_writes_results_and_figures(tmp_path, tiny_slstm_registry, capsys):
     reg_res = json.loads((out / "results" / "speed" / "tiny-slstm.json").read_text())
     assert "skipped" in reg_res["rows"][-1] and reg_res["rows"][-1]["length"] == 32  # beyond its 20 positions
     # figures redraw from the saved results alone
-    from analyses import figures
+    from analyses.summary import figures
 
     assert any(p.name == "speed.png" for p in figures.redraw(str(out)))
 

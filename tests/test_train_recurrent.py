@@ -140,7 +140,7 @@ def test_resume_gives_the_uninterrupted_result(name, corpus, tmp_path):
 
 
 def test_a_module_only_entry_runs_on_its_base_and_refuses_changed_weights(corpus, tmp_path, monkeypatch):
-    from probes.lm import load_lm
+    from probes.models.lm import load_lm
 
     folder = train(cfg("tiny-llama", corpus, tmp_path / "mod", steps=2))
     registry = tmp_path / "checkpoints.yaml"
@@ -156,7 +156,7 @@ def test_a_module_only_entry_runs_on_its_base_and_refuses_changed_weights(corpus
     monkeypatch.setenv("PROBES_CHECKPOINTS", str(registry))
     # the module was trained on tiny-llama's weights; the folder's base has them, but its fingerprint
     # differs from the random entry's, so the recorded one is rewritten to the base folder's
-    from probes.registry import get_spec
+    from probes.checkpoints.names import get_spec
 
     info = json.loads((folder / "training_config.json").read_text())
     info["base_model"]["fingerprint"]["weights_sha256"] = get_spec("base-llama").fingerprint()["weights_sha256"]

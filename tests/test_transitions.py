@@ -15,7 +15,7 @@ import pytest
 from analyses import transitions as tr
 from analyses.common import write_result
 from analyses.style import model_color
-from probes.activations import Activations
+from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
-"""probes.windows: the one window rule, checked against a one-token-at-a-time brute force
-(through probes.lm.windowed_nll and recipes.train_lm.sequence_loss, its two batch layouts)."""
+"""probes.capture.windows: the one window rule, checked against a one-token-at-a-time brute force
+(through probes.capture.windows.windowed_nll and recipes.train_lm.sequence_loss, its two batch layouts)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from probes import windows
+from probes.capture import windows
+from probes.capture.windows import windowed_nll
 from probes.errors import ProbeError
-from probes.lm import load_lm, windowed_nll
+from probes.models.lm import load_lm
 from recipes.train_lm import sequence_loss
 
 SETTINGS = [(8, 0), (8, 3), (5, 4), (40, 0)]

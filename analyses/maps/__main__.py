@@ -1,0 +1,5 @@
+"""``python -m analyses.maps``."""
+
+from analyses.maps import main
+
+main()

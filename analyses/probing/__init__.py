@@ -1,0 +1,439 @@
+"""Probing: what each layer makes linearly readable (Conneau et al. 2018; Hewitt & Liang 2019).
+
+(Over 400 lines: one analysis with its probe, intervals, control tasks, typed result and two
+figures; the task definitions live in ``analyses.probing.tasks``.)
+
+For every task (see ``analyses.probing.tasks``: sent_len, word_content, bigram_shift, source on the
+model's sentence vector; position, token_identity on token vectors) and every layer l = 0..L:
+
+* split the items once per task into train and test (``--test-size``; a seeded, stratified split
+  for sentence tasks, a seeded split by sentence for token tasks, so a sentence's tokens are never
+  on both sides); at most ``--max-items`` items per task (seeded subsample);
+* a linear probe: ``Pipeline(StandardScaler, LogisticRegressionCV)``: L2-regularised multinomial
+  logistic regression, solver lbfgs (on minilm-l6 features ~10x faster than saga, same accuracy), the
+  inverse regularisation C picked from ``--cs`` by ``--cv-folds``-fold cross-validation on the
+  training split only (folds by sentence for token tasks), then refit on the whole training split.
+  The scaler is fit on the training split once, before the folds (a negligible leak inside the CV).
+  For speed lbfgs stops at ``--tol`` 1e-3 or ``--max-iter`` 100 iterations (a fit stopped early is
+  still a linear probe; its held-out accuracy is what is reported), and each task has at most
+  ``--max-items`` 2000 items: minilm-l6 (6 layers, 384 wide) takes ~25 s of CPU once its activations are cached;
+* held-out accuracy with a 95% percentile-bootstrap interval over test *sentences* (``--n-boot``
+  seeded resamples; for token tasks a sentence's tokens are resampled together), the majority-class
+  baseline (the training split's most frequent label, scored on the test split) and the probe's
+  capacity: parameters ((d + 1) * K, or d + 1 for two classes) and the chosen C;
+* token tasks also get a control task (Hewitt & Liang): each word type a random label drawn from the
+  task's label distribution, probed the same way on the same split; selectivity = task accuracy -
+  control accuracy, with a paired bootstrap interval over the same test sentences.
+
+No model runs here: the sentence sample's cached activations come from ``analyses.data``, and for
+bigram_shift also those of the perturbed sentences (same cache, same extraction path).
+
+    $ python -m analyses.probing --model minilm-l6 [--model slstm-small] [--task sent_len --task position]
+          [--corpus PATH] [--n-sentences 2000] [--seed 0] [--out out]
+
+Writes out/results/probing/<model>.json (+ .csv, one row per task and layer) and
+out/figures/probing.{png,pdf} (accuracy by relative depth l / L, one panel per task, one line per
+model with its interval band, dashed: majority baseline, dotted: control task) and
+out/figures/probing-selectivity.{png,pdf} (selectivity of the token-level tasks).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from analyses import common, style
+from analyses.common import arg, parse_config, read_results, result_header, run_main, save_drawings
+from analyses.probing import tasks as pt
+from probes.capture.activations import Activations
+from probes.errors import ProbeError
+
+LEVEL = 0.95  # interval coverage
+
+
+@dataclass
+class Config:
+    """Linear probes with control tasks, per layer, on sentence and token vectors."""
+
+    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
+    task: list[str] = arg(list(pt.TASKS), f"tasks to probe, from: {', '.join(pt.TASKS)}")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    n_sentences: int = arg(5000, "random sentences (the same sample and cache as the other sentence analyses)", min=1)
+    seed: int = arg(0, "seed for every random choice (sample, labels, splits, bootstrap)", min=0, max=2**32 - 1)
+    max_items: int = arg(2000, "at most this many items per task (seeded subsample); bounds the probe's cost", min=10)
+    test_size: float = arg(0.25, "share of items (sentences, for token tasks) held out for the test split",
+                           min=0.05, max=0.95)
+    cs: list[float] = arg([0.001, 0.01, 0.1, 1.0], "grid of inverse L2 strengths C for the cross-validation", min=1e-12)
+    cv_folds: int = arg(3, "cross-validation folds on the training split that choose C", min=2)
+    max_iter: int = arg(100, "lbfgs iterations per fit (a capped fit is still a valid probe; see the docstring)", min=1)
+    tol: float = arg(1e-3, "lbfgs stopping tolerance (scikit-learn default: 1e-4)", min=0.0)
+    n_boot: int = arg(1000, "bootstrap resamples of the test sentences for the 95% intervals", min=1)
+    min_per_class: int = arg(10, "a class needs at least this many items (else the class is dropped or it is an error)",
+                             min=1)
+    sent_len_bins: int = arg(6, "sent_len classes (length bins)", min=2)
+    word_content_vocab: int = arg(1000, "word_content: at most this many mid-frequency words (Conneau et al.: 1000)",
+                                  min=2)
+    word_content_skip: int = arg(100, "word_content: skip this many most frequent words before the vocabulary", min=0)
+    position_bins: int = arg(5, "position classes (relative position bins)", min=2)
+    identity_types: int = arg(30, "token_identity: the N most frequent word types", min=2)
+    batch_size: int = arg(32, "texts per forward pass", min=1)
+    device: str = arg("cpu", "torch device for extraction")
+    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+
+
+# ----------------------------------------------------------------------------- one probe
+
+
+def split(labels: np.ndarray, groups: np.ndarray, test_size: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, test) item indices: stratified when every item is its own group, else by group."""
+    from sklearn.model_selection import GroupShuffleSplit, train_test_split
+
+    idx = np.arange(len(labels))
+    if len(np.unique(groups)) == len(groups):
+        strat = labels if np.bincount(labels).min() >= 2 else None
+        train, test = train_test_split(idx, test_size=test_size, random_state=seed, stratify=strat)
+        return np.sort(train), np.sort(test)
+    return next(GroupShuffleSplit(1, test_size=test_size, random_state=seed).split(idx, labels, groups))
+
+
+def _cv_splits(labels: np.ndarray, groups: np.ndarray, folds: int, seed: int) -> list:
+    from sklearn.model_selection import GroupKFold, StratifiedKFold
+
+    if len(np.unique(groups)) == len(groups):
+        k = max(2, min(folds, np.bincount(labels)[np.unique(labels)].min()))
+        return list(StratifiedKFold(k, shuffle=True, random_state=seed).split(labels, labels))
+    return list(GroupKFold(min(folds, len(np.unique(groups)))).split(labels, labels, groups))
+
+
+def fit_probe(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, groups: np.ndarray,
+              cfg: Config) -> dict:
+    """Fit a standardised L2 logistic probe on X[train] (C by CV on the training split only) and
+    predict X[test]. X (n, d); y, groups (n,). Returns predictions and capacity."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if len(np.unique(y[train])) < 2:
+        raise ProbeError("the training split has a single class; use more sentences")
+    cv = _cv_splits(y[train], groups[train], cfg.cv_folds, cfg.seed)
+    lr = LogisticRegressionCV(Cs=list(cfg.cs), l1_ratios=(0.0,), cv=cv, solver="lbfgs", max_iter=cfg.max_iter,
+                              tol=cfg.tol, scoring="accuracy", use_legacy_attributes=False)  # l1_ratio 0: L2
+    probe = make_pipeline(StandardScaler(), lr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a capped lbfgs still gives a valid probe
+        probe.fit(np.asarray(X[train], np.float64), y[train])
+    lr = probe[-1]
+    return {"pred": probe.predict(np.asarray(X[test], np.float64)), "C": float(np.ravel(lr.C_)[0]),
+            "n_params": int(lr.coef_.size + lr.intercept_.size)}
+
+
+def bootstrap_interval(values: np.ndarray, groups: np.ndarray, n_boot: int, seed: int,
+                       level: float = LEVEL) -> tuple[float, float]:
+    """Percentile interval of mean(values) when whole groups (sentences) are resampled with
+    replacement. values, groups (n,)."""
+    uniq, inv = np.unique(groups, return_inverse=True)
+    sums = np.bincount(inv, weights=np.asarray(values, np.float64))
+    counts = np.bincount(inv).astype(np.float64)
+    pick = np.random.default_rng([seed, 11]).integers(len(uniq), size=(n_boot, len(uniq)))
+    boot = sums[pick].sum(1) / counts[pick].sum(1)
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def probe_layers(layers, labels: np.ndarray, groups: np.ndarray, cfg: Config,
+                 control: np.ndarray | None = None, desc: str = "probe") -> tuple[list[dict], dict]:
+    """Probe every layer. ``layers``: a sequence (or (L+1, n, d) array) of (n, d) feature matrices,
+    or a callable layer -> (n, d) with ``len``; labels, groups (n,); control (n,) control labels or
+    None. Returns (rows, sizes): one row per layer (accuracy, interval, majority baseline, C,
+    parameters and, with a control, its accuracy and the selectivity) and the split's sizes."""
+    labels, groups = np.asarray(labels, np.int64), np.asarray(groups)
+    train, test = split(labels, groups, cfg.test_size, cfg.seed)
+    g = groups[test]
+    majority = np.bincount(labels[train]).argmax()
+    rows = []
+    for lyr in tqdm(range(len(layers)), desc=desc, unit="layer", leave=False):
+        X = layers[lyr]  # (n, d)
+        fit = fit_probe(X, labels, train, test, groups, cfg)
+        ok = (fit["pred"] == labels[test]).astype(np.float64)
+        lo, hi = bootstrap_interval(ok, g, cfg.n_boot, cfg.seed)
+        row = {"layer": lyr, "accuracy": ok.mean(), "ci_low": lo, "ci_high": hi,
+               "majority": float((labels[test] == majority).mean()), "C": fit["C"], "n_params": fit["n_params"]}
+        if control is not None:
+            cfit = fit_probe(X, control, train, test, groups, cfg)
+            cok = (cfit["pred"] == control[test]).astype(np.float64)
+            clo, chi = bootstrap_interval(cok, g, cfg.n_boot, cfg.seed)
+            slo, shi = bootstrap_interval(ok - cok, g, cfg.n_boot, cfg.seed)  # paired: same resampled sentences
+            row.update(control_accuracy=cok.mean(), control_ci_low=clo, control_ci_high=chi,
+                       control_majority=float((control[test] == np.bincount(control[train]).argmax()).mean()),
+                       control_C=cfit["C"], control_n_params=cfit["n_params"], selectivity=ok.mean() - cok.mean(),
+                       selectivity_ci_low=slo, selectivity_ci_high=shi)
+        rows.append(row)
+    return rows, {"n_train": len(train), "n_test": len(test), "n_test_sentences": len(np.unique(g))}
+
+
+# ----------------------------------------------------------------------------- tasks -> results
+
+
+def check_tasks(tasks: list[str]) -> list[str]:
+    bad = [t for t in tasks if t not in pt.TASKS]
+    if bad:
+        raise ProbeError(f"unknown task {bad[0]!r}; tasks: {', '.join(pt.TASKS)}")
+    if not tasks:
+        raise ProbeError(f"no task given; tasks: {', '.join(pt.TASKS)}")
+    return list(dict.fromkeys(tasks))
+
+
+def make_task(name: str, acts: Activations, cfg: Config, doc_of: np.ndarray | None = None,
+              doc_names: list[str] | None = None) -> pt.Task:
+    """Build one task's labels from the sampled texts (and their documents, for source)."""
+    m, s = cfg.min_per_class, cfg.seed
+    if name == "sent_len":
+        return pt.sent_len(acts.texts, s, cfg.sent_len_bins, m)
+    if name == "word_content":
+        return pt.word_content(acts.texts, s, cfg.word_content_vocab, cfg.word_content_skip, m)
+    if name == "bigram_shift":
+        return pt.bigram_shift(acts.texts, s, m)
+    if name == "source":
+        if doc_of is None:
+            raise ProbeError("task source needs the documents of the sampled sentences (a corpus)")
+        return pt.source(doc_of, doc_names, s, m)
+    if name == "position":
+        return pt.position(acts, s, cfg.position_bins, cfg.max_items)
+    return pt.token_identity(acts, s, cfg.identity_types, cfg.max_items, m)
+
+
+def _cap(task: pt.Task, max_items: int, seed: int) -> pt.Task:
+    if len(task.labels) <= max_items:
+        return task
+    keep = np.sort(np.random.default_rng([seed, 12]).choice(len(task.labels), size=max_items, replace=False))
+    sub = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in vars(task).items()}
+    return pt.Task(**sub)
+
+
+class _Layers:
+    """Lazy per-layer features of a task: layer -> (n, d)."""
+
+    def __init__(self, task: pt.Task, acts: Activations, shifted: Activations | None):
+        self.task, self.acts, self.shifted = task, acts, shifted
+
+    def __len__(self) -> int:
+        return self.acts.n_layers + 1
+
+    def __getitem__(self, lyr: int) -> np.ndarray:
+        t = self.task
+        if t.level == "token":
+            return np.asarray(self.acts.hidden[lyr, t.items])  # (n, d)
+        X = np.asarray(self.acts.sentence[lyr, t.items])  # (n, d)
+        if t.shifted is not None:
+            X[t.shifted] = self.shifted.sentence[lyr, t.items[t.shifted]]
+        return X
+
+
+@dataclass
+class Result(common.Result):
+    """One model's probing results: header (model, config, corpus), definitions, and per task its
+    build numbers and per-layer rows. The saved document is flat (the header's keys first), so
+    :meth:`to_json` / :meth:`from_json` spread and gather the header instead of the base's one key
+    per field."""
+
+    header: dict  # model_name, config, model, activations, corpus, scikit_learn
+    definitions: dict  # prose (and n_layers, kept here for the files' layout; nothing reads it)
+    tasks: list[dict]  # per task: task, level ("sentence" / "token"), sizes, classes, balance, layers (rows)
+
+    @property
+    def model_name(self) -> str:
+        return self.header["model_name"]
+
+    def to_json(self) -> dict:
+        return {**self.header, "definitions": self.definitions, "tasks": self.tasks}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Result:
+        if isinstance(d, Result):
+            return d
+        # what write_result adds around the result is not part of it
+        rest = {k: v for k, v in d.items() if k not in ("definitions", "tasks", "analysis", "provenance", "nulls")}
+        return cls(rest, d["definitions"], d["tasks"])
+
+
+def compute(acts: Activations, cfg: Config | None = None, shifted: Activations | None = None,
+            doc_of: np.ndarray | None = None, doc_names: list[str] | None = None) -> Result:
+    """Probe every requested task at every layer of one model's activations.
+
+    ``shifted``: activations of ``bigram_shift_plan(acts.texts, cfg.seed)``'s perturbed texts
+    (bigram_shift only); ``doc_of`` (T,) document index of each text and ``doc_names`` (source only)."""
+    cfg = cfg or Config()
+    names = check_tasks(cfg.task)
+    if "bigram_shift" in names:
+        want = pt.bigram_shift_plan(acts.texts, cfg.seed)[2]
+        if want and (shifted is None or list(shifted.texts) != want):
+            raise ProbeError("task bigram_shift needs the activations of the perturbed sentences "
+                             "(analyses.probing.tasks.bigram_shift_plan with the same seed)")
+    tasks = [_cap(make_task(n, acts, cfg, doc_of, doc_names), cfg.max_items, cfg.seed) for n in names]
+    out = []
+    for task in tasks:
+        control = None
+        if task.level == "token":
+            control = pt.control_labels(task.types, task.labels, len(task.classes), cfg.seed)
+        rows, sizes = probe_layers(_Layers(task, acts, shifted), task.labels, task.groups, cfg, control,
+                                   desc=f"{acts.meta['model']['name']} {task.name}")
+        entry = {"task": task.name, "level": task.level, "n_items": len(task.labels), **sizes,
+                 "n_classes": len(task.classes), "classes": task.classes, "balance": task.balance(),
+                 "notes": task.notes, "layers": rows}
+        if control is not None:
+            entry["control_balance"] = {c: int(k) for c, k in zip(task.classes, np.bincount(control, minlength=len(
+                task.classes)))}
+        out.append(entry)
+    import sklearn
+
+    header = {**result_header(acts, cfg), "scikit_learn": sklearn.__version__}
+    definitions = {
+        "layers": "0 = embedding output, l = output of layer l; relative depth = l / L",
+        "n_layers": acts.n_layers,
+        "sentence_vector": acts.meta["model"]["sentence_vector"],
+        "special_tokens": "excluded: never items of token tasks",
+        "tasks": {t["task"]: pt.DEFINITIONS[t["task"]] for t in out},
+        "probe": "Pipeline(StandardScaler, LogisticRegressionCV(lbfgs, L2, multinomial)); C from the grid by "
+                 "cross-validated accuracy on the training split (folds by sentence for token tasks); refit on it",
+        "interval": f"{LEVEL:.0%} percentile bootstrap over test sentences ({cfg.n_boot} resamples, seeded); "
+                    "selectivity's is paired (the same resampled sentences for task and control)",
+        "majority": "accuracy on the test split of always predicting the training split's most frequent label",
+        "n_params": "weights + biases of the probe: (d + 1) * K, or d + 1 for two classes",
+        "control": "Hewitt & Liang 2019: each word type a random label drawn from the task's label distribution; "
+                   "selectivity = accuracy - control accuracy",
+    }
+    return Result(header, definitions, out)
+
+
+def table_rows(result: Result | dict) -> list[dict]:
+    """Flat CSV rows, one per (task, layer); control columns are empty for sentence tasks."""
+    res = Result.from_json(result)
+    rows = [{"task": t["task"], **row} for t in res.tasks for row in t["layers"]]
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    return [{k: row.get(k) for k in keys} for row in rows]
+
+
+# ----------------------------------------------------------------------------- plot
+
+
+def _panels(results: list[Result], key: str, tasks: tuple, axes, title: str):
+    """One panel per task in ``tasks`` that some result holds; ``key`` ("accuracy" or
+    "selectivity", a token-task statistic) against relative depth, one line per model in its colour."""
+    import matplotlib.pyplot as plt
+
+    style.use_theme()
+    present = [t for t in tasks if any(e["task"] == t for r in results for e in r.tasks)]
+    if axes is None:
+        cols = min(max(len(present), 1), 3)
+        rows = -(-max(len(present), 1) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols + 0.4, 2.6 * rows), squeeze=False,
+                                 constrained_layout=True)
+        for ax in axes.ravel()[len(present):]:
+            ax.set_visible(False)
+    axes = np.asarray(axes).ravel()
+    for ax, name in zip(axes, present):
+        for res in results:
+            entry = next((e for e in res.tasks if e["task"] == name), None)
+            if entry is None:
+                continue
+            rows, c = entry["layers"], style.model_color(res.model_name)
+            x = np.array([r["layer"] for r in rows]) / max(len(rows) - 1, 1)
+            lo, hi = (("ci_low", "ci_high") if key == "accuracy" else (f"{key}_ci_low", f"{key}_ci_high"))
+            ax.plot(x, [r[key] for r in rows], marker="o", ms=3, color=c, label=res.model_name)
+            ax.fill_between(x, [r[lo] for r in rows], [r[hi] for r in rows], color=c, alpha=0.18, lw=0)
+            if key == "accuracy":
+                ax.plot(x, [r["majority"] for r in rows], ls="--", lw=0.8, color=c, label="_majority")
+                if entry["level"] == "token":  # token tasks have a control task
+                    ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, color=c, label="_control")
+        if key == "selectivity":
+            ax.axhline(0, color="0.4", lw=0.6)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("relative depth l / L", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3, lw=0.5)
+    for ax in axes[:len(present)]:
+        ax.set_ylabel(title, fontsize=8)
+    if present:
+        axes[0].legend(fontsize=6.5, title=f"band: {LEVEL:.0%} interval", title_fontsize=6)
+    return axes[0].figure
+
+
+def plot(results: list[Result], ax=None):
+    """Held-out accuracy against relative depth, one panel per task, one line per model (band: 95%
+    interval; dashed: majority baseline; dotted: control task). Returns the figure."""
+    return _panels([Result.from_json(r) for r in results], "accuracy", pt.TASKS, ax,
+                   "accuracy, fraction (-- majority, : control)")
+
+
+def plot_selectivity(results: list[Result], ax=None):
+    """Selectivity (task - control accuracy) of the token-level tasks against relative depth."""
+    return _panels([Result.from_json(r) for r in results], "selectivity", pt.TOKEN_TASKS, ax,
+                   "selectivity (accuracy difference)")
+
+
+def figures(results: list[Result], out: str) -> list:
+    """Draw and save the accuracy and the selectivity figures."""
+    results = [Result.from_json(r) for r in results]
+    return save_drawings(results, out, (("probing", plot), ("probing-selectivity", plot_selectivity)))
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def documents_of(corpus: str, texts: list[str]) -> tuple[np.ndarray, list[str]]:
+    """(T,) document index of each sampled text (its first occurrence, as the sampler keeps) and the
+    corpus's document names."""
+    from probes.corpus import load_corpus, sentences
+
+    corp = load_corpus(None if corpus == "default" else corpus)
+    first: dict[str, int] = {}
+    for doc, s in sentences(corp):
+        first.setdefault(s, doc)
+    return np.array([first[t] for t in texts], np.int64), [d.name for d in corp.documents]
+
+
+def load_inputs(name: str, cfg: Config) -> dict:
+    """Everything :func:`compute` reads for model ``name``, from the activation cache (extracted on a
+    miss): ``compute(cfg=cfg, **load_inputs(name, cfg))``."""
+    from analyses.data import extract_options, sentence_activations, text_activations
+
+    check_tasks(cfg.task)
+    acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, **extract_options(cfg))
+    shifted = None
+    if "bigram_shift" in cfg.task:
+        perturbed = pt.bigram_shift_plan(acts.texts, cfg.seed)[2]
+        if perturbed:
+            # BigramShift reads the perturbed texts' sentence vectors only: no token states cached
+            shifted = text_activations(name, perturbed, out=cfg.out, layers=(), **extract_options(cfg))
+    doc_of, doc_names = documents_of(cfg.corpus, acts.texts) if "source" in cfg.task else (None, None)
+    return {"acts": acts, "shifted": shifted, "doc_of": doc_of, "doc_names": doc_names}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from analyses.common import write_result
+    from probes.capture.distributed import is_main
+
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    check_tasks(cfg.task)
+    for name in cfg.model:
+        inputs = load_inputs(name, cfg)
+        if not is_main():
+            continue  # the other ranks of a torchrun only help extract
+        result = compute(cfg=cfg, **inputs)
+        json_path, _ = write_result(cfg.out, "probing", name, result, table_rows(result))
+        print(f"{name}: wrote {json_path}")
+    if not is_main():
+        return
+    paths = figures(read_results(cfg.out, "probing", cfg.model), cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+__all__ = ["Config", "Result", "bootstrap_interval", "compute", "documents_of", "figures", "fit_probe",
+           "load_inputs", "main", "make_task", "plot", "plot_selectivity", "probe_layers", "split", "table_rows"]
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,5 @@
+"""``python -m analyses.probing``."""
+
+from analyses.probing import main
+
+main()

@@ -1,0 +1,347 @@
+"""Similarity: which layer of model A represents the same sentences like which layer of model B?
+
+For a reference model A (the first --model) and every other model B, on the same seeded sentence
+sample (same --seed: same sentences for every model, via analyses.data.sentence_activations),
+for every pair of layers (A x B, and the self-similarity maps A x A and B x B on the same units):
+
+* linear CKA with the debiased (unbiased-HSIC) estimator, streamed in bounded memory;
+* SVCCA (99% variance per side, then mean canonical correlation);
+* RSA (Spearman correlation of 1 - cosine RDMs of a seeded subsample of units).
+
+The formulas, their degenerate cases and why scikit-learn's CCA is not used are in
+analyses.similarity.measures.
+
+Units (--unit):
+* ``sentence``: each model's sentence vector at every layer (cls / mean / g, as checkpoints.yaml
+  names it). A cls vector is the same [CLS] embedding for every sentence at layer 0: that layer
+  has no variance and its similarities are 0 by definition.
+* ``token``: words, so that models with different tokenizers describe the same units. A word is a
+  run of a text's non-special tokens: a new word starts at a token without the WordPiece
+  continuation mark ``##``, at a SentencePiece token starting with ``▁``, or at a byte-level BPE
+  token (GPT-2) whose decoded text starts with a space (``Ġ``); in every scheme a token made only
+  of punctuation is a word of its own, as BERT's pre-tokenizer makes it. A word's state is the mean
+  of its sub-word states. The word strings (markers removed, lower-cased, accents stripped) must be
+  equal in both models, text by text; a text where they differ is dropped from the token units
+  (the result counts them). At most --max-units words (a seeded subsample, the same for both).
+
+    $ python -m analyses.similarity --model minilm-l6 --model slstm-small [--model bert-small]
+          [--measure cka --measure svcca --measure rsa] [--unit sentence|token] [--corpus PATH]
+          [--n-sentences 1000] [--seed 0] [--out out]
+
+Writes out/results/similarity/<A>__<B>__<unit>.json (+ .csv: measure, block, row_layer, column_layer,
+value), one file per model pair and unit (--model A alone: A__A__<unit>), and
+out/figures/similarity-<A>__<B>__<unit>.{png,pdf} (per measure: A x A | A x B | B x B heatmaps)
+and out/figures/similarity-<unit>.{png,pdf} (CKA: A x A beside A x B for every B).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from analyses import common, style
+from analyses.common import arg, config_dict, parse_config, run_main, save_drawings
+from analyses.similarity.measures import DISTANCES, MEASURES, similarity_matrices
+from analyses.similarity.words import align_words, word_states
+from probes.capture.activations import Activations
+from probes.checkpoints.names import get_spec
+from probes.errors import ProbeError
+
+UNITS = ("sentence", "token")
+BLOCKS = ("aa", "ab", "bb")
+
+
+@dataclass
+class Config:
+    """CKA, SVCCA and RSA between every layer of model A and every layer of model B (and of A itself)."""
+
+    model: list[str] = arg(["minilm-l6", "slstm-small"], "checkpoint names; the first is compared with each other")
+    measure: list[str] = arg(list(MEASURES), "measures: cka, svcca, rsa")
+    unit: str = arg("sentence", "units compared: sentence (sentence vectors) or token (words, sub-words averaged)")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+    n_sentences: int = arg(1000, "random sentences (the same sample for every model)", min=2)
+    seed: int = arg(0, "seed for every random choice", min=0, max=2**32 - 1)
+    max_units: int = arg(20000, "token unit: at most this many words (seeded subsample)", min=4)
+    svcca_variance: float = arg(0.99, "SVCCA: fraction of variance each side's PCA keeps", min=0.01, max=1.0)
+    rsa_units: int = arg(1000, "RSA: units in the RDMs (seeded subsample; C(m,2) dissimilarities)", min=4)
+    rsa_distance: str = arg("cosine", "RSA dissimilarity: cosine (1 - cos) or correlation (1 - Pearson r)")
+    batch_rows: int = arg(4096, "CKA/SVCCA: rows per mini-batch of the streamed sums", min=1)
+    batch_size: int = arg(32, "texts per forward pass", min=1)
+    device: str = arg("cpu", "torch device for extraction")
+    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+
+
+@dataclass
+class Result(common.Result):
+    """Similarity matrices of one model pair: ``matrices[measure][block]``, block "ab" is
+    (L_A+1, L_B+1), "aa" (L_A+1, L_A+1), "bb" (L_B+1, L_B+1); row/column l = layer l (0 = embeddings)."""
+
+    model_a: str
+    model_b: str
+    unit: str
+    measures: list[str]
+    n_layers_a: int  # L_A
+    n_layers_b: int  # L_B
+    n_units: int  # units every measure but RSA uses
+    n_rsa_units: int  # units in the RDMs
+    matrices: dict  # measure -> block -> nested lists
+    svcca_dims: dict  # "a"/"b" -> PCA dimensions kept per layer
+    constant_columns: dict  # "a"/"b" -> per layer, the number of constant (dropped) columns
+    alignment: dict  # token unit: texts kept/dropped, words; sentence unit: texts
+    config: dict
+    models: dict  # "a"/"b" -> model description from the activations
+    activations: dict  # "a"/"b" -> cache entry identity
+    corpus: dict | None
+    svcca_chance: dict = field(default_factory=dict)  # block -> sqrt(max(k_row, k_col) / (n-1)): SVCCA's chance
+    definitions: dict = field(default_factory=dict)  # prose only; nothing reads numbers from it
+
+    @property
+    def name(self) -> str:
+        """The results-file stem: <A>__<B>__<unit>."""
+        return f"{self.model_a}__{self.model_b}__{self.unit}"
+
+    def matrix(self, measure: str, block: str = "ab") -> np.ndarray:
+        return np.asarray(self.matrices[measure][block], float)
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+def units(acts_a: Activations, acts_b: Activations, cfg: Config, rng) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(X_A (L_A+1, n, d_A), X_B (L_B+1, n, d_B), alignment summary) for cfg.unit."""
+    if acts_a.texts != acts_b.texts:
+        raise ProbeError("the two models' activations are not of the same texts; use the same corpus and seed")
+    if cfg.unit == "sentence":
+        return np.asarray(acts_a.sentence), np.asarray(acts_b.sentence), {"n_texts": acts_a.n_texts}
+    words = align_words(acts_a, acts_b)
+    n = len(words.starts_a)
+    if n > cfg.max_units:
+        words = words.select(np.sort(rng.choice(n, size=cfg.max_units, replace=False)))
+    summary = {"n_texts": acts_a.n_texts, "n_texts_kept": words.n_texts_kept,
+               "n_texts_dropped": words.n_texts_dropped, "n_words_aligned": n,
+               "n_words_used": len(words.starts_a), "schemes": list(words.schemes)}
+    if len(words.starts_a) < 4:
+        raise ProbeError(f"only {len(words.starts_a)} words are segmented alike by both models "
+                         f"({words.n_texts_dropped} of {acts_a.n_texts} texts disagree); use more sentences")
+    return (word_states(acts_a.hidden, words.tokens_a, words.starts_a),
+            word_states(acts_b.hidden, words.tokens_b, words.starts_b), summary)
+
+
+def compute(acts_a: Activations, acts_b: Activations, cfg: Config | None = None) -> Result:
+    """Every measure for the layer pairs A x B, A x A and B x B of two models on the same texts
+    (pass the same activations twice for self-similarity only)."""
+    cfg = cfg or Config()
+    check_config(cfg)
+    rng = np.random.default_rng(cfg.seed)
+    XA, XB, alignment = units(acts_a, acts_b, cfg, rng)  # (L_A+1, n, d_A), (L_B+1, n, d_B)
+    n = XA.shape[1]
+    if n < 4:
+        raise ProbeError(f"need at least 4 units for the debiased estimator, got {n}; use more sentences")
+    rsa_rows = np.sort(rng.choice(n, size=min(cfg.rsa_units, n), replace=False))
+    same = acts_a is acts_b
+    kw = dict(measures=cfg.measure, variance=cfg.svcca_variance, rsa_rows=rsa_rows, distance=cfg.rsa_distance,
+              batch_rows=cfg.batch_rows)
+    La, Lb = XA.shape[0], XB.shape[0]
+    total = La * (La + 1) // 2 + (0 if same else La * Lb + Lb * (Lb + 1) // 2)
+    name_a, name_b = acts_a.meta["model"]["name"], acts_b.meta["model"]["name"]
+    with tqdm(total=total, desc=f"similarity {name_a} x {name_b} ({cfg.unit})", unit="pair") as bar:
+        aa = similarity_matrices(XA, None, progress=lambda: bar.update(1), **kw)
+        ab = aa if same else similarity_matrices(XA, XB, progress=lambda: bar.update(1), **kw)
+        bb = aa if same else similarity_matrices(XB, None, progress=lambda: bar.update(1), **kw)
+    matrices = {m: {"aa": aa[m].tolist(), "ab": ab[m].tolist(), "bb": bb[m].tolist()} for m in cfg.measure}
+    meta = {"a": acts_a.meta, "b": acts_b.meta}
+    return Result(
+        model_a=name_a, model_b=name_b, unit=cfg.unit, measures=list(cfg.measure),
+        n_layers_a=La - 1, n_layers_b=Lb - 1, n_units=n, n_rsa_units=len(rsa_rows), matrices=matrices,
+        svcca_dims={"a": aa["svcca_dims"][0], "b": bb["svcca_dims"][0]},
+        svcca_chance={blk: svcca_chance(kr, kc, n).tolist() for blk, kr, kc in
+                      (("aa", aa["svcca_dims"][0], aa["svcca_dims"][0]), ("ab", aa["svcca_dims"][0],
+                       bb["svcca_dims"][0]), ("bb", bb["svcca_dims"][0], bb["svcca_dims"][0]))}
+        if "svcca" in cfg.measure else {},
+        constant_columns={"a": [len(c) for c in aa["constant"][0]], "b": [len(c) for c in bb["constant"][0]]},
+        alignment=alignment, config=config_dict(cfg),
+        models={k: m["model"] for k, m in meta.items()},
+        activations={k: {f: m[f] for f in ("key", "n_texts", "n_tokens", "truncated_texts")} for k, m in meta.items()},
+        corpus=acts_a.meta.get("corpus"),
+        definitions={
+            "layers": "row/column l = hidden[l]: 0 = embedding output, l = output of layer l",
+            "blocks": "ab: layers of A (rows) x layers of B (columns); aa, bb: self-similarity of A, B",
+            "units": "sentence vectors (" + ", ".join(sorted({m["model"]["sentence_vector"] for m in meta.values()}))
+                     + ")" if cfg.unit == "sentence" else
+                     "words: mean of each word's sub-word states; special tokens excluded; texts whose word "
+                     "segmentation differs between the models dropped (see alignment)",
+            "cka": "linear CKA, unbiased HSIC (Song et al. 2012; Nguyen et al. 2021), streamed row sums",
+            "svcca": f"PCA keeping {cfg.svcca_variance:g} of the variance per side, then mean canonical correlation",
+            "rsa": f"Spearman correlation of the {cfg.rsa_distance} RDMs of {len(rsa_rows)} seeded units",
+            "svcca_chance": "sqrt(max(k_a, k_b) / (n - 1)): the root of the expected mean squared canonical "
+                            "correlation of independent Gaussian data of the same dimensions (tr(P_a P_b) of random "
+                            "subspaces); the chance mean correlation is below it. SVCCA near it: no shared subspace",
+            "degenerate": "a constant column is dropped; a layer with no variance has CKA and SVCCA 0 with "
+                          "everything (itself included); an RDM with all entries equal has RSA 0",
+        },
+    )
+
+
+def svcca_chance(k_rows, k_cols, n: int) -> np.ndarray:
+    """(len(k_rows), len(k_cols)) SVCCA's chance level for PCA dimensions k_x, k_y and n units:
+    sqrt(max(k_x, k_y) / (n - 1)). For independent data, one side rotation-invariant (Gaussian), the
+    squared canonical correlations sum to tr(P_x P_y) of two random projections of ranks k_x, k_y in
+    the (n-1)-dimensional centred space, whose expectation is k_x k_y / (n - 1); divided by the
+    min(k_x, k_y) correlations SVCCA averages, and rooted (Jensen: the mean correlation is below it)."""
+    kr, kc = np.asarray(k_rows, float)[:, None], np.asarray(k_cols, float)[None, :]
+    return np.sqrt(np.maximum(kr, kc) / (n - 1)) * ((kr > 0) & (kc > 0))
+
+
+def check_config(cfg: Config) -> None:
+    """User errors in the settings, before any work (ProbeError: one line, exit status 2)."""
+    bad = [m for m in cfg.measure if m not in MEASURES]
+    if bad or not cfg.measure:
+        raise ProbeError(f"--measure must be one of {', '.join(MEASURES)}, got {bad[0] if bad else 'none'}")
+    if len(set(cfg.measure)) != len(cfg.measure):
+        raise ProbeError("a --measure is named twice")
+    if cfg.unit not in UNITS:
+        raise ProbeError(f"--unit must be one of {', '.join(UNITS)}, got {cfg.unit!r}")
+    if cfg.rsa_distance not in DISTANCES:
+        raise ProbeError(f"--rsa-distance must be one of {', '.join(DISTANCES)}, got {cfg.rsa_distance!r}")
+    if not 0 < cfg.svcca_variance <= 1:
+        raise ProbeError(f"--svcca-variance must be in (0, 1], got {cfg.svcca_variance}")
+    for name in ("n_sentences", "max_units", "rsa_units"):
+        if getattr(cfg, name) < 4:
+            raise ProbeError(f"--{name.replace('_', '-')} must be at least 4, got {getattr(cfg, name)}")
+    if cfg.batch_rows < 1:
+        raise ProbeError(f"--batch-rows must be positive, got {cfg.batch_rows}")
+
+
+def table_rows(result: Result) -> list[dict]:
+    """Flat CSV rows: measure, block, layer_a (row), layer_b (column), value."""
+    return [{"measure": m, "block": blk, "row_layer": i, "column_layer": j, "value": v}
+            for m in result.measures for blk in BLOCKS
+            for i, row in enumerate(result.matrices[m][blk]) for j, v in enumerate(row)]
+
+
+# ----------------------------------------------------------------------------- plot
+
+LABELS = {"cka": "linear CKA (debiased)", "svcca": "SVCCA", "rsa": "RSA (Spearman)"}
+
+
+def _depth_ticks(L: int) -> tuple[list[int], list[str]]:
+    """Tick positions (layer indices) and labels (relative depth l / L)."""
+    layers = list(range(L + 1)) if L <= 12 else sorted({int(round(x)) for x in np.linspace(0, L, 7)})
+    return layers, [f"{lyr / L:.2g}" if L else "0" for lyr in layers]
+
+
+def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], title: str):
+    """M (rows = layers of model row[0], columns = layers of col[0]); colour on [0, 1]."""
+    ax.grid(False)  # the theme's grid would cross the cells
+    im = ax.imshow(M, origin="lower", vmin=0.0, vmax=1.0, cmap="magma", aspect="auto", interpolation="nearest")
+    for setter, labeler, (name, L) in ((ax.set_yticks, ax.set_ylabel, row), (ax.set_xticks, ax.set_xlabel, col)):
+        pos, lab = _depth_ticks(L)
+        setter(pos, lab, fontsize=7)
+        labeler(f"{name} (depth l/{L})", fontsize=8)
+    if M.size <= 100:
+        for (i, j), v in np.ndenumerate(M):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if v < 0.6 else "k")
+    ax.set_title(title, fontsize=8)
+    return im
+
+
+def plot(results: list[Result], ax=None, measures: list[str] | None = None):
+    """Per result and measure, one row of heatmaps: A x A | A x B | B x B (colour clipped to [0, 1]).
+    ``ax``: an array of (rows, 3) axes to draw into. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    results = [Result.from_json(r) for r in results]
+    style.use_theme()
+    axes = ax  # None, or an array of Axes (one per heatmap)
+    rows = [(r, m) for r in results for m in (measures or r.measures)]
+    if axes is None:
+        fig, axes = plt.subplots(len(rows), 3, figsize=(10.5, 3.1 * len(rows)), squeeze=False, constrained_layout=True)
+    axes = np.asarray(axes).reshape(len(rows), 3)
+    fig = axes[0, 0].figure
+    for (r, m), axrow in zip(rows, axes):
+        a, b = (r.model_a, r.n_layers_a), (r.model_b, r.n_layers_b)
+        for ax, blk, (y, x) in zip(axrow, BLOCKS, ((a, a), (a, b), (b, b))):
+            im = _heatmap(ax, r.matrix(m, blk), y, x, f"{m.upper()}: {y[0]} x {x[0]}")
+        fig.colorbar(im, ax=list(axrow), shrink=0.8, label=f"{LABELS[m]}, {r.unit} units")
+    return fig
+
+
+def plot_overview(results: list[Result], ax=None, measure: str = "cka"):
+    """Two rows per (model A, unit): on top A x A, then A x B for every B; below each A x B, B x B.
+    ``ax``: an array of (2 * groups, 1 + most Bs) axes. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    style.use_theme()
+    axes = ax  # None, or an array of Axes (one per heatmap)
+    results = [Result.from_json(r) for r in results if measure in Result.from_json(r).measures]
+    if not results:
+        raise ProbeError(f"no result holds the measure {measure!r}")
+    groups: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        groups.setdefault((r.model_a, r.unit), []).append(r)
+    ncol = 1 + max(sum(r.model_b != r.model_a for r in g) for g in groups.values())
+    if axes is None:
+        fig, axes = plt.subplots(2 * len(groups), ncol, figsize=(3.3 * ncol + 0.8, 5.8 * len(groups)),
+                                 squeeze=False, constrained_layout=True)
+    axes = np.asarray(axes).reshape(2 * len(groups), ncol)
+    fig = axes[0, 0].figure
+    for g, ((name, unit), group) in enumerate(groups.items()):
+        top, bottom = axes[2 * g], axes[2 * g + 1]
+        a = (name, group[0].n_layers_a)
+        im = _heatmap(top[0], group[0].matrix(measure, "aa"), a, a, f"{name} x {name} ({unit})")
+        others = [r for r in group if r.model_b != r.model_a]
+        for c, r in enumerate(others, start=1):
+            b = (r.model_b, r.n_layers_b)
+            _heatmap(top[c], r.matrix(measure, "ab"), a, b, f"{name} x {r.model_b} ({unit})")
+            _heatmap(bottom[c], r.matrix(measure, "bb"), b, b, f"{r.model_b} x {r.model_b} ({unit})")
+        for ax in [bottom[0], *top[1 + len(others):], *bottom[1 + len(others):]]:
+            ax.axis("off")
+        fig.colorbar(im, ax=[*top, *bottom], shrink=0.6, label=LABELS[measure])
+    return fig
+
+
+def figures(results: list[Result], out: str) -> list:
+    """One figure per saved pair (every measure) and one CKA overview per reference model and unit."""
+    results = [Result.from_json(r) for r in results]
+    drawings = [(f"similarity-{r.name}", lambda _, r=r: plot([r])) for r in results]
+    for a, unit in dict.fromkeys((r.model_a, r.unit) for r in results if "cka" in r.measures):
+        group = [r for r in results if (r.model_a, r.unit) == (a, unit)]
+        drawings.append((f"similarity-{a}__{unit}", lambda _, g=group: plot_overview(g)))
+    return save_drawings(results, out, drawings)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> None:
+    from analyses.common import read_results, write_result
+    from analyses.data import extract_options, sentence_activations
+    from probes.capture.distributed import is_main
+
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    check_config(cfg)
+    if not cfg.model or len(set(cfg.model)) != len(cfg.model):
+        raise ProbeError("name each --model once (the first is compared with every other)")
+    if any("__" in m for m in cfg.model):
+        raise ProbeError("model names with '__' cannot be told apart in result-file names")
+    for m in cfg.model:  # every name checked before any model runs
+        get_spec(m)
+    acts = {m: sentence_activations(m, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, **extract_options(cfg))
+            for m in cfg.model}
+    if not is_main():
+        return  # the other ranks of a torchrun only help extract
+    ref = cfg.model[0]
+    names = []
+    for b in cfg.model[1:] or [ref]:
+        result = compute(acts[ref], acts[b], cfg)
+        json_path, _ = write_result(cfg.out, "similarity", result.name, result, table_rows(result))
+        names.append(result.name)
+        print(f"{result.name}: wrote {json_path}")
+    paths = figures(read_results(cfg.out, "similarity", names), cfg.out)
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,5 @@
+"""``python -m analyses.similarity``."""
+
+from analyses.similarity import main
+
+main()

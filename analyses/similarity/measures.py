@@ -1,0 +1,310 @@
+"""The similarity measures behind analyses.similarity: linear CKA (debiased, streamed), SVCCA, RSA.
+
+Inputs are point clouds of the same n units, X (n, d_x) and Y (n, d_y); row i of X and row i of Y
+describe the same unit. Pure numpy/scipy; nothing here knows about models.
+
+* **Linear CKA** (Kornblith et al. 2019) with the unbiased HSIC estimator of Song et al. (2012), as
+  Nguyen et al. (2021) use it: CKA = HSIC_u(K, L) / sqrt(HSIC_u(K, K) HSIC_u(L, L)), K = X X^T,
+  L = Y Y^T. With K~, L~ the Grams with zeroed diagonals,
+
+      HSIC_u = [tr(K~ L~) + (1'K~1)(1'L~1) / ((n-1)(n-2)) - 2 1'K~L~1 / (n-2)] / (n(n-3)).
+
+  For linear kernels every term is a sum over rows, so no n x n Gram is built. With a_i = |x_i|^2,
+  b_i = |y_i|^2, s_x = X^T 1, s_y = Y^T 1 and C = X^T Y (d_x, d_y):
+
+      tr(K~ L~) = |C|_F^2 - sum_i a_i b_i          1'K~1 = |s_x|^2 - sum_i a_i
+      1'K~L~1   = s_x' C s_y - s_y'(Y^T a) - s_x'(X^T b) + sum_i a_i b_i
+
+  C, s_x, s_y, X^T b, Y^T a and the scalar sums are accumulated over mini-batches of rows, so
+  memory is O(d_x d_y + batch d), whatever n. HSIC_u is exactly invariant to translating X or Y
+  (it is a U-statistic of products of differences), so columns are first shifted by their mean
+  (one streaming pass) to keep the sums small: same value, less cancellation. ``debiased=False``
+  gives the usual biased estimator |Xc^T Yc|_F^2 / (n-1)^2 (Xc: centred columns), which sits near
+  0.2 on independent Gaussian data with n=200, d=50 where the debiased one is near 0.
+* **SVCCA** (Raghu et al. 2017): per side, PCA keeping the fewest leading directions that explain
+  ``variance`` (default 99%) of the variance; then CCA between the two reduced spaces; the score is
+  the mean of the min(k_x, k_y) canonical correlations. Both steps are read off the same centred
+  d x d sums as CKA: the PCA from the eigendecomposition of Xc^T Xc, and the canonical correlations
+  as the singular values of Λx^{-1/2} Vx^T (Xc^T Yc) Vy Λy^{-1/2} (the whitened reduced bases are
+  orthonormal, so one SVD gives all correlations; Björck & Golub 1973). scikit-learn's CCA is not
+  used: it fits one component at a time by NIPALS power iterations to a tolerance with deflation,
+  which is approximate and slow for the hundreds of components kept here.
+* **RSA** (Kriegeskorte et al. 2008): on m units, the representational dissimilarity matrix of each
+  side (1 - cosine, or 1 - Pearson correlation of the rows = cosine of row-centred rows), and the
+  Spearman correlation of the two RDMs' upper triangles (ranks with ties averaged, then Pearson,
+  as scipy.stats.spearmanr does).
+
+Degenerate cases (defined values, never NaN):
+* a column whose values are all equal (max == min) carries no variance; it is dropped before
+  anything else (CKA and SVCCA are exactly invariant to it);
+* a side with no non-constant column, or whose HSIC_u(K, K) is not positive, has no measurable
+  structure: its CKA and SVCCA with anything are 0 (also with itself);
+* in an RDM, a zero row (a constant row for the correlation distance) has cosine 0 with every row
+  (distance 1), as in analyses.anisotropy; an RDM whose entries are all equal has no ranking, and
+  its RSA with anything is 0.
+
+    $ python -c "import numpy as np; from analyses.similarity.measures import linear_cka; \
+          X = np.random.randn(500, 20); print(linear_cka(X, X @ np.random.randn(20, 20)))"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import rankdata
+
+from probes.errors import ProbeError
+
+BATCH_ROWS = 4096  # rows per mini-batch of the streamed sums
+RANK_TOL = 1e-12  # eigenvalues below RANK_TOL * the largest count as zero (rank deficiency)
+MEASURES = ("cka", "svcca", "rsa")
+DISTANCES = ("cosine", "correlation")
+
+
+# ----------------------------------------------------------------------------- streamed sums
+
+
+@dataclass
+class Layer:
+    """One representation (n, d) prepared for streaming: column means and the non-constant columns."""
+
+    X: np.ndarray  # (n, d) any float dtype; may be memory-mapped
+    keep: np.ndarray  # (d,) bool: columns with max > min
+    mean: np.ndarray  # (d_kept,) float64 column means of the kept columns
+
+    @classmethod
+    def of(cls, X, batch_rows: int = BATCH_ROWS) -> Layer:
+        if np.ndim(X) != 2 or len(X) < 4:
+            raise ProbeError(f"a representation must be an (n, d) matrix with n >= 4, got shape {np.shape(X)}")
+        n, d = X.shape
+        total, lo, hi = np.zeros(d), np.full(d, np.inf), np.full(d, -np.inf)
+        for s in range(0, n, batch_rows):
+            b = np.asarray(X[s:s + batch_rows], np.float64)
+            if not np.isfinite(b).all():
+                raise ProbeError("representations contain NaN or infinite values")
+            total += b.sum(0)
+            lo, hi = np.minimum(lo, b.min(0)), np.maximum(hi, b.max(0))
+        keep = hi > lo
+        return cls(X, keep, (total / n)[keep])
+
+    @property
+    def n(self) -> int:
+        return len(self.X)
+
+    @property
+    def empty(self) -> bool:
+        return not self.keep.any()
+
+    def batch(self, s: int, batch_rows: int) -> np.ndarray:
+        """(b, d_kept) float64 rows s..s+b, kept columns, shifted by the column means."""
+        return np.asarray(self.X[s:s + batch_rows], np.float64)[:, self.keep] - self.mean
+
+
+@dataclass
+class Sums:
+    """The row sums HSIC_u and the centred cross-products need, for one pair (X, Y)."""
+
+    n: int
+    C: np.ndarray  # (d_x, d_y) X^T Y
+    sx: np.ndarray  # (d_x,) X^T 1
+    sy: np.ndarray  # (d_y,) Y^T 1
+    xb: np.ndarray  # (d_x,) X^T b, b_i = |y_i|^2
+    ya: np.ndarray  # (d_y,) Y^T a, a_i = |x_i|^2
+    sab: float  # sum_i a_i b_i
+    sa: float  # sum_i a_i
+    sb: float  # sum_i b_i
+
+    def centred_cross(self) -> np.ndarray:
+        """(d_x, d_y) Xc^T Yc with exactly centred columns."""
+        return self.C - np.outer(self.sx, self.sy) / self.n
+
+
+def pair_sums(x: Layer, y: Layer, batch_rows: int = BATCH_ROWS) -> Sums:
+    """Accumulate :class:`Sums` of (x, y) over mini-batches of rows: memory O(d_x d_y + batch d)."""
+    if x.n != y.n:
+        raise ProbeError(f"the two representations describe different numbers of units: {x.n} != {y.n}")
+    dx, dy = int(x.keep.sum()), int(y.keep.sum())
+    C, sx, sy, xb, ya = np.zeros((dx, dy)), np.zeros(dx), np.zeros(dy), np.zeros(dx), np.zeros(dy)
+    sab = sa = sb = 0.0
+    for s in range(0, x.n, batch_rows):
+        X = x.batch(s, batch_rows)  # (b, d_x)
+        Y = X if y is x else y.batch(s, batch_rows)  # (b, d_y)
+        a, b = np.einsum("ij,ij->i", X, X), np.einsum("ij,ij->i", Y, Y)  # (b,) squared row norms
+        C += X.T @ Y
+        sx += X.sum(0)
+        sy += Y.sum(0)
+        xb += X.T @ b
+        ya += Y.T @ a
+        sab, sa, sb = sab + float(a @ b), sa + float(a.sum()), sb + float(b.sum())
+    return Sums(x.n, C, sx, sy, xb, ya, sab, sa, sb)
+
+
+def hsic(s: Sums, debiased: bool = True) -> float:
+    """HSIC of the linear kernels from the streamed sums (unbiased estimator of Song et al. 2012,
+    or the biased |Xc^T Yc|_F^2 / (n-1)^2)."""
+    n = s.n
+    if not debiased:
+        Cc = s.centred_cross()
+        return float((Cc * Cc).sum()) / (n - 1) ** 2
+    tr = float((s.C * s.C).sum()) - s.sab
+    k1 = float(s.sx @ s.sx) - s.sa
+    l1 = float(s.sy @ s.sy) - s.sb
+    kl = float(s.sx @ s.C @ s.sy) - float(s.sy @ s.ya) - float(s.sx @ s.xb) + s.sab
+    return (tr + k1 * l1 / ((n - 1) * (n - 2)) - 2.0 * kl / (n - 2)) / (n * (n - 3))
+
+
+def _cka(hxy: float, hxx: float, hyy: float) -> float:
+    return hxy / np.sqrt(hxx * hyy) if hxx > 0 and hyy > 0 else 0.0
+
+
+# ----------------------------------------------------------------------------- SVCCA from the same sums
+
+
+@dataclass
+class Basis:
+    """The whitened leading PCA directions of one side: Vk Λk^{-1/2} (d_kept, k)."""
+
+    P: np.ndarray
+    k: int
+
+
+def pca_basis(gram: np.ndarray, variance: float) -> Basis:
+    """Fewest leading directions of the centred Gram Xc^T Xc (d, d) explaining ``variance``."""
+    if gram.size == 0:
+        return Basis(np.zeros((0, 0)), 0)
+    lam, V = np.linalg.eigh(gram)
+    lam, V = lam[::-1], V[:, ::-1]  # descending
+    if lam[0] <= 0:
+        return Basis(np.zeros((len(gram), 0)), 0)
+    rank = int((lam > RANK_TOL * lam[0]).sum())
+    frac = np.cumsum(lam[:rank]) / lam[:rank].sum()
+    k = min(int(np.searchsorted(frac, variance - 1e-12)) + 1, rank)
+    return Basis(V[:, :k] / np.sqrt(lam[:k]), k)
+
+
+def canonical_correlations(bx: Basis, by: Basis, cross: np.ndarray) -> np.ndarray:
+    """(min(k_x, k_y),) canonical correlations of the reduced spaces, descending, in [0, 1]."""
+    if bx.k == 0 or by.k == 0:
+        return np.zeros(0)
+    return np.clip(np.linalg.svd(bx.P.T @ cross @ by.P, compute_uv=False), 0.0, 1.0)
+
+
+# ----------------------------------------------------------------------------- RSA
+
+
+def rdm(X: np.ndarray, distance: str = "cosine") -> np.ndarray:
+    """Upper triangle (i < j, row-major; scipy's pdist order) of the RDM of X (m, d), float64."""
+    if distance not in DISTANCES:
+        raise ProbeError(f"distance must be one of {', '.join(DISTANCES)}, got {distance!r}")
+    X = np.asarray(X, np.float64)
+    if distance == "correlation":
+        X = X - X.mean(1, keepdims=True)
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    Xn = X / np.where(norms > 0, norms, 1.0)  # zero rows stay zero: cosine 0, distance 1
+    i, j = np.triu_indices(len(X), k=1)
+    return 1.0 - (Xn @ Xn.T)[i, j]
+
+
+def standard_ranks(d: np.ndarray) -> np.ndarray | None:
+    """Ranks of d (ties averaged), centred and scaled to unit norm; None if all entries are equal."""
+    r = rankdata(d)
+    r -= r.mean()
+    norm = np.linalg.norm(r)
+    return r / norm if norm > 0 else None
+
+
+def _spearman(ra: np.ndarray | None, rb: np.ndarray | None) -> float:
+    return float(np.clip(ra @ rb, -1.0, 1.0)) if ra is not None and rb is not None else 0.0
+
+
+# ----------------------------------------------------------------------------- matrices over layers
+
+
+def similarity_matrices(xs: Sequence, ys: Sequence | None = None, measures: Sequence[str] = MEASURES, *,
+                        variance: float = 0.99, rsa_rows: np.ndarray | None = None, distance: str = "cosine",
+                        debiased: bool = True, batch_rows: int = BATCH_ROWS, progress=None) -> dict:
+    """Every measure for every pair (xs[i], ys[j]) of representations of the same n units.
+
+    ``ys=None`` compares xs with itself (only i <= j is computed; the matrix is symmetric).
+    ``rsa_rows``: the units the RDMs use (default all). ``progress``: a callable advanced once per
+    pair. Returns {measure: (len(xs), len(ys)) array, "svcca_dims": ([k_x], [k_y]),
+    "constant": ([[dropped columns] per x], [...] per y)}."""
+    unknown = [m for m in measures if m not in MEASURES]
+    if unknown:
+        raise ProbeError(f"unknown measure {unknown[0]!r}; choose from {', '.join(MEASURES)}")
+    if not 0 < variance <= 1:
+        raise ProbeError(f"the SVCCA variance must be in (0, 1], got {variance}")
+    same = ys is None
+    lx = [Layer.of(X, batch_rows) for X in xs]
+    ly = lx if same else [Layer.of(Y, batch_rows) for Y in ys]
+    out = {m: np.zeros((len(lx), len(ly))) for m in measures}
+    want_sums = "cka" in measures or "svcca" in measures
+    self_x = [pair_sums(a, a, batch_rows) for a in lx] if want_sums else []
+    self_y = self_x if same else [pair_sums(b, b, batch_rows) for b in ly] if want_sums else []
+    hx, hy = [hsic(s, debiased) for s in self_x], [hsic(s, debiased) for s in self_y]
+    bx = [pca_basis(s.centred_cross(), variance) for s in self_x] if "svcca" in measures else []
+    by = bx if same else [pca_basis(s.centred_cross(), variance) for s in self_y] if "svcca" in measures else []
+    if "rsa" in measures:
+        rows = np.arange(lx[0].n) if rsa_rows is None else np.asarray(rsa_rows)
+        rx = [standard_ranks(rdm(np.asarray(a.X[rows]), distance)) for a in lx]
+        ry = rx if same else [standard_ranks(rdm(np.asarray(b.X[rows]), distance)) for b in ly]
+    for i, a in enumerate(lx):
+        for j, b in enumerate(ly):
+            if same and j < i:
+                for m in measures:
+                    out[m][i, j] = out[m][j, i]
+                continue
+            if want_sums:
+                s = self_x[i] if same and i == j else pair_sums(a, b, batch_rows)
+                if "cka" in measures:
+                    out["cka"][i, j] = 0.0 if a.empty or b.empty else _cka(hsic(s, debiased), hx[i], hy[j])
+                if "svcca" in measures:
+                    rho = canonical_correlations(bx[i], by[j], s.centred_cross())
+                    out["svcca"][i, j] = float(rho.mean()) if rho.size else 0.0
+            if "rsa" in measures:
+                out["rsa"][i, j] = _spearman(rx[i], ry[j])
+            if progress is not None:
+                progress()
+    for m in measures:
+        if not np.isfinite(out[m]).all():  # cannot happen by construction; never write a wrong number
+            raise RuntimeError(f"non-finite {m} value: a bug in analyses.similarity.measures")
+    out["svcca_dims"] = ([b.k for b in bx], [b.k for b in by])
+    out["constant"] = ([np.flatnonzero(~a.keep).tolist() for a in lx], [np.flatnonzero(~b.keep).tolist() for b in ly])
+    return out
+
+
+# ----------------------------------------------------------------------------- single pairs
+
+
+def linear_cka(X, Y, debiased: bool = True, batch_rows: int = BATCH_ROWS) -> float:
+    """Linear CKA of X (n, d_x) and Y (n, d_y), streamed over mini-batches of rows."""
+    return float(similarity_matrices([X], [Y], ["cka"], debiased=debiased, batch_rows=batch_rows)["cka"][0, 0])
+
+
+def linear_cka_explicit(X, Y, debiased: bool = True) -> float:
+    """Linear CKA from the explicit n x n Gram matrices (the reference the streamed sums must match)."""
+    K = np.asarray(X, np.float64) @ np.asarray(X, np.float64).T
+    L = np.asarray(Y, np.float64) @ np.asarray(Y, np.float64).T
+
+    def h(K, L):
+        n = len(K)
+        if not debiased:
+            H = np.eye(n) - 1.0 / n
+            return float(np.trace(K @ H @ L @ H)) / (n - 1) ** 2
+        K, L = K - np.diag(np.diag(K)), L - np.diag(np.diag(L))
+        return float((K * L).sum() + K.sum() * L.sum() / ((n - 1) * (n - 2))
+                     - 2.0 / (n - 2) * (K.sum(0) @ L.sum(0))) / (n * (n - 3))
+
+    return _cka(h(K, L), h(K, K), h(L, L))
+
+
+def svcca(X, Y, variance: float = 0.99) -> float:
+    """SVCCA of X (n, d_x) and Y (n, d_y): mean canonical correlation of the 99%-variance PCA spaces."""
+    return float(similarity_matrices([X], [Y], ["svcca"], variance=variance)["svcca"][0, 0])
+
+
+def rsa(X, Y, distance: str = "cosine") -> float:
+    """Spearman correlation of the RDMs of X (m, d_x) and Y (m, d_y)."""
+    return float(similarity_matrices([X], [Y], ["rsa"], distance=distance)["rsa"][0, 0])

@@ -1,0 +1,68 @@
+"""Redraw every figure and table from saved results, without running any model, then the report.
+
+Each analysis module exposes ``Result.from_json`` and ``figures(results, out) -> paths``; this walks
+``<out>/results/<analysis>/*.json``, reads each saved result back into its Result, calls ``figures``
+for every analysis that has results, and writes the one-page report ``<out>/report.html``
+(:mod:`analyses.summary.report`).
+
+    $ python -m analyses.summary.figures [--out out] [--model minilm-l6 --model tiny-bert]
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from analyses.common import arg, parse_config, read_results, run_main, unique
+from analyses.summary.report import write_report
+from probes.errors import ProbeError
+
+ANALYSES = (  # modules under analyses/ that save results and draw figures
+    "anisotropy", "redundancy", "transitions", "maps", "speed", "perplexity", "topics", "probing", "similarity",
+    "mog", "mog_lens",
+)
+
+
+@dataclass
+class Config:
+    """Redraw all figures from saved results."""
+
+    out: str = arg("out", "output root holding results/; figures go to <out>/figures/")
+    model: list[str] = arg([], "only these models, in this order (default: every saved result)")
+
+
+def redraw(out: str, models: list[str] | None = None) -> list[Path]:
+    """Redraw every analysis that has saved results; returns the figure paths."""
+    paths = []
+    for name in ANALYSES:
+        saved = {p.stem for p in (Path(out) / "results" / name).glob("*.json")}
+        wanted = [m for m in models if m in saved] if models else None  # analyses without them are skipped
+        if not saved or wanted == []:
+            continue
+        module = importlib.import_module(f"analyses.{name}")
+        try:
+            results = read_results(out, name, wanted)
+            if hasattr(module, "Result"):
+                results = [module.Result.from_json(r) for r in results]
+            paths += module.figures(results, out)
+        except (KeyError, TypeError, IndexError) as e:  # a result written by another version of the suite
+            raise ProbeError(f"the saved {name} results under {out}/results/{name} do not have the layout this "
+                             f"version draws (missing {e}); run python -m analyses.{name} again") from None
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    paths = redraw(cfg.out, unique(cfg.model))
+    if not paths:
+        which = f" for {', '.join(cfg.model)}" if cfg.model else ""
+        raise ProbeError(f"nothing to draw: no saved results{which} under {cfg.out}/results "
+                         "(run an analysis first, e.g. make demo)")
+    for p in paths:
+        print(p)
+    print(f"report: {write_report(cfg.out)}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,128 @@
+"""List and remove activation cache entries (``<cache>/<model>/<key>/``, see probes.capture.activations).
+
+``list`` prints one line per entry: model, key, storage dtype, texts, size on disk and age (from
+meta.json's modification time); an interrupted extraction (``<key>.partial``) shows as ``partial``,
+an entry of an older cache format (never read again) as ``stale``. ``remove`` deletes the entries
+of one model (``--model``), those older than ``--older-than`` DAYS, the stale ones (``--stale``),
+or those matching all the filters given; each under the entry's lock, so an extraction in progress is never cut:
+an entry another process holds is skipped with a note.
+
+    $ python -m probes.capture.cache --cache out/cache list
+    $ python -m probes.capture.cache remove --model minilm-l6 --older-than 30
+    $ python -m probes.capture.cache remove --stale
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from probes.capture.store import CACHE_FORMAT, DEFAULT_CACHE_DIR, entry_bytes, entry_lock, human_bytes
+from probes.config import arg, parse_config, run_main
+from probes.errors import ProbeError
+
+DAY = 86400.0
+
+
+@dataclasses.dataclass
+class Config:
+    """List or remove activation cache entries."""
+
+    command: str = arg("list", "list the entries, or remove those matching --model / --older-than",
+                       choices=["list", "remove"], positional=True)
+    cache: str = arg(str(DEFAULT_CACHE_DIR), "the cache folder (<out>/cache of the analyses)")
+    model: str = arg("", "only the entries of this model (the folder name below the cache)")
+    older_than: float = arg(-1.0, "only entries older than this many days (-1: any age)", min=-1.0)
+    stale: bool = arg(False, "only entries of an older cache format (they are never read again)")
+
+
+@dataclasses.dataclass
+class Entry:
+    """One folder of the cache."""
+
+    path: Path
+    model: str  # folder name below the cache (the model's safe name)
+    key: str  # the cache key (a partial entry: its key + ".partial")
+    dtype: str  # storage dtype of the states ("?" when meta.json cannot be read)
+    n_texts: int | None
+    bytes: int
+    age_days: float
+    status: str  # "ok", "partial" (an interrupted extraction), "stale" (an older format) or "unreadable"
+
+
+def entries(cache: str | Path) -> list[Entry]:
+    """Every entry below ``cache``, by model then key. Reads only meta.json (no checksums)."""
+    cache, now, out = Path(cache), time.time(), []
+    for model in sorted(p for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for path in sorted(p for p in model.iterdir() if p.is_dir()):
+            partial = path.name.endswith(".partial")
+            meta_file = path / ("done.json" if partial else "meta.json")
+            dtype, n_texts, status = "?", None, "partial" if partial else "ok"
+            try:
+                doc = json.loads(meta_file.read_text(encoding="utf-8"))
+                meta = doc if partial else doc["meta"]
+                dtype = meta.get("cache_dtype", meta.get("dtype", "float32"))
+                n_texts = None if partial else int(meta["n_texts"])
+                if not partial and meta.get("format") != CACHE_FORMAT:
+                    status = "stale"
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                status = "partial" if partial else "unreadable"
+            stamp = meta_file if meta_file.exists() else path
+            out.append(Entry(path, model.name, path.name, dtype, n_texts, entry_bytes(path),
+                             (now - stamp.stat().st_mtime) / DAY, status))
+    return out
+
+
+def select(found: list[Entry], model: str = "", older_than: float = -1.0, stale: bool = False) -> list[Entry]:
+    """The entries of ``model`` (any if empty) older than ``older_than`` days (any if < 0), only
+    the stale ones if ``stale``."""
+    return [e for e in found if (not model or e.model == model) and (older_than < 0 or e.age_days > older_than)
+            and (not stale or e.status == "stale")]
+
+
+def remove(found: list[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """Delete each entry under its lock (a partial one under its finished entry's lock);
+    (removed, skipped because another process holds the lock)."""
+    removed, skipped = [], []
+    for e in found:
+        target = e.path.with_name(e.key.removesuffix(".partial"))
+        try:
+            with entry_lock(target, progress=False, wait=False):
+                shutil.rmtree(e.path)
+            removed.append(e)
+        except TimeoutError:
+            skipped.append(e)
+    return removed, skipped
+
+
+def _age(days: float) -> str:
+    return f"{days * 24:.1f} h" if days < 1 else f"{days:.1f} d"
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv)
+    cache = Path(cfg.cache)
+    if not cache.is_dir():
+        raise ProbeError(f"--cache {cache} is not a folder")
+    found = select(entries(cache), cfg.model, cfg.older_than, cfg.stale)
+    if cfg.command == "list":
+        print(f"{'model':<24} {'key':<32} {'dtype':<8} {'texts':>7} {'size':>10} {'age':>8}  status")
+        for e in found:
+            print(f"{e.model:<24} {e.key:<32} {e.dtype:<8} {e.n_texts if e.n_texts is not None else '-':>7} "
+                  f"{human_bytes(e.bytes):>10} {_age(e.age_days):>8}  {e.status}")
+        print(f"{len(found)} entries, {human_bytes(sum(e.bytes for e in found))}")
+        return
+    if not cfg.model and cfg.older_than < 0 and not cfg.stale:
+        raise ProbeError("remove needs --model NAME, --older-than DAYS and/or --stale (nothing is removed by default)")
+    removed, skipped = remove(found)
+    for e in skipped:
+        print(f"skipped {e.path}: another process is extracting it", file=sys.stderr)
+    print(f"removed {len(removed)} entries, {human_bytes(sum(e.bytes for e in removed))}")
+
+
+if __name__ == "__main__":
+    run_main(main)

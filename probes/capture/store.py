@@ -1,0 +1,308 @@
+"""The activation cache on disk: one entry per (model, inputs, settings), written once, checked when read.
+
+An entry is ``<cache>/<model>/<key>/``: ``meta.json`` (capture settings, texts, tokens, checksums) and one
+``.npy`` per array (``hidden``, ``sentence``, ``offsets``, ``token_ids``, ``special``, ``map.<name>`` and its
+offsets). :func:`cache_key` hashes model identity + inputs + settings: equal keys mean equal activations.
+
+* Writing: the arrays are filled in ``<entry>.partial/`` (memory-mapped, :func:`open_work`); each finished
+  chunk is recorded in ``done.json`` with its checksum (:func:`save_done`), so an interrupted extraction resumes
+  where it stopped and a finished chunk whose bytes changed since is run again. :func:`finalise_entry` writes
+  the small arrays and meta.json and renames the folder into place in one step, so a reader never sees half an
+  entry; :func:`check_complete` refuses to finalise unless every chunk, text and token asked for was written.
+* Locking: one process at a time writes an entry (:func:`entry_lock`, ``<cache>/.locks/<model>.<key>.lock``,
+  filelock); a second process waits, then reads the finished entry.
+* Checking: every file is checksummed (sha256 per 16 MiB block, and meta.json's content) when written and
+  checked by :func:`read_entry`; a damaged entry is removed with a warning and extracted again
+  (:func:`open_entry`). ``PROBES_CACHE_VERIFY=quick`` checks sizes, headers, files up to 8 blocks entirely and
+  every 8th block of bigger ones instead of every byte.
+* Float16 storage (probes.precision): read back, a float16 array is a read-only
+  :class:`~probes.precision.Float32View` whose every read is float32.
+
+    $ python -m probes.capture.cache list --cache out/cache
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+from filelock import FileLock
+
+from probes.capture import distributed
+from probes.capture.activations import Activations
+from probes.checkpoints.registry import CheckpointSpec
+from probes.errors import ProbeError
+from probes.precision import float32_face
+
+CACHE_FORMAT = 4  # bump when the layout on disk changes: older entries are re-extracted (3: checksums; 4: float16)
+DEFAULT_CACHE_DIR = Path(os.environ.get("PROBES_CACHE", "out/cache"))
+CHECK_BLOCK = 16 * 2**20  # bytes per checksummed block of an entry's files
+QUICK_STRIDE = 8  # PROBES_CACHE_VERIFY=quick checks every QUICK_STRIDE-th block (+ first, last) of big files
+
+
+def entry_lock(entry: Path | None, progress: bool, wait: bool = True):
+    """An exclusive lock on one cache entry (``<cache>/.locks/<model>.<key>.lock``, a file that stays:
+    removing lock files races): the process that holds it is the only one that extracts, resumes,
+    repairs, replaces or removes that entry. ``wait=False``: TimeoutError at once if it is held."""
+    if entry is None:
+        return contextlib.nullcontext()
+    lock = FileLock(lock_path(entry))
+
+    @contextlib.contextmanager
+    def held():
+        try:
+            lock.acquire(timeout=0)
+        except TimeoutError:  # filelock.Timeout subclasses TimeoutError
+            if not wait:
+                raise
+            if progress:
+                print(f"waiting for another process that is extracting {entry} ...", file=sys.stderr, flush=True)
+            lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
+
+    return held()
+
+
+def open_entry(entry: Path, repair: bool) -> Activations | None:
+    """The verified entry, or None when it is absent or damaged. With ``repair`` (only under the
+    entry's lock) a damaged entry is removed with a warning, so that it is extracted again."""
+    if not (entry / "meta.json").exists():
+        return None
+    try:
+        return read_entry(entry)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError) as e:  # EOFError: an emptied .npy
+        if repair:
+            warnings.warn(f"activation cache {entry} is unreadable or damaged ({e}); removed, extracting again",
+                          stacklevel=3)
+            shutil.rmtree(entry, ignore_errors=True)
+        return None
+
+
+def cache_key(spec: CheckpointSpec, inputs: list[str] | list[list[int]], settings: dict) -> str:
+    """Hash of model identity + inputs + capture settings: equal keys mean equal activations."""
+    h = hashlib.sha256()
+    for t in inputs:
+        h.update(t.encode("utf-8") + b"\0" if isinstance(t, str) else b"ids:" + np.asarray(t, "<i8").tobytes() + b"\0")
+    blob = {"format": CACHE_FORMAT, "model": spec.name, "fingerprint": spec.fingerprint(),
+            "sentence": spec.sentence, "special_tokens": spec.special_tokens,
+            "texts_sha256": h.hexdigest(), **settings}
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def save_done(work: Path, key: str, state: dict, done: dict, c: int, lock: FileLock | None) -> None:
+    """Record the finished chunk ``c`` in ``work/done.json``; with ``lock`` (several writers), merged
+    into the records the other processes wrote there."""
+    if lock is None:
+        atomic_json(work / "done.json", {"key": key, **state, "chunks": {str(k): v for k, v in sorted(done.items())}})
+        return
+    with lock:
+        doc = json.loads((work / "done.json").read_text())
+        doc["chunks"][str(c)] = done[c]
+        atomic_json(work / "done.json", doc)
+
+
+def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool) -> None:
+    """Write the small arrays and meta.json (with the checksums of every file) into ``work``, then rename it
+    to ``entry``: the entry appears complete, in one step. ``acts`` holds the work folder's big arrays."""
+    small = {"offsets": acts.offsets, "token_ids": acts.token_ids, "special": acts.special,
+             **{f"map.{m}.offsets": o for m, o in acts.map_offsets.items()}}
+    for name, arr in small.items():
+        np.save(work / f"{name}.npy", arr, allow_pickle=False)
+    doc = {"meta": acts.meta, "texts": acts.texts, "tokens": acts.tokens}
+    doc["checksums"] = {"algorithm": "sha256", "block_bytes": CHECK_BLOCK, "doc": doc_digest(doc),
+                        "files": {p.name: file_blocks(p) for p in sorted(work.glob("*.npy"))}}
+    (work / "meta.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    (work / "done.json").unlink()
+    shutil.rmtree(entry, ignore_errors=True)
+    os.replace(work, entry)  # the entry appears complete, in one step
+    if progress:
+        stored = acts.meta["cache_dtype"]
+        itemsize, d = np.dtype(stored).itemsize, acts.sentence.shape[-1]
+        print(f"cache entry {entry}: {human_bytes(entry_bytes(entry))} ({stored}; "
+              f"{itemsize * d} bytes per token per layer = {itemsize} x d)", flush=True)
+
+
+def lock_path(entry: Path, suffix: str = "") -> Path:
+    locks = entry.parent.parent / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    return locks / f"{entry.parent.name}.{entry.name}{suffix}.lock"
+
+
+def entry_bytes(entry: Path) -> int:
+    """Bytes on disk of the files of one cache entry."""
+    return sum(p.stat().st_size for p in Path(entry).iterdir() if p.is_file())
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def open_work(work: Path | None, key: str, shapes: dict, state: dict) -> tuple[dict, dict]:
+    """Output arrays of dtype ``state["dtype"]``: in memory without a cache; else memory-mapped files
+    in ``work``, reused (with their records of finished chunks: {chunk: {texts, tokens, batch_size,
+    sha256}}) when an earlier run with the same key was interrupted; ``state`` then takes that run's
+    dtype (float32 after a fallback) and fallback reason."""
+    if work is None:
+        return {k: np.empty(s, np.float32) for k, s in shapes.items()}, {}
+    done = {}
+    path = work / "done.json"
+    if path.exists():
+        try:
+            doc = json.loads(path.read_text())
+            dtype = np.dtype(doc.get("dtype", "float32"))
+            if doc["key"] == key and all((a := np.load(work / f"{k}.npy", mmap_mode="r")).shape == s
+                                         and a.dtype == dtype for k, s in shapes.items()):
+                done = {int(c): dict(r) for c, r in doc["chunks"].items()}
+                state.update(dtype=dtype.name, fallback=doc.get("fallback"))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, SyntaxError):
+            done = {}
+    if not done:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        arrays = {k: np.lib.format.open_memmap(work / f"{k}.npy", "w+", np.dtype(state["dtype"]), s)
+                  for k, s in shapes.items()}
+        atomic_json(path, {"key": key, **state, "chunks": {}})
+        return arrays, done
+    return {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}, done
+
+
+def open_shared_work(work: Path, key: str, shapes: dict, state: dict) -> tuple[dict, dict]:
+    """:func:`open_work` for several processes: rank 0 creates (or resumes) the work folder; every
+    rank then gets rank 0's dtype, fallback and finished chunks, and memory-maps the same files."""
+    arrays, done = open_work(work, key, shapes, state) if distributed.is_main() else ({}, {})
+    got, done = distributed.broadcast((dict(state), done))
+    state.update(got)
+    if not distributed.is_main():
+        arrays = {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}
+    return arrays, done
+
+
+def atomic_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def check_complete(done: dict, n_chunks: int, n_texts: int, n_tokens: int) -> None:
+    """Refuse to finalise unless every chunk is done and the chunks hold exactly the texts and
+    tokens asked for (a zero-filled entry must never look valid)."""
+    texts, tokens = sum(r["texts"] for r in done.values()), sum(r["tokens"] for r in done.values())
+    if sorted(done) != list(range(n_chunks)) or texts != n_texts or tokens != n_tokens:
+        raise RuntimeError(f"extraction incomplete: {len(done)} of {n_chunks} chunks, {texts} of {n_texts} texts, "
+                           f"{tokens} of {n_tokens} tokens written; the cache entry is not finalised")
+
+
+def chunk_digest(dest: dict) -> str:
+    """sha256 over one chunk's slices of the output arrays (each contiguous per leading index)."""
+    h = hashlib.sha256()
+    for name in sorted(dest):
+        arr = dest[name]
+        for part in (arr if arr.ndim > 1 else [arr]):  # hidden[l, a:b], sentence[l, a:b]: contiguous rows
+            h.update(np.ascontiguousarray(part).data)
+    return h.hexdigest()
+
+
+def file_blocks(path: Path) -> dict:
+    """{"bytes": size, "blocks": [sha256 of each CHECK_BLOCK bytes of the file, header included]}."""
+    blocks = []
+    with open(path, "rb") as f:
+        for data in iter(lambda: f.read(CHECK_BLOCK), b""):
+            blocks.append(hashlib.sha256(data).hexdigest()[:32])
+    return {"bytes": path.stat().st_size, "blocks": blocks}
+
+
+def doc_digest(doc: dict) -> str:
+    """sha256 of meta.json's content other than the checksums themselves."""
+    body = {k: doc[k] for k in ("meta", "texts", "tokens")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def verify_mode() -> str:
+    """How much of an entry is checked when it is opened: ``PROBES_CACHE_VERIFY`` = full (default,
+    every byte) or quick (sizes, headers, small arrays, and every QUICK_STRIDE-th block of big ones)."""
+    mode = os.environ.get("PROBES_CACHE_VERIFY", "full").strip().lower() or "full"
+    if mode not in ("full", "quick"):
+        raise ProbeError(f"PROBES_CACHE_VERIFY must be 'full' or 'quick', not {mode!r}")
+    return mode
+
+
+def verify_entry(entry: Path, doc: dict, full: bool) -> None:
+    """ValueError unless the entry's files match the checksums recorded when it was written."""
+    sums = doc.get("checksums")
+    if not isinstance(sums, dict) or sums.get("algorithm") != "sha256":
+        raise ValueError("the entry has no checksums")
+    if sums.get("doc") != doc_digest(doc):
+        raise ValueError("meta.json does not match its checksum")
+    block, files = int(sums["block_bytes"]), sums["files"]
+    expected = {"offsets", "token_ids", "special", "hidden", "sentence",
+                *(f"map.{m}{x}" for m in doc["meta"].get("maps", {}) for x in ("", ".offsets"))}
+    if set(files) != {f"{n}.npy" for n in expected}:
+        raise ValueError("the checksummed files are not the entry's arrays")
+    buf = bytearray(block)
+    for name, rec in files.items():
+        path, blocks = entry / name, rec["blocks"]
+        if not path.exists():
+            raise ValueError(f"{name} is missing")
+        if path.stat().st_size != rec["bytes"]:
+            raise ValueError(f"{name} has {path.stat().st_size} bytes, not {rec['bytes']}")
+        pick = range(len(blocks))
+        if not full and len(blocks) > QUICK_STRIDE:
+            pick = sorted({*range(0, len(blocks), QUICK_STRIDE), len(blocks) - 1})
+        with open(path, "rb") as f:
+            for i in pick:
+                f.seek(i * block)
+                n = f.readinto(buf)
+                if hashlib.sha256(memoryview(buf)[:n]).hexdigest()[:32] != blocks[i]:
+                    raise ValueError(f"{name} does not match its checksum (bytes {i * block}..{i * block + n})")
+
+
+def read_entry(entry: Path, full: bool | None = None) -> Activations:
+    """Load a finished cache entry (big arrays memory-mapped) after checking it against the checksums
+    written with it; ValueError if anything is off. ``full``: check every byte (None: as
+    PROBES_CACHE_VERIFY says; False: the quick check)."""
+    doc = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
+    if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
+        raise ValueError("meta.json does not describe a cache entry")
+    meta = doc["meta"]
+    if meta.get("format") != CACHE_FORMAT:
+        raise ValueError(f"cache format {meta.get('format')} != {CACHE_FORMAT}")
+    verify_entry(entry, doc, full=verify_mode() == "full" if full is None else full)
+
+    def load(name: str, mmap: bool = False) -> np.ndarray:
+        path = entry / f"{name}.npy"
+        if not path.exists():
+            raise ValueError(f"{name}.npy is missing")
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+
+    maps = meta.get("maps", {})
+    stored = np.dtype(meta.get("cache_dtype", "float32"))
+    big = {"hidden": load("hidden", mmap=True), "sentence": load("sentence", mmap=stored != np.float32),
+           **{f"map.{m}": load(f"map.{m}", mmap=True) for m in maps}}
+    if any(a.dtype != stored for a in big.values()):
+        raise ValueError(f"the arrays are not {stored}, as meta.json says")
+    big = {k: float32_face(a) for k, a in big.items()}  # float16 storage: read-only float32 views
+    acts = Activations(meta=meta, texts=doc["texts"], tokens=doc["tokens"], offsets=load("offsets"),
+                       token_ids=load("token_ids"), special=load("special"), hidden=big["hidden"],
+                       sentence=big["sentence"], maps={m: big[f"map.{m}"] for m in maps},
+                       map_offsets={m: load(f"map.{m}.offsets") for m in maps},
+                       hidden_layers=meta.get("hidden_layers"))
+    if acts.hidden.shape[1] != len(acts.token_ids) or len(acts.offsets) != len(acts.texts) + 1:
+        raise ValueError("array shapes do not agree")
+    if any(len(acts.maps[m]) != acts.map_offsets[m][-1] for m in maps):
+        raise ValueError("map sizes do not agree")
+    return acts

@@ -1,0 +1,227 @@
+"""Model names outside checkpoints.yaml: ``hf:org/name[@revision]``, a model folder, and ``?sentence=``.
+
+:func:`get_spec` hands every name that is not a registry entry to :func:`synthesise`,
+so every CLI (``--model``) and ``probes.load`` / ``probes.extract`` accept them:
+
+    $ python -m analyses.anisotropy --model hf:sentence-transformers/all-MiniLM-L6-v2@main
+    $ python -m analyses.anisotropy --model path/to/saved_folder
+    $ python -m analyses.anisotropy --model 'hf:bert-base-uncased?sentence=mean'   # quote: '?' globs
+
+A :class:`~probes.checkpoints.registry.CheckpointSpec` of family ``hf`` is built from the model's ``config.json``
+(read as JSON; nothing is imported or run, never ``trust_remote_code``):
+
+- kind ``causal`` when the config says ``is_decoder``, an architecture ends in ``ForCausalLM`` /
+  ``LMHeadModel``, or the model_type has a causal-LM class in transformers and no masked-LM class
+  (gpt2, llama, gemma3_text, ...); kind ``encoder`` when the model_type has a masked-LM class
+  (bert, roberta, albert, convbert, distilbert, mpnet, ...) or an architecture ends in an
+  encoder head (``ForMaskedLM``, ``ForSequenceClassification``, ...). A bare ``XModel`` of an
+  unknown type, encoder-decoder configs (T5, BART), multimodal configs (``text_config``) and
+  custom code (``auto_map``) are refused with one line: register those in checkpoints.yaml.
+- sentence vector: ``mean`` for a sentence-transformers model (``modules.json`` or
+  ``sentence_bert_config.json`` beside config.json: it was trained with mean pooling), ``cls`` (first
+  token) for every other encoder (BERT, ALBERT, ConvBERT, DistilBERT, RoBERTa's ``<s>``, ...), ``last``
+  for causal LMs. A ``?sentence=cls|mean|last`` suffix overrides it (on registry names too); the
+  suffix, not a ``--sentence`` flag, because then it rides on the name through every CLI, the cache
+  key and the result file name with no CLI change, and two vectors of one model never share a file.
+- special tokens are always added: the model's own tokenizer adds what it was trained with
+  ([CLS]/[SEP] for BERT, ``<s>`` for Llama, ``<bos>`` for Gemma, nothing for GPT-2).
+
+Names are one safe path component (they name cache and result folders): ``hf:org/name@rev`` ->
+``hf--org--name--rev``; an id without an org -> ``hf--name`` (``hf--_--name--rev`` with a revision,
+so it cannot collide with ``org/name``); a revision that is not a plain ``[A-Za-z0-9._-]`` word
+without ``--`` (``refs/pr/1``) -> ``rev-<sha256[:10]>``; a folder -> ``dir--<folder name>--<sha256
+of its absolute path>[:8]``; an override appends ``--sentence-<vector>``. The original string is
+kept in ``spec.extra["requested"]`` and the hub id / folder in ``spec.source`` (results record both
+through ``Encoder.describe``). A name that is a registry entry always means the entry; write
+``./name`` for a folder of the same name.
+
+Hub ids read ``config.json`` from the local Hugging Face cache first; when it is not there and the
+hub cannot be reached, the name fails with the same one line as the hub entries of checkpoints.yaml.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+from dataclasses import replace
+from pathlib import Path
+
+from probes.checkpoints.registry import SENTENCE_VECTORS, CheckpointSpec, read_registry
+from probes.errors import CheckpointError
+
+HUB_HOST = "huggingface.co"
+HF_PREFIX = "hf:"
+HUB_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # an org or repo name (the hub also forbids '--', '..')
+SAFE_REVISION = re.compile(r"[A-Za-z0-9._]+(-[A-Za-z0-9._]+)*")  # kept verbatim in the name (no '--', no '/')
+SENTENCE_SUFFIX = re.compile(r"(?P<base>.+)\?sentence=(?P<sentence>[A-Za-z]*)")
+ST_MARKERS = ("modules.json", "sentence_bert_config.json")  # a sentence-transformers model folder
+CAUSAL_ARCH = ("ForCausalLM", "LMHeadModel")
+ENCODER_HEADS = ("ForMaskedLM", "ForPreTraining", "ForSequenceClassification", "ForTokenClassification",
+                 "ForQuestionAnswering", "ForMultipleChoice")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether huggingface.co answers (False at once under HF_HUB_OFFLINE=1)."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    try:
+        socket.create_connection((HUB_HOST, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def hub_unreachable(name: str, hub_id: str) -> str:
+    """The one line for a hub checkpoint that is neither cached nor downloadable."""
+    return (f"model '{name}' is the hub checkpoint '{hub_id}', which is not in the local Hugging Face cache, "
+            f"and {HUB_HOST} cannot be reached: run once with internet access to download it")
+
+
+def synthesise(name: str, registry: dict[str, CheckpointSpec]) -> CheckpointSpec | None:
+    """The spec for an ``hf:`` id, a folder, or ``<name>?sentence=<vector>``; None if ``name`` is none
+    of these (the caller reports an unknown name)."""
+    if (m := SENTENCE_SUFFIX.fullmatch(name)) is not None:
+        base, sentence = m["base"], m["sentence"]
+        spec = registry.get(base) or synthesise(base, registry)
+        if spec is None:
+            return None
+        return _override(spec, sentence, name)
+    if name.startswith(HF_PREFIX):
+        return _hub_spec(name)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return _folder_spec(name, path)
+    if os.sep in name or "/" in name or name.startswith((".", "~")):
+        raise CheckpointError(f"model '{name}': no such folder (a model folder holds config.json and weights)")
+    return None
+
+
+def _override(spec: CheckpointSpec, sentence: str, requested: str) -> CheckpointSpec:
+    if sentence not in SENTENCE_VECTORS or (sentence == "g") != (spec.sentence == "g"):
+        allowed = "g" if spec.sentence == "g" else "cls, mean, last"
+        raise CheckpointError(f"model '{requested}': sentence vector must be one of {allowed}, not {sentence!r}")
+    if sentence == spec.sentence:
+        return spec  # same vector, same name: shares the cache entry and result file
+    return replace(spec, name=f"{spec.name}--sentence-{sentence}", sentence=sentence,
+                   extra={**spec.extra, "requested": requested})
+
+
+def hub_name(hub_id: str, revision: str | None) -> str:
+    """``org/name`` + revision -> a safe path component (see the module docstring)."""
+    org, _, repo = hub_id.rpartition("/")
+    parts = [org] if org else (["_"] if revision is not None else [])
+    parts.append(repo)
+    if revision is not None:
+        plain = SAFE_REVISION.fullmatch(revision) and not revision.startswith(("sentence-", "rev-"))
+        parts.append(revision if plain else "rev-" + hashlib.sha256(revision.encode()).hexdigest()[:10])
+    return "--".join(["hf", *parts])
+
+
+def _hub_spec(name: str) -> CheckpointSpec:
+    hub_id, _, revision = name[len(HF_PREFIX):].partition("@")
+    revision = revision or None
+    parts = hub_id.split("/")
+    if not (1 <= len(parts) <= 2 and all(HUB_PART.fullmatch(p) and "--" not in p and ".." not in p
+                                         and len(p) <= 96 for p in parts)) or (name.count("@") > 1):
+        raise CheckpointError(f"model '{name}': not a Hugging Face id: write hf:org/name or hf:org/name@revision")
+    files = _hub_files(name, hub_id, revision)
+    cfg = _read_config(name, files["config.json"])
+    kind, sentence = infer(name, cfg, any(files.get(m) for m in ST_MARKERS))
+    return CheckpointSpec(name=hub_name(hub_id, revision), family="hf", kind=kind, source={"hub": hub_id},
+                          sentence=sentence, special_tokens=True, revision=revision,
+                          description=f"{name} ({cfg.get('model_type')}), kind and sentence vector from its config",
+                          extra={"requested": name})
+
+
+def _hub_files(name: str, hub_id: str, revision: str | None) -> dict[str, Path | None]:
+    """config.json (required) and the sentence-transformers markers: from the local cache, else (when
+    the hub answers) downloaded; a marker the hub lacks is remembered by huggingface_hub's cache, so the
+    answer is the same offline and online."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+    files: dict[str, Path | None] = {}
+    unknown = []
+    for f in ("config.json", *ST_MARKERS):
+        cached = try_to_load_from_cache(hub_id, f, revision=revision)  # a path, None, or "known absent"
+        files[f] = Path(cached) if isinstance(cached, str) else None
+        if cached is None:  # neither cached nor known to be absent
+            unknown.append(f)
+    online = bool(unknown) and hub_reachable()
+    if files["config.json"] is None and not online:
+        raise CheckpointError(hub_unreachable(name, hub_id))
+    if online:
+        for f in unknown:
+            try:
+                files[f] = Path(hf_hub_download(hub_id, f, revision=revision))
+            except (OSError, ValueError):  # no such file (remembered as absent), gated model, ...
+                files[f] = None
+        if files["config.json"] is None:
+            raise CheckpointError(f"model '{name}': the hub has no config.json for '{hub_id}' at revision "
+                                  f"{revision or 'main'} (no such model or revision, or a gated model)")
+    return files
+
+
+def _folder_spec(name: str, path: Path) -> CheckpointSpec:
+    path = path.resolve()
+    cfg = _read_config(name, path / "config.json")
+    kind, sentence = infer(name, cfg, any((path / m).is_file() for m in ST_MARKERS))
+    label = re.sub(r"[^A-Za-z0-9._-]", "_", path.name).strip(".-") or "_"
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+    return CheckpointSpec(name=f"dir--{label}--{digest}", family="hf", kind=kind, source={"path": str(path)},
+                          sentence=sentence, special_tokens=True,
+                          description=f"folder {path} ({cfg.get('model_type')}), kind and sentence vector from "
+                                      f"its config", extra={"requested": name})
+
+
+def _read_config(name: str, path: Path | None) -> dict:
+    if path is None or not path.is_file():
+        raise CheckpointError(f"model '{name}': {path.parent if path else 'it'} has no config.json "
+                              f"(not a Hugging Face model folder)")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"model '{name}': cannot read {path}: {e}") from None
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"model '{name}': {path} is not a JSON object")
+    return cfg
+
+
+def infer(name: str, cfg: dict, sentence_transformers: bool) -> tuple[str, str]:
+    """(kind, sentence vector) from a config.json dict (rules in the module docstring)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    model_type = str(cfg.get("model_type", ""))
+    archs = [str(a) for a in cfg.get("architectures") or []]
+    if cfg.get("is_encoder_decoder"):
+        raise CheckpointError(f"model '{name}': {model_type or 'this'} is an encoder-decoder model; only encoders "
+                              f"and causal LMs are supported")
+    if "text_config" in cfg:
+        raise CheckpointError(f"model '{name}': {model_type} is a multimodal model; point at its text model instead")
+    if cfg.get("auto_map") and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES | MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        raise CheckpointError(f"model '{name}': its config asks for custom code (auto_map), which is never run")
+    masked, causal = model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES, model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    if cfg.get("is_decoder") or any(a.endswith(CAUSAL_ARCH) for a in archs) or (causal and not masked):
+        return "causal", "last"  # a causal head, or a type that has a causal LM class and no masked LM class
+    if masked or any(a.endswith(ENCODER_HEADS) for a in archs):
+        return "encoder", "mean" if sentence_transformers else "cls"
+    raise CheckpointError(f"model '{name}': cannot tell from its config (model_type {model_type!r}, architectures "
+                          f"{archs}) whether it is an encoder or a causal LM: register it in checkpoints.yaml")
+
+
+def get_spec(name: str) -> CheckpointSpec:
+    """The spec registered under ``name``, else one synthesised for ``hf:org/name[@revision]``, a model
+    folder or ``<name>?sentence=<vector>`` (see :mod:`probes.checkpoints.names`); a clear error otherwise."""
+    specs = read_registry()
+    if name in specs:
+        return specs[name]
+    if (spec := synthesise(name, specs)) is not None:
+        return spec
+    known = ", ".join(sorted(specs))
+    raise CheckpointError(f"unknown model '{name}': checkpoints.yaml has {known}; or name any Hugging Face model "
+                          f"as hf:org/name[@revision], or a model folder by its path")

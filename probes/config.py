@@ -1,0 +1,245 @@
+"""Typed config -> command line, shared by every entry point (analyses, recipes, probes, scripts).
+
+* A config is a dataclass whose fields are declared with :func:`arg`: a default, one line of help
+  and, for numbers, the range a user may give (``min``/``max``) or a list of ``choices``;
+  :func:`parse_config` builds the argparse CLI from it and rejects an out-of-range value at parse
+  time (one ``error:`` line, exit status 2), so flags, docs and checks never drift apart.
+* Common groups are dataclasses to inherit from: :class:`ModelsConfig` (model list, corpus) and
+  :class:`RunConfig` (seed, batch size, device, dtypes, out); ``class Config(RunConfig, ModelsConfig)``
+  lists the models first. A subclass may override a field (e.g. its default) by declaring it
+  again; the field keeps its place.
+* :func:`run_main` runs an entry point: a user error (:class:`probes.errors.ProbeError`, an
+  ``OSError`` such as an unwritable ``--out``, a corrupt JSON file, a bad ``--device``) becomes one
+  ``error: ...`` line on stderr and exit status 2; ``PROBES_DEBUG=1`` shows the traceback instead.
+
+    $ python -m analyses.anisotropy --batch-size 0
+    error: --batch-size must be >= 1, got 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import types
+import typing
+from pathlib import Path
+
+from probes.errors import ProbeError
+
+# accelerate's device maps that --device-map accepts (probes.load, probes.checkpoints.loaders.check_device_map)
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential", "cpu")
+
+# ----------------------------------------------------------------------------- fields
+
+
+def arg(default, help: str, *, min=None, max=None, choices=None, positional: bool = False):  # noqa: A002
+    """A config field: its default, one line of documentation (shown by --help) and its valid
+    range: numbers (and every item of a list of numbers) must satisfy ``min <= x <= max``;
+    ``choices`` restricts the values. ``positional`` makes it a positional argument."""
+    meta = {"help": help, "min": min, "max": max, "choices": tuple(choices) if choices else None,
+            "positional": positional}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _base_type(tp):
+    """(type, is_list) for int/float/str/bool, list[...], and X | None."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+        origin = typing.get_origin(tp)
+    if origin is list:
+        return typing.get_args(tp)[0], True
+    return tp, False
+
+
+def _checked(tp, flag: str, lo, hi):
+    """An argparse ``type`` that converts with ``tp`` and enforces ``lo <= x <= hi``."""
+
+    def convert(text: str):
+        try:
+            x = tp(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} expects {tp.__name__}, got {text!r}") from None
+        if tp is float and x != x:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}")
+        if lo is not None and x < lo:
+            raise argparse.ArgumentTypeError(f"{flag} must be >= {lo}, got {text}")
+        if hi is not None and x > hi:
+            raise argparse.ArgumentTypeError(f"{flag} must be <= {hi}, got {text}")
+        return x
+
+    convert.__name__ = tp.__name__
+    return convert
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the suite's error format: one ``error: ...`` line (no usage block), exit 2."""
+
+    def error(self, message: str):
+        print(f"error: {message.splitlines()[0]} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser(cls, description: str | None = None, parser: argparse.ArgumentParser | None = None):
+    """The argparse parser of config dataclass ``cls`` (into ``parser`` if given, e.g. a subcommand)."""
+    parser = parser or _Parser(description=description or cls.__doc__)
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        tp, is_list = _base_type(hints[f.name])
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        meta = f.metadata
+        help_text = f"{meta.get('help', '')} (default: {default})".replace("%", "%%")  # argparse formats %
+        kw = {"help": help_text}
+        if meta.get("choices"):
+            kw["choices"] = meta["choices"]
+        if tp in (int, float):
+            kw["type"] = _checked(tp, flag, meta.get("min"), meta.get("max"))
+        elif tp is not bool:
+            kw["type"] = tp
+        if meta.get("positional"):
+            parser.add_argument(f.name, nargs="?" if default not in ("", None) else None, default=default, **kw)
+        elif tp is bool:
+            kw.pop("type", None)
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default, **kw)
+        elif is_list:
+            kw["help"] += "; repeat the flag for several"
+            parser.add_argument(flag, dest=f.name, action="append", default=None, metavar=f.name.upper(), **kw)
+        else:
+            parser.add_argument(flag, dest=f.name, default=default, metavar=f.name.upper(), **kw)
+    return parser
+
+
+def config_from_namespace(cls, ns: dict):
+    """``cls(**ns)`` with empty list flags replaced by the field's default."""
+    hints = typing.get_type_hints(cls)
+    ns = {f.name: ns[f.name] for f in dataclasses.fields(cls)}
+    for f in dataclasses.fields(cls):
+        if ns[f.name] is None and _base_type(hints[f.name])[1]:
+            ns[f.name] = f.default_factory()
+    return cls(**ns)
+
+
+def parse_config(cls, argv: list[str] | None = None, description: str | None = None):
+    """Build the CLI of dataclass ``cls``, parse ``argv`` (validated) and return the config."""
+    return config_from_namespace(cls, vars(build_parser(cls, description).parse_args(argv)))
+
+
+def unique(names: list[str]) -> list[str]:
+    """``names`` without repeats, first occurrence kept (a repeated ``--model`` is computed once)."""
+    return list(dict.fromkeys(names))
+
+
+# ----------------------------------------------------------------------------- common groups
+
+
+@dataclasses.dataclass
+class ModelsConfig:
+    """Which models and which corpus."""
+
+    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
+    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """How a run is carried out: seed, batch size, device, number formats and output root."""
+
+    seed: int = arg(0, "seed for every random choice", min=0, max=2**32 - 1)
+    batch_size: int = arg(32, "texts per forward pass", min=1)
+    device: str = arg("cpu", "torch device: cpu, cuda, cuda:N, mps, or auto (cuda, else mps, else cpu)")
+    out: str = arg("out", "output root: cache/, results/ and figures/ go below it")
+    dtype: str = arg("float32", "dtype of the model's forward pass (states are cast to float32 after it)",
+                     choices=["float32", "bfloat16", "float16"])
+    cache_dtype: str = arg("float16", "how cached states are stored: float16 (half the bytes; falls back to "
+                           "float32 for values float16 cannot hold) or float32 (exact)", choices=["float16", "float32"])
+    device_map: str = arg("none", "spread a Hugging Face model too big for one device over all of them "
+                          "(needs accelerate); none: the whole model on --device",
+                          choices=["none", *DEVICE_MAPS])
+
+
+# ----------------------------------------------------------------------------- checks before work
+
+
+def check_device(device: str) -> str:
+    """The torch device ``device`` names on this machine (``auto``: cuda, else mps, else cpu), as a
+    string; one-line ProbeError if it is not a device (cpu, cuda, cuda:N, mps) this machine has."""
+    import torch
+
+    if str(device).strip().lower() == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise ProbeError(f"--device {device!r} is not a torch device (auto, cpu, cuda, cuda:N, mps)") from None
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ProbeError(f"--device {device!r}: only auto, cpu, cuda, cuda:N and mps are supported")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ProbeError(f"--device {device}: CUDA is not available on this machine")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ProbeError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ProbeError(f"--device {device}: MPS is not available on this machine")
+    return str(dev)
+
+
+def resolve_device(device) -> str:
+    """``check_device`` for a string; a torch.device is taken as it is."""
+    return str(device) if not isinstance(device, str) else check_device(device)
+
+
+def check_writable(out: str | os.PathLike) -> None:
+    """Fail with one line unless ``out`` is (or can be made) a writable folder: called before any
+    model runs, so a typo in ``--out`` does not cost a whole run."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ProbeError(f"--out {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise ProbeError(f"--out {out} is not writable: {e.strerror or e}") from None
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def run_main(main, argv: list[str] | None = None) -> None:
+    """Run a CLI entry point: user errors become one line on stderr and exit status 2
+    (``PROBES_DEBUG=1`` re-raises them with their traceback)."""
+    debug = os.environ.get("PROBES_DEBUG", "") not in ("", "0")
+    try:
+        main(argv)
+    except KeyboardInterrupt:
+        print("interrupted: finished work is cached; run the same command again to resume", file=sys.stderr)
+        sys.exit(130)
+    except (ProbeError, OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        if debug:
+            raise
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        sys.exit(2)
+    except RuntimeError as e:  # torch: bad device strings, out-of-memory
+        text = str(e)
+        if debug or not any(s in text for s in ("device", "out of memory", "DefaultCPUAllocator")):
+            raise
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None:
+        text = f"{e.strerror or type(e).__name__}: {e.filename}"
+    elif isinstance(e, json.JSONDecodeError):
+        text = f"not valid JSON ({e.msg}, line {e.lineno})"
+    else:
+        text = str(e) or type(e).__name__
+    return " ".join(text.split())

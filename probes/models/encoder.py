@@ -1,0 +1,121 @@
+"""The interfaces every loader returns: a Tokenizer (text <-> ids) and an Encoder (ids -> states).
+
+An :class:`Encoder` is deliberately small: it tokenizes and runs one padded batch. Everything
+else (batching, slicing off padding, sentence vectors, caching) lives in ``probes.capture.activations``,
+so every architecture is captured by the same code path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from probes.checkpoints.registry import CheckpointSpec
+
+
+@dataclass
+class Tokenized:
+    """One input after tokenization (special tokens added, no padding, no truncation)."""
+
+    ids: list[int]  # (n,)
+    special: list[bool]  # (n,) True for [CLS]/[SEP]/<s>/</s>-like tokens
+    tokens: list[str]  # (n,) the token strings
+
+
+@dataclass
+class EncoderOutput:
+    """What one forward pass over a padded batch returns (all on the model's device)."""
+
+    hidden: torch.Tensor  # (L+1, B, n, d); hidden[0] = embedding output, hidden[l] = output of layer l
+    attentions: torch.Tensor | None = None  # (L, B, H, n, n) softmaxed attention, when asked
+    sentence: torch.Tensor | None = None  # (L+1, B, d) model-defined sentence vector (S-LSTM's g)
+    maps: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (L, B, K, n) or (L, B, K, n, n)
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """Shape of one per-text map an encoder returns besides attention: (layers, K, n[, n])."""
+
+    layers: int  # first axis
+    k: int  # second axis: heads, gates, ...
+    token_axes: int  # 1: (layers, k, n); 2: (layers, k, n, n)
+    description: str = ""
+    components: tuple[str, ...] = ()  # names of the k entries of the second axis, when they have names
+
+
+class Tokenizer:
+    """Text <-> token ids for one checkpoint, without its weights."""
+
+    spec: CheckpointSpec
+    max_length: int  # longest input (special tokens included) the model accepts
+    n_special: int  # special tokens added around one sequence (2 for BERT, 0 for GPT-2)
+    pad_id: int = 0
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without special tokens."""
+        raise NotImplementedError
+
+    def decode(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def tokenize(self, texts: list[str]) -> list[Tokenized]:
+        """Texts -> model inputs with the checkpoint's special tokens."""
+        raise NotImplementedError
+
+    def tokenize_ids(self, ids_list: list[list[int]]) -> list[Tokenized]:
+        """Id sequences (no special tokens) -> model inputs with the checkpoint's special tokens."""
+        raise NotImplementedError
+
+
+class Encoder:
+    """Base class: a named checkpoint ready to run. Subclasses set the attributes and implement
+    :meth:`forward` (and :meth:`map_specs` if they return maps besides attention)."""
+
+    spec: CheckpointSpec
+    tokenizer: Tokenizer
+    fingerprint: dict  # identifies the weights (see CheckpointSpec.fingerprint)
+    num_layers: int  # L
+    hidden_size: int  # d
+    num_heads: int = 1  # attention heads H (attention maps are (L, H, n, n))
+    has_attention: bool = True  # False for recurrent encoders (the S-LSTM): no "attention" map is captured
+    padding_safe: bool = True  # False: padding would leak into real tokens, so batches hold equal lengths only
+    max_length: int  # longest input (in tokens, special tokens included) the model accepts
+    pad_id: int = 0
+    device: torch.device = torch.device("cpu")
+    dtype: torch.dtype = torch.float32  # the dtype the forward pass runs in (states are cast to float32 after)
+    device_map: str | None = None  # "auto" etc.: the model is spread over several devices (probes.load)
+    # True when hidden[L] (the last layer's states) has been through a final normalisation that the
+    # other layers' states have not (Hugging Face applies GPT-2's ln_f to the last hidden state only)
+    final_norm_on_last_hidden: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def tokenize(self, texts: list[str]) -> list[Tokenized]:
+        return self.tokenizer.tokenize(texts)
+
+    def tokenize_ids(self, ids_list: list[list[int]]) -> list[Tokenized]:
+        return self.tokenizer.tokenize_ids(ids_list)
+
+    def map_specs(self) -> dict[str, MapSpec]:
+        """The maps besides attention that forward(..., maps=True) returns in ``maps``."""
+        return {}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                maps: bool = False) -> EncoderOutput:
+        """input_ids, attention_mask: (B, n), right-padded. Must not let padding change real tokens.
+        With ``attentions``, also return attention maps and the maps named by :meth:`map_specs`."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """Model identity for result files."""
+        return {
+            "name": self.spec.name, "family": self.spec.family, "kind": self.spec.kind,
+            "source": self.spec.source, "fingerprint": self.fingerprint, "num_layers": self.num_layers,
+            "hidden_size": self.hidden_size, "max_length": self.max_length,
+            "sentence_vector": self.spec.sentence, "special_tokens_added": self.spec.special_tokens,
+            "final_norm_on_last_hidden": self.final_norm_on_last_hidden,
+            **({"requested": self.spec.extra["requested"]} if "requested" in self.spec.extra else {}),
+        }  # requested: the hf:/folder/?sentence= name the spec was synthesised from (probes.checkpoints.names)

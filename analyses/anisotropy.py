@@ -28,13 +28,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from analyses import common, style
+from analyses import common, stats, style
 from analyses.common import (
     SentenceConfig,
+    activations_identity,
     arg,
     mark_final_norm,
-    parse_config,
-    result_header,
     run_main,
     save_drawings,
 )
@@ -153,6 +152,9 @@ def max_explainable_variance(groups: list[np.ndarray]) -> float:
     vals = []
     for g in groups:  # sigma_i^2 are the eigenvalues of the small (k, k) Gram matrix: cheaper than an SVD
         g = np.asarray(g, np.float64)
+        if not np.isfinite(g).all():  # NaN states (a broken model): no value, written as null and listed in nulls
+            vals.append(float("nan"))
+            continue
         eig = np.linalg.eigvalsh(g @ g.T)
         vals.append(eig[-1] / eig.sum())
     return float(np.mean(vals))
@@ -218,28 +220,63 @@ def draw_sample(acts: Activations, cfg: Config) -> Sample:
 
 
 @dataclass
-class Result(common.ActivationsResult):
+class Result(common.AnalysisResult):
     """One model's anisotropy statistics: the saved document's keys, in order."""
     headline_layer: int  # layer drawn in the Fig. 6 histograms (0 = embeddings)
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer 0..L: token / sentence CosineSummary, baseline_cosine, self_similarity(_baseline,
-    #                     _adjusted), mev(_baseline, _adjusted) (absent without token types), intra_sentence_*
+    #                     _adjusted), mev(_baseline, _adjusted) (absent without token types), intra_sentence_*,
+    #                     token_mean_ci / sentence_mean_ci / baseline_cosine_ci (bootstrap over sentences)
+    bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates" of the last layer's means
+
+    @style.themed
+    def plot(self, ax=None, level: str = "token", layer: int | None = None):
+        """The headline panel on one Axes (a new figure when None): the histogram of ``level``
+        ("token" or "sentence") cosines at the headline layer (or ``layer``), Fig. 6's top row. Returns the Axes."""
+        ax = style.one_axes(ax, (3.4, 2.6))
+        _histogram(ax, self, level, layer)
+        return ax
 
 
-def compute(acts: Activations, cfg: Config | None = None) -> Result:
-    """Per-layer cosine distributions and Ethayarajh statistics for one model's activations."""
+def cosine_intervals(row: dict, tokens, token_text, sentences, weights: np.ndarray, level: float) -> dict:
+    """Issue 27: percentile intervals of the mean token and sentence cosines, resampling sentences
+    (the token sample's pairs among resampled sentences; see analyses.stats.pairwise_cosine_replicates),
+    added to ``row`` as token_mean_ci, sentence_mean_ci and baseline_cosine_ci. Returns the replicates."""
+    n = weights.shape[1]
+    rep = {"token_mean": stats.cosine_replicates(tokens, token_text, n, weights),
+           "sentence_mean": stats.cosine_replicates(sentences, np.arange(len(sentences)), n, weights)}
+    tok_ci, sen_ci = (stats.interval(rep[k], level).tolist() for k in ("token_mean", "sentence_mean"))
+    row.update(token_mean_ci=tok_ci, sentence_mean_ci=sen_ci, baseline_cosine_ci=tok_ci)
+    return rep
+
+
+def load_inputs(model, cfg: Config) -> dict:
+    """``{"acts": ...}``: the cached activations of the seeded sentence sample (every layer's token states)."""
+    from analyses.data import load_sentence_inputs
+
+    return load_sentence_inputs(model, cfg)
+
+
+def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
+    """Per-layer cosine distributions and Ethayarajh statistics for one model's activations (every
+    layer's token states: activations made with ``extract(layers=[...])`` are refused, naming the
+    first layer they lack)."""
     cfg = cfg or Config()
     L = acts.n_layers
     layer = cfg.layer if cfg.layer >= 0 else L + 1 + cfg.layer
     if not 0 <= layer <= L:
         raise ProbeError(f"--layer {cfg.layer} is out of range for a model with {L} layers (0..{L}, or -1)")
     sample = draw_sample(acts, cfg)
+    boot = stats.bootstrap_block("sentence", acts.n_texts, seed=cfg.seed, units_id=stats.units_id(acts.texts))
+    weights, token_text = stats.resample_weights(acts.n_texts, boot["resamples"], cfg.seed), acts.text_index()
     layers = []
     for lyr in tqdm(range(L + 1), desc=f"anisotropy {acts.meta['model']['name']}", unit="layer"):
-        H = np.asarray(acts.hidden[lyr])  # (N, d)
+        H = np.asarray(acts.layer_hidden(lyr))  # (N, d)
         tok = cosine_summary(H[sample.tokens], cfg.bins, cfg.exact_limit)
         sen = cosine_summary(acts.sentence[lyr], cfg.bins, cfg.exact_limit)
         row = {"layer": lyr, "token": asdict(tok), "sentence": asdict(sen), "baseline_cosine": tok.mean}
+        replicates = cosine_intervals(row, H[sample.tokens], token_text[sample.tokens], np.asarray(acts.sentence[lyr]),
+                                      weights, boot["level"])
         if sample.groups:
             ss = self_similarity([H[g] for g in sample.groups])
             mev = max_explainable_variance([H[g] for g in sample.groups])
@@ -252,7 +289,7 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
         row.update(intra_sentence_similarity=intra, intra_sentence_adjusted=intra - tok.mean)
         layers.append(row)
     return Result(
-        **result_header(acts, cfg),
+        identity=activations_identity(acts, cfg),
         headline_layer=layer,
         definitions={
             "layers": "0 = embedding output, l = output of layer l",
@@ -269,6 +306,7 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
                               "adjusted = minus the random-token baseline",
         },
         layers=layers,
+        bootstrap={**boot, "replicates": {"layer": L, **{k: stats.rounded(v) for k, v in replicates.items()}}},
     )
 
 
@@ -292,42 +330,43 @@ def table_rows(result: Result | dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-def plot(results: list[Result], ax=None, layer: int | None = None):
+def _histogram(ax, res: Result, level: str, layer: int | None = None, title: bool = True, ylabel: bool = True,
+               xlabel: bool = True) -> None:
+    """One model's ``level`` cosine histogram at ``layer`` (default: its headline layer) on ``ax``."""
+    if level not in ("token", "sentence"):
+        raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
+    lyr = res.headline_layer if layer is None else layer
+    s = res.layers[lyr][level]
+    counts = np.asarray(s["counts"], float)
+    edges = np.linspace(-1, 1, len(counts) + 1)
+    ax.stairs(counts / counts.sum() / np.diff(edges), edges, fill=True, alpha=0.75,
+              color=style.model_color(res.model_name))
+    ax.axvline(0, color="0.4", lw=0.6, ls=":")
+    ax.axvline(s["mean"], color="k", lw=0.8)
+    ax.text(0.03, 0.95, f"mean {s['mean']:.2f}\n<0: {100 * s['frac_negative']:.1f}%",
+            transform=ax.transAxes, va="top", fontsize=8)
+    ax.set_xlim(-1, 1)
+    ax.set_yticks([])
+    if title:
+        ax.set_title(f"{style.display_name(res.model_name)} (layer {lyr})", fontsize=9)
+    if ylabel:
+        ax.set_ylabel(f"{level} cosine\ndensity", fontsize=8)
+    if xlabel:
+        ax.set_xlabel("cosine similarity", fontsize=8)
+
+
+@style.themed
+def plot(results: list[Result], fig=None, layer: int | None = None):
     """Fig. 6: one column per model (in the model's colour); token cosines on top, sentence cosines below.
 
-    ``layer`` overrides each result's headline layer. Returns the figure."""
-    import matplotlib.pyplot as plt
-
+    ``fig``: a Figure or SubFigure to draw into (default: a new figure); ``layer`` overrides each
+    result's headline layer. Returns the figure. One panel on one Axes: ``result.plot(ax=ax)``."""
     results = [Result.from_json(r) for r in results]
-    style.use_theme()
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
-    if axes is None:
-        fig, axes = plt.subplots(2, len(results), figsize=(2.6 * len(results) + 0.6, 4.4),
-                                 squeeze=False, sharex=True, constrained_layout=True)
-    else:
-        axes = np.asarray(axes).reshape(2, len(results))
-        fig = axes[0, 0].figure
+    fig = style.new_figure(fig, (2.6 * len(results) + 0.6, 4.4))
+    axes = fig.subplots(2, len(results), squeeze=False, sharex=True)
     for col, res in enumerate(results):
-        lyr = res.headline_layer if layer is None else layer
-        row = res.layers[lyr]
         for r, level in enumerate(("token", "sentence")):
-            ax, s = axes[r, col], row[level]
-            counts = np.asarray(s["counts"], float)
-            edges = np.linspace(-1, 1, len(counts) + 1)
-            ax.stairs(counts / counts.sum() / np.diff(edges), edges, fill=True, alpha=0.75,
-                      color=style.model_color(res.model_name))
-            ax.axvline(0, color="0.4", lw=0.6, ls=":")
-            ax.axvline(s["mean"], color="k", lw=0.8)
-            ax.text(0.03, 0.95, f"mean {s['mean']:.2f}\n<0: {100 * s['frac_negative']:.1f}%",
-                    transform=ax.transAxes, va="top", fontsize=7)
-            ax.set_xlim(-1, 1)
-            ax.set_yticks([])
-            if r == 0:
-                ax.set_title(f"{res.model_name} (layer {lyr})", fontsize=9)
-            if col == 0:
-                ax.set_ylabel(f"{level} cosine\ndensity", fontsize=8)
-            if r == 1:
-                ax.set_xlabel("cosine similarity", fontsize=8)
+            _histogram(axes[r, col], res, level, layer, title=r == 0, ylabel=col == 0, xlabel=r == 1)
     return fig
 
 
@@ -339,27 +378,26 @@ LAYER_UNITS = {"baseline_cosine": "mean cosine", "self_similarity": "mean cosine
                "intra_sentence_similarity": "mean cosine", "mev": "fraction of variance"}  # y-axis labels
 
 
-def plot_layers(results: list[Result], ax=None, relative_depth: bool | None = None):
+@style.themed
+def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = None):
     """Ethayarajh's statistics against depth, one line per model in its colour. x is the layer index
     l = 0..L, or the relative depth l / L when ``relative_depth`` (default: when the models differ in
     depth); the axis label says which. A statistic a layer lacks (no token type met the
-    self-similarity bounds) is a gap."""
-    import matplotlib.pyplot as plt
-
+    self-similarity bounds) is a gap. ``fig``: a Figure or SubFigure to draw into. Returns the figure."""
     results = [Result.from_json(r) for r in results]
-    style.use_theme()
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
-    if axes is None:
-        fig, axes = plt.subplots(1, len(LAYER_PANELS), figsize=(11, 2.6), constrained_layout=True)
-    fig = np.ravel(axes)[0].figure
+    fig = style.new_figure(fig, (11, 2.6))
+    axes = fig.subplots(1, len(LAYER_PANELS))
     for res in results:
         L = len(res.layers) - 1
         x = style.relative_depth(L) if relative else np.arange(L + 1)
         color = style.model_color(res.model_name)
         for ax, (key, _) in zip(np.ravel(axes), LAYER_PANELS):
             y = [row.get(key, np.nan) for row in res.layers]
-            ax.plot(x, y, marker="o", ms=3, color=color, label=res.model_name)
+            ax.plot(x, y, marker="o", ms=3, color=color, label=style.display_name(res.model_name))
+            ci = [row.get(f"{key}_ci") for row in res.layers]
+            if all(ci):  # the bootstrap interval over sentences (issue 27): a band
+                ax.fill_between(x, *np.array(ci, dtype=float).T, color=color, alpha=0.2, lw=0)
             mark_final_norm(ax, res.to_json(), x, y, color)
     for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
         ax.set_title(title, fontsize=9)
@@ -379,10 +417,11 @@ def figures(results: list[Result], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.data import run_sentence_analysis
+    import sys
 
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    run_sentence_analysis("anisotropy", cfg, compute, table_rows, figures)
+    from analyses.data import run_analysis
+
+    run_analysis("anisotropy", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

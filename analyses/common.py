@@ -2,8 +2,10 @@
 
 * A config is a dataclass whose fields are declared with :func:`probes.config.arg` (default, one line
   of help, valid range); :func:`probes.config.parse_config` builds the validated CLI from it.
-  :class:`SentenceConfig` = models + corpus + run settings + sentence sample, shared by the
-  sentence-level analyses.
+  :class:`AnalysisConfig` composes the groups every analysis shares (models + corpus, run settings,
+  sentence bounds); :class:`SentenceConfig` adds the sentence sample's size.
+* Every result is an :class:`AnalysisResult`: one :class:`Identity` (model as requested and as resolved,
+  corpus identity or the caller's texts, the settings actually used) saved flat at the top, then the numbers.
 * :func:`write_result` writes ``<out>/results/<analysis>/<model>.json`` and ``.csv`` atomically;
   the JSON holds the numbers and everything that produced them (config, model identity,
   corpus identity, package versions). No timestamps: equal inputs give byte-identical files.
@@ -16,34 +18,65 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
 import json
 import math
 import os
 import platform
+import re
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from probes.config import ModelsConfig, RunConfig, arg, check_device, check_writable, parse_config, run_main, unique
+from probes.config import (
+    ModelsConfig,
+    RunConfig,
+    SampleConfig,
+    arg,
+    check_device,
+    check_writable,
+    parse_config,
+    run_main,
+    unique,
+)
 from probes.errors import ProbeError
 from probes.io import atomic_write, strict_json
 
 # The config -> CLI helpers and the atomic write live in probes/ (both sides use them); they are
 # re-exported here so an analysis imports everything it needs from one module.
-__all__ = ["ActivationsResult", "HeaderResult", "ModelsConfig", "Result", "RunConfig", "SentenceConfig", "arg",
-           "atomic_write", "check_device", "check_writable", "config_dict", "mark_final_norm", "parse_config",
-           "provenance", "read_results", "result_header", "result_paths", "run_main", "save_drawings", "save_figure",
-           "unique", "write_result"]
+__all__ = ["AnalysisConfig", "AnalysisResult", "CALLER_TEXTS", "Identity", "ModelsConfig", "Result", "RunConfig",
+           "SampleConfig", "SentenceConfig", "activations_identity", "arg", "atomic_write", "caller_texts",
+           "check_device", "check_reached", "check_writable", "config_dict", "mark_final_norm", "parse_config",
+           "provenance", "read_result", "read_results", "result_paths", "run_main", "save_drawings", "save_figure",
+           "settings_used", "unique", "write_result"]
 
 
 @dataclasses.dataclass
-class SentenceConfig(RunConfig, ModelsConfig):
-    """The sentence-level analyses' common fields: models, corpus, run, and the sentence sample."""
+class AnalysisConfig(SampleConfig, RunConfig, ModelsConfig):
+    """The option groups every analysis composes: models and corpus, run settings (seed, batch size,
+    device, dtypes, device map, out) and the sentence length bounds. Every analysis CLI accepts the same
+    shared flags; one that cannot apply to an analysis is listed in ``NOT_APPLICABLE``: a non-default
+    value is refused with one line (:meth:`check_applicable`) and the result does not record it."""
+
+    NOT_APPLICABLE: ClassVar[tuple[str, ...]] = ()
+
+    def check_applicable(self, analysis: str) -> None:
+        """ProbeError (one line) if a shared option this analysis cannot honour has a non-default value."""
+        defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+                    for f in dataclasses.fields(self)}
+        for name in self.NOT_APPLICABLE:
+            if getattr(self, name) != defaults[name]:
+                raise ProbeError(f"--{name.replace('_', '-')} does not apply to analyses.{analysis} "
+                                 f"(leave it at {defaults[name]})")
+
+
+@dataclasses.dataclass
+class SentenceConfig(AnalysisConfig):
+    """The sentence-level analyses' common fields: the shared groups and the size of the sentence sample."""
 
     n_sentences: int = arg(5000, "random sentences (the same sample and cache for every sentence analysis)", min=1)
-    min_words: int = arg(5, "shortest sentence drawn, in whitespace-separated words", min=1)
-    max_words: int = arg(60, "longest sentence drawn, in words (verse or dialogue corpora may want more)", min=1)
 
 
 # ----------------------------------------------------------------------------- provenance
@@ -133,34 +166,154 @@ class Result:
         return cls(**{k: v for k, v in doc.items() if k in names})
 
 
+# ----------------------------------------------------------------------------- identity
+
+CALLER_TEXTS = "texts given by the caller"
+IDENTITY_FIELDS = ("model_name", "model_requested", "config", "model", "activations", "corpus")
+
+
 @dataclasses.dataclass
-class ActivationsResult(Result):
-    """A Result that starts with the block :func:`result_header` writes (the model, the resolved
-    config, the activation cache entry and the corpus identity)."""
+class Identity:
+    """What a result was computed from: the one identity block of every result, saved flat at the top
+    of the document under these keys (``model_name``, ``model_requested``, ``config``, ``model``,
+    ``activations``, ``corpus``)."""
 
-    model_name: str
-    config: dict  # the resolved Config (without out)
-    model: dict  # the model's description (sentence vector, final-norm convention, ...)
-    activations: dict  # the activation cache entry (key, counts, batch size, dtypes)
-    corpus: dict | None  # corpus identity and sampling
+    model_name: str  # the model as resolved (registry name, or the spec's safe name); a pair: "<A>__<B>__<unit>"
+    config: dict  # the settings actually used (see settings_used); ``out`` never
+    model: dict  # the resolved model's description (sentence vector, final-norm convention, ...); a pair: a/b
+    activations: dict | list | None = None  # the activation cache entry (entries; a pair: a/b); None: no activations
+    corpus: dict | None = None  # corpus identity and sampling, or {"source": CALLER_TEXTS, "n_texts", "sha256"}
+    model_requested: str | list | None = None  # the model as the caller named it (e.g. hf:org/name); None: as resolved
+
+    def to_json(self, keys: dict | None = None) -> dict:
+        """The flat keys of the saved document. ``keys`` renames a field on disk: to another key, or,
+        for a pair's ``{"a": ..., "b": ...}``, to two keys (e.g. ``("model_a", "model_b")``)."""
+        keys, doc = keys or {}, {}
+        for f in IDENTITY_FIELDS:
+            value, key = getattr(self, f), keys.get(f, f)
+            if f in ("activations", "model_requested") and value is None:
+                continue
+            if isinstance(key, tuple):
+                doc.update({k: value[side] for k, side in zip(key, "ab")})
+            else:
+                doc[key] = value
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict, keys: dict | None = None) -> Identity:
+        keys, parts = keys or {}, {}
+        for f in IDENTITY_FIELDS:
+            key = keys.get(f, f)
+            if isinstance(key, tuple) and all(k in doc for k in key):
+                parts[f] = {side: doc[k] for k, side in zip(key, "ab")}
+            elif not isinstance(key, tuple) and key in doc:
+                parts[f] = doc[key]
+            elif f in ("model_name", "config", "model"):
+                raise KeyError(key if not isinstance(key, tuple) else key[0])
+        return cls(**parts)
 
 
-class HeaderResult(Result):
-    """A Result that keeps the identity block (config, model, activations, corpus) in one ``header``
-    field (declared by the subclass with a default) and saves it flat, ahead of the numbers."""
+@dataclasses.dataclass
+class AnalysisResult(Result):
+    """A Result with one :class:`Identity` field, saved flat ahead of the numbers (the on-disk keys of
+    every result: model_name, config, model, activations, corpus). ``IDENTITY_KEYS`` renames an identity
+    key on disk where saved files already use another name (similarity: model -> models)."""
+
+    identity: Identity
+    IDENTITY_KEYS: ClassVar[dict] = {}
+    SIDE_FILES: ClassVar[dict] = {}  # field -> file suffix: saved as JSON lines beside the result (write_result)
 
     def to_json(self) -> dict:
-        d = dataclasses.asdict(self)
-        return {**d.pop("header"), **d}
+        rest = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name != "identity" and not (f.name in self.SIDE_FILES and getattr(self, f.name) is None)}
+        return {**self.identity.to_json(self.IDENTITY_KEYS), **rest}
 
     @classmethod
     def from_json(cls, doc):
         if isinstance(doc, cls):
             return doc
-        if isinstance(doc, Result):
+        if isinstance(doc, Result):  # the same class seen twice (``python -m`` runs a module as __main__)
             doc = doc.to_json()
-        head = {k: doc[k] for k in ("config", "model", "activations", "corpus") if k in doc}
-        return super().from_json({**doc, "header": head})
+        if isinstance(doc.get("identity"), Identity):
+            return super().from_json(doc)
+        return super().from_json({**doc, "identity": Identity.from_json(doc, cls.IDENTITY_KEYS)})
+
+    # the identity's parts, read where the saved document has them
+    model_name = property(lambda self: self.identity.model_name)
+    config = property(lambda self: self.identity.config)
+    model = property(lambda self: self.identity.model)
+    activations = property(lambda self: self.identity.activations)
+    corpus = property(lambda self: self.identity.corpus)
+
+
+def caller_texts(texts) -> dict:
+    """The corpus identity of inputs the caller gave (not a suite sample): their count and sha256
+    (texts joined by newlines; token-id inputs as JSON)."""
+    data = "\n".join(t if isinstance(t, str) else json.dumps([int(i) for i in t]) for t in texts)
+    return {"source": CALLER_TEXTS, "n_texts": len(texts), "sha256": hashlib.sha256(data.encode("utf-8")).hexdigest()}
+
+
+# config field -> key of the corpus block of a suite sentence sample (analyses.data.sentence_activations)
+SAMPLE_FIELDS = {"corpus": "requested", "n_sentences": "n_requested", "min_words": "min_words",
+                 "max_words": "max_words"}
+
+
+def settings_used(cfg, meta: dict | None = None, corpus: dict | None = None, requested=None) -> dict:
+    """The config a result records: ``cfg`` as resolved (without ``out`` and the options the analysis
+    cannot apply), with what the inputs say in place of what they decide: ``model`` stays the run's list
+    when it names the model computed (``requested``, a name or a pair), else it becomes that model; the
+    forward and cache dtypes and the batch size are those of the activations (``meta``); the sample's
+    corpus, size and length bounds those of its ``corpus`` block, and they are left out when the caller
+    gave the texts (a default that did not apply is never written)."""
+    d = config_dict(cfg)
+    if requested is not None and "model" in d:
+        asked = list(requested) if isinstance(requested, (list, tuple)) else [requested]
+        if not set(asked) <= set(d["model"] if isinstance(d["model"], list) else [d["model"]]):
+            d["model"] = asked  # the config's models did not apply: these activations are another model's
+    if meta is not None:
+        for f, k in (("dtype", "dtype"), ("cache_dtype", "cache_dtype_requested"), ("batch_size", "batch_size")):
+            if f in d and k in meta:
+                d[f] = meta[k]
+    sample = corpus is not None and corpus.get("unit") == "sentence"
+    given = corpus is None or corpus.get("source") == CALLER_TEXTS
+    for f, k in SAMPLE_FIELDS.items():
+        if f not in d:
+            continue
+        if sample and k in corpus:
+            d[f] = corpus[k]
+        elif sample and f == "n_sentences":
+            d[f] = corpus["n_sampled"]
+        elif given:
+            del d[f]
+    return d
+
+
+def activations_entry(meta: dict) -> dict:
+    """The activation cache entry a result records (with the device and dtypes that produced it)."""
+    # batch_size: the one that produced the cache entry (states differ by up to ~5e-6 between sizes)
+    return {k: meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts", "batch_size", "device", "dtype",
+                                 "cache_dtype", "cache_dtype_fallback") if k in meta}
+
+
+def activations_identity(acts, cfg) -> Identity:
+    """The identity of a result computed from one model's Activations: the model and the corpus as the
+    activations' meta records them (the caller's texts when no corpus was recorded), and the settings used."""
+    meta = acts.meta
+    corpus = meta.get("corpus") or caller_texts(acts.texts)
+    name = meta["model"]["name"]
+    requested = meta.get("model_requested", name)
+    return Identity(model_name=name, config=settings_used(cfg, meta, corpus, requested), model=meta["model"],
+                    activations=activations_entry(meta), corpus=corpus,
+                    model_requested=requested if requested != name else None)
+
+
+def check_reached(acts, cfg) -> None:
+    """ProbeError if ``cfg`` asked for a forward or cache dtype the activations were not made with: the
+    option did not reach the extraction (the CLI runner checks this after loading the inputs)."""
+    for f, k in (("dtype", "dtype"), ("cache_dtype", "cache_dtype_requested")):
+        if hasattr(cfg, f) and k in acts.meta and getattr(cfg, f) != acts.meta[k]:
+            raise ProbeError(f"--{f.replace('_', '-')} {getattr(cfg, f)} was asked for, but these activations "
+                             f"were made with {acts.meta[k]}: the option did not reach the extraction")
 
 
 def result_paths(out: str | os.PathLike, analysis: str, model: str) -> tuple[Path, Path]:
@@ -170,14 +323,23 @@ def result_paths(out: str | os.PathLike, analysis: str, model: str) -> tuple[Pat
 
 def write_result(out: str | os.PathLike, analysis: str, model: str, result: Result | dict,
                  rows: list[dict]) -> tuple[Path, Path]:
-    """Atomically write the result JSON (numbers + settings) and a flat CSV table (rank 0 only, under torchrun)."""
+    """Atomically write the result JSON (numbers + settings) and a flat CSV table (rank 0 only, under torchrun).
+    A field the result's class lists in ``SIDE_FILES`` (field -> suffix) is written beside it as JSON lines,
+    ``<model><suffix>``, one record a line, instead of into the JSON."""
     from probes.capture.distributed import is_main
 
     if not is_main():  # the other ranks of a torchrun help extract; one process writes each result
         raise RuntimeError(f"rank {os.environ.get('RANK')} of a torchrun tried to write a result; only rank 0 does")
     json_path, csv_path = result_paths(out, analysis, model)
+    side = getattr(result, "SIDE_FILES", {})
     if isinstance(result, Result):
         result = result.to_json()
+    result = dict(result)
+    for key, suffix in side.items():
+        records = result.pop(key, None)
+        if records is not None:
+            atomic_write(json_path.with_name(json_path.stem + suffix),
+                         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))
     nulls: list[str] = []
     doc = _jsonable({"analysis": analysis, "model_name": result_name(model), **result, "provenance": provenance()},
                     nulls)
@@ -203,14 +365,54 @@ def read_results(out: str | os.PathLike, analysis: str, models: list[str] | None
     missing = [p for p in paths if not p.exists()]
     if missing:
         raise ProbeError(f"no saved result {missing[0]}: run python -m analyses.{analysis} first")
-    paths = list(dict.fromkeys(paths))
-    docs = []
-    for p in paths:
-        try:
-            docs.append(json.loads(p.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ProbeError(f"{p} is not a valid result file ({e}); run the analysis again") from None
-    return docs
+    return [read_result(p) for p in dict.fromkeys(paths)]
+
+
+# a string that reads as a decimal number: a number stored as text ("0.1", "1e-3"; not "12", which may be a name)
+_NUMBER_TEXT = re.compile(r"\s*[-+]?(\d+\.\d*|\.\d+|\d+(?=[eE]))([eE][-+]?\d+)?\s*|\s*[-+]?(nan|inf|infinity)\s*",
+                          re.IGNORECASE)
+# where text is text: names, versions, descriptions, the model and provenance records, the settings as given
+_TEXT_KEYS = ("model_name", "name", "requested", "revision", "description", "model", "provenance", "settings",
+              "corpus", "config", "identity", "texts", "tokens", "note", "notes", "caption", "label", "labels")
+
+
+def _not_a_number(x: float) -> float:
+    raise ValueError(f"the number {x} is not finite (result files hold null for it)")
+
+
+def read_result(path: str | os.PathLike) -> dict:
+    """One saved result JSON, read strictly: a JSON object, no bare NaN/Infinity nor a number beyond float
+    range (the suite writes null and lists it under ``nulls``), no number stored as text; else one
+    ProbeError line that names the file. Every reader of result files (figures, claims, report) uses it."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_a_number,
+                         parse_float=lambda t: float(t) if math.isfinite(float(t)) else _not_a_number(float(t)))
+    except OSError as e:
+        raise ProbeError(f"{path}: cannot read the result file ({e.strerror or e})") from None
+    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
+        raise ProbeError(f"{path} is not a valid result file ({e}); run the analysis again") from None
+    if not isinstance(doc, dict):
+        raise ProbeError(f"{path} is not a valid result file (a JSON {type(doc).__name__}, not an object); "
+                         f"run the analysis again")
+    if (where := _number_as_text(doc)) is not None:
+        raise ProbeError(f"{path} is not a valid result file ({where[0]} holds the text {where[1]!r} where a number "
+                         f"belongs); run the analysis again")
+    return doc
+
+
+def _number_as_text(x, where: str = "") -> tuple[str, str] | None:
+    """(path, text) of the first string that reads as a number outside _TEXT_KEYS, or None."""
+    if isinstance(x, dict):
+        items = ((k, v) for k, v in x.items() if k not in _TEXT_KEYS)
+    elif isinstance(x, list):
+        items = enumerate(x)
+    else:
+        return (where or "/", x) if isinstance(x, str) and _NUMBER_TEXT.fullmatch(x) else None
+    for k, v in items:
+        if (found := _number_as_text(v, f"{where}/{k}")) is not None:
+            return found
+    return None
 
 
 def save_figure(fig, out: str | os.PathLike, name: str) -> list[Path]:
@@ -250,27 +452,8 @@ def mark_final_norm(ax, result: dict, x, y, color=None) -> None:
                 label=f"{result['model_name']}: last layer after the final norm")
 
 
-def result_header(acts, cfg) -> dict:
-    """What every result computed from Activations starts with: the model, the resolved config,
-    the activation cache entry (with the device and dtypes that produced it) and the corpus identity.
-    ProbeError if the config asks for a forward or cache dtype the activations were not made with."""
-    for f, k in (("dtype", "dtype"), ("cache_dtype", "cache_dtype_requested")):
-        if hasattr(cfg, f) and k in acts.meta and getattr(cfg, f) != acts.meta[k]:
-            raise ProbeError(f"--{f.replace('_', '-')} {getattr(cfg, f)} was asked for, but these activations "
-                             f"were made with {acts.meta[k]}: the option did not reach the extraction")
-    return {
-        "model_name": acts.meta["model"]["name"],
-        "config": config_dict(cfg),
-        "model": acts.meta["model"],
-        # batch_size: the one that produced the cache entry (states differ by up to ~5e-6 between sizes)
-        "activations": {k: acts.meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts", "batch_size",
-                                                  "device", "dtype", "cache_dtype", "cache_dtype_fallback")
-                        if k in acts.meta},
-        "corpus": acts.meta.get("corpus"),
-    }
-
-
 def config_dict(cfg) -> dict:
     """The resolved config for a result file. ``out`` is left out: where results are written does
     not change them, and equal runs must give byte-identical files wherever they are written."""
-    return _jsonable({k: v for k, v in dataclasses.asdict(cfg).items() if k != "out"})
+    skip = {"out", *getattr(cfg, "NOT_APPLICABLE", ())}
+    return _jsonable({k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip})

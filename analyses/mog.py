@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import spearmanr
 
-from analyses import common
-from analyses.common import arg, parse_config, result_header, run_main, save_drawings
-from analyses.style import model_color, use_theme
+from analyses import common, style
+from analyses.common import activations_identity, arg, run_main, save_drawings
+from analyses.style import model_color
 from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
@@ -61,10 +61,9 @@ class Config(common.SentenceConfig):
 
 
 @dataclass
-class Result(common.HeaderResult):
+class Result(common.AnalysisResult):
     """Numbers of one model (prose lives only in ``definitions``; nothing reads numbers from it)."""
 
-    model_name: str
     fusion: str
     n_layers: int
     bucket_labels: list[str]
@@ -77,8 +76,21 @@ class Result(common.HeaderResult):
     entropy: dict  # order -> (L,) mean row entropy (nats); entropy_normalised likewise in [0, 1]
     entropy_normalised: dict
     example: dict  # {"text", "tokens", "layer", order -> (n, n) head-mean matrix}
-    header: dict = field(default_factory=dict)  # model / config / activations / corpus identity
     definitions: dict = field(default_factory=dict)
+
+    @style.themed
+    def plot(self, ax=None):
+        """The headline panel on one Axes (a new figure when None): Fig. 9's mean subgraph weight w per
+        layer and length bucket for a weight-gate model; for another fusion, each order's mean row
+        entropy per layer (Fig. 10's right panel). Returns the Axes."""
+        ax = style.one_axes(ax, (3.6, 2.8))
+        if self.w_by_bucket is not None:
+            _weights_panel(ax, self)
+            ax.set_ylabel("mean subgraph weight w (of 1)", fontsize=8)
+            ax.legend(fontsize=6, title="tokens (sentences)", title_fontsize=6)
+        else:
+            _entropy_panel(ax, self)
+        return ax
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -126,7 +138,15 @@ def layer_claims(w_layer: np.ndarray) -> dict:
             "w4_minus_w3": float(w_layer[3] - w_layer[2]) if L >= 4 else None}
 
 
-def compute(acts: Activations, cfg: Config | None = None) -> Result:
+def load_inputs(model, cfg: Config) -> dict:
+    """``{"acts": ...}``: the cached activations of the seeded sentence sample with their maps; maps only:
+    the cache entry keeps no token states (a third of the bytes or less)."""
+    from analyses.data import load_sentence_inputs
+
+    return load_sentence_inputs(model, cfg, maps=True, layers=())
+
+
+def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """Fig. 9 and Fig. 10 statistics of one Graph-Transformer's captured maps."""
     cfg = cfg or Config()
     missing = [m for m in ORDERS if m not in acts.maps]
@@ -188,12 +208,11 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
     example = {"text": acts.texts[ex], "tokens": acts.tokens[ex], "layer": layer, "text_index": ex,
                **{m: acts.text_map(m, ex)[layer - 1].mean(0).tolist() for m in ORDERS}}
     return Result(
-        model_name=acts.meta["model"]["name"], fusion=fusion, n_layers=L, bucket_labels=labels,
+        identity=activations_identity(acts, cfg), fusion=fusion, n_layers=L, bucket_labels=labels,
         bucket_counts=counts.tolist(), w_by_bucket=w_by_bucket, w_layer_mean=w_layer, spearman_length=spear,
         claims=claims, slot_weights=(slots / n_tok).tolist() if fusion == "self-gate" else None,
         entropy={m: (ent[m] / rows).tolist() for m in ORDERS},
         entropy_normalised={m: e_n[m].tolist() for m in ORDERS}, example=example,
-        header=result_header(acts, cfg),
         definitions={"w": "weight-gate w (Eq. 16) averaged over hidden units, then a sentence's real tokens, then "
                           "the sentences of a bucket", "length": "real (non-special) subword tokens",
                      "entropy": "mean over layers' rows (every head, every query token) of -sum p log p; "
@@ -215,42 +234,58 @@ def table_rows(res: Result) -> list[dict]:
 # ----------------------------------------------------------------------------- figures
 
 
-def plot(results: list[Result], ax=None):
-    """Fig. 9: mean w per layer (x), one line per length bucket, one panel per weight-gate model."""
+def _weights_panel(a, r: Result) -> None:
+    """Fig. 9 for one weight-gate model on ``a``: mean w per layer, one line per length bucket."""
     import matplotlib.pyplot as plt
 
-    use_theme()
+    x = np.arange(1, r.n_layers + 1)
+    for k, label in enumerate(r.bucket_labels):
+        if r.bucket_counts[k]:
+            y = np.array([np.nan if v is None else v for v in r.w_by_bucket[k]])
+            a.plot(x, y, marker="o", ms=3, color=plt.cm.viridis(k / max(1, len(r.bucket_labels) - 1)),
+                   label=f"{label} ({r.bucket_counts[k]})")
+    a.set_title(f"{r.model_name} ({r.n_layers} layers)", fontsize=9, color=model_color(r.model_name))
+    a.set_xlabel("encoder layer", fontsize=8)
+    a.set_xticks(x)
+    a.tick_params(labelsize=7)
+    a.grid(alpha=0.3, lw=0.5)
+
+
+def _entropy_panel(a, result: Result) -> None:
+    """Each order's mean row entropy / log n per layer on ``a`` (Fig. 10's right panel)."""
+    x = np.arange(1, result.n_layers + 1)
+    for i, m in enumerate(ORDERS):
+        a.plot(x, result.entropy_normalised[m], marker="o", ms=3, color=f"C{i}", label=ORDER_LABELS[m])
+    a.set_xlabel("encoder layer", fontsize=8)
+    a.set_ylabel("mean row entropy / log n (of 1)", fontsize=8)
+    a.set_xticks(x)
+    a.legend(fontsize=6)
+    a.set_title(f"{result.model_name}: smoother = higher", fontsize=8, color=model_color(result.model_name))
+
+
+@style.themed
+def plot(results: list[Result], fig=None):
+    """Fig. 9: mean w per layer (x), one line per length bucket, one panel per weight-gate model.
+    ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     res = [r for r in map(Result.from_json, results) if r.w_by_bucket is not None]
     if not res:
         raise ProbeError("no weight-gate Graph-Transformer among the results: Fig. 9 needs one")
-    if ax is None:
-        fig, ax = plt.subplots(1, len(res), figsize=(3.3 * len(res), 2.8), squeeze=False, constrained_layout=True)
-    axes = np.asarray(ax).ravel()
+    fig = style.new_figure(fig, (3.3 * len(res), 2.8))
+    axes = np.ravel(fig.subplots(1, len(res), squeeze=False))
     for a, r in zip(axes, res):
-        x = np.arange(1, r.n_layers + 1)
-        for k, label in enumerate(r.bucket_labels):
-            if r.bucket_counts[k]:
-                y = np.array([np.nan if v is None else v for v in r.w_by_bucket[k]])
-                a.plot(x, y, marker="o", ms=3, color=plt.cm.viridis(k / max(1, len(r.bucket_labels) - 1)),
-                       label=f"{label} ({r.bucket_counts[k]})")
-        a.set_title(f"{r.model_name} ({r.n_layers} layers)", fontsize=9, color=model_color(r.model_name))
-        a.set_xlabel("encoder layer", fontsize=8)
-        a.set_xticks(x)
-        a.tick_params(labelsize=7)
-        a.grid(alpha=0.3, lw=0.5)
+        _weights_panel(a, r)
     axes[0].set_ylabel("mean subgraph weight w (of 1)", fontsize=8)
     axes[0].legend(fontsize=6, title="tokens (sentences)", title_fontsize=6)
-    return axes[0].figure
+    return fig
 
 
-def plot_attention(result: Result, axes=None):
-    """Fig. 10: the three attention matrices of the example sentence + mean row entropy per layer."""
-    import matplotlib.pyplot as plt
-
-    use_theme()
+@style.themed
+def plot_attention(result: Result, fig=None):
+    """Fig. 10: the three attention matrices of the example sentence + mean row entropy per layer.
+    ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     result = Result.from_json(result)
-    if axes is None:
-        fig, axes = plt.subplots(1, 4, figsize=(13, 3.3), constrained_layout=True)
+    fig = style.new_figure(fig, (13, 3.3))
+    axes = fig.subplots(1, 4)
     ex = result.example
     for a, m in zip(axes[:3], ORDERS):
         M = np.asarray(ex[m])
@@ -261,15 +296,8 @@ def plot_attention(result: Result, axes=None):
         a.set_xlabel("key token", fontsize=7)
         a.set_ylabel("query token", fontsize=7)
         a.grid(False)
-    x = np.arange(1, result.n_layers + 1)
-    for i, m in enumerate(ORDERS):
-        axes[3].plot(x, result.entropy_normalised[m], marker="o", ms=3, color=f"C{i}", label=ORDER_LABELS[m])
-    axes[3].set_xlabel("encoder layer", fontsize=8)
-    axes[3].set_ylabel("mean row entropy / log n (of 1)", fontsize=8)
-    axes[3].set_xticks(x)
-    axes[3].legend(fontsize=6)
-    axes[3].set_title(f"{result.model_name}: smoother = higher", fontsize=8, color=model_color(result.model_name))
-    return axes[0].figure
+    _entropy_panel(axes[3], result)
+    return fig
 
 
 def figures(results: list[Result], out: str) -> list:
@@ -285,11 +313,11 @@ def figures(results: list[Result], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.data import run_sentence_analysis
+    import sys
 
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    # maps only: the cache entry keeps no token states (a third of the bytes or less)
-    run_sentence_analysis("mog", cfg, compute, table_rows, figures, maps=True, layers=())
+    from analyses.data import run_analysis
+
+    run_analysis("mog", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyses import common
-from analyses.common import arg, parse_config, result_header, run_main, save_drawings
-from analyses.style import model_color, use_theme
+from analyses import common, style
+from analyses.common import activations_identity, arg, run_main, save_drawings
+from analyses.style import model_color
 from probes.capture.activations import Activations
 from probes.errors import ProbeError
 from probes.models.mog_lens import TERMS
@@ -44,10 +44,9 @@ class Config(common.SentenceConfig):
 
 
 @dataclass
-class Result(common.HeaderResult):
+class Result(common.AnalysisResult):
     """Shares of one model: share[bucket][layer][term]; bucket "all" pools every sentence."""
 
-    model_name: str
     n_layers: int
     n_heads: int
     terms: list[str]
@@ -55,11 +54,28 @@ class Result(common.HeaderResult):
     bucket_counts: list[int]
     share: list  # (buckets, L, 6) covariance shares (add to 1); null rows for empty buckets
     variance_ratio: list  # (buckets, L, 6) sum var_t / sum var_logit
-    header: dict = field(default_factory=dict)
     definitions: dict = field(default_factory=dict)
 
+    @style.themed
+    def plot(self, ax=None):
+        """The headline panel on one Axes (a new figure when None): each term's share of the logit
+        variance per layer, all sentences. Returns the Axes."""
+        ax = style.one_axes(ax, (3.6, 2.8))
+        _shares_panel(ax, self)
+        ax.set_ylabel("share of logit variance (of 1)", fontsize=8)
+        ax.legend(fontsize=6)
+        return ax
 
-def compute(acts: Activations, cfg: Config | None = None) -> Result:
+
+def load_inputs(model, cfg: Config) -> dict:
+    """``{"acts": ...}``: the cached activations of the seeded sentence sample with their maps; maps only:
+    the cache entry keeps no token states (a third of the bytes or less)."""
+    from analyses.data import load_sentence_inputs
+
+    return load_sentence_inputs(model, cfg, maps=True, layers=())
+
+
+def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """Pooled term shares per length bucket and layer."""
     from analyses.mog import bucket_labels, bucket_of
 
@@ -89,9 +105,8 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
     share = np.where(ok, cov / np.where(total > 0, total, 1), np.nan)
     ratio = np.where(ok, var[..., :-1] / np.where(total > 0, total, 1), np.nan)
     nul = lambda a: [[None if np.isnan(r).any() else r.tolist() for r in layer_rows] for layer_rows in a]  # noqa: E731
-    return Result(model_name=acts.meta["model"]["name"], n_layers=L, n_heads=H, terms=list(TERMS),
+    return Result(identity=activations_identity(acts, cfg), n_layers=L, n_heads=H, terms=list(TERMS),
                   bucket_labels=labels, bucket_counts=counts.tolist(), share=nul(share), variance_ratio=nul(ratio),
-                  header=result_header(acts, cfg),
                   definitions={"share": "sum over rows of cov(term, logit) / sum of var(logit), rows centred",
                                "variance_ratio": "sum over rows of var(term) / sum of var(logit)",
                                "r_p": "layer l: hidden[l-2] (0 for layer 1); r_i = hidden[l-1] - r_p",
@@ -106,30 +121,32 @@ def table_rows(res: Result) -> list[dict]:
             for k, term in enumerate(res.terms)]
 
 
-def plot(results: list[Result], ax=None):
-    """Share of each term per layer (all sentences), one panel per model."""
-    import matplotlib.pyplot as plt
+def _shares_panel(a, r: Result) -> None:
+    """One model's term shares per layer (all sentences) on ``a``."""
+    x = np.arange(1, r.n_layers + 1)
+    S = np.array(r.share[0], dtype=float)  # (L, 6)
+    for k, term in enumerate(r.terms):
+        if term != "bias_row":  # always 0: the softmax ignores row constants
+            a.plot(x, S[:, k], marker="o", ms=3, color=f"C{k}", label=term)
+    a.axhline(0, color="0.5", lw=0.5)
+    a.set_title(r.model_name, fontsize=9, color=model_color(r.model_name))
+    a.set_xlabel("encoder layer", fontsize=8)
+    a.set_xticks(x)
+    a.tick_params(labelsize=7)
 
-    use_theme()
+
+@style.themed
+def plot(results: list[Result], fig=None):
+    """Share of each term per layer (all sentences), one panel per model. ``fig``: a Figure or
+    SubFigure to draw into (default: a new figure). Returns the figure."""
     results = [Result.from_json(r) for r in results]
-    if ax is None:
-        fig, ax = plt.subplots(1, len(results), figsize=(3.4 * len(results), 2.8), squeeze=False,
-                               constrained_layout=True)
-    axes = np.asarray(ax).ravel()
+    fig = style.new_figure(fig, (3.4 * len(results), 2.8))
+    axes = np.ravel(fig.subplots(1, len(results), squeeze=False))
     for a, r in zip(axes, results):
-        x = np.arange(1, r.n_layers + 1)
-        S = np.array(r.share[0], dtype=float)  # (L, 6)
-        for k, term in enumerate(r.terms):
-            if term != "bias_row":  # always 0: the softmax ignores row constants
-                a.plot(x, S[:, k], marker="o", ms=3, color=f"C{k}", label=term)
-        a.axhline(0, color="0.5", lw=0.5)
-        a.set_title(r.model_name, fontsize=9, color=model_color(r.model_name))
-        a.set_xlabel("encoder layer", fontsize=8)
-        a.set_xticks(x)
-        a.tick_params(labelsize=7)
+        _shares_panel(a, r)
     axes[0].set_ylabel("share of logit variance (of 1)", fontsize=8)
     axes[0].legend(fontsize=6)
-    return axes[0].figure
+    return fig
 
 
 def figures(results: list[Result], out: str) -> list:
@@ -139,11 +156,11 @@ def figures(results: list[Result], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.data import run_sentence_analysis
+    import sys
 
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    # maps only: the cache entry keeps no token states (a third of the bytes or less)
-    run_sentence_analysis("mog_lens", cfg, compute, table_rows, figures, maps=True, layers=())
+    from analyses.data import run_analysis
+
+    run_analysis("mog_lens", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

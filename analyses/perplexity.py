@@ -56,61 +56,65 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from analyses import common
+from analyses import common, stats, style
 from analyses.common import (
+    AnalysisConfig,
+    Identity,
     arg,
     atomic_write,
-    check_device,
-    check_writable,
-    config_dict,
-    parse_config,
-    read_results,
     run_main,
     save_drawings,
-    unique,
-    write_result,
+    settings_used,
 )
-from analyses.style import model_color, use_theme
+from analyses.style import model_color
 from probes.capture.windows import check_window, windowed_nll
-from probes.checkpoints.names import get_spec
 from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
 from probes.errors import ProbeError
 from probes.models.lm import load_lm, need_causal
 
 
 @dataclass
-class Config:
+class Config(AnalysisConfig):
     """Token- and word-level perplexity and FLOPs/token of windowed (overlapped) execution."""
+
+    # an LM's forward pass runs in float32 (probes.models.lm), caches nothing and reads documents, not sentences
+    NOT_APPLICABLE = ("dtype", "cache_dtype", "device_map", "min_words", "max_words")
 
     model: list[str] = arg(["gpt2-small-base", "gpt2-small-recurrent"], "causal LMs from checkpoints.yaml")
     window: int = arg(0, "window T in tokens (0: each model's own: its recurrence training window, else its "
                          "longest input)", min=0)
     overlap: list[int] = arg([0, 30], "overlap o between consecutive windows (windows start every T - o tokens)",
                              min=0)
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
     split: str = arg("heldout", "part of every document: heldout (last 10%), train (first 90%) or all",
                      choices=SPLITS)
     n_documents: int = arg(0, "evaluate this many documents, drawn with the seed (0: all)", min=0)
     max_tokens: int = arg(0, "evaluate at most this many tokens of each document (0: all)", min=0)
-    seed: int = arg(0, "seed for the document draw", min=0, max=2**32 - 1)
     batch_size: int = arg(16, "windows per forward pass (plain models)", min=1)
-    device: str = arg("cpu", "torch device")
-    out: str = arg("out", "output root: results/ and figures/ go below it")
 
 
 @dataclass
-class Result(common.Result):
-    """One model's perplexities: the saved document's keys, in order (prose only in ``definitions``)."""
+class Result(common.AnalysisResult):
+    """One model's perplexities: the saved document's keys, in order (prose only in ``definitions``). The
+    identity's model is the LM's (probes.models.lm describe); its corpus the split and documents evaluated."""
 
-    model_name: str
-    config: dict  # the resolved Config (without out)
-    model: dict  # the LM's identity (probes.models.lm describe)
-    corpus: dict  # corpus identity, split, documents evaluated
     non_embedding_parameters: int  # N of Kaplan's count
     overlap_matches_training: dict[str, bool] | None  # recurrent models: overlap (as text) -> the trained one?
     definitions: dict  # prose: what every number means (nothing reads numbers from it)
     rows: list[dict]  # per overlap: model, recurrent, window, overlap, token/word perplexity, nll_per_token,
-    #                   scored_tokens, words, windows, tokens_processed, flops_per_token
+    #                   scored_tokens, words, windows, tokens_processed, flops_per_token, and the bootstrap
+    #                   intervals (over documents, issue 27) token_perplexity_ci, word_perplexity_ci, nll_per_token_ci
+    bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "documents": overlap -> per-document nll, tokens
+
+    @style.themed
+    def plot(self, ax=None, key: str = "token_perplexity"):
+        """The headline panel on one Axes (a new figure when None): ``key`` ("token_perplexity" or
+        "word_perplexity") against the overlap. Returns the Axes."""
+        if key not in PANELS:
+            raise ProbeError(f"key must be one of {', '.join(PANELS)}, got {key!r}")
+        ax = style.one_axes(ax, (3.6, 2.9))
+        _perplexity_panel(ax, [self], key)
+        ax.legend(fontsize=7)
+        return ax
 
 
 # ----------------------------------------------------------------------------- FLOPs
@@ -137,7 +141,7 @@ def flops(sizes: dict, recurrent: bool, T: int, window_lengths: list[int], pool_
 
 def evaluation_documents(lm, cfg: Config) -> tuple[list[tuple[str, list[int], int]], dict]:
     """[(name, ids, n_words)] of the documents to score, and the corpus identity."""
-    corpus = corpus_split(load_corpus(None if cfg.corpus == "default" else cfg.corpus), cfg.split)
+    corpus = corpus_split(load_corpus(cfg.corpus), cfg.split)
     docs = list(corpus.documents) if cfg.n_documents <= 0 else sample_documents(corpus, cfg.n_documents, cfg.seed)
     out = []
     for d in docs:
@@ -165,17 +169,37 @@ def resolve_window(lm, cfg: Config) -> int:
     return T
 
 
-def compute(lm, cfg: Config | None = None, documents=None) -> Result:
-    """Perplexities and FLOPs/token of one model at every overlap of ``cfg``."""
+def document_intervals(row: dict, per_doc: list[tuple], names: list, seed: int, boot: dict | None) -> dict:
+    """Issue 27: percentile intervals of the row's perplexities, resampling documents (ratio bootstrap:
+    resampled NLL sums over resampled token or word counts), added to ``row`` as token_perplexity_ci,
+    word_perplexity_ci and nll_per_token_ci. Returns the bootstrap block with every overlap's
+    per-document values (so two models on the same documents can be compared paired)."""
+    nll, tok, words = (np.array(c, dtype=np.float64) for c in zip(*per_doc))
+    boot = boot or stats.bootstrap_block("document", len(per_doc), seed=seed, units_id=stats.units_id(names))
+    W = stats.resample_weights(len(per_doc), boot["resamples"], seed)
+    per_token = stats.ratio_replicates(nll, tok, W)
+    lvl = boot["level"]
+    row.update(token_perplexity_ci=np.exp(stats.interval(per_token, lvl)).tolist(),
+               word_perplexity_ci=np.exp(stats.interval(stats.ratio_replicates(nll, words, W), lvl)).tolist(),
+               nll_per_token_ci=stats.interval(per_token, lvl).tolist())
+    documents = {**boot.get("documents", {}), str(row["overlap"]): {"nll": nll.tolist(), "tokens": tok.tolist()}}
+    return {**boot, "documents": documents}
+
+
+def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
+    """Perplexities and FLOPs/token of one model at every overlap of ``cfg``; ``documents``: ([(name, ids,
+    n_words)], corpus identity) to score instead of the config's corpus split."""
     cfg = cfg or Config()
     T = resolve_window(lm, cfg)
     docs, corpus_id = documents if documents is not None else evaluation_documents(lm, cfg)
-    rows = []
+    rows, boot = [], None
     sizes = lm.sizes()
     for o in cfg.overlap:
         nll_sum, n_tok, n_words, n_win, processed, fl = 0.0, 0, 0, 0, 0, 0.0
+        per_doc = []  # (NLL sum, scored tokens, words) per document: the bootstrap's units
         for _, ids, words in tqdm(docs, desc=f"perplexity {lm.name} T={T} o={o}", unit="doc"):
             r = windowed_nll(lm, ids, T, o, cfg.batch_size)
+            per_doc.append((float(r["nll"].sum()), len(r["nll"]), words))
             nll_sum += float(r["nll"].sum())
             n_tok += len(r["nll"])
             n_words += words
@@ -186,6 +210,7 @@ def compute(lm, cfg: Config | None = None, documents=None) -> Result:
                      "token_perplexity": math.exp(nll_sum / n_tok), "word_perplexity": math.exp(nll_sum / n_words),
                      "nll_per_token": nll_sum / n_tok, "scored_tokens": n_tok, "words": n_words,
                      "windows": n_win, "tokens_processed": processed, "flops_per_token": fl / n_tok})
+        boot = document_intervals(rows[-1], per_doc, [d[0] for d in docs], cfg.seed, boot)
     notes, matches = {}, None
     if lm.recurrent:
         trained = lm.describe()["recurrence"]["overlap"]
@@ -194,10 +219,8 @@ def compute(lm, cfg: Config | None = None, documents=None) -> Result:
                                "(the paper re-trains per overlap; its footnote 3 describes this remedy)")
         matches = {str(o): o == trained for o in cfg.overlap}
     return Result(
-        model_name=lm.name,
-        config=config_dict(cfg),
-        model=lm.describe(),
-        corpus=corpus_id,
+        identity=Identity(model_name=lm.name, config=settings_used(cfg, corpus=corpus_id, requested=lm.name),
+                          model=lm.describe(), corpus=corpus_id),
         non_embedding_parameters=sizes["non_embedding_parameters"],
         overlap_matches_training=matches,  # recurrent models: is each overlap the one it was trained with?
         definitions={
@@ -211,6 +234,7 @@ def compute(lm, cfg: Config | None = None, documents=None) -> Result:
             **notes,
         },
         rows=rows,
+        bootstrap=boot,
     )
 
 
@@ -232,40 +256,43 @@ def markdown_table(results: list[Result]) -> str:
 # ----------------------------------------------------------------------------- plots
 
 
-def plot(results: list[Result], ax=None):
-    """Token- and word-level perplexity against overlap, one line per model in its colour (dashed:
-    a recurrent model)."""
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
-    import matplotlib.pyplot as plt
+PANELS = {"token_perplexity": ("token-level perplexity", "token perplexity (per scored token)"),
+          "word_perplexity": ("word-level perplexity", "word perplexity (per word)")}
 
-    use_theme()
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(7.4, 2.9), constrained_layout=True)
-    axes = np.ravel(axes)
-    fig = axes[0].figure
-    for res in map(Result.from_json, results):
+
+def _perplexity_panel(ax, results: list[Result], key: str) -> None:
+    """``key`` against overlap on ``ax``, one line per model in its colour (dashed: recurrent)."""
+    for res in results:
         rows = sorted(res.rows, key=lambda r: r["overlap"])
-        x = [r["overlap"] for r in rows]
-        for ax, key in zip(axes, ("token_perplexity", "word_perplexity")):
-            ax.plot(x, [r[key] for r in rows], marker="o", ms=4, color=model_color(res.model_name),
-                    ls="--" if rows[0]["recurrent"] else "-", label=f"{res.model_name} (T={rows[0]['window']})")
-    for ax, title, ylabel in zip(axes, ("token-level perplexity", "word-level perplexity"),
-                                 ("token perplexity (per scored token)", "word perplexity (per word)")):
-        ax.set_xlabel("overlap o (tokens)", fontsize=8)
-        ax.set_ylabel(ylabel, fontsize=8)
-        ax.set_title(title, fontsize=9)
+        ax.plot([r["overlap"] for r in rows], [r[key] for r in rows], marker="o", ms=4,
+                color=model_color(res.model_name), ls="--" if rows[0]["recurrent"] else "-",
+                label=f"{res.model_name} (T={rows[0]['window']})")
+    title, ylabel = PANELS[key]
+    ax.set_xlabel("overlap o (tokens)", fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_title(title, fontsize=9)
+
+
+@style.themed
+def plot(results: list[Result], fig=None):
+    """Token- and word-level perplexity against overlap, one line per model in its colour (dashed:
+    a recurrent model). ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns
+    the figure."""
+    results = [Result.from_json(r) for r in results]
+    fig = style.new_figure(fig, (7.4, 2.9))
+    axes = fig.subplots(1, 2)
+    for ax, key in zip(axes, PANELS):
+        _perplexity_panel(ax, results, key)
     axes[0].legend(fontsize=7)
     return fig
 
 
-def plot_flops(results: list[Result], ax=None):
-    """Word-level perplexity against FLOPs/token (the paper's Fig. 5), points labelled by overlap."""
-    import matplotlib.pyplot as plt
-
-    use_theme()
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(4.2, 3.0), constrained_layout=True)
-    fig = ax.figure
+@style.themed
+def plot_flops(results: list[Result], fig=None):
+    """Word-level perplexity against FLOPs/token (the paper's Fig. 5), points labelled by overlap.
+    ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
+    fig = style.new_figure(fig, (4.2, 3.0))
+    ax = fig.subplots()
     for res in map(Result.from_json, results):
         rows = sorted(res.rows, key=lambda r: r["overlap"])
         xs, ys = [r["flops_per_token"] for r in rows], [r["word_perplexity"] for r in rows]
@@ -291,24 +318,32 @@ def figures(results: list[Result], out: str) -> list:
 # ----------------------------------------------------------------------------- CLI
 
 
-def main(argv: list[str] | None = None) -> None:
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    models = unique(cfg.model)
+def check_model(spec, cfg: Config) -> None:
+    """Only causal LMs (checked for every model before any work)."""
+    need_causal(spec)
+
+
+def check_config(cfg: Config) -> None:
     if not cfg.overlap:
         raise ProbeError("give at least one --overlap")
-    for name in models:  # every name is checked before any work
-        need_causal(get_spec(name))
-    check_device(cfg.device)
-    check_writable(cfg.out)
-    for name in models:
-        lm = load_lm(name, cfg.device)
-        result = compute(lm, cfg)
-        json_path, _ = write_result(cfg.out, "perplexity", name, result, table_rows(result))
-        print(f"{name}: wrote {json_path}")
-    results = [Result.from_json(d) for d in read_results(cfg.out, "perplexity", models)]
-    print(markdown_table(results), end="")
-    paths = figures(results, cfg.out)
-    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+def load_inputs(model, cfg: Config) -> dict:
+    """``{"lm": ...}``: the causal LM with its head (a name or a resolved spec), on ``cfg.device``."""
+    return {"lm": load_lm(model, cfg.device)}
+
+
+def summarise(results: list) -> str:
+    """Tables 1-2 as Markdown, printed by the CLI."""
+    return markdown_table([Result.from_json(d) for d in results])
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    from analyses.data import run_analysis
+
+    run_analysis("perplexity", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -32,24 +32,18 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses import common, style
+from analyses import common, stats, style
 from analyses.common import (
-    ModelsConfig,
-    RunConfig,
+    AnalysisConfig,
+    Identity,
     arg,
     atomic_write,
-    check_device,
-    check_writable,
-    config_dict,
-    parse_config,
-    read_results,
+    caller_texts,
     run_main,
     save_drawings,
-    unique,
-    write_result,
+    settings_used,
 )
 from probes.capture.activations import Activations
-from probes.capture.distributed import is_main
 from probes.errors import ProbeError
 
 THRESHOLDS = (0.90, 0.92, 0.94, 0.96, 0.98)
@@ -57,8 +51,10 @@ TOLERANCE = 1e-12  # r_k >= p - TOLERANCE: a ratio that is p up to rounding coun
 
 
 @dataclass
-class Config(RunConfig, ModelsConfig):
+class Config(AnalysisConfig):
     """Principal components needed to keep 90-98% of a token window's variance (S-LSTM Table 6)."""
+
+    NOT_APPLICABLE = ("min_words", "max_words")  # windows of running text, not sentences
 
     layer: int = arg(-1, "layer whose states form H (0 = embeddings, -1 = last)")
     window_length: list[int] = arg([100, 300], "window length n in tokens (special tokens not counted)", min=2)
@@ -119,7 +115,7 @@ def components_needed(H: np.ndarray, thresholds=THRESHOLDS, center: bool = True)
 # ----------------------------------------------------------------------------- data: token windows
 
 
-def check_window_lengths(model: str, windows: list[int], tokenizer=None) -> object:
+def check_window_lengths(model, windows: list[int], tokenizer=None) -> object:
     """Raise ProbeError if a window of n tokens plus the model's special tokens exceeds its limit.
     Returns the tokenizer (loaded if not given): no weights are read."""
     import probes
@@ -130,7 +126,8 @@ def check_window_lengths(model: str, windows: list[int], tokenizer=None) -> obje
             raise ProbeError(f"--window-length {n}: a window needs at least 2 tokens")
         if n + tok.n_special > tok.max_length:
             extra = f" plus its {tok.n_special} special tokens" if tok.n_special else ""
-            raise ProbeError(f"--window-length {n} is too long for model '{model}': {n} tokens{extra} = "
+            raise ProbeError(f"--window-length {n} is too long for model '{getattr(model, 'name', model)}': "
+                             f"{n} tokens{extra} = "
                              f"{n + tok.n_special} > its limit of {tok.max_length} tokens; "
                              f"use --window-length {tok.max_length - tok.n_special} or less")
     return tok
@@ -148,11 +145,11 @@ def window_activations(model: str, corpus: str, windows: list[int], n_windows: i
     from probes.checkpoints.names import get_spec
     from probes.corpus import load_corpus, token_windows
 
-    get_spec(model)
-    tok = check_window_lengths(model, windows, tokenizer)
+    spec = get_spec(model)
+    tok = check_window_lengths(spec, windows, tokenizer)
     if n_windows < 1:
         raise ProbeError(f"--n-windows must be at least 1, got {n_windows}")
-    corp = load_corpus(None if corpus == "default" else corpus)
+    corp = load_corpus(corpus)
     encode = functools.lru_cache(maxsize=None)(tok.encode)  # each paragraph is tokenized once for all n
     result = []
     for n in windows:
@@ -160,11 +157,11 @@ def window_activations(model: str, corpus: str, windows: list[int], n_windows: i
         corpus_id = {**corp.identity(), "unit": "token window of running text", "window": n,
                      "n_windows": len(ids), "seed": seed,
                      "sampling": "probes.corpus.token_windows: non-overlapping, within one document"}
-        acts = extract(model, ids, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
+        acts = extract(spec, ids, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
                        dtype=dtype, cache_dtype=cache_dtype, device_map=device_map, layers=layers, corpus=corpus_id)
         got, _ = window_matrices(acts, 0, load=False)
         if got != n:  # the encoder must add its own special tokens and flag exactly those
-            raise ProbeError(f"model '{model}': windows of {n} ids came back with {got} non-special tokens")
+            raise ProbeError(f"model '{spec.name}': windows of {n} ids came back with {got} non-special tokens")
         result.append(acts)
     return result
 
@@ -203,6 +200,14 @@ def _one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
+def k_intervals(ks: np.ndarray, units: str, seed: int = stats.SEED) -> tuple[list, dict]:
+    """Issue 27: percentile intervals of the mean k(p) over windows (resampling windows), one [lo, hi]
+    per threshold, and the bootstrap block (the per-window k stay in the result for paired use)."""
+    boot = stats.bootstrap_block("window", len(ks), seed=seed, units_id=units)
+    rep = stats.mean_replicates(ks, stats.resample_weights(len(ks), boot["resamples"], seed))  # (B, n_p)
+    return stats.interval(rep, boot["level"]).T.tolist(), boot
+
+
 def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: bool = True) -> dict:
     """k(p) per window of one window length, summarised over windows (JSON-ready)."""
     n, mats = window_matrices(acts, layer)
@@ -213,6 +218,7 @@ def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: b
     rows = [{"threshold": float(p), "mean": float(col.mean()), "std": float(col.std()),
              "median": float(np.median(col)), "min": int(col.min()), "max": int(col.max()), "count": len(col)}
             for p, col in zip(thresholds, ks.T)]
+    k_mean_ci, boot = k_intervals(ks, stats.units_id(acts.texts))
     return {
         "window": n,
         "n_windows": len(mats),
@@ -221,26 +227,52 @@ def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: b
         "thresholds": rows,
         "mean_cumulative_variance": curves.mean(0).tolist(),
         "k": ks.tolist(),
+        "k_mean_ci": k_mean_ci,  # per threshold (in the order of "thresholds"): [lo, hi] of the mean k
+        "bootstrap": boot,
     }
 
 
 @dataclass
-class Result(common.Result):
-    """One model's Table 6 numbers: the saved document's keys, in order."""
+class Result(common.AnalysisResult):
+    """One model's Table 6 numbers: the saved document's keys, in order. The identity's activations
+    are a list (per window length: its cache entry); its corpus has "windows": length -> windows."""
 
-    model_name: str
-    config: dict  # the resolved Config
-    model: dict  # the model's description
-    activations: list[dict]  # per window length: its activation cache entry
-    corpus: dict | None  # corpus identity; "windows": window length -> number of windows
     layer: int  # layer whose states form H (0 = embeddings)
     thresholds: list[float]  # retained-variance thresholds p
     definitions: dict  # prose only: nothing reads numbers from it
     windows: list[dict]  # per window length (window_stats): window, n_windows, hidden_size, max_components,
     #                      thresholds (k summary per p), mean_cumulative_variance (r_k), k (n_windows, n_p)
 
+    @style.themed
+    def plot(self, ax=None, window: int | None = None):
+        """The headline panel on one Axes (a new figure when None): k against p for one window length
+        (default: the longest), Table 6 as a curve. Returns the Axes."""
+        ax = style.one_axes(ax, (3.6, 3.0))
+        n = max(w["window"] for w in self.windows) if window is None else window
+        if _window(self, n) is None:
+            raise ProbeError(f"{self.model_name} has no window of {n} tokens; it has "
+                             f"{', '.join(str(w['window']) for w in self.windows)}")
+        _k_panel(ax, [self], n)
+        ax.set_ylabel("principal components k", fontsize=8)
+        ax.legend(fontsize=7, loc="upper left", title="band: ± std over windows", title_fontsize=6.5)
+        return ax
 
-def compute(acts: Activations | list[Activations], cfg: Config | None = None) -> Result:
+
+def load_inputs(model, cfg: Config) -> dict:
+    """``{"acts": [...]}``: one Activations per window length; only --layer's token states are cached
+    (float32: a 13-layer model's entry is 13 times smaller)."""
+    return {"acts": window_activations(model, cfg.corpus, cfg.window_length, cfg.n_windows, cfg.seed,
+                                       out=cfg.out, layers=(cfg.layer,), **cfg.extract_kwargs())}
+
+
+def check_config(cfg: Config) -> None:
+    """Bad thresholds and every model's window lengths fail before anything is extracted."""
+    k_from_ratio(np.ones(1), cfg.threshold)
+    for name in dict.fromkeys(cfg.model):
+        check_window_lengths(name, cfg.window_length)
+
+
+def compute(cfg: Config | None = None, *, acts: Activations | list[Activations]) -> Result:
     """Table 6 numbers for one model: one Activations per window length (each text one window)."""
     cfg = cfg or Config()
     acts_list = [acts] if isinstance(acts, Activations) else list(acts)
@@ -256,14 +288,16 @@ def compute(acts: Activations | list[Activations], cfg: Config | None = None) ->
     if corpus is not None:
         corpus = {k: v for k, v in corpus.items() if k not in ("window", "n_windows")}
         corpus["windows"] = {str(w["window"]): w["n_windows"] for w in windows}
-    return Result(
-        model_name=first["model"]["name"],
-        config=config_dict(cfg),
-        model=first["model"],
+    else:
+        corpus = caller_texts([t for a in acts_list for t in a.texts])
+    identity = Identity(
+        model_name=first["model"]["name"], config=settings_used(cfg, first, corpus), model=first["model"],
         activations=[{"window": w["window"], **{k: a.meta.get(k) for k in
                                                 ("key", "n_texts", "n_tokens", "truncated_texts")}}
                      for w, a in zip(windows, acts_list)],
-        corpus=corpus,
+        corpus=corpus)
+    return Result(
+        identity=identity,
         layer=layer,
         thresholds=[float(p) for p in cfg.threshold],
         definitions={
@@ -339,54 +373,60 @@ def markdown_table(results: list[Result]) -> str:
         sizes = ", ".join(f"{w['n_windows']} windows of n={w['window']} (k <= {w['max_components']})"
                           for w in r.windows)
         lines.append(f"- {r.model_name}: layer {r.layer}, {r.definitions['centring']}, {sizes}; "
-                     f"seed {r.config['seed']}, corpus {r.config['corpus']}")
+                     f"seed {r.config['seed']}, corpus {r.config.get('corpus') or r.corpus.get('source')}")
     lines += ["", "Windows are cut from the running text of one document; the model's special tokens are "
               "excluded from H; SVD in float64; k = smallest k with r_k >= p.", ""]
     return "\n".join(lines)
 
 
-def _panels(results: list[Result], axes):
-    """(window sizes, one axis per size, figure) for both redundancy plots."""
-    import matplotlib.pyplot as plt
-
-    style.use_theme()
+def _panels(results: list[Result], fig):
+    """(window sizes, one axis per size, figure) for both redundancy plots; ``fig`` a Figure or
+    SubFigure to draw into, or None for a new one."""
     sizes = _window_sizes(results)
-    if axes is None:
-        _, axes = plt.subplots(1, len(sizes), figsize=(3.4 * len(sizes) + 0.4, 3.0), squeeze=False,
-                               constrained_layout=True)
-    axes = np.asarray(axes).ravel()
-    return sizes, axes, axes[0].figure
+    fig = style.new_figure(fig, (3.4 * len(sizes) + 0.4, 3.0))
+    axes = np.ravel(fig.subplots(1, len(sizes), squeeze=False))
+    return sizes, axes, fig
 
 
-def plot(results: list[Result], ax=None):
-    """k versus p: one panel per window length, one line per model in its colour (mean ± std over windows)."""
+def _k_panel(ax, results: list[Result], n: int) -> None:
+    """k versus p for windows of ``n`` tokens on ``ax``, one line per model (mean ± std over windows)."""
+    for r in results:
+        w = _window(r, n)
+        if w is None:
+            continue
+        p = np.array([t["threshold"] for t in w["thresholds"]]) * 100
+        m = np.array([t["mean"] for t in w["thresholds"]])
+        s = np.array([t["std"] for t in w["thresholds"]])
+        c = style.model_color(r.model_name)
+        ax.plot(p, m, marker="o", ms=3.5, color=c, label=style.display_name(r.model_name))
+        ax.fill_between(p, m - s, m + s, color=c, alpha=0.15, lw=0)
+        if len(w.get("k_mean_ci") or []) == len(p):  # the bootstrap interval of the mean over windows (issue 27)
+            ax.vlines(p, *np.array(w["k_mean_ci"], dtype=float).T, color=c, lw=2.0, alpha=0.9)
+    ax.set_xticks([100 * p for p in _thresholds(results)])
+    ax.set_title(f"n = {n} tokens", fontsize=9)
+    ax.set_xlabel("retained variance p (%)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3, lw=0.5)
+
+
+@style.themed
+def plot(results: list[Result], fig=None):
+    """k versus p: one panel per window length, one line per model in its colour (mean ± std over
+    windows). ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     results = [Result.from_json(r) for r in results]
-    sizes, axes, fig = _panels(results, ax)
+    sizes, axes, fig = _panels(results, fig)
     for ax, n in zip(axes, sizes):
-        for r in results:
-            w = _window(r, n)
-            if w is None:
-                continue
-            p = np.array([t["threshold"] for t in w["thresholds"]]) * 100
-            m = np.array([t["mean"] for t in w["thresholds"]])
-            s = np.array([t["std"] for t in w["thresholds"]])
-            c = style.model_color(r.model_name)
-            ax.plot(p, m, marker="o", ms=3.5, color=c, label=r.model_name)
-            ax.fill_between(p, m - s, m + s, color=c, alpha=0.15, lw=0)
-        ax.set_xticks([100 * p for p in _thresholds(results)])
-        ax.set_title(f"n = {n} tokens", fontsize=9)
-        ax.set_xlabel("retained variance p (%)", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3, lw=0.5)
+        _k_panel(ax, results, n)
     axes[0].set_ylabel("principal components k", fontsize=8)
     axes[0].legend(fontsize=7, loc="upper left", title="band: ± std over windows", title_fontsize=6.5)
     return fig
 
 
-def plot_spectrum(results: list[Result], ax=None):
+@style.themed
+def plot_spectrum(results: list[Result], fig=None):
     """Mean r_k (cumulative explained variance) against k: one panel per window length."""
     results = [Result.from_json(r) for r in results]
-    sizes, axes, fig = _panels(results, ax)
+    sizes, axes, fig = _panels(results, fig)
     for ax, n in zip(axes, sizes):
         ps = set()
         for r in results:
@@ -394,7 +434,8 @@ def plot_spectrum(results: list[Result], ax=None):
             if w is None:
                 continue
             y = np.asarray(w["mean_cumulative_variance"])
-            ax.plot(np.arange(1, len(y) + 1), y, color=style.model_color(r.model_name), lw=1.2, label=r.model_name)
+            ax.plot(np.arange(1, len(y) + 1), y, color=style.model_color(r.model_name), lw=1.2,
+                    label=style.display_name(r.model_name))
             ps |= {t["threshold"] for t in w["thresholds"]}
         for p in sorted(ps):
             ax.axhline(p, color="0.5", lw=0.5, ls=":")
@@ -421,28 +462,11 @@ def figures(results: list[Result], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    k_from_ratio(np.ones(1), cfg.threshold)  # bad thresholds fail before any work
-    # every model's window lengths are checked before anything is extracted
-    models = unique(cfg.model)
-    tokenizers = {name: check_window_lengths(name, cfg.window_length) for name in models}
-    check_device(cfg.device)
-    check_writable(cfg.out)
-    for name in models:
-        # only --layer's token states are cached (float32: a 13-layer model's entry is 13 times smaller)
-        acts = window_activations(name, cfg.corpus, cfg.window_length, cfg.n_windows, cfg.seed, out=cfg.out,
-                                  batch_size=cfg.batch_size, device=cfg.device, tokenizer=tokenizers[name],
-                                  dtype=cfg.dtype, cache_dtype=cfg.cache_dtype, layers=(cfg.layer,),
-                                  device_map=None if cfg.device_map == "none" else cfg.device_map)
-        if not is_main():
-            continue  # the other ranks of a torchrun only help extract
-        result = compute(acts, cfg)
-        json_path, _ = write_result(cfg.out, "redundancy", name, result, table_rows(result))
-        print(f"{name}: wrote {json_path}")
-    if not is_main():
-        return
-    paths = figures(read_results(cfg.out, "redundancy", models), cfg.out)
-    print("figures: " + ", ".join(str(p) for p in paths))
+    import sys
+
+    from analyses.data import run_analysis
+
+    run_analysis("redundancy", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

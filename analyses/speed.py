@@ -46,18 +46,15 @@ import torch
 
 from analyses import common, style
 from analyses.common import (
+    AnalysisConfig,
+    Identity,
     arg,
-    check_device,
-    check_writable,
-    config_dict,
-    parse_config,
-    read_results,
     run_main,
     save_drawings,
+    settings_used,
     unique,
-    write_result,
 )
-from probes.capture.timing import build_runner, machine, time_models
+from probes.capture.timing import TimingConfig, build_runner, machine, time_models
 from probes.errors import ProbeError
 
 RANDOM_MODELS = ("slstm", "bert", "albert")
@@ -65,8 +62,11 @@ DEFAULT_LENGTHS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
 
 
 @dataclass
-class Config:
+class Config(AnalysisConfig):
     """Forward time versus sequence length: the S-LSTM against a Transformer of the same width and depth."""
+
+    # random token ids (no corpus, no sentences), --batch sequences per pass, float32 forwards, nothing cached
+    NOT_APPLICABLE = ("corpus", "batch_size", "dtype", "cache_dtype", "device_map", "min_words", "max_words")
 
     model: list[str] = arg(["slstm", "bert"], "slstm | bert | albert (random init at --width/--layers) or "
                                               "checkpoints.yaml names")
@@ -84,9 +84,10 @@ class Config:
     fit_min_length: int = arg(512, "fit the log-log slope on lengths >= this", min=1)
     threads: int = arg(1, "torch intra-op threads (1: steady timings on a shared machine; 0 = torch's default)",
                        min=0)
-    seed: int = arg(0, "seed of the random weights and token ids", min=0, max=2**32 - 1)
-    device: str = arg("cpu", "torch device")
-    out: str = arg("out", "output root: results/ and figures/ go below it")
+
+    def timing(self) -> TimingConfig:
+        """What probes.capture.timing reads (--seed: the random weights and token ids)."""
+        return TimingConfig(**{f: getattr(self, f) for f in TimingConfig.__dataclass_fields__})
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -135,12 +136,10 @@ def crossover(lengths, model_times, ref_times) -> dict:
 
 
 @dataclass
-class Result(common.Result):
-    """One model's timings: the saved document's keys, in order."""
+class Result(common.AnalysisResult):
+    """One model's timings: the saved document's keys, in order. The identity's model says how the model
+    was built (random init: architecture and sizes; else its description)."""
 
-    model_name: str
-    config: dict  # the resolved Config
-    model: dict  # how the model was built (random init: architecture and sizes; else its description)
     reference: str  # the model the speed-ups are measured against
     reference_median_s: dict  # str(length) -> the reference's median seconds
     definitions: dict  # prose only: nothing reads numbers from it
@@ -157,27 +156,62 @@ class Result(common.Result):
         """The rows of the lengths that were timed (not skipped)."""
         return [row for row in self.rows if row.get("skipped") is None]
 
+    @style.themed
+    def plot(self, ax=None):
+        """The headline panel on one Axes (a new figure when None): forward time against length
+        (log-log) with the fitted slope. Returns the Axes."""
+        ax = style.one_axes(ax, (4.2, 3.2))
+        _time_panel(ax, [self])
+        return ax
 
-def compute(cfg: Config | None = None, progress: bool = True) -> dict[str, Result]:
-    """Time every model; returns {model: Result}."""
-    cfg = cfg or Config()
-    if not cfg.model:
-        raise ProbeError("no models to time")
-    if len(set(cfg.model)) != len(cfg.model):
-        raise ProbeError("each --model may appear once")
-    if not cfg.lengths or min(cfg.lengths) < 1 or cfg.repeats < 1 or cfg.batch < 1:
-        raise ProbeError("--lengths must be positive, --repeats and --batch at least 1")
-    cfg.lengths = sorted(set(int(n) for n in cfg.lengths))
+
+def check_config(cfg: Config) -> None:
+    """What ``arg(min=)`` cannot say, before any model is built."""
+    if not cfg.lengths:
+        raise ProbeError("give at least one --lengths")
     reference = cfg.reference or cfg.model[-1]
     if reference not in cfg.model:
         raise ProbeError(f"--reference {reference!r} is not one of the --model names {cfg.model}")
+
+
+def resolve_model(name: str):
+    """A random-init architecture (slstm, bert, albert) stays a name; any other is a checkpoints.yaml entry."""
+    from probes.checkpoints.names import get_spec
+
+    return name if name in RANDOM_MODELS else get_spec(name)
+
+
+def pairs(cfg: Config) -> list[tuple[str, ...]]:
+    """One unit: every model, timed together (interleaved, in one run)."""
+    return [tuple(unique(cfg.model))]
+
+
+def load_inputs(models, cfg: Config) -> dict:
+    """``{"runners": [...]}``: each model (a random-init name, a registry name or a resolved spec) built
+    for timing by probes.capture.timing, with --seed's random weights."""
+    models = models if isinstance(models, (list, tuple)) else [models]
+    return {"runners": [build_runner(m, cfg.timing()) for m in models]}
+
+
+def compute(cfg: Config | None = None, *, runners: list, progress: bool = True) -> dict[str, Result]:
+    """Time every model's runner, interleaved; returns {model: Result}. The one analysis whose compute
+    gives one Result per model: the models are timed together, each against the same reference."""
+    cfg = cfg or Config()
+    names = [r.name for r in runners]
+    if not names:
+        raise ProbeError("no models to time")
+    if len(set(names)) != len(names):
+        raise ProbeError("each --model may appear once")
+    cfg.lengths = sorted(set(int(n) for n in cfg.lengths))
+    reference = cfg.reference or names[-1]
+    if reference not in names:
+        raise ProbeError(f"--reference {reference!r} is not one of the --model names {names}")
     threads = torch.get_num_threads()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     try:
         before = machine()
-        runners = [build_runner(name, cfg) for name in cfg.model]
-        raw = time_models(runners, cfg, progress)
+        raw = time_models(runners, cfg.timing(), progress)
         after = machine()
     finally:
         torch.set_num_threads(threads)
@@ -206,9 +240,7 @@ def compute(cfg: Config | None = None, progress: bool = True) -> dict[str, Resul
             cross = crossover([x["length"] for x in both], [x["median_s"] for x in both],
                               [ref[x["length"]] for x in both])
         results[r.name] = Result(
-            model_name=r.name,
-            config=config_dict(cfg),
-            model=r.info,
+            identity=Identity(model_name=r.name, config=settings_used(cfg, requested=r.name), model=r.info),
             reference=reference,
             reference_median_s={str(n): t for n, t in ref.items()},
             definitions={
@@ -243,19 +275,8 @@ def _timed(res: Result) -> tuple[np.ndarray, np.ndarray]:
     return np.array([r["length"] for r in rows], float), np.array([r["median_s"] for r in rows], float)
 
 
-def plot(results: list[Result], ax=None):
-    """Fig. 5-style: time vs length (log-log, fitted slopes) and the speed-up against the reference;
-    one colour per model."""
-    import matplotlib.pyplot as plt
-
-    results = [Result.from_json(r) for r in results]
-    style.use_theme()
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
-    fig = axes[0].figure
-    ax, bx = axes
-    compared = False
+def _time_panel(ax, results: list[Result]) -> None:
+    """Forward time against length (log-log) on ``ax``, one line per model (dashed: the fit)."""
     for res in results:
         n, t = _timed(res)
         c = style.model_color(res.model_name)
@@ -264,6 +285,27 @@ def plot(results: list[Result], ax=None):
         if res.slope is not None:
             fit = n[n >= res.config["fit_min_length"]]
             ax.plot(fit, np.exp(res.intercept) * fit ** res.slope, color=c, lw=0.8, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length n (tokens)")
+    ax.set_ylabel("time per forward pass (s)")
+    ax.set_title("forward time (dashed: log-log fit)", fontsize=9)
+    ax.legend(fontsize=7)
+
+
+@style.themed
+def plot(results: list[Result], fig=None):
+    """Fig. 5-style: time vs length (log-log, fitted slopes) and the speed-up against the reference;
+    one colour per model. ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns
+    the figure."""
+    results = [Result.from_json(r) for r in results]
+    fig = style.new_figure(fig, (10, 3.8))
+    ax, bx = fig.subplots(1, 2)
+    _time_panel(ax, results)
+    compared = False
+    for res in results:
+        n, _ = _timed(res)
+        c = style.model_color(res.model_name)
         if res.model_name != res.reference:
             s = np.array([r["speedup_vs_reference"] for r in res.timed_rows()], float)
             bx.plot(n, s, marker="o", ms=4, color=c, label=f"{res.model_name} vs {res.reference}")
@@ -272,12 +314,6 @@ def plot(results: list[Result], ax=None):
             if x is not None:
                 bx.axvline(x, color=c, lw=0.8, ls=":")
                 bx.text(x, 1.0, f" {x:.0f}", color=c, fontsize=7, va="bottom")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("sequence length n (tokens)")
-    ax.set_ylabel("time per forward pass (s)")
-    ax.set_title("forward time (dashed: log-log fit)", fontsize=9)
-    ax.legend(fontsize=7)
     bx.axhline(1.0, color="0.4", lw=0.8)
     bx.set_xscale("log", base=2)
     bx.set_xlabel("sequence length n (tokens)")
@@ -288,15 +324,13 @@ def plot(results: list[Result], ax=None):
     return fig
 
 
-def plot_slopes(results: list[Result], ax=None):
-    """Local slopes d log t / d log n between consecutive lengths (1 = linear, 2 = quadratic)."""
-    import matplotlib.pyplot as plt
-
+@style.themed
+def plot_slopes(results: list[Result], fig=None):
+    """Local slopes d log t / d log n between consecutive lengths (1 = linear, 2 = quadratic).
+    ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     results = [Result.from_json(r) for r in results]
-    style.use_theme()
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(5, 3.4), constrained_layout=True)
-    fig = ax.figure
+    fig = style.new_figure(fig, (5, 3.4))
+    ax = fig.subplots()
     for res in results:
         n, _ = _timed(res)
         if len(n) < 2:
@@ -338,18 +372,17 @@ def summary(results: dict[str, Result]) -> list[str]:
     return lines
 
 
+def summarise(results: list) -> str:
+    """The CLI's summary lines (see :func:`summary`)."""
+    return "".join(line + "\n" for line in summary({d["model_name"]: d for d in results}))
+
+
 def main(argv: list[str] | None = None) -> None:
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    cfg.model = unique(cfg.model)
-    check_device(cfg.device)
-    check_writable(cfg.out)
-    results = compute(cfg)
-    for name, res in results.items():
-        json_path, _ = write_result(cfg.out, "speed", name, res, table_rows(res))
-        print(f"{name}: wrote {json_path}")
-    print("\n".join(summary(results)))
-    paths = figures(read_results(cfg.out, "speed", list(results)), cfg.out)
-    print("figures: " + ", ".join(str(p) for p in paths))
+    import sys
+
+    from analyses.data import run_analysis
+
+    run_analysis("speed", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -43,41 +43,39 @@ out/figures/topics.{png,pdf} (paired JSDs, A against B) and topics-differences.{
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from analyses import common
+from analyses import common, style
+from analyses import stats as bootstrap_stats
 from analyses.common import (
+    AnalysisConfig,
+    Identity,
     arg,
-    atomic_write,
-    check_device,
-    check_writable,
-    config_dict,
-    parse_config,
-    read_results,
     run_main,
     save_drawings,
-    write_result,
+    settings_used,
 )
-from analyses.style import model_color, use_theme
+from analyses.style import model_color
 from probes.capture.windows import check_fits, check_window, greedy_windowed
-from probes.checkpoints.names import get_spec
 from probes.corpus import corpus_split, load_corpus
 from probes.errors import ProbeError
 from probes.models.lm import load_lm, need_causal
 
 
 @dataclass
-class Config:
+class Config(AnalysisConfig):
     """Topic JSD between contexts and greedy continuations of a recurrent model (A) and a baseline (B)."""
+
+    # the pair is --model-a / --model-b; an LM's forward pass runs in float32 (probes.models.lm), caches
+    # nothing, and contexts are token spans, not sentences
+    NOT_APPLICABLE = ("model", "dtype", "cache_dtype", "device_map", "min_words", "max_words")
 
     model_a: str = arg("gpt2-small-recurrent", "model A (the recurrent model), a causal LM from checkpoints.yaml")
     model_b: str = arg("gpt2-small-base", "model B (the baseline), a causal LM from checkpoints.yaml")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
     n_contexts: int = arg(500, "contexts M drawn from the held-out part (non-overlapping)", min=1)
     context_tokens: int = arg(0, "context length C in tokens (0: model A's window T)", min=0)
     continuation_tokens: int = arg(30, "greedy tokens generated after each context", min=1)
@@ -91,10 +89,7 @@ class Config:
     lda_chunk_words: int = arg(200, "training chunks: consecutive paragraphs of at least this many words", min=1)
     no_below: int = arg(5, "dictionary: keep words in at least this many training chunks", min=1)
     no_above: float = arg(0.5, "dictionary: keep words in at most this fraction of training chunks", min=0.0, max=1.0)
-    seed: int = arg(0, "seed for the context draw, LDA and topic inference", min=0, max=2**32 - 1)
     batch_size: int = arg(32, "contexts per forward pass", min=1)
-    device: str = arg("cpu", "torch device")
-    out: str = arg("out", "output root: results/ and figures/ go below it")
 
 
 # ----------------------------------------------------------------------------- JSD
@@ -213,6 +208,18 @@ def sample_spans(doc_ids: list[list[int]], length: int, n: int, seed: int) -> li
 # ----------------------------------------------------------------------------- statistics
 
 
+def jsd_intervals(jsd_a, jsd_b, seed: int = 0) -> dict:
+    """Issue 27: percentile intervals over contexts of mean JSD A, mean JSD B and (paired: both
+    continuations share the context) of their difference A - B: mean_jsd_a_ci, mean_jsd_b_ci,
+    mean_difference, mean_difference_ci and the bootstrap block."""
+    a, b = np.asarray(jsd_a, dtype=np.float64), np.asarray(jsd_b, dtype=np.float64)
+    boot = bootstrap_stats.bootstrap_block("context", len(a), seed=seed)
+    W = bootstrap_stats.resample_weights(len(a), boot["resamples"], seed)
+    ci = bootstrap_stats.interval(bootstrap_stats.mean_replicates(np.stack([a, b, a - b], 1), W), boot["level"])
+    return {"mean_jsd_a_ci": ci[:, 0].tolist(), "mean_jsd_b_ci": ci[:, 1].tolist(),
+            "mean_difference": float(np.mean(a - b)), "mean_difference_ci": ci[:, 2].tolist(), "bootstrap": boot}
+
+
 def paired_statistics(jsd_a: np.ndarray, jsd_b: np.ndarray) -> dict:
     """Mean JSDs, share A < B, sign test and Wilcoxon signed-rank p-values (two-sided and A < B)."""
     from scipy.stats import binomtest, wilcoxon
@@ -238,28 +245,41 @@ def paired_statistics(jsd_a: np.ndarray, jsd_b: np.ndarray) -> dict:
 
 
 @dataclass
-class Result(common.Result):
-    """One A-vs-B comparison: the saved document's keys, in order (prose only in ``definitions``)."""
+class Result(common.AnalysisResult):
+    """One A-vs-B comparison: the saved document's keys, in order (prose only in ``definitions``). The
+    identity's model_name is "<A>-vs-<B>"; its model the pair, saved as model_a / model_b (each LM's
+    identity + the window and overlap it ran with); its corpus the corpus, the LDA training part, the
+    contexts' part and same_tokenizer. ``continuations`` (per context: the texts and JSDs) is saved
+    beside the JSON as <A>-vs-<B>.continuations.jsonl."""
 
-    model_name: str  # "<A>-vs-<B>"
-    config: dict  # the resolved Config (without out)
-    model_a: dict  # A's identity + the window and overlap it ran with
-    model_b: dict  # B's likewise
-    corpus: dict  # corpus identity, the LDA training part, the contexts' part, same_tokenizer
+    IDENTITY_KEYS = {"model": ("model_a", "model_b")}
+    SIDE_FILES = {"continuations": ".continuations.jsonl"}
+    model_a = property(lambda self: self.identity.model["a"])  # as saved: the LM's identity, window, overlap
+    model_b = property(lambda self: self.identity.model["b"])
+
     definitions: dict  # prose: what every number means (nothing reads numbers from it)
     statistics: dict  # paired_statistics + mean_jsd_reference, paper_direction_held
     topics_top_words: list[list[str]]  # per topic its top words
     jsd_a: list[float]  # (M,) JSD(context, A's continuation) per context
     jsd_b: list[float]  # (M,) the same for B
     jsd_reference: list[float]  # (M,) the same for the real continuation
+    continuations: list[dict] | None = None  # per context; None when read back from the JSON
+
+    @style.themed
+    def plot(self, ax=None):
+        """The headline panel on one Axes (a new figure when None): A's JSD against B's per context
+        (below the diagonal: A stays closer to the topic). Returns the Axes."""
+        ax = style.one_axes(ax, (3.4, 3.3))
+        _paired_panel(ax, self)
+        return ax
 
 
 def _window(lm, window: int) -> int:
     return window if window > 0 else lm.window
 
 
-def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[Result, list[dict]]:
-    """The comparison and the per-context records (for the JSONL)."""
+def compute(cfg: Config | None = None, *, lm_a, lm_b) -> Result:
+    """The comparison, with the per-context records (``continuations``, saved as JSON lines)."""
     cfg = cfg or Config()
     Ta = _window(lm_a, cfg.window_a)
     Tb = cfg.window_b if cfg.window_b > 0 else Ta
@@ -270,7 +290,7 @@ def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[Result, list[dict]]:
     for lm, T, o in ((lm_a, Ta, cfg.overlap_a), (lm_b, Tb, cfg.overlap_b)):
         check_window(T, o)
         check_fits(lm, T)
-    full = load_corpus(None if cfg.corpus == "default" else cfg.corpus)
+    full = load_corpus(cfg.corpus)
     train, held = corpus_split(full, "train"), corpus_split(full, "heldout")
 
     lda, dictionary = fit_lda(training_chunks([d.text for d in train.documents], cfg.lda_chunk_words), cfg)
@@ -303,6 +323,7 @@ def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[Result, list[dict]]:
     stats = paired_statistics(jsd_a, jsd_b)
     stats["mean_jsd_reference"] = float(np.mean(jsd_ref))
     stats["paper_direction_held"] = bool(stats["mean_jsd_a"] < stats["mean_jsd_b"] and stats["share_a_less"] > 0.5)
+    stats.update(jsd_intervals(jsd_a, jsd_b))
     records = []
     for i, (d, s) in enumerate(spans):
         records.append({
@@ -311,13 +332,16 @@ def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[Result, list[dict]]:
             "jsd_a": float(jsd_a[i]), "jsd_b": float(jsd_b[i]), "jsd_reference": float(jsd_ref[i]),
             "top_topics": {k: [int(t) for t in np.argsort(-theta[k][i])[:3]] for k in theta},
         })
-    result = Result(
+    corpus = {**full.identity(), "lda_training": train.identity(), "contexts_from": held.identity(),
+              "same_tokenizer": same_tok}
+    identity = Identity(
         model_name=f"{lm_a.name}-vs-{lm_b.name}",
-        config=config_dict(cfg),
-        model_a={**lm_a.describe(), "window": Ta, "overlap": cfg.overlap_a},
-        model_b={**lm_b.describe(), "window": Tb, "overlap": cfg.overlap_b},
-        corpus={**full.identity(), "lda_training": train.identity(), "contexts_from": held.identity(),
-                "same_tokenizer": same_tok},
+        config={**settings_used(cfg, corpus=corpus), "model_a": lm_a.name, "model_b": lm_b.name},
+        model={"a": {**lm_a.describe(), "window": Ta, "overlap": cfg.overlap_a},
+               "b": {**lm_b.describe(), "window": Tb, "overlap": cfg.overlap_b}},
+        corpus=corpus)
+    return Result(
+        identity=identity,
         definitions={
             "lda": f"gensim LdaModel, K={cfg.topics}, passes={cfg.lda_passes}, iterations={cfg.lda_iterations}, "
                    f"random_state={cfg.seed}, alpha=symmetric, minimum_probability=0; fitted on "
@@ -339,8 +363,8 @@ def compute(lm_a, lm_b, cfg: Config | None = None) -> tuple[Result, list[dict]]:
         statistics=stats,
         topics_top_words=top_words(lda),
         jsd_a=jsd_a, jsd_b=jsd_b, jsd_reference=jsd_ref,
+        continuations=records,
     )
-    return result, records
 
 
 def table_rows(result: Result) -> list[dict]:
@@ -362,48 +386,45 @@ def summary_line(result: Result) -> str:
 # ----------------------------------------------------------------------------- plots
 
 
-def plot(results: list[Result], ax=None):
+@style.themed
+def plot(results: list[Result], fig=None):
     """Paired JSDs: A's against B's per context (below the diagonal: A stays closer to the topic);
-    points in A's colour, each axis label in its model's colour."""
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
-    import matplotlib.pyplot as plt
-
-    use_theme()
+    points in A's colour, each axis label in its model's colour. ``fig``: a Figure or SubFigure to
+    draw into (default: a new figure). Returns the figure."""
     results = [Result.from_json(r) for r in results]
-    if axes is None:
-        fig, axes = plt.subplots(1, len(results), figsize=(3.4 * len(results) + 0.4, 3.3), squeeze=False,
-                                 constrained_layout=True)
-    axes = np.ravel(axes)
-    fig = axes[0].figure
-    for ax, res in zip(axes, results):
-        a, b = np.asarray(res.jsd_a), np.asarray(res.jsd_b)
-        name_a, name_b = res.model_a["name"], res.model_b["name"]
-        ax.scatter(b, a, s=6, alpha=0.5, lw=0, color=model_color(name_a))
-        ax.plot([0, 1], [0, 1], color="0.4", lw=0.7, ls=":")
-        s = res.statistics
-        ax.text(0.03, 0.97, f"mean A {s['mean_jsd_a']:.3f}\nmean B {s['mean_jsd_b']:.3f}\n"
-                            f"A<B {100 * s['share_a_less']:.0f}%, p={s['sign_test_p']:.2g}",
-                transform=ax.transAxes, va="top", fontsize=7)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_xlabel(f"JSD (bits), B = {name_b}", fontsize=8, color=model_color(name_b))
-        ax.set_ylabel(f"JSD (bits), A = {name_a}", fontsize=8, color=model_color(name_a))
-        ax.set_title("topic JSD context vs continuation", fontsize=9)
+    fig = style.new_figure(fig, (3.4 * len(results) + 0.4, 3.3))
+    for ax, res in zip(np.ravel(fig.subplots(1, len(results), squeeze=False)), results):
+        _paired_panel(ax, res)
     return fig
 
 
-def plot_differences(results: list[Result], ax=None):
-    """Histogram of JSD_A - JSD_B (left of 0: A closer to the context's topics), in A's colour."""
-    import matplotlib.pyplot as plt
+def _paired_panel(ax, res: Result) -> None:
+    """One comparison's paired JSDs on ``ax``."""
+    a, b = np.asarray(res.jsd_a), np.asarray(res.jsd_b)
+    name_a, name_b = res.model["a"]["name"], res.model["b"]["name"]
+    ax.scatter(b, a, s=6, alpha=0.5, lw=0, color=model_color(name_a))
+    ax.plot([0, 1], [0, 1], color="0.4", lw=0.7, ls=":")
+    s = res.statistics
+    ax.text(0.03, 0.97, f"mean A {s['mean_jsd_a']:.3f}\nmean B {s['mean_jsd_b']:.3f}\n"
+                        f"A<B {100 * s['share_a_less']:.0f}%, p={s['sign_test_p']:.2g}",
+            transform=ax.transAxes, va="top", fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(f"JSD (bits), B = {name_b}", fontsize=8, color=model_color(name_b))
+    ax.set_ylabel(f"JSD (bits), A = {name_a}", fontsize=8, color=model_color(name_a))
+    ax.set_title("topic JSD context vs continuation", fontsize=9)
 
-    use_theme()
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(4.2, 2.9), constrained_layout=True)
-    fig = ax.figure
+
+@style.themed
+def plot_differences(results: list[Result], fig=None):
+    """Histogram of JSD_A - JSD_B (left of 0: A closer to the context's topics), in A's colour.
+    ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
+    fig = style.new_figure(fig, (4.2, 2.9))
+    ax = fig.subplots()
     bins = np.linspace(-1, 1, 41)
     for res in map(Result.from_json, results):
         diff = np.asarray(res.jsd_a) - np.asarray(res.jsd_b)
-        ax.hist(diff, bins=bins, alpha=0.6, color=model_color(res.model_a["name"]), label=res.model_name)
+        ax.hist(diff, bins=bins, alpha=0.6, color=model_color(res.model["a"]["name"]), label=res.model_name)
     ax.axvline(0, color="k", lw=0.7)
     ax.set_xlabel("JSD_A - JSD_B (bits)", fontsize=8)
     ax.set_ylabel("contexts (count)", fontsize=8)
@@ -421,23 +442,34 @@ def figures(results: list[Result], out: str) -> list:
 # ----------------------------------------------------------------------------- CLI
 
 
+def pairs(cfg: Config) -> list[tuple[str, str]]:
+    """The one pair of a run: (--model-a, --model-b)."""
+    return [(cfg.model_a, cfg.model_b)]
+
+
+def check_model(spec, cfg: Config) -> None:
+    """Only causal LMs (both checked before any work)."""
+    need_causal(spec)
+
+
+def load_inputs(pair, cfg: Config) -> dict:
+    """``{"lm_a", "lm_b"}``: both causal LMs with their heads on ``cfg.device`` (one object when A is B)."""
+    a, b = pair
+    lm_a = load_lm(a, cfg.device)
+    return {"lm_a": lm_a, "lm_b": lm_a if b == a else load_lm(b, cfg.device)}
+
+
+def summarise(results: list) -> str:
+    """One line per comparison, printed by the CLI."""
+    return "".join(summary_line(r) + "\n" for r in results)
+
+
 def main(argv: list[str] | None = None) -> None:
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    for name in (cfg.model_a, cfg.model_b):  # both names checked before any work
-        need_causal(get_spec(name))
-    check_device(cfg.device)
-    check_writable(cfg.out)
-    lm_a = load_lm(cfg.model_a, cfg.device)
-    lm_b = lm_a if cfg.model_b == cfg.model_a else load_lm(cfg.model_b, cfg.device)
-    result, records = compute(lm_a, lm_b, cfg)
-    key = result.model_name
-    json_path, _ = write_result(cfg.out, "topics", key, result, table_rows(result))
-    jsonl = json_path.with_name(f"{key}.continuations.jsonl")
-    atomic_write(jsonl, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))
-    print(f"wrote {json_path} and {jsonl}")
-    print(summary_line(result))
-    paths = figures(read_results(cfg.out, "topics", [key]), cfg.out)
-    print("figures: " + ", ".join(str(p) for p in paths))
+    import sys
+
+    from analyses.data import run_analysis
+
+    run_analysis("topics", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

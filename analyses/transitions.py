@@ -25,13 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyses import common, style
+from analyses import common, stats, style
 from analyses.common import (
     SentenceConfig,
+    activations_identity,
     arg,
     mark_final_norm,
-    parse_config,
-    result_header,
     run_main,
     save_drawings,
 )
@@ -90,7 +89,7 @@ def layer_cosines(hidden) -> np.ndarray:
 def per_text_transitions(acts: Activations, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(distances, cosines, used): per text the mean over its kept tokens, each (L, T'), for the T'
     texts with at least one kept token (``used``: their indices). Streams the token axis in blocks."""
-    L, N = acts.n_layers, acts.hidden.shape[1]
+    L, N = acts.n_layers, len(acts.token_ids)
     text_of = acts.text_index()
     sums = np.zeros((2, L, acts.n_texts))
     for start in range(0, N, BLOCK_TOKENS):
@@ -98,7 +97,8 @@ def per_text_transitions(acts: Activations, keep: np.ndarray) -> tuple[np.ndarra
         k = keep[start:stop]
         if not k.any():
             continue
-        dist, cos = token_transitions(np.asarray(acts.hidden[:, start:stop])[:, k])
+        block = np.stack([np.asarray(acts.layer_hidden(lyr, slice(start, stop))) for lyr in range(L + 1)])
+        dist, cos = token_transitions(block[:, k])  # block: (L+1, stop - start, d)
         t = text_of[start:stop][k]
         for lyr in range(L):
             sums[0, lyr] += np.bincount(t, weights=dist[lyr], minlength=acts.n_texts)
@@ -114,17 +114,57 @@ def _summary(values: np.ndarray) -> dict:
     return {"mean": values.mean(axis=1), "std": values.std(axis=1)}
 
 
+def transition_intervals(layers: list[dict], per_text: dict, used: np.ndarray, n_texts: int, seed: int,
+                         units: str) -> dict:
+    """Issue 27: percentile intervals of every layer's mean distance and cosine, resampling texts (one
+    weight matrix over all texts, so token and sentence levels, and two models on the same texts, see
+    the same resamples). ``per_text``: level -> (distances, cosines), each (L, texts); the token level
+    covers the texts ``used``. Adds {level}_{quantity}_mean_ci to each row of ``layers``; returns the
+    bootstrap block with the token distance replicates (B, L)."""
+    boot = stats.bootstrap_block("sentence", n_texts, seed=seed, units_id=units)
+    W = stats.resample_weights(n_texts, boot["resamples"], seed)
+    token_distance = None
+    for level, values in per_text.items():
+        w = W[:, used] if level == "token" else W
+        for q, v in zip(("distance", "cosine"), values):
+            rep = stats.mean_replicates(np.asarray(v).T, w)  # (B, L)
+            ci = stats.interval(rep, boot["level"])  # (2, L)
+            for lyr, row in enumerate(layers):
+                row[f"{level}_{q}_mean_ci"] = ci[:, lyr].tolist()
+            if level == "token" and q == "distance":
+                token_distance = rep
+    return {**boot, "replicates": {"token_distance_mean": stats.rounded(token_distance)}}
+
+
 @dataclass
-class Result(common.ActivationsResult):
+class Result(common.AnalysisResult):
     """One model's layer transitions: the saved document's keys, in order."""
     n_layers: int  # L
     n_texts_used: int  # texts with at least one counted token
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer l = 1..L: {"layer", "token": {distance_mean, distance_std, cosine_mean,
-    #                     cosine_std}, "sentence": {the same}}
+    #                     cosine_std}, "sentence": {the same}}, and {level}_{distance,cosine}_mean_ci (bootstrap
+    #                     over texts, issue 27)
+    bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates": token_distance_mean (B, L)
+
+    @style.themed
+    def plot(self, ax=None, level: str = "token", quantity: str = "distance"):
+        """The headline panel on one Axes (a new figure when None): ``level`` ("token" or "sentence")
+        ``quantity`` ("distance" or "cosine") by layer, Fig. 7's left panel. Returns the Axes."""
+        ax = style.one_axes(ax, (3.8, 2.9))
+        _transition_panel(ax, [self], level, quantity, relative=False)
+        ax.legend(fontsize=7, title="band: ± std over texts", title_fontsize=6.5)
+        return ax
 
 
-def compute(acts: Activations, cfg: Config | None = None) -> Result:
+def load_inputs(model, cfg: Config) -> dict:
+    """``{"acts": ...}``: the cached activations of the seeded sentence sample (every layer's token states)."""
+    from analyses.data import load_sentence_inputs
+
+    return load_sentence_inputs(model, cfg)
+
+
+def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """Per-layer token and sentence transitions (L2 distance and cosine) for one model's activations."""
     cfg = cfg or Config()
     L = acts.n_layers
@@ -141,8 +181,10 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
                "token": {f"{q}_{s}": token[q][s][lyr] for q in ("distance", "cosine") for s in ("mean", "std")},
                "sentence": {f"{q}_{s}": sentence[q][s][lyr] for q in ("distance", "cosine") for s in ("mean", "std")}}
               for lyr in range(L)]
+    boot = transition_intervals(layers, {"token": (tok_dist, tok_cos), "sentence": (sen_dist, sen_cos)}, used,
+                                acts.n_texts, cfg.seed, stats.units_id(acts.texts))
     return Result(
-        **result_header(acts, cfg),
+        identity=activations_identity(acts, cfg),
         n_layers=L,
         n_texts_used=int(len(used)),
         definitions={
@@ -157,6 +199,7 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
             "std": "population standard deviation over texts (ddof = 0)",
         },
         layers=layers,
+        bootstrap=boot,
     )
 
 
@@ -178,51 +221,59 @@ QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$ (hidden-state unit
               "cosine": r"cosine$(h_{l-1}, h_l)$"}
 
 
-def plot(results: list[Result], ax=None, relative_depth: bool | None = None, quantity: str = "distance"):
+def _transition_panel(ax, results: list[Result], level: str, quantity: str, relative: bool) -> None:
+    """``level``'s ``quantity`` by layer on ``ax``, one line per model in its colour (band: ± std)."""
+    from matplotlib.ticker import MaxNLocator
+
+    if quantity not in QUANTITIES:
+        raise ProbeError(f"quantity must be one of {', '.join(QUANTITIES)}, got {quantity!r}")
+    if level not in ("token", "sentence"):
+        raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
+    for res in results:
+        lyr = np.array([row["layer"] for row in res.layers])
+        x = style.relative_depth(len(lyr))[lyr] if relative else lyr  # layers 1..L: l / L
+        color = style.model_color(res.model_name)
+        m = np.array([row[level][f"{quantity}_mean"] for row in res.layers])
+        s = np.array([row[level][f"{quantity}_std"] for row in res.layers])
+        ax.plot(x, m, marker="o", ms=3.5, color=color, label=style.display_name(res.model_name))
+        ax.fill_between(x, m - s, m + s, color=color, alpha=0.15, lw=0)
+        ci = [row.get(f"{level}_{quantity}_mean_ci") for row in res.layers]
+        if all(ci):  # the bootstrap interval of the mean over texts (issue 27): a bar at each layer
+            ax.vlines(x, *np.array(ci, dtype=float).T, color=color, lw=2.0, alpha=0.9)
+        mark_final_norm(ax, res.to_json(), x, m, color)
+    ax.set_title(f"{level} representations", fontsize=9)
+    ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)", fontsize=8)
+    ax.set_ylabel(QUANTITIES[quantity], fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3, lw=0.5)
+    if not relative:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+@style.themed
+def plot(results: list[Result], fig=None, relative_depth: bool | None = None, quantity: str = "distance"):
     """Fig. 7: token level left, sentence level right; one line per model in its colour (band: ± std
     over texts).
 
     ``quantity`` is "distance" (Fig. 7) or "cosine" (input/output cosine). x is the layer index
     l = 1..L, or the relative depth l / L when ``relative_depth`` (default: only when the models
-    differ in depth); the axis label says which. Returns the figure."""
-    import matplotlib.pyplot as plt
-
+    differ in depth); the axis label says which. ``fig``: a Figure or SubFigure to draw into
+    (default: a new figure). Returns the figure."""
     results = [Result.from_json(r) for r in results]
     if quantity not in QUANTITIES:
         raise ProbeError(f"quantity must be one of {', '.join(QUANTITIES)}, got {quantity!r}")
-    style.use_theme()
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(7.2, 2.9), sharex=True, constrained_layout=True)
-    axes = np.asarray(axes).ravel()
-    fig = axes[0].figure
-    for res in results:
-        lyr = np.array([row["layer"] for row in res.layers])
-        x = style.relative_depth(len(lyr))[lyr] if relative else lyr  # layers 1..L: l / L
-        color = style.model_color(res.model_name)
-        for ax, level in zip(axes, ("token", "sentence")):
-            m = np.array([row[level][f"{quantity}_mean"] for row in res.layers])
-            s = np.array([row[level][f"{quantity}_std"] for row in res.layers])
-            ax.plot(x, m, marker="o", ms=3.5, color=color, label=res.model_name)
-            ax.fill_between(x, m - s, m + s, color=color, alpha=0.15, lw=0)
-            mark_final_norm(ax, res.to_json(), x, m, color)
+    fig = style.new_figure(fig, (7.2, 2.9))
+    axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, ("token", "sentence")):
-        ax.set_title(f"{level} representations", fontsize=9)
-        ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)",
-                      fontsize=8)
-        ax.set_ylabel(QUANTITIES[quantity], fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3, lw=0.5)
-        if not relative:
-            ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        _transition_panel(ax, results, level, quantity, relative)
     axes[0].legend(fontsize=7, title="band: ± std over texts", title_fontsize=6.5)
     return fig
 
 
-def plot_cosines(results: list[Result], ax=None, relative_depth: bool | None = None):
+def plot_cosines(results: list[Result], fig=None, relative_depth: bool | None = None):
     """The cosine between each layer's input and output, laid out like :func:`plot`."""
-    return plot(results, ax, relative_depth, quantity="cosine")
+    return plot(results, fig, relative_depth, quantity="cosine")
 
 
 def figures(results: list[Result], out: str) -> list:
@@ -235,10 +286,11 @@ def figures(results: list[Result], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.data import run_sentence_analysis
+    import sys
 
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    run_sentence_analysis("transitions", cfg, compute, table_rows, figures)
+    from analyses.data import run_analysis
+
+    run_analysis("transitions", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

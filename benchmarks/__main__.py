@@ -1,29 +1,62 @@
-"""Run every benchmark in sequence with its default settings and print one summary table.
+"""The benchmarks of issue 26, each printing one ratio line, then one summary table.
 
-    $ python -m benchmarks          # or: make bench
+    $ python -m benchmarks                       # or: make bench; probing, similarity and extract in turn
+    $ python -m benchmarks probing|similarity|extract [...]   # one of them
+    $ python -m benchmarks all                   # the three, then bench_shard and bench_pairwise
 
-Each benchmark prints its own detail (every timed run) first; see ``benchmarks.bench_extract``
-(extraction overhead, cache bytes), ``benchmarks.bench_shard`` (2 processes x 1 thread against
-1 process x 2 threads) and ``benchmarks.bench_pairwise`` for what they measure and for their options.
-The machine's load average is printed at the start and at the end.
+* probing (``benchmarks.bench_probing``): the probing protocol over a plain ``LogisticRegression()``
+  loop on the same features (goal <= 1.5);
+* similarity (``benchmarks.bench_similarity``): all-pairs CKA over the float32 stacked-GEMM floor, at
+  n = 5,000 and 20,000 (goal <= 1.5);
+* extract (``benchmarks.bench_extract``): cold extraction (writing the cache entry) over a bare forward
+  loop, in CPU time (goal <= 1.03).
+
+Every benchmark runs in one thread (``OMP_NUM_THREADS=1`` and torch's intra-op threads set here, before
+numpy and torch load) and compares process CPU time over interleaved rounds. The machine's load average
+is printed at the start and at the end: quote a ratio with its load.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
-from benchmarks import bench_extract, bench_pairwise, bench_shard
-from benchmarks.bench_extract import machine_info, print_table
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+from benchmarks import bench_extract, bench_pairwise, bench_probing, bench_shard, bench_similarity  # noqa: E402
+from benchmarks.bench_extract import machine_info, print_table  # noqa: E402
+
+RATIOS = {"probing": bench_probing, "similarity": bench_similarity, "extract": bench_extract}
+DEFAULTS = {"extract": ["--n-sentences", "300", "--repeats", "3", "--threads", "1"]}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    which = argv[0] if argv else ""
+    if which and which not in (*RATIOS, "all"):
+        raise SystemExit(f"error: unknown benchmark {which!r}; choose from {', '.join(RATIOS)}, all")
+    names = [which] if which in RATIOS else list(RATIOS)
     t0 = time.perf_counter()
     print("\n".join(machine_info()))
     rows = []
-    for module in (bench_extract, bench_shard, bench_pairwise):
+    for name in names:
+        module = RATIOS[name]
+        rest = argv[1:] if which == name else []
+        from probes.config import parse_config
+
+        cfg = parse_config(module.Settings, rest or DEFAULTS.get(name, []), module.__doc__.split("\n\n")[0])
         print()
-        rows += module.run(module.Settings())
+        rows += module.run(cfg)
+    if which == "all":
+        for module in (bench_shard, bench_pairwise):
+            print()
+            rows += module.run(module.Settings())
     print(f"\nsummary ({time.perf_counter() - t0:.0f} s in all; load average at the end "
           f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})")
     print_table(rows)

@@ -4,10 +4,11 @@
   and, for numbers, the range a user may give (``min``/``max``) or a list of ``choices``;
   :func:`parse_config` builds the argparse CLI from it and rejects an out-of-range value at parse
   time (one ``error:`` line, exit status 2), so flags, docs and checks never drift apart.
-* Common groups are dataclasses to inherit from: :class:`ModelsConfig` (model list, corpus) and
-  :class:`RunConfig` (seed, batch size, device, dtypes, out); ``class Config(RunConfig, ModelsConfig)``
-  lists the models first. A subclass may override a field (e.g. its default) by declaring it
-  again; the field keeps its place.
+* Common groups are dataclasses to inherit from: :class:`ModelsConfig` (model list, corpus),
+  :class:`RunConfig` (seed, batch size, device, dtypes, device map, out; ``extract_kwargs()`` gives
+  the extraction keywords) and :class:`SampleConfig` (the sentence length bounds);
+  ``class Config(SampleConfig, RunConfig, ModelsConfig)`` lists the models first. A subclass may
+  override a field (e.g. its default) by declaring it again; the field keeps its place.
 * :func:`run_main` runs an entry point: a user error (:class:`probes.errors.ProbeError`, an
   ``OSError`` such as an unwritable ``--out``, a corrupt JSON file, a bad ``--device``) becomes one
   ``error: ...`` line on stderr and exit status 2; ``PROBES_DEBUG=1`` shows the traceback instead.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 import types
@@ -65,8 +67,8 @@ def _checked(tp, flag: str, lo, hi):
             x = tp(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{flag} expects {tp.__name__}, got {text!r}") from None
-        if tp is float and x != x:
-            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}")
+        if tp is float and not math.isfinite(x):  # nan, inf: no setting means either
+            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r} (not finite)")
         if lo is not None and x < lo:
             raise argparse.ArgumentTypeError(f"{flag} must be >= {lo}, got {text}")
         if hi is not None and x > hi:
@@ -112,12 +114,33 @@ def build_parser(cls, description: str | None = None, parser: argparse.ArgumentP
             parser.add_argument(flag, dest=f.name, action="append", default=None, metavar=f.name.upper(), **kw)
         else:
             parser.add_argument(flag, dest=f.name, default=default, metavar=f.name.upper(), **kw)
+    if not any(a.dest == "registry" for a in parser._actions):  # every CLI: the user's model names
+        parser.add_argument("--registry", dest="_registry", action="append", default=None, metavar="FILE",
+                            type=_registry_file, help="a YAML file of model entries (like checkpoints.yaml) added to "
+                            "the built-in ones, as PROBES_CHECKPOINTS=FILE does; repeat the flag for several")
     return parser
+
+
+def _registry_file(text: str) -> str:
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"--registry {text}: no such file")
+    return str(path.resolve())
+
+
+def use_registries(files: list[str] | None) -> None:
+    """Add ``--registry`` files to ``PROBES_CHECKPOINTS`` (os.pathsep-joined; read by
+    probes.checkpoints.registry, and inherited by the processes a run starts)."""
+    have = [p for p in os.environ.get("PROBES_CHECKPOINTS", "").split(os.pathsep) if p.strip()]
+    new = [f for f in files or [] if f not in have]
+    if new:
+        os.environ["PROBES_CHECKPOINTS"] = os.pathsep.join([*have, *new])
 
 
 def config_from_namespace(cls, ns: dict):
     """``cls(**ns)`` with empty list flags replaced by the field's default."""
     hints = typing.get_type_hints(cls)
+    use_registries(ns.get("_registry"))
     ns = {f.name: ns[f.name] for f in dataclasses.fields(cls)}
     for f in dataclasses.fields(cls):
         if ns[f.name] is None and _base_type(hints[f.name])[1]:
@@ -142,7 +165,8 @@ def unique(names: list[str]) -> list[str]:
 class ModelsConfig:
     """Which models and which corpus."""
 
-    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
+    model: list[str] = arg(["minilm-l6"], "a model: a name from checkpoints.yaml or a --registry file, a model "
+                                          "folder (save_pretrained, with its tokenizer), or hf:org/name")
     corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
 
 
@@ -161,6 +185,20 @@ class RunConfig:
     device_map: str = arg("none", "spread a Hugging Face model too big for one device over all of them "
                           "(needs accelerate); none: the whole model on --device",
                           choices=["none", *DEVICE_MAPS])
+
+    def extract_kwargs(self) -> dict:
+        """The extraction keywords of this run, for ``probes.extract(model, texts, **cfg.extract_kwargs())``:
+        batch_size, device, dtype, cache_dtype and device_map (None: the whole model on ``device``)."""
+        return {"batch_size": self.batch_size, "device": self.device, "dtype": self.dtype,
+                "cache_dtype": self.cache_dtype, "device_map": None if self.device_map == "none" else self.device_map}
+
+
+@dataclasses.dataclass
+class SampleConfig:
+    """Which sentences a corpus sample may draw: their length bounds in whitespace-separated words."""
+
+    min_words: int = arg(5, "shortest sentence drawn, in whitespace-separated words", min=1)
+    max_words: int = arg(60, "longest sentence drawn, in words (verse or dialogue corpora may want more)", min=1)
 
 
 # ----------------------------------------------------------------------------- checks before work

@@ -11,11 +11,14 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
 import shutil
 from pathlib import Path
+
+from probes.errors import ProbeError
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -23,8 +26,15 @@ def atomic_write(path: Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as e:  # nothing half-written stays behind, and the line names the file
+        tmp.unlink(missing_ok=True)
+        if e.errno == errno.ENOSPC:
+            raise ProbeError(f"no space left on {path.parent} to write {path.name} "
+                             f"(needs {len(data) / 2**20:.2f} MB)") from None
+        raise
 
 
 def replace_folder(src: Path, dest: Path) -> None:

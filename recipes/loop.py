@@ -31,8 +31,10 @@ recipe has written its final folder the state folder is removed.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -261,6 +263,36 @@ def state_dir(out: str | Path) -> Path:
     (hidden; ``checkpoints/.*.state/`` is git-ignored)."""
     out = Path(out)
     return out.with_name(f".{out.name}.state")
+
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # one path component, as model names (no '/', '..')
+OWN_RECORDS = {"recipes.train": "train_config.json", "recipes.train_lm": "training_config.json",
+               "recipes.train_recurrent": "training_config.json"}  # the record each recipe writes into its folder
+
+
+def check_name(name: str, flag: str = "--name") -> None:
+    """One line unless ``name`` is one safe folder name (it is joined to --out-dir: ``../x`` would escape it)."""
+    if not SAFE_NAME.fullmatch(name) or ".." in name:
+        raise ProbeError(f"{flag} {name!r}: a checkpoint name is one folder name of letters, digits, '.', '_' and "
+                         f"'-' (at most 100, no '..'), written inside the output folder")
+
+
+def check_replaceable(dest: str | Path, recipe: str) -> None:
+    """Refuse to write over ``dest`` unless it is absent, an empty folder, or a folder ``recipe`` wrote (it holds
+    that recipe's record, OWN_RECORDS): a rerun replaces its own checkpoint, never a folder of anything else."""
+    dest, record = Path(dest), OWN_RECORDS[recipe]
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise ProbeError(f"{dest} exists and is not a folder: choose another output name")
+    if not dest.is_dir() or not any(dest.iterdir()):
+        return
+    try:
+        doc = json.loads((dest / record).read_text(encoding="utf-8"))
+        own = isinstance(doc, dict) and recipe in str(doc.get("command", doc.get("recipe", "")))
+    except (OSError, ValueError):
+        own = False
+    if not own:
+        raise ProbeError(f"{dest} is not empty and was not written by {recipe} (no {record} of it): nothing "
+                         f"replaced; choose another output folder or move it away yourself")
 
 
 def warmup_cosine(warmup: int, steps: int, min_ratio: float = 0.1):

@@ -1,8 +1,5 @@
 """Masked-LM pre-training of the S-LSTM and its Transformer baselines on the same data (S-LSTM paper §7).
 
-(Over 400 lines: one recipe for five architectures, with its data, masking, schedule and the
-folder writers; an architecture is one ``Arch`` entry and two small functions.)
-
 One recipe, three architectures of the same width and depth, trained with the same tokenizer,
 data order, masking, steps, batch and optimiser, as the paper does for its fair comparison:
 
@@ -16,8 +13,9 @@ data order, masking, steps, batch and optimiser, as the paper does for its fair 
 Data: the corpus (default: the embedded one) split into sentences; complete sentences of a
 document are packed into blocks of at most ``--seq-len`` tokens including [CLS] ... [SEP]
 (fairseq's ``--sample-break-mode complete``; a longer sentence is cut into pieces), shuffled with
-the seed each epoch. Masking (BERT): 15% of the real, non-special tokens; of those 80% [MASK],
-10% a random token, 10% unchanged; the loss is the cross-entropy at the masked positions only.
+the seed each epoch (the data side lives in :mod:`recipes.mlm_data`). Masking (BERT): 15% of the real,
+non-special tokens; of those 80% [MASK], 10% a random token, 10% unchanged; the loss is the cross-entropy
+at the masked positions only.
 No next-sentence objective (as the paper, following RoBERTa). Optimiser: AdamW (betas 0.9/0.98,
 eps 1e-6, weight decay on matrices only), linear warm-up then linear decay to 0, gradient
 clipping at 1.0.
@@ -34,7 +32,9 @@ when complete: ``model.safetensors`` (weights in ``--dtype``, float16 by default
 to float32), ``config.json`` (the S-LSTM's or the Hugging Face config), the tokenizer files,
 ``train_config.json`` (the resolved config + the outcome) and ``train_log.csv`` (loss every
 ``--log-every`` steps). The Hugging Face folders load with ``AutoModel`` (registry family ``hf``),
-the S-LSTM folder with ``probes.models.slstm_encoder`` (family ``slstm``).
+the S-LSTM folder with ``probes.models.slstm_encoder`` (family ``slstm``). ``--name`` is one folder name
+(no ``/``, no ``..``); an existing ``<out-dir>/<name>/`` is replaced only when this recipe wrote it (its
+``train_config.json``): any other non-empty folder is refused before training starts.
 
     $ python -m recipes.train --arch slstm      # -> checkpoints/slstm-small/
     $ python -m recipes.train --arch bert       # -> checkpoints/bert-small/
@@ -66,9 +66,15 @@ from probes.config import arg, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import replace_folder
 from probes.models.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
-from recipes.loop import Loop, ScaleConfig, run_command, state_dir
+from recipes.loop import Loop, ScaleConfig, check_name, check_replaceable, run_command, state_dir
+from recipes.mlm_data import (
+    SPECIALS,
+    batches,
+    build_data,
+    masked_batch,
+    unigram_baselines,
+)
 
-SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -115,145 +121,6 @@ class TrainConfig(ScaleConfig):
                      choices=("float16", "bfloat16", "float32"))
     threads: int = arg(1, "torch intra-op threads (0 = torch's default); the count changes float rounding", min=0)
     progress: bool = arg(True, "show a progress bar")
-
-
-# ----------------------------------------------------------------------------- tokenizer + data
-
-
-def train_tokenizer(texts: list[str], vocab_size: int, max_length: int):
-    """A WordPiece PreTrainedTokenizerFast trained on ``texts`` (deterministic)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS), show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer)
-    # The trainer breaks ties between equally frequent merges in hash order, so the same tokens come
-    # out with run-dependent ids: renumber them canonically (specials, then words, then ##pieces).
-    rest = sorted((t for t in tok.get_vocab() if t not in SPECIALS), key=lambda t: (t.startswith("##"), t))
-    vocab = {t: i for i, t in enumerate(list(SPECIALS) + rest)}
-    tok.model = models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100)
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=max_length)
-
-
-def pack_blocks(doc_sentence_ids: list[tuple[int, list[int]]], max_tokens: int) -> list[list[int]]:
-    """Complete sentences of one document packed greedily into blocks of <= max_tokens ids (a longer
-    sentence is cut into pieces). Input: (document index, ids) in corpus order."""
-    blocks: list[list[int]] = []
-    cur: list[int] = []
-    cur_doc = None
-    for doc, ids in doc_sentence_ids:
-        if doc != cur_doc or len(cur) + len(ids) > max_tokens:
-            if cur:
-                blocks.append(cur)
-            cur, cur_doc = [], doc
-        while len(ids) > max_tokens:
-            blocks.append(ids[:max_tokens])
-            ids = ids[max_tokens:]
-        cur = cur + ids
-    if cur:
-        blocks.append(cur)
-    return [b for b in blocks if b]
-
-
-def shared_tokenizer(folder: Path, texts: list[str], cfg: TrainConfig, corpus_id: dict):
-    """The tokenizer in ``folder`` if it was trained with the same vocabulary size and (unless the
-    folder was named with ``--tokenizer``) on the same corpus; else (no folder) train one on
-    ``texts`` and save it there, so every run of the recipe shares it."""
-    from transformers import PreTrainedTokenizerFast
-
-    want = {"corpus_sha256": corpus_id["sha256"], "vocab_size": cfg.vocab_size, "kind": "wordpiece"}
-    meta_path = folder / "tokenizer_training.json"
-    if not (folder / "tokenizer.json").exists():
-        tok = train_tokenizer(texts, cfg.vocab_size, cfg.max_positions)
-        work = folder.with_name(f".{folder.name}.partial-{os.getpid()}")
-        shutil.rmtree(work, ignore_errors=True)
-        tok.save_pretrained(work)
-        (work / "tokenizer_training.json").write_text(json.dumps({**want, "corpus": corpus_id}, indent=1) + "\n")
-        try:
-            os.replace(work, folder)  # another run may have finished first: then use its tokenizer
-        except OSError:
-            shutil.rmtree(work, ignore_errors=True)
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
-        raise ProbeError(f"tokenizer folder {folder} has no readable tokenizer_training.json") from None
-    checked = [k for k in want if k != "corpus_sha256" or not cfg.tokenizer]
-    if {k: meta.get(k) for k in checked} != {k: want[k] for k in checked}:
-        raise ProbeError(f"tokenizer folder {folder} was trained with {({k: meta.get(k) for k in checked})}, "
-                         f"not {({k: want[k] for k in checked})}: pass another --tokenizer folder")
-    tok = PreTrainedTokenizerFast.from_pretrained(str(folder), local_files_only=True)
-    tok.model_max_length = cfg.max_positions
-    tok.training_corpus = meta.get("corpus", {"sha256": meta.get("corpus_sha256")})
-    return tok
-
-
-def _blocks(tokenizer, corpus, seq_len: int) -> list[list[int]]:
-    """[CLS] + packed complete sentences + [SEP] blocks of at most ``seq_len`` ids."""
-    from probes.corpus import sentences
-
-    sents = sentences(corpus)
-    enc = tokenizer([s for _, s in sents], add_special_tokens=False, verbose=False)["input_ids"] if sents else []
-    blocks = pack_blocks([(d, ids) for (d, _), ids in zip(sents, enc) if ids], seq_len - 2)
-    return [[tokenizer.cls_token_id] + b + [tokenizer.sep_token_id] for b in blocks]
-
-
-def build_data(cfg: TrainConfig):
-    """(tokenizer, training blocks, held-out blocks (empty with --split all), corpus identity)."""
-    from probes.corpus import HELD_OUT_FRACTION, corpus_split, load_corpus, sentences
-
-    full = load_corpus(None if cfg.corpus == "default" else cfg.corpus)
-    corpus = corpus_split(full, cfg.split)
-    sents = sentences(corpus)
-    if not sents:
-        raise ProbeError(f"corpus {corpus.name} has no sentences to train on")
-    folder = Path(cfg.tokenizer) if cfg.tokenizer else Path(cfg.out_dir) / f"wordpiece-{cfg.vocab_size}"
-    tokenizer = shared_tokenizer(folder, [s for _, s in sents], cfg, full.identity())
-    heldout = _blocks(tokenizer, corpus_split(full, "heldout"), cfg.seq_len) if cfg.split == "train" else []
-    ident = {**full.identity(), "split": cfg.split, "train_part": corpus.identity(),
-             "held_out_fraction": HELD_OUT_FRACTION if cfg.split == "train" else 0.0}
-    return tokenizer, _blocks(tokenizer, corpus, cfg.seq_len), heldout, ident
-
-
-def batches(blocks: list[list[int]], batch_size: int, seed: int):
-    """Endless seeded shuffled batches of block indices (one permutation per epoch)."""
-    rng = np.random.default_rng(seed)
-    while True:
-        order = rng.permutation(len(blocks))
-        for b in range(0, len(order) - batch_size + 1, batch_size):
-            yield order[b:b + batch_size]
-
-
-def collate(blocks: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    n = max(len(b) for b in blocks)
-    ids = torch.full((len(blocks), n), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(blocks), n), dtype=torch.long)
-    for r, b in enumerate(blocks):
-        ids[r, :len(b)] = torch.tensor(b)
-        mask[r, :len(b)] = 1
-    return ids, mask
-
-
-def mask_tokens(ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: list[int], mask_id: int,
-                vocab_size: int, prob: float, gen: torch.Generator):
-    """BERT masking. Returns (corrupted ids, selected (B, n) bool, targets at the selected positions)."""
-    candidates = attention_mask.bool() & ~torch.isin(ids, torch.tensor(special_ids))
-    selected = (torch.rand(ids.shape, generator=gen) < prob) & candidates
-    if not selected.any():  # at least one prediction per batch
-        first = candidates.flatten().nonzero()[0]
-        selected.view(-1)[first] = True
-    r = torch.rand(ids.shape, generator=gen)
-    random_ids = torch.randint(len(SPECIALS), vocab_size, ids.shape, generator=gen)
-    corrupted = torch.where(selected & (r < 0.8), torch.full_like(ids, mask_id), ids)
-    corrupted = torch.where(selected & (r >= 0.8) & (r < 0.9), random_ids, corrupted)
-    return corrupted, selected, ids[selected]
 
 
 # ----------------------------------------------------------------------------- architectures
@@ -377,11 +244,16 @@ def train(cfg: TrainConfig) -> Path:
         raise ProbeError(f"--dtype must be float16, bfloat16 or float32, not {cfg.dtype!r}")
     if cfg.eval_every and cfg.split != "train":
         raise ProbeError("--eval-every needs --split train (the held-out part is what it scores)")
+    if cfg.arch != "slstm" and cfg.width % cfg.heads:  # before the tokenizer and data are prepared
+        raise ProbeError(f"--width {cfg.width} is not a multiple of --heads {cfg.heads} (each head gets width / heads "
+                         f"dimensions)")
     name = cfg.name or f"{cfg.arch}-small"
+    check_name(name)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out_dir = Path(cfg.out_dir)
     dest = out_dir / name
+    check_replaceable(dest, "recipes.train")  # before training: a folder of anything else is never replaced
     work = out_dir / f".{name}.partial-{os.getpid()}"
     _remove_stale(out_dir, name)
     loop, summary = _train(cfg, state_dir(out_dir / name))
@@ -411,31 +283,6 @@ def _remove_stale(out_dir: Path, name: str) -> None:
             pass
 
 
-def unigram_baselines(blocks, heldout, specials: list[int], vocab: int) -> dict:
-    """The loss of a model that ignores context: the entropy of the training tokens' unigram
-    distribution (nats), and the held-out tokens' cross-entropy under it (add-one smoothed).
-    Special tokens are never masked, so they are left out, as in the MLM loss."""
-    def counts(bs):
-        c = np.bincount(np.concatenate([np.asarray(b) for b in bs]), minlength=vocab).astype(np.float64)
-        c[specials] = 0
-        return c
-    train = counts(blocks)
-    p = train / train.sum()
-    out = {"unigram_entropy": float(-(p[p > 0] * np.log(p[p > 0])).sum())}
-    if heldout:
-        q = (train + 1) / (train.sum() + vocab - len(specials))
-        q[specials] = 1.0
-        h = counts(heldout)
-        out["heldout_unigram_loss"] = float(-(h * np.log(q)).sum() / h.sum())
-    return out
-
-
-def _masked_batch(blocks, rows, pad_id, specials, tokenizer, vocab, prob, gen):
-    ids, mask = collate([blocks[i] for i in rows], pad_id)
-    corrupted, selected, _ = mask_tokens(ids, mask, specials, tokenizer.mask_token_id, vocab, prob, gen)
-    return ids, corrupted, mask, selected
-
-
 def _micro_loss(loop: Loop, arch: Arch, ids, corrupted, mask, selected, rows: slice, denominator: int):
     """Summed cross-entropy of one micro-batch's masked tokens / the global batch's masked tokens."""
     n = int(mask[rows].sum(1).max())  # trim the padding the other rows needed
@@ -460,7 +307,7 @@ def heldout_loss(loop: Loop, arch: Arch, blocks, cfg: TrainConfig, tokenizer, sp
     total, count = 0.0, 0
     for b in range(0, len(use), 32):
         rows = list(range(b, min(b + 32, len(use))))
-        ids, corrupted, mask, selected = _masked_batch(use, rows, tokenizer.pad_token_id, specials, tokenizer,
+        ids, corrupted, mask, selected = masked_batch(use, rows, tokenizer.pad_token_id, specials, tokenizer,
                                                        len(tokenizer), cfg.mask_prob, gen)
         m = int(selected.sum())
         total += float(_micro_loss(loop, arch, ids, corrupted, mask, selected, slice(None), 1)) if m else 0.0
@@ -496,7 +343,7 @@ def _train(cfg: TrainConfig, state_dir: Path):
     bar = tqdm(range(loop.start_step + 1, cfg.steps + 1), desc=f"train {cfg.arch}", unit="step",
                disable=not cfg.progress or not loop.is_main, initial=loop.start_step, total=cfg.steps)
     for step in bar:
-        ids, corrupted, mask, selected = _masked_batch(blocks, next(data), pad_id, specials, tokenizer, vocab,
+        ids, corrupted, mask, selected = masked_batch(blocks, next(data), pad_id, specials, tokenizer, vocab,
                                                        cfg.mask_prob, gen)
         denominator = int(selected.sum())
         local = sum(loop.backward(_micro_loss(loop, arch, ids, corrupted, mask, selected, rows, denominator))

@@ -49,7 +49,16 @@ from probes.capture.windows import check_window, plan, run_windows
 from probes.config import arg, build_parser, config_from_namespace, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
-from recipes.loop import Loop, ScaleConfig, provenance, run_command, setup_processes, state_dir, warmup_cosine
+from recipes.loop import (
+    Loop,
+    ScaleConfig,
+    check_replaceable,
+    provenance,
+    run_command,
+    setup_processes,
+    state_dir,
+    warmup_cosine,
+)
 
 EOS = "<|endoftext|>"
 
@@ -186,6 +195,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
     from tqdm.auto import tqdm
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    check_replaceable(cfg.out, "recipes.train_lm")  # never over a folder of anything else
     torch.set_num_threads(cfg.threads)
     rank, _, _ = setup_processes(cfg.device)
     t0 = time.time()
@@ -287,6 +297,8 @@ def sequence_loss(model, batch: torch.Tensor, T: int, o: int, k: int, recurrent:
 def finetune(cfg: FinetuneConfig) -> Path:
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    check_replaceable(cfg.out, "recipes.train_lm")  # never over a folder of anything else
 
     from probes.models.recurrent import RecurrenceConfig, RecurrentLM
 

@@ -71,7 +71,7 @@ from probes.capture.windows import check_window, plan
 from probes.config import arg, check_device, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
-from recipes.loop import Loop, ScaleConfig, provenance, run_command, state_dir, warmup_cosine
+from recipes.loop import Loop, ScaleConfig, check_replaceable, provenance, run_command, state_dir, warmup_cosine
 
 
 @dataclass
@@ -219,6 +219,8 @@ def build(cfg: Config):
 
 def train(cfg: Config) -> Path:
     from tqdm.auto import tqdm
+
+    check_replaceable(cfg.out_path(), "recipes.train_recurrent")  # never over a folder of anything else
 
     if cfg.baseline and cfg.mode != "full":
         raise ProbeError("--baseline needs --mode full (in frozen mode the baseline is the base model unchanged)")

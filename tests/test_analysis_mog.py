@@ -52,7 +52,7 @@ def test_planted_weights_buckets_claims_and_entropy(acts_template):
     acts = planted(acts_template, lambda n, j: 0.1 + 0.01 * n + 0.05 * j - (0.2 if j == 4 else 0.0))
     lengths = [int((~acts.special[acts.offsets[t]:acts.offsets[t + 1]]).sum()) for t in range(acts.n_texts)]
     cfg = am.Config(edges=[4, 8, 16], min_bucket=1, layer=2)
-    res = am.compute(acts, cfg)
+    res = am.compute(cfg, acts=acts)
     assert res.fusion == "weight-gate" and res.n_layers == 5
     b = am.bucket_of(np.array(lengths), cfg.edges)
     assert res.bucket_counts == np.bincount(b, minlength=4).tolist()
@@ -82,12 +82,12 @@ def test_planted_weights_buckets_claims_and_entropy(acts_template):
 
 def test_claims_fail_when_the_planted_trend_is_reversed(acts_template):
     acts = planted(acts_template, lambda n, j: 0.9 - 0.01 * n - 0.05 * j)
-    res = am.compute(acts, am.Config(edges=[4, 8, 16], min_bucket=1))
+    res = am.compute(am.Config(edges=[4, 8, 16], min_bucket=1), acts=acts)
     c = res.claims
     assert c["longer_larger_every_layer"] is False and c["longest_above_shortest_every_layer"] is False
     assert c["rises_with_layer"] is False and c["dip_at_layer_4"] is True and c["rising_layer_steps_share"] == 0
     # buckets below min_bucket are not used: the length claim is then undecided
-    res = am.compute(acts, am.Config(edges=[4, 8, 16], min_bucket=100))
+    res = am.compute(am.Config(edges=[4, 8, 16], min_bucket=100), acts=acts)
     assert res.claims["longer_larger_every_layer"] is None and res.claims["buckets_used"] == 0
 
 
@@ -97,7 +97,7 @@ def test_figures_plot_the_result_numbers(acts_template, tmp_path):
     from analyses.common import Result
     from analyses.style import model_color
 
-    res = am.compute(planted(acts_template, lambda n, j: 0.2 + 0.1 * j), am.Config(edges=[4, 8, 16], min_bucket=1))
+    res = am.compute(am.Config(edges=[4, 8, 16], min_bucket=1), acts=planted(acts_template, lambda n, j: 0.2 + 0.1 * j))
     fig = am.plot([res])
     lines = fig.axes[0].get_lines()
     used = [k for k, c in enumerate(res.bucket_counts) if c]
@@ -124,12 +124,12 @@ def test_figures_plot_the_result_numbers(acts_template, tmp_path):
 
 def test_bad_inputs(acts_template):
     with pytest.raises(ProbeError, match="edges"):
-        am.compute(acts_template, am.Config(edges=[8, 4]))
+        am.compute(am.Config(edges=[8, 4]), acts=acts_template)
     with pytest.raises(ProbeError, match="layer"):
-        am.compute(acts_template, am.Config(layer=9))
+        am.compute(am.Config(layer=9), acts=acts_template)
     bert = probes.extract("tiny-bert", TEXTS[:2], maps=True, cache_dir=None, progress=False)
     with pytest.raises(ProbeError, match="family mog"):
-        am.compute(bert)
+        am.compute(acts=bert)
     with pytest.raises(ProbeError, match="weight-gate"):
         am.plot([])
 

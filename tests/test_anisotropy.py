@@ -15,6 +15,10 @@ from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 
+def renamed(res, name: str, **changes):
+    """``res`` under another model name (its identity's), with ``changes`` to its other fields."""
+    return dataclasses.replace(res, identity=dataclasses.replace(res.identity, model_name=name), **changes)
+
 def brute_force_cosines(X):
     X = np.asarray(X, np.float64)
     Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
@@ -134,7 +138,7 @@ def planted_activations(n_texts=60, n_tok=8, d=48, seed=0) -> Activations:
 def test_compute_on_planted_activations():
     acts = planted_activations()
     cfg = an.Config(n_tokens=200, seed=0, bins=20, min_occurrences=5)
-    res = an.compute(acts, cfg)
+    res = an.compute(cfg, acts=acts)
     iso, cone = res.layers
     assert len(res.layers) == 2
     assert abs(iso["token"]["mean"]) < 0.05 and cone["token"]["mean"] > 0.6
@@ -159,20 +163,20 @@ def test_special_tokens_are_excluded_unless_kept():
 
 def test_compute_is_deterministic_and_seed_dependent():
     acts = planted_activations()
-    a = an.compute(acts, an.Config(n_tokens=100, seed=1))
-    b = an.compute(acts, an.Config(n_tokens=100, seed=1))
-    c = an.compute(acts, an.Config(n_tokens=100, seed=2))
+    a = an.compute(an.Config(n_tokens=100, seed=1), acts=acts)
+    b = an.compute(an.Config(n_tokens=100, seed=1), acts=acts)
+    c = an.compute(an.Config(n_tokens=100, seed=2), acts=acts)
     assert a.layers[0]["token"] == b.layers[0]["token"]
     assert a.layers[0]["token"]["mean"] != c.layers[0]["token"]["mean"]
 
 
 def test_layer_out_of_range_is_a_clear_error():
     with pytest.raises(ProbeError, match="out of range"):
-        an.compute(planted_activations(), an.Config(layer=5))
+        an.compute(an.Config(layer=5), acts=planted_activations())
 
 
 def test_result_json_round_trip(tmp_path):
-    res = an.compute(planted_activations(), an.Config(n_tokens=100, bins=20))
+    res = an.compute(an.Config(n_tokens=100, bins=20), acts=planted_activations())
     path, _ = write_result(tmp_path / "a", "anisotropy", "planted", res, an.table_rows(res))
     doc = json.loads(path.read_text())
     back = an.Result.from_json(doc)
@@ -196,8 +200,8 @@ def test_plot_draws_the_histograms_in_the_model_colour():
     from matplotlib.patches import StepPatch
 
     matplotlib.use("Agg")
-    res = an.compute(planted_activations(), an.Config(n_tokens=100, bins=20))
-    other = dataclasses.replace(res, model_name="again")
+    res = an.compute(an.Config(n_tokens=100, bins=20), acts=planted_activations())
+    other = renamed(res, "again")
     fig = an.plot([res, other.to_json()])  # a saved document (dict) draws too
     assert len(fig.axes) == 4
     assert fig.axes[0].get_title() == "planted (layer 1)"
@@ -216,7 +220,7 @@ def test_plot_layers_draws_the_statistics_by_depth():
     from matplotlib.colors import to_hex
 
     matplotlib.use("Agg")
-    res = an.compute(planted_activations(), an.Config(n_tokens=100))
+    res = an.compute(an.Config(n_tokens=100), acts=planted_activations())
     fig = an.plot_layers([res])
     assert len(fig.axes) == len(an.LAYER_PANELS)
     for ax, (key, _) in zip(fig.axes, an.LAYER_PANELS):
@@ -226,7 +230,7 @@ def test_plot_layers_draws_the_statistics_by_depth():
         assert to_hex(line.get_color()) == model_color("planted") and ax.get_ylabel() == an.LAYER_UNITS[key]
     assert fig.axes[0].get_xlabel() == "layer l (0 = embeddings)"
     # models of different depth share the axis in relative depth l / L
-    deep = dataclasses.replace(res, model_name="deep", layers=res.layers + res.layers)
+    deep = renamed(res, "deep", layers=res.layers + res.layers)
     fig = an.plot_layers([res, deep])
     lines = fig.axes[0].get_lines()
     np.testing.assert_allclose(lines[0].get_xdata(), [0, 1])

@@ -23,7 +23,7 @@ import probes
 import probes.capture.cache as pc
 import probes.capture.extract as pe
 import probes.capture.store as ps
-from analyses.common import SentenceConfig, result_header
+from analyses.common import SentenceConfig, activations_identity, check_reached
 from probes import ProbeError, extract
 from probes.config import check_device
 from probes.precision import FLOAT16_MAX, Float32View
@@ -169,14 +169,17 @@ def test_loaded_encoder_dtype_must_match(tiny_bert):
         run("tiny-bert", cache_dir=None, dtype="float64")
 
 
-def test_result_header_refuses_options_that_did_not_reach_the_extraction(tmp_path, tiny_bert):
+def test_the_cli_refuses_options_that_did_not_reach_the_extraction(tmp_path, tiny_bert):
     acts = run(tiny_bert, cache_dir=tmp_path)
-    head = result_header(acts, SentenceConfig())
-    assert head["activations"]["cache_dtype"] == "float16" and head["config"]["dtype"] == "float32"
+    head = activations_identity(acts, SentenceConfig())
+    assert head.activations["cache_dtype"] == "float16" and head.config["dtype"] == "float32"
+    check_reached(acts, SentenceConfig())
     with pytest.raises(ProbeError, match="--cache-dtype float32 was asked for"):
-        result_header(acts, SentenceConfig(cache_dtype="float32"))
+        check_reached(acts, SentenceConfig(cache_dtype="float32"))
     with pytest.raises(ProbeError, match="--dtype bfloat16 was asked for"):
-        result_header(acts, SentenceConfig(dtype="bfloat16"))
+        check_reached(acts, SentenceConfig(dtype="bfloat16"))
+    # compute records what the activations were made with, not a config default that did not apply
+    assert activations_identity(acts, SentenceConfig(cache_dtype="float32")).config["cache_dtype"] == "float16"
 
 
 # --------------------------------------------------------------------------- python -m probes.capture.cache

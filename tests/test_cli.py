@@ -167,7 +167,7 @@ BAD_INPUT = [
     ("probes.models.slstm_import", ["{file}", "--num-layers", "0"], "--num-layers must be >= 1"),
     ("benchmarks.bench_pairwise", ["--n", "0"], "--n must be >= 2"),
     ("analyses.probing", ["--cv-folds", "1"], "--cv-folds must be >= 2"),
-    ("analyses.probing", ["--task", "no-such-task", "--out", "{out}"], "unknown task"),
+    ("analyses.probing", ["--task", "no-such-task", "--out", "{out}"], "argument --task: invalid choice"),
     ("analyses.similarity", ["--max-units", "1"], "--max-units must be >= 4"),
     ("analyses.mog", ["--n-sentences", "0"], "--n-sentences must be >= 1"),
     ("analyses.mog_lens", ["--batch-size", "0"], "--batch-size must be >= 1"),

@@ -95,6 +95,7 @@ def test_two_processes_resume_an_interrupted_one_process_extraction(tmp_path, on
 
     import probes
     import probes.capture.extract as pe
+    import probes.checkpoints.loaders
     from analyses.data import sentence_activations
 
     monkeypatch.setattr(pe, "CHUNK_BYTES", 200000)  # as PROBES_CHUNK_BYTES in launch()
@@ -108,7 +109,7 @@ def test_two_processes_resume_an_interrupted_one_process_extraction(tmp_path, on
         return inner(*a, **k)
 
     monkeypatch.setattr(encoder, "forward", interrupted)
-    monkeypatch.setattr(probes, "load", lambda *a, **k: encoder)
+    monkeypatch.setattr(probes.checkpoints.loaders, "load", lambda *a, **k: encoder)  # what extract calls
     torch.set_num_threads(1)
     try:
         with pytest.raises(KeyboardInterrupt):

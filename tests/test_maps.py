@@ -16,7 +16,6 @@ from analyses import maps as mp
 from analyses.data import sentence_activations
 from analyses.summary import figures
 from probes.capture.activations import Activations
-from probes.errors import ProbeError
 from probes.models.slstm import GATES
 
 W = 5
@@ -111,7 +110,7 @@ def planted_activations(lengths=(6, 10), L=2, H=3) -> Activations:
 
 def test_compute_on_planted_activations_weights_every_query_row_once():
     acts = planted_activations()
-    res = mp.compute(acts, mp.Config(local_radius=0, max_offset=W, examples=2))
+    res = mp.compute(mp.Config(local_radius=0, max_offset=W, examples=2), acts=acts)
     a = res.maps["attention"]
     assert res.maps_captured == ["attention"]
     assert a["n_queries"] == 4 + 8 and a["n_texts"] == 2
@@ -119,7 +118,8 @@ def test_compute_on_planted_activations_weights_every_query_row_once():
     assert a["captured_row_sums"]["min"] == pytest.approx(1.0) and a["captured_row_sums"]["max"] == pytest.approx(1.0)
     assert res.config["keep_special"] is False
     assert all(ex["tokens"][0] != "[CLS]" for ex in res.examples)
-    kept = mp.compute(acts, mp.Config(local_radius=0, max_offset=W, examples=1, keep_special=True)).maps["attention"]
+    kept = mp.compute(mp.Config(local_radius=0, max_offset=W, examples=1, keep_special=True),
+                      acts=acts).maps["attention"]
     # per text: the [CLS] row is fully local, the other n - 1 rows half; averaged over all 16 query rows
     assert kept["local_share_overall"] == pytest.approx((1 + 5 * 0.5 + 1 + 9 * 0.5) / 16)
     assert kept["n_queries"] == 16
@@ -132,16 +132,19 @@ def test_uniform_maps_meet_the_uniform_baseline():
     flat, off = acts.maps["attention"], acts.map_offsets["attention"]
     for t, n in enumerate(np.diff(acts.offsets)):
         flat[off[t]:off[t + 1]] = 1.0 / n  # uniform over all tokens; uniform over the kept ones once renormalised
-    a = mp.compute(acts, mp.Config(local_radius=2, max_offset=W, examples=1)).maps["attention"]
+    a = mp.compute(mp.Config(local_radius=2, max_offset=W, examples=1), acts=acts).maps["attention"]
     np.testing.assert_allclose(a["local_share"], a["local_share_uniform"], atol=1e-6)
     kept = [5, 10, 28]
     expected = sum(sum((min(i + 2, q - 1) - max(i - 2, 0) + 1) / q for i in range(q)) for q in kept) / sum(kept)
     assert a["local_share_uniform"] == pytest.approx(expected)
 
 
-def test_bad_settings_are_clear_errors():
-    with pytest.raises(ProbeError, match="--local-radius"):
-        mp.compute(planted_activations(), mp.Config(local_radius=-1))
+def test_bad_settings_are_clear_errors(capsys):
+    from probes.config import parse_config
+
+    with pytest.raises(SystemExit):  # arg(min=0) checks it when the command line is parsed
+        parse_config(mp.Config, ["--local-radius", "-1"])
+    assert capsys.readouterr().err.startswith("error: argument --local-radius: --local-radius must be >= 0, got -1")
 
 
 # attention rows are read back from the float16 cache: each entry within 2^-11 of itself, so a row sum within 2^-11 of 1
@@ -244,7 +247,7 @@ def test_gate_labels_come_from_the_encoder():
 
 def test_planted_gates_give_their_per_layer_means():
     acts = planted_token_activations()
-    res = mp.compute(acts, mp.Config(examples=2, position_bins=4))
+    res = mp.compute(mp.Config(examples=2, position_bins=4), acts=acts)
     assert res.maps_captured == ["gates", "sentence_weights"]
     g = res.maps["gates"]
     assert g["token_axes"] == 1 and g["components"] == list(GATES)
@@ -263,7 +266,7 @@ def test_planted_gates_give_their_per_layer_means():
 
 def test_sentence_weights_are_renormalised_over_the_kept_tokens():
     acts = planted_token_activations()
-    s = mp.compute(acts, mp.Config(examples=2, position_bins=3)).maps["sentence_weights"]
+    s = mp.compute(mp.Config(examples=2, position_bins=3), acts=acts).maps["sentence_weights"]
     ex = {np.shape(e)[-1]: np.asarray(e) for e in s["example_maps"]}  # by kept length: 3 and 6 words
     for q in (3, 6):
         words = np.arange(1, q + 1)
@@ -280,7 +283,7 @@ def test_sentence_weights_are_renormalised_over_the_kept_tokens():
     p3, p6 = 3 * np.arange(1, 4) / 6, 6 * np.arange(1, 7) / 21
     expected = [(p3[b] + p6[2 * b] + p6[2 * b + 1]) / 3 for b in range(3)]
     np.testing.assert_allclose(np.asarray(s["position_profile"])[:, 0], [expected] * 2, atol=1e-6)
-    kept = mp.compute(acts, mp.Config(examples=1, keep_special=True)).maps["sentence_weights"]
+    kept = mp.compute(mp.Config(examples=1, keep_special=True), acts=acts).maps["sentence_weights"]
     np.testing.assert_allclose(kept["mass_on_kept_tokens"], 0.9, atol=1e-6)  # all tokens: 1 - own weight
     assert sum(kept["position_tokens"]) == 5 + 8
 
@@ -290,7 +293,7 @@ def test_uniform_sentence_weights_have_entropy_one_and_flat_profile():
     flat, off = acts.maps["sentence_weights"], acts.map_offsets["sentence_weights"]
     for t, n in enumerate(np.diff(acts.offsets)):
         flat[off[t]:off[t + 1]] = 0.9 / n
-    s = mp.compute(acts, mp.Config(examples=1)).maps["sentence_weights"]
+    s = mp.compute(mp.Config(examples=1), acts=acts).maps["sentence_weights"]
     np.testing.assert_allclose(s["normalised_entropy"], 1.0, atol=1e-6)
     np.testing.assert_allclose(s["weight_cv"], 0.0, atol=1e-5)
     np.testing.assert_allclose(s["position_profile"], 1.0, atol=1e-5)
@@ -338,7 +341,7 @@ def test_result_round_trips_through_its_json_file_byte_for_byte(tmp_path):
     from analyses.common import read_results, write_result
 
     for acts in (planted_activations(), planted_token_activations()):
-        res = mp.compute(acts, mp.Config(examples=2, max_offset=W))
+        res = mp.compute(mp.Config(examples=2, max_offset=W), acts=acts)
         name = acts.meta["model"]["name"]
         first, _ = write_result(tmp_path / "a", "maps", name, res, mp.table_rows(res))
         doc = read_results(tmp_path / "a", "maps", [name])[0]
@@ -355,7 +358,7 @@ def test_locality_figure_plots_the_result_values_in_the_model_colour():
 
     from analyses.style import model_color
 
-    res = mp.compute(planted_activations(), mp.Config(examples=1, max_offset=W))
+    res = mp.compute(mp.Config(examples=1, max_offset=W), acts=planted_activations())
     fig = mp.plot([res.to_json()])  # a saved dict is read with Result.from_json
     ax_p, ax_s = fig.axes
     a = res.maps["attention"]
@@ -368,7 +371,7 @@ def test_locality_figure_plots_the_result_values_in_the_model_colour():
     plt.close(fig)
     deep = planted_activations(L=4)
     deep.meta["model"]["name"] = "planted-deep"
-    res4 = mp.compute(deep, mp.Config(examples=1, max_offset=W))
+    res4 = mp.compute(mp.Config(examples=1, max_offset=W), acts=deep)
     fig = mp.plot([res, res4])  # depths 2 and 4 share the axis as relative depth
     ax_s = fig.axes[1]
     assert ax_s.get_xlabel().startswith("relative depth")
@@ -381,7 +384,7 @@ def test_locality_figure_plots_the_result_values_in_the_model_colour():
 def test_example_figures_show_the_stored_maps():
     import matplotlib.pyplot as plt
 
-    res = mp.compute(planted_activations(), mp.Config(examples=2, max_offset=W))
+    res = mp.compute(mp.Config(examples=2, max_offset=W), acts=planted_activations())
     fig = mp.plot_examples(res)
     images = [im.get_array() for ax in fig.axes for im in ax.get_images()]
     a = res.maps["attention"]
@@ -389,7 +392,7 @@ def test_example_figures_show_the_stored_maps():
         np.testing.assert_allclose(got, want)
     np.testing.assert_allclose(images[2:], np.reshape(a["grid"], (-1, *np.shape(a["grid"])[2:])))  # L x K grid
     plt.close(fig)
-    tok = mp.compute(planted_token_activations(), mp.Config(examples=1))
+    tok = mp.compute(mp.Config(examples=1), acts=planted_token_activations())
     fig = mp.plot_examples(tok)  # no token-pair map: the per-token heatmaps
     images = [im.get_array() for ax in fig.axes for im in ax.get_images()]
     for got, name in zip(images, ("gates", "sentence_weights")):

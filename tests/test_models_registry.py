@@ -49,7 +49,7 @@ def absent_registry(tmp_path, monkeypatch):
         "  special_tokens: true\n",
         encoding="utf-8",
     )
-    monkeypatch.setenv("PROBES_CHECKPOINTS", str(tmp_path / "checkpoints.yaml"))
+    monkeypatch.setenv("PROBES_BUILTIN_CHECKPOINTS", str(tmp_path / "checkpoints.yaml"))
     return missing
 
 

@@ -105,7 +105,7 @@ def test_lens_statistics_pool_rows_and_add_to_one(tmp_path):
     big(enc.model, seed=2)
     texts = TEXTS + ["One two three.", "Four five six seven eight nine ten eleven twelve thirteen fourteen."]
     acts = probes.extract(enc, texts, maps=True, cache_dir=None, progress=False)
-    res = ml.compute(acts, ml.Config(edges=[8, 14]))
+    res = ml.compute(ml.Config(edges=[8, 14]), acts=acts)
     assert res.bucket_labels == ["all", "<8", "8-13", ">=14"] and res.bucket_counts[0] == 4
     assert sum(res.bucket_counts[1:]) == 4
     for b, rows in enumerate(res.share):
@@ -123,7 +123,7 @@ def test_lens_statistics_pool_rows_and_add_to_one(tmp_path):
         for m, x in (("mog_lens_cov", c), ("mog_lens_var", v)):
             a, b = acts.map_offsets[m][t:t + 2]
             acts.maps[m][a:b] = x.ravel()
-    res = ml.compute(acts, ml.Config(edges=[8, 14]))
+    res = ml.compute(ml.Config(edges=[8, 14]), acts=acts)
     np.testing.assert_allclose(res.share[0], [[0.25, 0.5, 0, 0.25, 0, 0]] * 2, atol=1e-6)
     doc = json.loads(json.dumps(res.to_json(), allow_nan=False))
     fig = ml.plot([ml.Result.from_json(doc)])
@@ -136,4 +136,4 @@ def test_lens_statistics_pool_rows_and_add_to_one(tmp_path):
     assert isinstance(res, Result) and ml.Result.from_json(doc).to_json() == doc  # JSON round trip
     assert len(ml.table_rows(res)) == 4 * 2 * K
     with pytest.raises(probes.ProbeError, match="mog-lens"):
-        ml.compute(probes.extract("tiny-bert", TEXTS, maps=True, cache_dir=None, progress=False))
+        ml.compute(acts=probes.extract("tiny-bert", TEXTS, maps=True, cache_dir=None, progress=False))

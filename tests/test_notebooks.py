@@ -55,6 +55,10 @@ jsd = np.concatenate([result.jsd_a, result.jsd_b])
 assert result.statistics["n_contexts"] == len(records) == N and ((0 <= jsd) & (jsd <= 1)).all()
 assert np.isclose(result.statistics["mean_jsd_a"], np.mean(result.jsd_a))
 """,
+    "own-model": """
+assert aniso.model_name == trans.model_name == "my-model" and len(aniso.layers) == acts.n_layers + 1
+assert acts.meta["model"]["fingerprint"]["object"].endswith("BertModel") and len(fig.axes) == 4
+""",
     "transitions": """
 assert len(result.layers) == acts.n_layers == result.n_layers
 assert all(r["token"]["distance_mean"] >= 0 and r["sentence"]["distance_mean"] >= 0 for r in result.layers)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from analyses import perplexity as pp
+from analyses.common import Identity
 from probes.capture.windows import windowed_nll
 from probes.models.lm import load_lm, non_embedding_parameters
 
@@ -49,7 +50,7 @@ def test_compute_word_and_token_perplexity(models, tmp_path):
     text.write_text("\n\n".join(f"Paragraph {i} of the small test book, with a few words in it." for i in range(6)))
     lm = models["recurrent"]
     cfg = pp.Config(model=[lm.name], window=16, overlap=[0, 4], corpus=str(text), split="all")
-    res = pp.compute(lm, cfg)
+    res = pp.compute(cfg, lm=lm)
     ids = lm.encode(text.read_text())
     for row in res.rows:
         nll = windowed_nll(lm, ids, 16, row["overlap"])["nll"]
@@ -88,8 +89,9 @@ def planted_result(name, overlaps=(0, 8, 16), base=50.0):
     rows = [{"model": name, "recurrent": False, "window": 32, "overlap": o, "token_perplexity": base + o,
              "word_perplexity": 2 * base + o, "nll_per_token": 1.0, "scored_tokens": 100, "words": 80,
              "windows": 4, "tokens_processed": 120, "flops_per_token": 1e6 * (1 + o / 32)} for o in overlaps]
-    return pp.Result(model_name=name, config={}, model={"name": name}, corpus={}, non_embedding_parameters=10,
-                     overlap_matches_training=None, definitions={}, rows=rows[::-1])  # unsorted on purpose
+    return pp.Result(identity=Identity(model_name=name, config={}, model={"name": name}, corpus={}),
+                     non_embedding_parameters=10, overlap_matches_training=None, definitions={},
+                     rows=rows[::-1])  # unsorted on purpose
 
 
 def test_figures_plot_the_result_values_in_each_models_colour():

@@ -352,7 +352,7 @@ GOOD_ENTRY = """\
 def write_registry(tmp_path, monkeypatch, text: str) -> Path:
     path = tmp_path / "checkpoints.yaml"
     path.write_text(text, encoding="utf-8")
-    monkeypatch.setenv("PROBES_CHECKPOINTS", str(path))
+    monkeypatch.setenv("PROBES_BUILTIN_CHECKPOINTS", str(path))
     return path
 
 

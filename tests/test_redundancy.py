@@ -25,6 +25,11 @@ SIGMA2 = np.array([50.0, 20.0, 10.0, 8.0, 6.0, 4.0, 2.0])
 WANT = [5, 5, 5, 6, 6]  # p = 0.90 0.92 0.94 0.96 0.98
 
 
+
+def renamed(res, name: str, **changes):
+    """``res`` under another model name (its identity's), with ``changes`` to its other fields."""
+    return dataclasses.replace(res, identity=dataclasses.replace(res.identity, model_name=name), **changes)
+
 def orthonormal(n, r, rng, orthogonal_to_ones=False):
     A = rng.normal(size=(n, r))
     if orthogonal_to_ones:
@@ -143,14 +148,14 @@ def test_compute_table_and_plots_on_planted_windows():
 
     matplotlib.use("Agg")
     short, long = window_activations(n=10, rank=2), window_activations(n=14, rank=3, seed=1)
-    res = rd.compute([short, long], rd.Config(layer=-1, center=False))
+    res = rd.compute(rd.Config(layer=-1, center=False), acts=[short, long])
     assert [w["window"] for w in res.windows] == [10, 14]
     assert res.layer == 2 and res.definitions["centring"].startswith("none")
     assert res.windows[1]["max_components"] == 14
     rows = rd.table_rows(res)
     assert len(rows) == 10 and rows[0]["window"] == 10 and rows[0]["threshold"] == 0.9
     assert all(r["k_max"] <= (2 if r["window"] == 10 else 3) for r in rows)
-    other = dataclasses.replace(res, model_name="other", windows=res.windows[:1])
+    other = renamed(res, "other", windows=res.windows[:1])
     table = rd.markdown_table([res, other.to_json()])  # a saved document (dict) works too
     assert "| n=10 | planted |" in table and "|  | other |" in table and "| n=14 | planted |" in table
     assert "| 90% | 92% | 94% | 96% | 98% |" in table and " ± " in table
@@ -168,11 +173,11 @@ def test_compute_table_and_plots_on_planted_windows():
     np.testing.assert_allclose(line.get_ydata(), res.windows[1]["mean_cumulative_variance"])
     np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 15))
     with pytest.raises(ProbeError, match="out of range"):
-        rd.compute(short, rd.Config(layer=3))
+        rd.compute(rd.Config(layer=3), acts=short)
 
 
 def test_result_json_round_trip(tmp_path):
-    res = rd.compute([window_activations(n=10, rank=2)], rd.Config())
+    res = rd.compute(rd.Config(), acts=[window_activations(n=10, rank=2)])
     path, _ = write_result(tmp_path / "a", "redundancy", "planted", res, rd.table_rows(res))
     doc = json.loads(path.read_text())
     back = rd.Result.from_json(doc)

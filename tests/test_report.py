@@ -130,7 +130,7 @@ def _mog_registry(tmp_path, monkeypatch, records: dict[str, dict]):
         lines.append(f"{name}:\n  family: mog\n  kind: encoder\n  source: {{path: {folder}}}\n  sentence: cls\n")
     lines.append("mog-absent:\n  family: mog\n  kind: encoder\n  source: {path: nowhere}\n  sentence: cls\n")
     (tmp_path / "reg.yaml").write_text("".join(lines))
-    monkeypatch.setenv("PROBES_CHECKPOINTS", str(tmp_path / "reg.yaml"))
+    monkeypatch.setenv("PROBES_BUILTIN_CHECKPOINTS", str(tmp_path / "reg.yaml"))
 
 
 def _record(fusion, held, steps=300, last=6.0, half_dim=False):

@@ -77,7 +77,10 @@ def test_cli_writes_results_and_figures(tmp_path, tiny_slstm_registry, capsys):
 
 def test_bad_reference_is_an_error():
     with pytest.raises(ProbeError, match="--reference"):
-        speed.compute(speed.Config(model=["slstm", "bert"], reference="gpt2", lengths=[8], width=8, layers=1))
+        speed.check_config(speed.Config(model=["slstm", "bert"], reference="gpt2", lengths=[8], width=8, layers=1))
+    cfg = speed.Config(model=["slstm", "bert"], reference="gpt2", lengths=[8], width=8, layers=1)
+    with pytest.raises(ProbeError, match="--reference"):
+        speed.compute(cfg, **speed.load_inputs(("slstm", "bert"), cfg))
 
 
 def fake_timings(monkeypatch):
@@ -96,7 +99,7 @@ def fake_timings(monkeypatch):
     monkeypatch.setattr(speed, "machine", lambda: {"platform": "fake"})
     cfg = speed.Config(model=["slstm", "bert"], lengths=[8, 16, 32, 64], repeats=3, width=8, layers=1, heads=2,
                        intermediate=16, vocab_size=50, fit_min_length=8)
-    return speed.compute(cfg, progress=False)
+    return speed.compute(cfg, **speed.load_inputs(tuple(cfg.model), cfg), progress=False)
 
 
 def test_result_json_round_trip(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from analyses import topics as tp
+from analyses.common import Identity
 from probes.capture.windows import greedy_windowed, scoring_context_start
 from probes.models.lm import load_lm
 
@@ -156,9 +157,9 @@ def test_cli_end_to_end_on_tiny_models(tmp_path):
 def planted_result(a="gpt2-small-recurrent", b="gpt2-small-base"):
     jsd_a, jsd_b = [0.1, 0.2, 0.3, 0.6], [0.2, 0.2, 0.5, 0.4]
     stats = tp.paired_statistics(np.asarray(jsd_a), np.asarray(jsd_b))
-    return tp.Result(model_name=f"{a}-vs-{b}", config={}, model_a={"name": a}, model_b={"name": b}, corpus={},
-                     definitions={}, statistics=stats, topics_top_words=[["w"]], jsd_a=jsd_a, jsd_b=jsd_b,
-                     jsd_reference=[0.0] * 4)
+    identity = Identity(model_name=f"{a}-vs-{b}", config={}, model={"a": {"name": a}, "b": {"name": b}}, corpus={})
+    return tp.Result(identity=identity, definitions={}, statistics=stats, topics_top_words=[["w"]], jsd_a=jsd_a,
+                     jsd_b=jsd_b, jsd_reference=[0.0] * 4)
 
 
 def test_figures_plot_the_paired_jsds_in_the_models_colours():

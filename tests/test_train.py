@@ -17,7 +17,8 @@ from safetensors.torch import load_file
 import probes
 from probes.corpus import DEFAULT_CORPUS_DIR
 from probes.errors import ProbeError
-from recipes.train import TrainConfig, main, pack_blocks, train
+from recipes.mlm_data import pack_blocks
+from recipes.train import TrainConfig, main, train
 
 TEXTS = ["Emma was handsome, clever, and rich.", "The whale swam on through the grey sea."]
 

@@ -153,7 +153,7 @@ def test_a_module_only_entry_runs_on_its_base_and_refuses_changed_weights(corpus
     plain = load_lm("tiny-llama")
     plain.base.save_pretrained(tmp_path / "base")
     plain.tokenizer.save_pretrained(tmp_path / "base")
-    monkeypatch.setenv("PROBES_CHECKPOINTS", str(registry))
+    monkeypatch.setenv("PROBES_BUILTIN_CHECKPOINTS", str(registry))
     # the module was trained on tiny-llama's weights; the folder's base has them, but its fingerprint
     # differs from the random entry's, so the recorded one is rewritten to the base folder's
     from probes.checkpoints.names import get_spec

@@ -21,6 +21,11 @@ from probes.errors import ProbeError
 REPO = Path(__file__).resolve().parent.parent
 
 
+
+def renamed(res, name: str, **changes):
+    """``res`` under another model name (its identity's), with ``changes`` to its other fields."""
+    return dataclasses.replace(res, identity=dataclasses.replace(res.identity, model_name=name), **changes)
+
 def stepped(n=5, d=4, L=3, seed=0):
     """hidden[l] = hidden[l-1] + l * u for a unit vector u: layer l moves every token by exactly l."""
     rng = np.random.default_rng(seed)
@@ -89,7 +94,7 @@ def planted_activations(lengths=(2, 4, 3), d=6, L=3, seed=0) -> Activations:
 @pytest.mark.parametrize("block", [tr.BLOCK_TOKENS, 1, 4])
 def test_compute_averages_per_text_then_over_texts_without_special_tokens(monkeypatch, block):
     monkeypatch.setattr(tr, "BLOCK_TOKENS", block)  # blocks that split texts must not change anything
-    res = tr.compute(planted_activations(), tr.Config())
+    res = tr.compute(tr.Config(), acts=planted_activations())
     assert [row["layer"] for row in res.layers] == [1, 2, 3]
     for row in res.layers:
         lyr = row["layer"]
@@ -106,13 +111,13 @@ def test_compute_averages_per_text_then_over_texts_without_special_tokens(monkey
 
 
 def test_keep_special_counts_the_special_tokens():
-    res = tr.compute(planted_activations(), tr.Config(keep_special=True))
+    res = tr.compute(tr.Config(keep_special=True), acts=planted_activations())
     assert res.layers[0]["token"]["distance_mean"] > 20  # the special tokens' jumps of 100 now count
     assert res.definitions["special_tokens"] == "kept"
 
 
 def test_result_json_round_trip(tmp_path):
-    res = tr.compute(planted_activations(), tr.Config())
+    res = tr.compute(tr.Config(), acts=planted_activations())
     path, _ = write_result(tmp_path / "a", "transitions", "planted", res, tr.table_rows(res))
     doc = json.loads(path.read_text())
     back = tr.Result.from_json(doc)
@@ -132,8 +137,8 @@ def test_plot_draws_the_result_values_in_the_model_colours():
     from matplotlib.colors import to_hex
 
     matplotlib.use("Agg")
-    res = tr.compute(planted_activations(), tr.Config())
-    fig = tr.plot([res, dataclasses.replace(res, model_name="again").to_json()])  # a saved dict draws too
+    res = tr.compute(tr.Config(), acts=planted_activations())
+    fig = tr.plot([res, renamed(res, "again").to_json()])  # a saved dict draws too
     assert [ax.get_title() for ax in fig.axes] == ["token representations", "sentence representations"]
     assert fig.axes[0].get_xlabel().startswith("layer l")
     for ax, level in zip(fig.axes, ("token", "sentence")):
@@ -142,7 +147,7 @@ def test_plot_draws_the_result_values_in_the_model_colours():
         np.testing.assert_allclose(first.get_ydata(), [row[level]["distance_mean"] for row in res.layers])
         assert to_hex(first.get_color()) == model_color("planted")
         assert to_hex(second.get_color()) == model_color("again")
-    shallow = dataclasses.replace(res, model_name="shallow", n_layers=2, layers=res.layers[:2])
+    shallow = renamed(res, "shallow", n_layers=2, layers=res.layers[:2])
     fig = tr.plot_cosines([res, shallow])  # different depths: relative depth, and the label says so
     assert fig.axes[0].get_xlabel() == "relative depth l / L"
     deep, short = fig.axes[1].get_lines()

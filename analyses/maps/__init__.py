@@ -36,9 +36,9 @@ from __future__ import annotations
 import numpy as np
 from tqdm.auto import tqdm
 
+from analyses import style
 from analyses.common import (
-    parse_config,
-    result_header,
+    activations_identity,
     run_main,
     save_figure,
 )
@@ -63,7 +63,7 @@ from analyses.maps.gates import (
     summarise_token_map,
     token_rows,
 )
-from analyses.style import model_color, use_theme
+from analyses.style import model_color
 from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
@@ -188,18 +188,17 @@ def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]
     }
 
 
-def check_config(cfg: Config) -> None:
-    """Bad settings fail before any model runs."""
-    if cfg.local_radius < 0 or cfg.max_offset < 0 or cfg.examples < 1 or cfg.example_max_tokens < 1:
-        raise ProbeError("--local-radius and --max-offset must be >= 0, --examples and --example-max-tokens >= 1")
-    if cfg.position_bins < 1:
-        raise ProbeError("--position-bins must be >= 1")
+def load_inputs(model, cfg: Config) -> dict:
+    """``{"acts": ...}``: the cached activations of the seeded sentence sample with their maps; maps only:
+    the cache entry keeps no token states (a third of the bytes or less)."""
+    from analyses.data import load_sentence_inputs
+
+    return load_sentence_inputs(model, cfg, maps=True, layers=())
 
 
-def compute(acts: Activations, cfg: Config | None = None) -> Result:
+def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """Example maps and the corpus locality summary of every map in ``acts``."""
     cfg = cfg or Config()
-    check_config(cfg)
     names = map_names(acts)
     examples = choose_examples(acts, cfg)
     if not examples:
@@ -244,7 +243,7 @@ def compute(acts: Activations, cfg: Config | None = None) -> Result:
         keep = text_keep(acts, t, cfg.keep_special)
         ex.append({"text_index": t, "text": acts.texts[t], "tokens": [s for s, k in zip(acts.tokens[t], keep) if k]})
     return Result(
-        **result_header(acts, cfg),
+        identity=activations_identity(acts, cfg),
         definitions={
             "maps": "per sentence (L, K, n, n): [layer, head, query i, key j]; rows are distributions over keys "
                     "(maps with one token axis: see per_token_maps)",
@@ -306,22 +305,18 @@ def _summaries(results: list[Result]):
             yield res.model_name, ls, m, f"{res.model_name} ({kind})"
 
 
-def plot(results: list[Result], ax=None):
+@style.themed
+def plot(results: list[Result], fig=None):
     """Locality: (a) offset profile averaged over layers, (b) local share by layer (heads as dots),
     one line per model and map kind; (c) gate shares by layer when a model has gate maps (the S-LSTM,
     which has no attention). Each model has its colour (analyses.style.model_color); models of
-    different depth share the by-layer axis as relative depth. Returns the figure."""
-    axes = ax  # None, one Axes, or an array of Axes (one per panel)
-    import matplotlib.pyplot as plt
-
-    use_theme()
+    different depth share the by-layer axis as relative depth. ``fig``: a Figure or SubFigure to draw
+    into (default: a new figure). Returns the figure."""
     results = [Result.from_json(r) for r in results]
     pair, gates = list(_summaries(results)), gate_maps(results)
-    if axes is None:
-        n = (2 if pair or not gates else 0) + (1 if gates else 0)
-        fig, axes = plt.subplots(1, n, figsize=(5 * n, 3.4), constrained_layout=True, squeeze=False)
-    axes = list(np.ravel(axes))
-    fig = axes[0].figure
+    n = (2 if pair or not gates else 0) + (1 if gates else 0)
+    fig = style.new_figure(fig, (5 * n, 3.4))
+    axes = list(np.ravel(fig.subplots(1, n, squeeze=False)))
     if gates:
         plot_gate_shares(axes[-1], gates)
         axes = axes[:-1]
@@ -330,7 +325,41 @@ def plot(results: list[Result], ax=None):
     return fig
 
 
+@style.themed
+def plot_result(result: Result, ax=None):
+    """``Result.plot``: one model's local share by layer (or, without token-pair maps, its gate
+    shares) on one Axes (a new figure when None). Returns the Axes."""
+    result = Result.from_json(result)
+    ax = style.one_axes(ax, (4.4, 3.2))
+    if not list(_summaries([result])) and gate_maps([result]):
+        plot_gate_shares(ax, gate_maps([result]))
+    else:
+        _plot_shares(ax, [result])
+    return ax
+
+
 def _plot_locality(ax_p, ax_s, results: list[Result]) -> None:
+    """The offset profile on ``ax_p`` and the local share by layer on ``ax_s``."""
+    summaries = list(_summaries(results))
+    for model, ls, m, label in summaries:
+        ax_p.plot(m["offsets"], m["offset_profile_overall"], color=model_color(model), ls=ls, marker="o", ms=2.5,
+                  lw=1.2, label=label)
+    ax_p.set_xlabel("offset i - j (tokens; query i, key j; > 0: key before query)", fontsize=8)
+    ax_p.set_ylabel("mass per query row (share of 1)", fontsize=8)
+    ax_p.set_title("attention mass by relative offset (mean over layers)", fontsize=9)
+    ax_p.set_ylim(bottom=0)
+    ax_p.axvline(0, color="0.5", lw=0.6, ls=":")
+    ax_p.tick_params(labelsize=7)
+    ax_p.grid(alpha=0.25, lw=0.5)
+    without = [res.model_name for res in results if not any(is_pair_map(m) for m in res.maps.values())]
+    if without:
+        ax_p.text(0.98, 0.97, "no attention or kernel maps: " + ", ".join(without), transform=ax_p.transAxes,
+                  ha="right", va="top", fontsize=6.5, color="0.35")
+    _plot_shares(ax_s, results)
+
+
+def _plot_shares(ax_s, results: list[Result]) -> None:
+    """Local share by layer (line: mean over heads; dots: heads), one line per model and map kind."""
     import matplotlib.pyplot as plt
 
     summaries = list(_summaries(results))
@@ -338,8 +367,6 @@ def _plot_locality(ax_p, ax_s, results: list[Result]) -> None:
     baselines = {}
     for model, ls, m, label in summaries:
         color = model_color(model)
-        ax_p.plot(m["offsets"], m["offset_profile_overall"], color=color, ls=ls, marker="o", ms=2.5, lw=1.2,
-                  label=label)
         share = np.asarray(m["local_share"])  # (L, K)
         layers = layer_x(len(share))
         ax_s.plot(layers, share.mean(1), color=color, ls=ls, marker="o", ms=4, lw=1.4, label=label)
@@ -350,11 +377,6 @@ def _plot_locality(ax_p, ax_s, results: list[Result]) -> None:
             baselines[model] = ax_s.axhline(m["local_share_uniform"], color=color, ls=":", lw=0.9,
                                             label="uniform maps, same sentences" if not baselines else None)
     cfg = results[0].config
-    ax_p.set_xlabel("offset i - j (tokens; query i, key j; > 0: key before query)", fontsize=8)
-    ax_p.set_ylabel("mass per query row (share of 1)", fontsize=8)
-    ax_p.set_title("attention mass by relative offset (mean over layers)", fontsize=9)
-    ax_p.set_ylim(bottom=0)
-    ax_p.axvline(0, color="0.5", lw=0.6, ls=":")
     ax_s.set_xlabel(xlabel, fontsize=8)
     ax_s.set_ylabel(f"share of mass within |i - j| <= {cfg['local_radius']} tokens", fontsize=8)
     ax_s.set_title("local share by layer (line: mean over heads; dots: heads)", fontsize=9)
@@ -365,25 +387,20 @@ def _plot_locality(ax_p, ax_s, results: list[Result]) -> None:
         ax_s.set_xlim(0.5, n_layers + 0.5)
     else:
         ax_s.set_xlim(0, 1.05)
-    for ax in (ax_p, ax_s):
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.25, lw=0.5)
+    ax_s.tick_params(labelsize=7)
+    ax_s.grid(alpha=0.25, lw=0.5)
     policy = "special tokens kept" if cfg["keep_special"] else "[CLS]/[SEP] dropped, rows renormalised"
-    without = [res.model_name for res in results if not any(is_pair_map(m) for m in res.maps.values())]
-    if without:
-        ax_p.text(0.98, 0.97, "no attention or kernel maps: " + ", ".join(without), transform=ax_p.transAxes,
-                  ha="right", va="top", fontsize=6.5, color="0.35")
     if ax_s.get_legend_handles_labels()[0]:
         ax_s.legend(fontsize=7, loc="best", title=policy, title_fontsize=7)
 
 
+@style.themed
 def plot_examples(result: Result, fig=None):
     """One model: Fig. 2-style maps of the example sentences (averaged over heads and layers; one row
-    per map kind) above the layer x head grid of the first example. Returns the figure."""
-    import matplotlib.pyplot as plt
+    per map kind) above the layer x head grid of the first example. ``fig``: a Figure or SubFigure to
+    draw into (default: a new figure). Returns the figure."""
     from matplotlib.colors import PowerNorm
 
-    use_theme()
     result = Result.from_json(result)
     kinds = [(n, m) for n, m in result.maps.items() if is_pair_map(m)]
     if not kinds:
@@ -396,8 +413,7 @@ def plot_examples(result: Result, fig=None):
     grid_w = sum(heads) * cell + 1.0 * R
     width = max(3.4 * E + 0.8, grid_w, 6.0)
     top_h, grid_h = 4.1 * R + 0.3, L * cell + 0.9
-    if fig is None:
-        fig = plt.figure(figsize=(width, top_h + grid_h), layout="constrained")
+    fig = style.new_figure(fig, (width, top_h + grid_h))
     top, bottom = fig.subfigures(2, 1, height_ratios=[top_h, grid_h], hspace=0.04)
     policy = "special tokens kept" if result.config["keep_special"] else "[CLS]/[SEP] dropped, rows renormalised"
     top.suptitle(f"{result.model_name}: maps averaged over heads and layers ({policy})", fontsize=10)
@@ -470,12 +486,11 @@ def figures(results: list[Result], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.data import run_sentence_analysis
+    import sys
 
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    check_config(cfg)
-    # maps only: the cache entry keeps no token states (a third of the bytes or less)
-    run_sentence_analysis("maps", cfg, compute, table_rows, figures, maps=True, layers=())
+    from analyses.data import run_analysis
+
+    run_analysis("maps", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ class Config(SentenceConfig):
 
 
 @dataclass
-class Result(common.ActivationsResult):
+class Result(common.AnalysisResult):
     """One model's maps: the saved document's keys, in order (prose only in ``definitions``).
 
     ``maps`` holds one summary per map kind, told apart by its ``token_axes`` value: 2 (token pairs:
@@ -90,3 +90,11 @@ class Result(common.ActivationsResult):
     maps_captured: list[str]  # map kinds, "attention" first
     examples: list[dict]  # per example sentence: text_index, text, kept tokens
     maps: dict[str, dict]  # map kind -> summary
+
+    def plot(self, ax=None):
+        """The headline panel on one Axes (a new figure when None): the local share by layer of each
+        token-pair map (attention, kernels); for a model without them (the S-LSTM), its gate shares by
+        layer. Returns the Axes."""
+        from analyses.maps import plot_result
+
+        return plot_result(self, ax)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analyses import style
 from analyses.maps.common import (
     GRID_DECIMALS,
     MAP_TITLES,
@@ -34,7 +35,6 @@ from analyses.maps.common import (
     text_keep,
     text_map,
 )
-from analyses.style import use_theme
 from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
@@ -230,6 +230,7 @@ def plot_gate_shares(ax, gates) -> None:
     ax.grid(alpha=0.25, lw=0.5)
 
 
+@style.themed
 def plot_token_maps(result: Result, fig=None, example: int = 0):
     """One model's per-token maps (S-LSTM) for one example sentence: a (layer x component) x token
     heatmap per map kind, coloured around the uniform value (white), and, for weights over tokens, the
@@ -237,8 +238,6 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
     import matplotlib.pyplot as plt
     from matplotlib.colors import TwoSlopeNorm
 
-
-    use_theme()
     if isinstance(result, dict):  # a saved document
         result = Result.from_json(result)
     kinds = [(n, m) for n, m in result.maps.items() if is_token_map(m)]
@@ -251,8 +250,7 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
     cell = 0.2
     heights = [r * cell + 0.45 for r in rows] + ([1.9] if weights else [])
     width = max(n * 0.3 + 2.6, 6.5)
-    if fig is None:
-        fig = plt.figure(figsize=(width, sum(heights) + 0.6), layout="constrained")
+    fig = style.new_figure(fig, (width, sum(heights) + 0.6))
     gs = fig.add_gridspec(len(heights), 1, height_ratios=heights)
     policy = "special tokens kept" if result.config["keep_special"] else "special tokens dropped"
     fig.suptitle(f"{result.model_name}: per-token maps of sentence {ex['text_index']} ({policy})\n"

@@ -39,14 +39,14 @@ out/figures/probing-selectivity.{png,pdf} (selectivity of the token-level tasks)
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from analyses import common, style
-from analyses.common import arg, parse_config, read_results, result_header, run_main, save_drawings
+from analyses.common import SentenceConfig, activations_identity, arg, run_main, save_drawings
 from analyses.probing import tasks as pt
 from probes.capture.activations import Activations
 from probes.errors import ProbeError
@@ -55,14 +55,11 @@ LEVEL = 0.95  # interval coverage
 
 
 @dataclass
-class Config:
-    """Linear probes with control tasks, per layer, on sentence and token vectors."""
+class Config(SentenceConfig):
+    """Linear probes with control tasks, per layer, on sentence and token vectors (--seed: every random
+    choice, the sample, labels, splits and bootstrap)."""
 
-    model: list[str] = arg(["minilm-l6"], "checkpoint names from checkpoints.yaml")
-    task: list[str] = arg(list(pt.TASKS), f"tasks to probe, from: {', '.join(pt.TASKS)}")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    n_sentences: int = arg(5000, "random sentences (the same sample and cache as the other sentence analyses)", min=1)
-    seed: int = arg(0, "seed for every random choice (sample, labels, splits, bootstrap)", min=0, max=2**32 - 1)
+    task: list[str] = arg(list(pt.TASKS), f"tasks to probe, from: {', '.join(pt.TASKS)}", choices=pt.TASKS)
     max_items: int = arg(2000, "at most this many items per task (seeded subsample); bounds the probe's cost", min=10)
     test_size: float = arg(0.25, "share of items (sentences, for token tasks) held out for the test split",
                            min=0.05, max=0.95)
@@ -79,9 +76,8 @@ class Config:
     word_content_skip: int = arg(100, "word_content: skip this many most frequent words before the vocabulary", min=0)
     position_bins: int = arg(5, "position classes (relative position bins)", min=2)
     identity_types: int = arg(30, "token_identity: the N most frequent word types", min=2)
-    batch_size: int = arg(32, "texts per forward pass", min=1)
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
+    min_test_items: int = arg(50, "a task with fewer test items is marked small in its result and figure "
+                                  "(its accuracy is too noisy to read)", min=1)
 
 
 # ----------------------------------------------------------------------------- one probe
@@ -109,26 +105,21 @@ def _cv_splits(labels: np.ndarray, groups: np.ndarray, folds: int, seed: int) ->
 
 
 def fit_probe(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, groups: np.ndarray,
-              cfg: Config) -> dict:
+              cfg: Config, control: np.ndarray | None = None) -> dict | tuple[dict, dict]:
     """Fit a standardised L2 logistic probe on X[train] (C by CV on the training split only) and
-    predict X[test]. X (n, d); y, groups (n,). Returns predictions and capacity."""
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegressionCV
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+    predict X[test]. X (n, d); y, groups (n,). Returns predictions and capacity; with ``control``
+    (n,) control labels, also the control probe's (same split and folds, fitted in the same batch:
+    :func:`analyses.probing.fit.fit_probes`)."""
+    from analyses.probing.fit import fit_probes
 
     if len(np.unique(y[train])) < 2:
         raise ProbeError("the training split has a single class; use more sentences")
     cv = _cv_splits(y[train], groups[train], cfg.cv_folds, cfg.seed)
-    lr = LogisticRegressionCV(Cs=list(cfg.cs), l1_ratios=(0.0,), cv=cv, solver="lbfgs", max_iter=cfg.max_iter,
-                              tol=cfg.tol, scoring="accuracy", use_legacy_attributes=False)  # l1_ratio 0: L2
-    probe = make_pipeline(StandardScaler(), lr)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # a capped lbfgs still gives a valid probe
-        probe.fit(np.asarray(X[train], np.float64), y[train])
-    lr = probe[-1]
-    return {"pred": probe.predict(np.asarray(X[test], np.float64)), "C": float(np.ravel(lr.C_)[0]),
-            "n_params": int(lr.coef_.size + lr.intercept_.size)}
+    X = np.asarray(X)
+    labellings = [y[train]] + ([] if control is None else [np.asarray(control)[train]])
+    fits = [{"pred": f.pred, "C": f.C, "n_params": f.n_params}
+            for f in fit_probes(X[train], labellings, cv, list(cfg.cs), X[test], max_iter=cfg.max_iter, tol=cfg.tol)]
+    return fits[0] if control is None else (fits[0], fits[1])
 
 
 def bootstrap_interval(values: np.ndarray, groups: np.ndarray, n_boot: int, seed: int,
@@ -157,13 +148,14 @@ def probe_layers(layers, labels: np.ndarray, groups: np.ndarray, cfg: Config,
     rows = []
     for lyr in tqdm(range(len(layers)), desc=desc, unit="layer", leave=False):
         X = layers[lyr]  # (n, d)
-        fit = fit_probe(X, labels, train, test, groups, cfg)
+        fit, cfit = fit_probe(X, labels, train, test, groups, cfg, control), None
+        if control is not None:
+            fit, cfit = fit
         ok = (fit["pred"] == labels[test]).astype(np.float64)
         lo, hi = bootstrap_interval(ok, g, cfg.n_boot, cfg.seed)
         row = {"layer": lyr, "accuracy": ok.mean(), "ci_low": lo, "ci_high": hi,
                "majority": float((labels[test] == majority).mean()), "C": fit["C"], "n_params": fit["n_params"]}
         if control is not None:
-            cfit = fit_probe(X, control, train, test, groups, cfg)
             cok = (cfit["pred"] == control[test]).astype(np.float64)
             clo, chi = bootstrap_interval(cok, g, cfg.n_boot, cfg.seed)
             slo, shi = bootstrap_interval(ok - cok, g, cfg.n_boot, cfg.seed)  # paired: same resampled sentences
@@ -206,7 +198,7 @@ def make_task(name: str, acts: Activations, cfg: Config, doc_of: np.ndarray | No
     return pt.token_identity(acts, s, cfg.identity_types, cfg.max_items, m)
 
 
-def _cap(task: pt.Task, max_items: int, seed: int) -> pt.Task:
+def cap_items(task: pt.Task, max_items: int, seed: int) -> pt.Task:
     if len(task.labels) <= max_items:
         return task
     keep = np.sort(np.random.default_rng([seed, 12]).choice(len(task.labels), size=max_items, replace=False))
@@ -214,7 +206,7 @@ def _cap(task: pt.Task, max_items: int, seed: int) -> pt.Task:
     return pt.Task(**sub)
 
 
-class _Layers:
+class TaskLayers:
     """Lazy per-layer features of a task: layer -> (n, d)."""
 
     def __init__(self, task: pt.Task, acts: Activations, shifted: Activations | None):
@@ -226,7 +218,7 @@ class _Layers:
     def __getitem__(self, lyr: int) -> np.ndarray:
         t = self.task
         if t.level == "token":
-            return np.asarray(self.acts.hidden[lyr, t.items])  # (n, d)
+            return np.asarray(self.acts.layer_hidden(lyr, t.items))  # (n, d)
         X = np.asarray(self.acts.sentence[lyr, t.items])  # (n, d)
         if t.shifted is not None:
             X[t.shifted] = self.shifted.sentence[lyr, t.items[t.shifted]]
@@ -234,33 +226,32 @@ class _Layers:
 
 
 @dataclass
-class Result(common.Result):
-    """One model's probing results: header (model, config, corpus), definitions, and per task its
-    build numbers and per-layer rows. The saved document is flat (the header's keys first), so
-    :meth:`to_json` / :meth:`from_json` spread and gather the header instead of the base's one key
-    per field."""
+class Result(common.AnalysisResult):
+    """One model's probing results: the identity (model, config, corpus), the scikit-learn version,
+    definitions, and per task its build numbers and per-layer rows."""
 
-    header: dict  # model_name, config, model, activations, corpus, scikit_learn
+    scikit_learn: str  # the version that fitted the probes
     definitions: dict  # prose (and n_layers, kept here for the files' layout; nothing reads it)
     tasks: list[dict]  # per task: task, level ("sentence" / "token"), sizes, classes, balance, layers (rows)
+    skipped: list[dict] = field(default_factory=list)  # tasks the data could not build: task, reason
 
-    @property
-    def model_name(self) -> str:
-        return self.header["model_name"]
+    @style.themed
+    def plot(self, ax=None, task: str | None = None, key: str = "accuracy"):
+        """The headline panel on one Axes (a new figure when None): ``key`` ("accuracy" or, for a token
+        task, "selectivity") of ``task`` (default: the first task run) against relative depth, with its
+        band, the majority baseline and the control task. Returns the Axes."""
+        names = [e["task"] for e in self.tasks]
+        task = task or (names[0] if names else None)
+        if task not in names:
+            raise ProbeError(f"{self.model_name} has no probing task {task!r}; it has {', '.join(names) or 'none'}")
+        ax = style.one_axes(ax, (3.6, 2.8))
+        _task_panel(ax, [self], task, key)
+        ax.set_ylabel(PANEL_YLABELS[key], fontsize=8)
+        ax.legend(fontsize=6.5, title=f"band: {LEVEL:.0%} interval", title_fontsize=6)
+        return ax
 
-    def to_json(self) -> dict:
-        return {**self.header, "definitions": self.definitions, "tasks": self.tasks}
 
-    @classmethod
-    def from_json(cls, d: dict) -> Result:
-        if isinstance(d, Result):
-            return d
-        # what write_result adds around the result is not part of it
-        rest = {k: v for k, v in d.items() if k not in ("definitions", "tasks", "analysis", "provenance", "nulls")}
-        return cls(rest, d["definitions"], d["tasks"])
-
-
-def compute(acts: Activations, cfg: Config | None = None, shifted: Activations | None = None,
+def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activations | None = None,
             doc_of: np.ndarray | None = None, doc_names: list[str] | None = None) -> Result:
     """Probe every requested task at every layer of one model's activations.
 
@@ -273,24 +264,38 @@ def compute(acts: Activations, cfg: Config | None = None, shifted: Activations |
         if want and (shifted is None or list(shifted.texts) != want):
             raise ProbeError("task bigram_shift needs the activations of the perturbed sentences "
                              "(analyses.probing.tasks.bigram_shift_plan with the same seed)")
-    tasks = [_cap(make_task(n, acts, cfg, doc_of, doc_names), cfg.max_items, cfg.seed) for n in names]
+    tasks, skipped = [], []
+    for n in names:  # a task the data cannot build is skipped (one line: the task and the fix); the rest run
+        try:
+            tasks.append(cap_items(make_task(n, acts, cfg, doc_of, doc_names), cfg.max_items, cfg.seed))
+        except ProbeError as e:
+            skipped.append({"task": n, "reason": str(e)})
+            tqdm.write(f"probing {acts.meta['model']['name']}: skipped task {n}: {e}; or leave it out with --task",
+                       file=sys.stderr)
+    if not tasks:
+        raise ProbeError("no probing task could be built from these sentences: "
+                         + "; ".join(f"{s['task']}: {s['reason']}" for s in skipped))
     out = []
     for task in tasks:
         control = None
         if task.level == "token":
             control = pt.control_labels(task.types, task.labels, len(task.classes), cfg.seed)
-        rows, sizes = probe_layers(_Layers(task, acts, shifted), task.labels, task.groups, cfg, control,
+        rows, sizes = probe_layers(TaskLayers(task, acts, shifted), task.labels, task.groups, cfg, control,
                                    desc=f"{acts.meta['model']['name']} {task.name}")
         entry = {"task": task.name, "level": task.level, "n_items": len(task.labels), **sizes,
+                 "small_test": sizes["n_test"] < cfg.min_test_items,
                  "n_classes": len(task.classes), "classes": task.classes, "balance": task.balance(),
                  "notes": task.notes, "layers": rows}
+        if entry["small_test"]:
+            tqdm.write(f"probing {acts.meta['model']['name']}: task {task.name} has only {sizes['n_test']} test items "
+                       f"(< --min-test-items {cfg.min_test_items}): marked small; use more sentences (--n-sentences)",
+                       file=sys.stderr)
         if control is not None:
             entry["control_balance"] = {c: int(k) for c, k in zip(task.classes, np.bincount(control, minlength=len(
                 task.classes)))}
         out.append(entry)
     import sklearn
 
-    header = {**result_header(acts, cfg), "scikit_learn": sklearn.__version__}
     definitions = {
         "layers": "0 = embedding output, l = output of layer l; relative depth = l / L",
         "n_layers": acts.n_layers,
@@ -306,7 +311,10 @@ def compute(acts: Activations, cfg: Config | None = None, shifted: Activations |
         "control": "Hewitt & Liang 2019: each word type a random label drawn from the task's label distribution; "
                    "selectivity = accuracy - control accuracy",
     }
-    return Result(header, definitions, out)
+    definitions["small_test"] = (f"true when the test split has fewer than {cfg.min_test_items} items "
+                                 "(--min-test-items): the accuracy and its interval rest on too few items to read")
+    return Result(identity=activations_identity(acts, cfg), scikit_learn=sklearn.__version__,
+                  definitions=definitions, tasks=out, skipped=skipped)
 
 
 def table_rows(result: Result | dict) -> list[dict]:
@@ -320,59 +328,71 @@ def table_rows(result: Result | dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-def _panels(results: list[Result], key: str, tasks: tuple, axes, title: str):
-    """One panel per task in ``tasks`` that some result holds; ``key`` ("accuracy" or
-    "selectivity", a token-task statistic) against relative depth, one line per model in its colour."""
-    import matplotlib.pyplot as plt
+PANEL_YLABELS = {"accuracy": "accuracy, fraction (-- majority, : control)",
+                 "selectivity": "selectivity (accuracy difference)"}
 
-    style.use_theme()
-    present = [t for t in tasks if any(e["task"] == t for r in results for e in r.tasks)]
-    if axes is None:
-        cols = min(max(len(present), 1), 3)
-        rows = -(-max(len(present), 1) // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols + 0.4, 2.6 * rows), squeeze=False,
-                                 constrained_layout=True)
-        for ax in axes.ravel()[len(present):]:
-            ax.set_visible(False)
-    axes = np.asarray(axes).ravel()
-    for ax, name in zip(axes, present):
-        for res in results:
-            entry = next((e for e in res.tasks if e["task"] == name), None)
-            if entry is None:
-                continue
-            rows, c = entry["layers"], style.model_color(res.model_name)
-            x = np.array([r["layer"] for r in rows]) / max(len(rows) - 1, 1)
-            lo, hi = (("ci_low", "ci_high") if key == "accuracy" else (f"{key}_ci_low", f"{key}_ci_high"))
-            ax.plot(x, [r[key] for r in rows], marker="o", ms=3, color=c, label=res.model_name)
-            ax.fill_between(x, [r[lo] for r in rows], [r[hi] for r in rows], color=c, alpha=0.18, lw=0)
-            if key == "accuracy":
-                ax.plot(x, [r["majority"] for r in rows], ls="--", lw=0.8, color=c, label="_majority")
-                if entry["level"] == "token":  # token tasks have a control task
-                    ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, color=c, label="_control")
-        if key == "selectivity":
-            ax.axhline(0, color="0.4", lw=0.6)
+
+def _task_panel(ax, results: list[Result], name: str, key: str) -> None:
+    """Task ``name``'s ``key`` ("accuracy" or "selectivity", a token-task statistic) against relative
+    depth on ``ax``, one line per model in its colour. A task with fewer test items than the result's
+    minimum (``small_test``) says so in its title."""
+    small = []
+    for res in results:
+        entry = next((e for e in res.tasks if e["task"] == name), None)
+        if entry is None:
+            continue
+        rows, c = entry["layers"], style.model_color(res.model_name)
+        x = np.array([r["layer"] for r in rows]) / max(len(rows) - 1, 1)
+        lo, hi = (("ci_low", "ci_high") if key == "accuracy" else (f"{key}_ci_low", f"{key}_ci_high"))
+        ax.plot(x, [r[key] for r in rows], marker="o", ms=3, color=c, label=style.display_name(res.model_name))
+        ax.fill_between(x, [r[lo] for r in rows], [r[hi] for r in rows], color=c, alpha=0.18, lw=0)
+        if key == "accuracy":
+            ax.plot(x, [r["majority"] for r in rows], ls="--", lw=0.8, color=c, label="_majority")
+            if entry["level"] == "token":  # token tasks have a control task
+                ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, color=c, label="_control")
+        if entry.get("small_test"):
+            small.append(entry.get("n_test"))
+    if key == "selectivity":
+        ax.axhline(0, color="0.4", lw=0.6)
+    if small:  # too few test items to read the accuracy: said where the curve is
+        ax.set_title(f"{name} (only {min(small)} test items)", fontsize=9, color="#b2182b")
+    else:
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel("relative depth l / L", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3, lw=0.5)
-    for ax in axes[:len(present)]:
-        ax.set_ylabel(title, fontsize=8)
+    ax.set_xlabel("relative depth l / L", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3, lw=0.5)
+
+
+def _panels(results: list[Result], key: str, tasks: tuple, fig):
+    """One panel per task in ``tasks`` that some result holds, in ``fig`` (a Figure or SubFigure; None:
+    a new one); ``key`` against relative depth, one line per model in its colour."""
+    present = [t for t in tasks if any(e["task"] == t for r in results for e in r.tasks)]
+    cols = min(max(len(present), 1), 3)
+    rows = -(-max(len(present), 1) // cols)
+    fig = style.new_figure(fig, (3.0 * cols + 0.4, 2.6 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[len(present):]:
+        ax.set_visible(False)
+    for ax, name in zip(axes, present):
+        _task_panel(ax, results, name, key)
+        ax.set_ylabel(PANEL_YLABELS[key], fontsize=8)
     if present:
         axes[0].legend(fontsize=6.5, title=f"band: {LEVEL:.0%} interval", title_fontsize=6)
-    return axes[0].figure
+    return fig
 
 
-def plot(results: list[Result], ax=None):
+@style.themed
+def plot(results: list[Result], fig=None):
     """Held-out accuracy against relative depth, one panel per task, one line per model (band: 95%
-    interval; dashed: majority baseline; dotted: control task). Returns the figure."""
-    return _panels([Result.from_json(r) for r in results], "accuracy", pt.TASKS, ax,
-                   "accuracy, fraction (-- majority, : control)")
+    interval; dashed: majority baseline; dotted: control task). ``fig``: a Figure or SubFigure to draw
+    into (default: a new figure). Returns the figure."""
+    return _panels([Result.from_json(r) for r in results], "accuracy", pt.TASKS, fig)
 
 
-def plot_selectivity(results: list[Result], ax=None):
+@style.themed
+def plot_selectivity(results: list[Result], fig=None):
     """Selectivity (task - control accuracy) of the token-level tasks against relative depth."""
-    return _panels([Result.from_json(r) for r in results], "selectivity", pt.TOKEN_TASKS, ax,
-                   "selectivity (accuracy difference)")
+    return _panels([Result.from_json(r) for r in results], "selectivity", pt.TOKEN_TASKS, fig)
 
 
 def figures(results: list[Result], out: str) -> list:
@@ -389,47 +409,36 @@ def documents_of(corpus: str, texts: list[str]) -> tuple[np.ndarray, list[str]]:
     corpus's document names."""
     from probes.corpus import load_corpus, sentences
 
-    corp = load_corpus(None if corpus == "default" else corpus)
+    corp = load_corpus(corpus)
     first: dict[str, int] = {}
     for doc, s in sentences(corp):
         first.setdefault(s, doc)
     return np.array([first[t] for t in texts], np.int64), [d.name for d in corp.documents]
 
 
-def load_inputs(name: str, cfg: Config) -> dict:
-    """Everything :func:`compute` reads for model ``name``, from the activation cache (extracted on a
-    miss): ``compute(cfg=cfg, **load_inputs(name, cfg))``."""
-    from analyses.data import extract_options, sentence_activations, text_activations
+def load_inputs(model, cfg: Config) -> dict:
+    """Everything :func:`compute` reads for ``model`` (a name or a resolved spec), from the activation
+    cache (extracted on a miss): ``compute(cfg, **load_inputs(model, cfg))``."""
+    from analyses.data import load_sentence_inputs, text_activations
 
     check_tasks(cfg.task)
-    acts = sentence_activations(name, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, **extract_options(cfg))
+    acts = load_sentence_inputs(model, cfg)["acts"]
     shifted = None
     if "bigram_shift" in cfg.task:
         perturbed = pt.bigram_shift_plan(acts.texts, cfg.seed)[2]
         if perturbed:
             # BigramShift reads the perturbed texts' sentence vectors only: no token states cached
-            shifted = text_activations(name, perturbed, out=cfg.out, layers=(), **extract_options(cfg))
+            shifted = text_activations(model, perturbed, out=cfg.out, layers=(), **cfg.extract_kwargs())
     doc_of, doc_names = documents_of(cfg.corpus, acts.texts) if "source" in cfg.task else (None, None)
     return {"acts": acts, "shifted": shifted, "doc_of": doc_of, "doc_names": doc_names}
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.common import write_result
-    from probes.capture.distributed import is_main
+    import sys
 
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    check_tasks(cfg.task)
-    for name in cfg.model:
-        inputs = load_inputs(name, cfg)
-        if not is_main():
-            continue  # the other ranks of a torchrun only help extract
-        result = compute(cfg=cfg, **inputs)
-        json_path, _ = write_result(cfg.out, "probing", name, result, table_rows(result))
-        print(f"{name}: wrote {json_path}")
-    if not is_main():
-        return
-    paths = figures(read_results(cfg.out, "probing", cfg.model), cfg.out)
-    print("figures: " + ", ".join(str(p) for p in paths))
+    from analyses.data import run_analysis
+
+    run_analysis("probing", sys.modules[__name__], argv)
 
 
 __all__ = ["Config", "Result", "bootstrap_interval", "compute", "documents_of", "figures", "fit_probe",

@@ -177,7 +177,7 @@ def word_content(texts: list[str], seed: int, vocab: int = 1000, skip_top: int =
     if len(kept) < 2:
         raise ProbeError(f"corpus too small for task word_content: fewer than 2 mid-frequency words have "
                          f"{min_per_class} sentences containing exactly one vocabulary word; use more sentences "
-                         "(--n-sentences) or lower --min-per-class")
+                         "(--n-sentences), lower --min-per-class or --word-content-skip")
     index = {w: c for c, w in enumerate(kept)}
     items = np.array(sorted(i for i, w in word_of.items() if w in index), np.int64)
     labels = np.array([index[word_of[i]] for i in items], np.int64)

@@ -42,11 +42,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from analyses import common, style
-from analyses.common import arg, config_dict, parse_config, run_main, save_drawings
+from analyses.common import Identity, SentenceConfig, arg, caller_texts, run_main, save_drawings, settings_used
 from analyses.similarity.measures import DISTANCES, MEASURES, similarity_matrices
 from analyses.similarity.words import align_words, word_states
 from probes.capture.activations import Activations
-from probes.checkpoints.names import get_spec
 from probes.errors import ProbeError
 
 UNITS = ("sentence", "token")
@@ -54,29 +53,30 @@ BLOCKS = ("aa", "ab", "bb")
 
 
 @dataclass
-class Config:
+class Config(SentenceConfig):
     """CKA, SVCCA and RSA between every layer of model A and every layer of model B (and of A itself)."""
 
     model: list[str] = arg(["minilm-l6", "slstm-small"], "checkpoint names; the first is compared with each other")
-    measure: list[str] = arg(list(MEASURES), "measures: cka, svcca, rsa")
-    unit: str = arg("sentence", "units compared: sentence (sentence vectors) or token (words, sub-words averaged)")
-    corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    n_sentences: int = arg(1000, "random sentences (the same sample for every model)", min=2)
-    seed: int = arg(0, "seed for every random choice", min=0, max=2**32 - 1)
+    n_sentences: int = arg(1000, "random sentences (the same sample for every model)", min=4)
+    measure: list[str] = arg(list(MEASURES), "measures: cka, svcca, rsa", choices=MEASURES)
+    unit: str = arg("sentence", "units compared: sentence (sentence vectors) or token (words, sub-words averaged)",
+                    choices=UNITS)
     max_units: int = arg(20000, "token unit: at most this many words (seeded subsample)", min=4)
     svcca_variance: float = arg(0.99, "SVCCA: fraction of variance each side's PCA keeps", min=0.01, max=1.0)
     rsa_units: int = arg(1000, "RSA: units in the RDMs (seeded subsample; C(m,2) dissimilarities)", min=4)
-    rsa_distance: str = arg("cosine", "RSA dissimilarity: cosine (1 - cos) or correlation (1 - Pearson r)")
+    rsa_distance: str = arg("cosine", "RSA dissimilarity: cosine (1 - cos) or correlation (1 - Pearson r)",
+                            choices=DISTANCES)
     batch_rows: int = arg(4096, "CKA/SVCCA: rows per mini-batch of the streamed sums", min=1)
-    batch_size: int = arg(32, "texts per forward pass", min=1)
-    device: str = arg("cpu", "torch device for extraction")
-    out: str = arg("out", "output root: results/, figures/ and cache/ go below it")
 
 
 @dataclass
-class Result(common.Result):
+class Result(common.AnalysisResult):
     """Similarity matrices of one model pair: ``matrices[measure][block]``, block "ab" is
-    (L_A+1, L_B+1), "aa" (L_A+1, L_A+1), "bb" (L_B+1, L_B+1); row/column l = layer l (0 = embeddings)."""
+    (L_A+1, L_B+1), "aa" (L_A+1, L_A+1), "bb" (L_B+1, L_B+1); row/column l = layer l (0 = embeddings).
+    The identity names the pair (model_name "<A>__<B>__<unit>"); its model and activations are "a"/"b"
+    dicts, its model saved as "models" (the files' key)."""
+
+    IDENTITY_KEYS = {"model": "models"}
 
     model_a: str
     model_b: str
@@ -90,10 +90,6 @@ class Result(common.Result):
     svcca_dims: dict  # "a"/"b" -> PCA dimensions kept per layer
     constant_columns: dict  # "a"/"b" -> per layer, the number of constant (dropped) columns
     alignment: dict  # token unit: texts kept/dropped, words; sentence unit: texts
-    config: dict
-    models: dict  # "a"/"b" -> model description from the activations
-    activations: dict  # "a"/"b" -> cache entry identity
-    corpus: dict | None
     svcca_chance: dict = field(default_factory=dict)  # block -> sqrt(max(k_row, k_col) / (n-1)): SVCCA's chance
     definitions: dict = field(default_factory=dict)  # prose only; nothing reads numbers from it
 
@@ -104,6 +100,23 @@ class Result(common.Result):
 
     def matrix(self, measure: str, block: str = "ab") -> np.ndarray:
         return np.asarray(self.matrices[measure][block], float)
+
+    @style.themed
+    def plot(self, ax=None, measure: str | None = None, block: str = "ab", colorbar: bool = True):
+        """The headline panel on one Axes (a new figure when None): the ``block`` ("ab", "aa" or "bb")
+        heatmap of ``measure`` (default: CKA when computed, else the first measure), with a colour bar
+        beside it. Returns the Axes."""
+        measure = measure or ("cka" if "cka" in self.measures else self.measures[0])
+        if measure not in self.measures or block not in BLOCKS:
+            raise ProbeError(f"this result holds measures {self.measures} and blocks {list(BLOCKS)}, "
+                             f"not ({measure!r}, {block!r})")
+        ax = style.one_axes(ax, (4.0, 3.2))
+        a, b = (self.model_a, self.n_layers_a), (self.model_b, self.n_layers_b)
+        y, x = {"aa": (a, a), "ab": (a, b), "bb": (b, b)}[block]
+        im = _heatmap(ax, self.matrix(measure, block), y, x, f"{measure.upper()}: {y[0]} x {x[0]}")
+        if colorbar:
+            ax.figure.colorbar(im, ax=ax, shrink=0.8, label=f"{LABELS[measure]}, {self.unit} units")
+        return ax
 
 
 # ----------------------------------------------------------------------------- compute
@@ -125,15 +138,30 @@ def units(acts_a: Activations, acts_b: Activations, cfg: Config, rng) -> tuple[n
     if len(words.starts_a) < 4:
         raise ProbeError(f"only {len(words.starts_a)} words are segmented alike by both models "
                          f"({words.n_texts_dropped} of {acts_a.n_texts} texts disagree); use more sentences")
-    return (word_states(acts_a.hidden, words.tokens_a, words.starts_a),
-            word_states(acts_b.hidden, words.tokens_b, words.starts_b), summary)
+    return (word_states(acts_a, words.tokens_a, words.starts_a),
+            word_states(acts_b, words.tokens_b, words.starts_b), summary)
 
 
-def compute(acts_a: Activations, acts_b: Activations, cfg: Config | None = None) -> Result:
+def pairs(cfg: Config) -> list[tuple[str, str]]:
+    """The model pairs of a run: the first --model with every other (alone: with itself)."""
+    ref = cfg.model[0]
+    return [(ref, b) for b in cfg.model[1:] or [ref]]
+
+
+def load_inputs(pair, cfg: Config) -> dict:
+    """``{"acts_a", "acts_b"}``: the cached activations of the seeded sentence sample for both models of
+    ``pair`` (names or resolved specs); the same object twice for a model with itself."""
+    from analyses.data import load_sentence_inputs
+
+    a, b = pair
+    acts_a = load_sentence_inputs(a, cfg)["acts"]
+    return {"acts_a": acts_a, "acts_b": acts_a if b == a else load_sentence_inputs(b, cfg)["acts"]}
+
+
+def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activations) -> Result:
     """Every measure for the layer pairs A x B, A x A and B x B of two models on the same texts
     (pass the same activations twice for self-similarity only)."""
     cfg = cfg or Config()
-    check_config(cfg)
     rng = np.random.default_rng(cfg.seed)
     XA, XB, alignment = units(acts_a, acts_b, cfg, rng)  # (L_A+1, n, d_A), (L_B+1, n, d_B)
     n = XA.shape[1]
@@ -152,8 +180,15 @@ def compute(acts_a: Activations, acts_b: Activations, cfg: Config | None = None)
         bb = aa if same else similarity_matrices(XB, None, progress=lambda: bar.update(1), **kw)
     matrices = {m: {"aa": aa[m].tolist(), "ab": ab[m].tolist(), "bb": bb[m].tolist()} for m in cfg.measure}
     meta = {"a": acts_a.meta, "b": acts_b.meta}
+    corpus = acts_a.meta.get("corpus") or caller_texts(acts_a.texts)
+    identity = Identity(
+        model_name=f"{name_a}__{name_b}__{cfg.unit}",
+        config=settings_used(cfg, acts_a.meta, corpus, requested=[name_a, name_b]),
+        model={k: m["model"] for k, m in meta.items()},
+        activations={k: {f: m[f] for f in ("key", "n_texts", "n_tokens", "truncated_texts")} for k, m in meta.items()},
+        corpus=corpus)
     return Result(
-        model_a=name_a, model_b=name_b, unit=cfg.unit, measures=list(cfg.measure),
+        identity=identity, model_a=name_a, model_b=name_b, unit=cfg.unit, measures=list(cfg.measure),
         n_layers_a=La - 1, n_layers_b=Lb - 1, n_units=n, n_rsa_units=len(rsa_rows), matrices=matrices,
         svcca_dims={"a": aa["svcca_dims"][0], "b": bb["svcca_dims"][0]},
         svcca_chance={blk: svcca_chance(kr, kc, n).tolist() for blk, kr, kc in
@@ -161,10 +196,7 @@ def compute(acts_a: Activations, acts_b: Activations, cfg: Config | None = None)
                        bb["svcca_dims"][0]), ("bb", bb["svcca_dims"][0], bb["svcca_dims"][0]))}
         if "svcca" in cfg.measure else {},
         constant_columns={"a": [len(c) for c in aa["constant"][0]], "b": [len(c) for c in bb["constant"][0]]},
-        alignment=alignment, config=config_dict(cfg),
-        models={k: m["model"] for k, m in meta.items()},
-        activations={k: {f: m[f] for f in ("key", "n_texts", "n_tokens", "truncated_texts")} for k, m in meta.items()},
-        corpus=acts_a.meta.get("corpus"),
+        alignment=alignment,
         definitions={
             "layers": "row/column l = hidden[l]: 0 = embedding output, l = output of layer l",
             "blocks": "ab: layers of A (rows) x layers of B (columns); aa, bb: self-similarity of A, B",
@@ -195,23 +227,13 @@ def svcca_chance(k_rows, k_cols, n: int) -> np.ndarray:
 
 
 def check_config(cfg: Config) -> None:
-    """User errors in the settings, before any work (ProbeError: one line, exit status 2)."""
-    bad = [m for m in cfg.measure if m not in MEASURES]
-    if bad or not cfg.measure:
-        raise ProbeError(f"--measure must be one of {', '.join(MEASURES)}, got {bad[0] if bad else 'none'}")
-    if len(set(cfg.measure)) != len(cfg.measure):
-        raise ProbeError("a --measure is named twice")
-    if cfg.unit not in UNITS:
-        raise ProbeError(f"--unit must be one of {', '.join(UNITS)}, got {cfg.unit!r}")
-    if cfg.rsa_distance not in DISTANCES:
-        raise ProbeError(f"--rsa-distance must be one of {', '.join(DISTANCES)}, got {cfg.rsa_distance!r}")
-    if not 0 < cfg.svcca_variance <= 1:
-        raise ProbeError(f"--svcca-variance must be in (0, 1], got {cfg.svcca_variance}")
-    for name in ("n_sentences", "max_units", "rsa_units"):
-        if getattr(cfg, name) < 4:
-            raise ProbeError(f"--{name.replace('_', '-')} must be at least 4, got {getattr(cfg, name)}")
-    if cfg.batch_rows < 1:
-        raise ProbeError(f"--batch-rows must be positive, got {cfg.batch_rows}")
+    """What ``arg(min=, choices=)`` cannot say, before any work (ProbeError: one line, exit status 2)."""
+    if not cfg.measure or len(set(cfg.measure)) != len(cfg.measure):
+        raise ProbeError("name each --measure once (at least one)")
+    if not cfg.model or len(set(cfg.model)) != len(cfg.model):
+        raise ProbeError("name each --model once (the first is compared with every other)")
+    if any("__" in m for m in cfg.model):
+        raise ProbeError("model names with '__' cannot be told apart in result-file names")
 
 
 def table_rows(result: Result) -> list[dict]:
@@ -247,19 +269,14 @@ def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], titl
     return im
 
 
-def plot(results: list[Result], ax=None, measures: list[str] | None = None):
+@style.themed
+def plot(results: list[Result], fig=None, measures: list[str] | None = None):
     """Per result and measure, one row of heatmaps: A x A | A x B | B x B (colour clipped to [0, 1]).
-    ``ax``: an array of (rows, 3) axes to draw into. Returns the figure."""
-    import matplotlib.pyplot as plt
-
+    ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     results = [Result.from_json(r) for r in results]
-    style.use_theme()
-    axes = ax  # None, or an array of Axes (one per heatmap)
     rows = [(r, m) for r in results for m in (measures or r.measures)]
-    if axes is None:
-        fig, axes = plt.subplots(len(rows), 3, figsize=(10.5, 3.1 * len(rows)), squeeze=False, constrained_layout=True)
-    axes = np.asarray(axes).reshape(len(rows), 3)
-    fig = axes[0, 0].figure
+    fig = style.new_figure(fig, (10.5, 3.1 * len(rows)))
+    axes = fig.subplots(len(rows), 3, squeeze=False)
     for (r, m), axrow in zip(rows, axes):
         a, b = (r.model_a, r.n_layers_a), (r.model_b, r.n_layers_b)
         for ax, blk, (y, x) in zip(axrow, BLOCKS, ((a, a), (a, b), (b, b))):
@@ -268,13 +285,10 @@ def plot(results: list[Result], ax=None, measures: list[str] | None = None):
     return fig
 
 
-def plot_overview(results: list[Result], ax=None, measure: str = "cka"):
+@style.themed
+def plot_overview(results: list[Result], fig=None, measure: str = "cka"):
     """Two rows per (model A, unit): on top A x A, then A x B for every B; below each A x B, B x B.
-    ``ax``: an array of (2 * groups, 1 + most Bs) axes. Returns the figure."""
-    import matplotlib.pyplot as plt
-
-    style.use_theme()
-    axes = ax  # None, or an array of Axes (one per heatmap)
+    ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     results = [Result.from_json(r) for r in results if measure in Result.from_json(r).measures]
     if not results:
         raise ProbeError(f"no result holds the measure {measure!r}")
@@ -282,11 +296,8 @@ def plot_overview(results: list[Result], ax=None, measure: str = "cka"):
     for r in results:
         groups.setdefault((r.model_a, r.unit), []).append(r)
     ncol = 1 + max(sum(r.model_b != r.model_a for r in g) for g in groups.values())
-    if axes is None:
-        fig, axes = plt.subplots(2 * len(groups), ncol, figsize=(3.3 * ncol + 0.8, 5.8 * len(groups)),
-                                 squeeze=False, constrained_layout=True)
-    axes = np.asarray(axes).reshape(2 * len(groups), ncol)
-    fig = axes[0, 0].figure
+    fig = style.new_figure(fig, (3.3 * ncol + 0.8, 5.8 * len(groups)))
+    axes = fig.subplots(2 * len(groups), ncol, squeeze=False)
     for g, ((name, unit), group) in enumerate(groups.items()):
         top, bottom = axes[2 * g], axes[2 * g + 1]
         a = (name, group[0].n_layers_a)
@@ -316,31 +327,11 @@ def figures(results: list[Result], out: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from analyses.common import read_results, write_result
-    from analyses.data import extract_options, sentence_activations
-    from probes.capture.distributed import is_main
+    import sys
 
-    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
-    check_config(cfg)
-    if not cfg.model or len(set(cfg.model)) != len(cfg.model):
-        raise ProbeError("name each --model once (the first is compared with every other)")
-    if any("__" in m for m in cfg.model):
-        raise ProbeError("model names with '__' cannot be told apart in result-file names")
-    for m in cfg.model:  # every name checked before any model runs
-        get_spec(m)
-    acts = {m: sentence_activations(m, cfg.corpus, cfg.n_sentences, cfg.seed, out=cfg.out, **extract_options(cfg))
-            for m in cfg.model}
-    if not is_main():
-        return  # the other ranks of a torchrun only help extract
-    ref = cfg.model[0]
-    names = []
-    for b in cfg.model[1:] or [ref]:
-        result = compute(acts[ref], acts[b], cfg)
-        json_path, _ = write_result(cfg.out, "similarity", result.name, result, table_rows(result))
-        names.append(result.name)
-        print(f"{result.name}: wrote {json_path}")
-    paths = figures(read_results(cfg.out, "similarity", names), cfg.out)
-    print("figures: " + ", ".join(str(p) for p in paths))
+    from analyses.data import run_analysis
+
+    run_analysis("similarity", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """``python -m analyses.similarity``."""
 
 from analyses.similarity import main
+from probes.config import run_main
 
-main()
+run_main(main)

@@ -58,6 +58,7 @@ from scipy.stats import rankdata
 from probes.errors import ProbeError
 
 BATCH_ROWS = 4096  # rows per mini-batch of the streamed sums
+MAX_CROSS = 2**25  # at most this many float64 cross-product entries at once (256 MiB); more: several passes
 RANK_TOL = 1e-12  # eigenvalues below RANK_TOL * the largest count as zero (rank deficiency)
 MEASURES = ("cka", "svcca", "rsa")
 DISTANCES = ("cosine", "correlation")
@@ -81,11 +82,12 @@ class Layer:
         n, d = X.shape
         total, lo, hi = np.zeros(d), np.full(d, np.inf), np.full(d, -np.inf)
         for s in range(0, n, batch_rows):
-            b = np.asarray(X[s:s + batch_rows], np.float64)
-            if not np.isfinite(b).all():
-                raise ProbeError("representations contain NaN or infinite values")
-            total += b.sum(0)
+            b = np.asarray(X[s:s + batch_rows])  # min and max are exact in any float dtype; sums in float64
+            b = b if b.dtype.kind == "f" else b.astype(np.float64)
+            total += b.sum(0, dtype=np.float64)
             lo, hi = np.minimum(lo, b.min(0)), np.maximum(hi, b.max(0))
+        if not (np.isfinite(total).all() and np.isfinite(lo).all() and np.isfinite(hi).all()):  # NaN, inf propagate
+            raise ProbeError("representations contain NaN or infinite values")
         keep = hi > lo
         return cls(X, keep, (total / n)[keep])
 
@@ -139,6 +141,106 @@ def pair_sums(x: Layer, y: Layer, batch_rows: int = BATCH_ROWS) -> Sums:
         ya += Y.T @ a
         sab, sa, sb = sab + float(a @ b), sa + float(a.sum()), sb + float(b.sum())
     return Sums(x.n, C, sx, sy, xb, ya, sab, sa, sb)
+
+
+def _stack_batch(layers: list[Layer], s: int, batch_rows: int, dtype=np.float32) -> tuple[np.ndarray, np.ndarray,
+                                                                                         np.ndarray]:
+    """Rows s..s+b of every layer, centred, side by side as one ``dtype`` (b, sum d_kept) block, and their
+    squared row norms (b, layers). The means are rounded to ``dtype`` before they are subtracted: a constant
+    shift of a column, to which HSIC_u is exactly invariant (and the centred cross-products are re-centred
+    with the column sums)."""
+    b = len(layers[0].X[s:s + batch_rows])
+    block = np.empty((b, sum(len(a.mean) for a in layers)), dtype)
+    norms, o = np.empty((b, len(layers))), 0
+    for k, a in enumerate(layers):
+        raw = np.asarray(a.X[s:s + batch_rows])
+        raw = raw if a.keep.all() else raw[:, a.keep]
+        part = block[:, o:o + len(a.mean)]
+        np.subtract(raw, a.mean.astype(dtype), out=part, casting="unsafe")
+        norms[:, k] = np.einsum("ij,ij->i", part, part)
+        o += len(a.mean)
+    return block, norms
+
+
+def stacked_sums(xs: list[Layer], ys: list[Layer] | None = None, batch_rows: int = BATCH_ROWS,
+                 dtype=np.float32) -> tuple[dict, list[Sums], list[Sums]]:
+    """:class:`Sums` of every pair (xs[i], ys[j]) and of every layer with itself, from one pass over each
+    side's stacked centred layers: per mini-batch of rows, one float32 matrix product of the stacked blocks
+    (all cross-products X_i^T Y_j at once), accumulated in float64 (so a product's rounding error stays
+    that of one batch), the row norms and the other small sums in float64. ``ys=None``: xs with itself.
+    ``dtype``: of the products (float64: the exact streamed sums of :func:`pair_sums`, at ~2x the time).
+    Returns ({(i, j): Sums}, [Sums of xs[i] with itself], [Sums of ys[j] with itself])."""
+    same = ys is None
+    ys = xs if same else ys
+    dx, dy = sum(int(a.keep.sum()) for a in xs), [int(b.keep.sum()) for b in ys]
+    if dx * sum(dy) > MAX_CROSS and len(ys) > 1:  # bound the float64 cross-products: ys in groups, a pass each
+        groups, cur = [], []
+        for j, d in enumerate(dy):
+            if cur and dx * (sum(dy[k] for k in cur) + d) > MAX_CROSS:
+                groups.append(cur)
+                cur = []
+            cur.append(j)
+        groups.append(cur)
+        pairs, self_y = {}, [None] * len(ys)
+        for g in groups:
+            p, self_x, sy_g = stacked_sums(xs, [ys[j] for j in g], batch_rows, dtype)
+            pairs.update({(i, g[j]): v for (i, j), v in p.items()})
+            for j, v in zip(g, sy_g):
+                self_y[j] = v
+        return pairs, self_x, self_x if same else self_y
+    n = xs[0].n
+    if any(a.n != n for a in [*xs, *ys]):
+        raise ProbeError(f"the two representations describe different numbers of units: "
+                         f"{sorted({a.n for a in [*xs, *ys]})}")
+    ox = np.concatenate([[0], np.cumsum([int(a.keep.sum()) for a in xs])])
+    oy = ox if same else np.concatenate([[0], np.cumsum([int(a.keep.sum()) for a in ys])])
+    C = np.zeros((ox[-1], oy[-1]))
+    sx, sy = np.zeros(ox[-1]), np.zeros(oy[-1])
+    xa, xb, ya = np.zeros((ox[-1], len(xs))), np.zeros((ox[-1], len(ys))), np.zeros((oy[-1], len(xs)))
+    yb = np.zeros((oy[-1], len(ys)))
+    gx = [np.zeros((d, d)) for d in np.diff(ox)] if not same else []
+    gy = [np.zeros((d, d)) for d in np.diff(oy)] if not same else []
+    aa, ab, bb = np.zeros((len(xs), len(xs))), np.zeros((len(xs), len(ys))), np.zeros((len(ys), len(ys)))
+    sa, sb = np.zeros(len(xs)), np.zeros(len(ys))  # sum_i a_i, sum_i b_i per layer
+    for s in range(0, n, batch_rows):
+        X, A = _stack_batch(xs, s, batch_rows, dtype)
+        Y, B = (X, A) if same else _stack_batch(ys, s, batch_rows, dtype)
+        C += X.T @ Y  # the one big float32 product
+        # column sums ride along with the products by the norms: X^T [A | 1]
+        A1, B1 = np.ones((len(A), len(xs) + 1), dtype), np.ones((len(B), len(ys) + 1), dtype)
+        A1[:, :-1], B1[:, :-1] = A, B
+        xa1 = X.T @ A1
+        xa += xa1[:, :-1]
+        sx += xa1[:, -1]
+        sa += A.sum(0)
+        if same:
+            aa += A.T @ A
+            continue
+        yb1 = Y.T @ B1
+        sy += yb1[:, -1]
+        yb += yb1[:, :-1]
+        sb += B.sum(0)
+        xb += X.T @ B1[:, :-1]
+        ya += Y.T @ A1[:, :-1]
+        ab += A.T @ B
+        aa += A.T @ A
+        bb += B.T @ B
+        for k, g in enumerate(gx):
+            g += X[:, ox[k]:ox[k + 1]].T @ X[:, ox[k]:ox[k + 1]]
+        for k, g in enumerate(gy):
+            g += Y[:, oy[k]:oy[k + 1]].T @ Y[:, oy[k]:oy[k + 1]]
+    if same:
+        sy, xb, ya, yb, ab, bb, sb = sx, xa, xa, xa, aa, aa, sa
+        gx = gy = [C[ox[k]:ox[k + 1], ox[k]:ox[k + 1]] for k in range(len(xs))]
+    rx, ry = [slice(ox[k], ox[k + 1]) for k in range(len(xs))], [slice(oy[k], oy[k + 1]) for k in range(len(ys))]
+    pairs = {(i, j): Sums(n, C[rx[i], ry[j]], sx[rx[i]], sy[ry[j]], xb[rx[i], j], ya[ry[j], i], float(ab[i, j]),
+                          float(sa[i]), float(sb[j]))
+             for i in range(len(xs)) for j in range(len(ys))}
+    self_x = [Sums(n, gx[i], sx[rx[i]], sx[rx[i]], xa[rx[i], i], xa[rx[i], i], float(aa[i, i]), float(sa[i]),
+                   float(sa[i])) for i in range(len(xs))]
+    self_y = self_x if same else [Sums(n, gy[j], sy[ry[j]], sy[ry[j]], yb[ry[j], j], yb[ry[j], j], float(bb[j, j]),
+                                       float(sb[j]), float(sb[j])) for j in range(len(ys))]
+    return pairs, self_x, self_y
 
 
 def hsic(s: Sums, debiased: bool = True) -> float:
@@ -224,12 +326,15 @@ def _spearman(ra: np.ndarray | None, rb: np.ndarray | None) -> float:
 
 def similarity_matrices(xs: Sequence, ys: Sequence | None = None, measures: Sequence[str] = MEASURES, *,
                         variance: float = 0.99, rsa_rows: np.ndarray | None = None, distance: str = "cosine",
-                        debiased: bool = True, batch_rows: int = BATCH_ROWS, progress=None) -> dict:
+                        debiased: bool = True, batch_rows: int = BATCH_ROWS, progress=None,
+                        dtype=np.float32) -> dict:
     """Every measure for every pair (xs[i], ys[j]) of representations of the same n units.
 
     ``ys=None`` compares xs with itself (only i <= j is computed; the matrix is symmetric).
     ``rsa_rows``: the units the RDMs use (default all). ``progress``: a callable advanced once per
-    pair. Returns {measure: (len(xs), len(ys)) array, "svcca_dims": ([k_x], [k_y]),
+    pair. ``dtype``: of the cross-products (float32: one float32 GEMM per batch of rows, accumulated in
+    float64, within 1e-6 of the float64 closed form; float64: exact sums).
+    Returns {measure: (len(xs), len(ys)) array, "svcca_dims": ([k_x], [k_y]),
     "constant": ([[dropped columns] per x], [...] per y)}."""
     unknown = [m for m in measures if m not in MEASURES]
     if unknown:
@@ -241,8 +346,7 @@ def similarity_matrices(xs: Sequence, ys: Sequence | None = None, measures: Sequ
     ly = lx if same else [Layer.of(Y, batch_rows) for Y in ys]
     out = {m: np.zeros((len(lx), len(ly))) for m in measures}
     want_sums = "cka" in measures or "svcca" in measures
-    self_x = [pair_sums(a, a, batch_rows) for a in lx] if want_sums else []
-    self_y = self_x if same else [pair_sums(b, b, batch_rows) for b in ly] if want_sums else []
+    pairs, self_x, self_y = stacked_sums(lx, None if same else ly, batch_rows, dtype) if want_sums else ({}, [], [])
     hx, hy = [hsic(s, debiased) for s in self_x], [hsic(s, debiased) for s in self_y]
     bx = [pca_basis(s.centred_cross(), variance) for s in self_x] if "svcca" in measures else []
     by = bx if same else [pca_basis(s.centred_cross(), variance) for s in self_y] if "svcca" in measures else []
@@ -257,7 +361,7 @@ def similarity_matrices(xs: Sequence, ys: Sequence | None = None, measures: Sequ
                     out[m][i, j] = out[m][j, i]
                 continue
             if want_sums:
-                s = self_x[i] if same and i == j else pair_sums(a, b, batch_rows)
+                s = pairs[i, j]
                 if "cka" in measures:
                     out["cka"][i, j] = 0.0 if a.empty or b.empty else _cka(hsic(s, debiased), hx[i], hy[j])
                 if "svcca" in measures:
@@ -280,7 +384,8 @@ def similarity_matrices(xs: Sequence, ys: Sequence | None = None, measures: Sequ
 
 def linear_cka(X, Y, debiased: bool = True, batch_rows: int = BATCH_ROWS) -> float:
     """Linear CKA of X (n, d_x) and Y (n, d_y), streamed over mini-batches of rows."""
-    return float(similarity_matrices([X], [Y], ["cka"], debiased=debiased, batch_rows=batch_rows)["cka"][0, 0])
+    return float(similarity_matrices([X], [Y], ["cka"], debiased=debiased, batch_rows=batch_rows,
+                                     dtype=np.float64)["cka"][0, 0])
 
 
 def linear_cka_explicit(X, Y, debiased: bool = True) -> float:
@@ -302,7 +407,7 @@ def linear_cka_explicit(X, Y, debiased: bool = True) -> float:
 
 def svcca(X, Y, variance: float = 0.99) -> float:
     """SVCCA of X (n, d_x) and Y (n, d_y): mean canonical correlation of the 99%-variance PCA spaces."""
-    return float(similarity_matrices([X], [Y], ["svcca"], variance=variance)["svcca"][0, 0])
+    return float(similarity_matrices([X], [Y], ["svcca"], variance=variance, dtype=np.float64)["svcca"][0, 0])
 
 
 def rsa(X, Y, distance: str = "cosine") -> float:

@@ -144,11 +144,17 @@ def align_words(acts_a: Activations, acts_b: Activations) -> WordUnits:
                      np.array(st_b, np.int64), kept, acts_a.n_texts - kept, (sa, sb))
 
 
-def word_states(hidden, tokens: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """(L+1, n_words, d) float32: per layer, the mean of each word's sub-word states. hidden (L+1, N, d)."""
+def word_states(acts, tokens: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """(L+1, n_words, d) float32: per layer, the mean of each word's sub-word states. ``acts``: Activations
+    (every layer read with ``layer_hidden``: one a partial extraction lacks is refused, naming it), or a
+    hidden array (L+1, N, d)."""
     counts = np.diff(np.append(starts, len(tokens)))[:, None]
-    out = np.empty((hidden.shape[0], len(starts), hidden.shape[2]), np.float32)
-    for lyr in range(hidden.shape[0]):
-        H = np.asarray(hidden[lyr][tokens], np.float64)  # (n_tok, d)
+    if hasattr(acts, "layer_hidden"):
+        n_layers, d, read = acts.n_layers + 1, acts.hidden.shape[2], lambda lyr: acts.layer_hidden(lyr, tokens)
+    else:
+        n_layers, d, read = acts.shape[0], acts.shape[2], lambda lyr: acts[lyr][tokens]
+    out = np.empty((n_layers, len(starts), d), np.float32)
+    for lyr in range(n_layers):
+        H = np.asarray(read(lyr), np.float64)  # (n_tok, d)
         out[lyr] = np.add.reduceat(H, starts, axis=0) / counts
     return out

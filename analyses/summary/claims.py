@@ -2,87 +2,48 @@
 
 Every verdict is computed from the result files under ``<out>/results`` (never written by hand):
 ``holds``, ``does not hold``, or ``not testable here`` (the results that would test it are
-missing), with the numbers it rests on. The report page (:mod:`analyses.summary.report`) puts this table
-at its top and the README's claim table is copied from a run of it.
+missing, or a number it needs is null, non-finite or not a number: the evidence says which), with the numbers it
+rests on. Result files are read strictly (:func:`analyses.common.read_result`: a damaged file is one error line
+naming it), and a folder without any result is an error, not a page of untestable claims. The report page
+(:mod:`analyses.summary.report`) puts this table at its top and the README's claim table is copied from a run of it.
+
+Verdicts from the evidence (issue 27, :mod:`analyses.summary.evidence`): where the results carry bootstrap
+replicates, a claim ``holds`` when the interval of the compared difference excludes the opposite direction in
+every seed (``<model>-seedN`` results are grouped with ``<model>``), ``does not hold`` when it excludes the
+claimed direction in every seed, and is ``inconclusive`` otherwise (``reason``: seeds disagree, or the interval
+crosses zero). Each claim carries ``difference``, ``interval``, ``seeds`` (per model pair and seed: the values
+with their intervals, the difference, its interval, sign and whether it was paired), ``n_seeds`` and ``reason``;
+results without replicates keep the point verdict with ``reason`` POINT_ONLY.
 
     $ python -m analyses.summary.claims --out out
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from analyses import stats
 from analyses.common import arg, parse_config, run_main
-
-HOLDS, FAILS, UNTESTED = "holds", "does not hold", "not testable here"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of one paper and its verdict on our results."""
-
-    paper: str  # which paper (short name)
-    where: str  # section / table / figure of the paper
-    claim: str  # the claim, in one sentence
-    verdict: str  # HOLDS, FAILS or UNTESTED
-    evidence: str  # the numbers the verdict rests on (or why it cannot be tested)
-    analysis: str  # the result folder it reads
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-# ----------------------------------------------------------------------------- reading results
-
-
-def load_all(out: str | Path) -> dict[str, list[dict]]:
-    """analysis name -> the saved result documents (JSON) under ``<out>/results/<analysis>/``."""
-    import json
-
-    found = {}
-    for folder in sorted((Path(out) / "results").glob("*")):
-        docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
-        if docs:
-            found[folder.name] = docs
-    return found
-
-
-def _family(doc: dict) -> str:
-    return (doc.get("model") or {}).get("family", "")
-
-
-def _size(doc: dict) -> tuple:
-    m = doc.get("model") or {}
-    return m.get("num_layers"), m.get("hidden_size")
-
-
-def _split_slstm(docs: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(S-LSTM results, the Transformer encoders they are compared with) among ``docs``. As in the
-    paper, the comparison is between models of one size and recipe: the Transformer encoders with the
-    S-LSTM's depth and width (bert-small, albert-small) when any are present, else all of them."""
-    slstm = [d for d in docs if _family(d) == "slstm"]
-    others = [d for d in docs if _family(d) not in ("slstm", "recurrent", "mog")
-              and (d.get("model") or {}).get("kind", "encoder") == "encoder"]
-    same = [d for d in others if any(_size(d) == _size(s) for s in slstm)]
-    return slstm, same or others
-
-
-def _fmt(pairs: list[tuple[str, float]], digits: int = 3) -> str:
-    return ", ".join(f"{n} {v:.{digits}f}" for n, v in pairs)
-
-
-def _compare(paper, where, claim, analysis, docs, value, better, digits=3) -> Claim:
-    """S-LSTM vs every Transformer encoder on ``value(doc)``; ``better(a, b)``: a beats b."""
-    slstm, others = _split_slstm(docs)
-    if not slstm or not others:
-        return Claim(paper, where, claim, UNTESTED, "needs an S-LSTM and a Transformer encoder result", analysis)
-    vals = [(d["model_name"], value(d)) for d in slstm + others]
-    held = all(better(value(s), value(o)) for s in slstm for o in others)
-    return Claim(paper, where, claim, HOLDS if held else FAILS, _fmt(vals, digits), analysis)
-
+from analyses.summary import evidence
+from analyses.summary.claim import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    INPUT_ERRORS,
+    POINT_ONLY,
+    UNTESTED,
+    Claim,
+    Untestable,
+    compare_slstm,
+    fmt,
+    load_all,
+    number,
+    untestable_reason,
+)
+from probes.errors import ProbeError
 
 # ----------------------------------------------------------------------------- the S-LSTM paper
 
@@ -90,43 +51,48 @@ SLSTM = "S-LSTM"
 
 
 def _last_token_cosine(doc: dict) -> float:
-    return float(doc["layers"][-1]["token"]["mean"])
+    return number(doc["layers"][-1]["token"]["mean"], f"{doc.get('model_name')}'s last-layer token cosine")
 
 
 def _last_sentence_cosine(doc: dict) -> float:
-    return float(doc["layers"][-1]["sentence"]["mean"])
+    return number(doc["layers"][-1]["sentence"]["mean"], f"{doc.get('model_name')}'s last-layer sentence cosine")
 
 
 def _k(doc: dict, window: int, threshold: float) -> float:
     for w in doc["windows"]:
         if w["window"] == window:
             for t in w["thresholds"]:
-                if abs(t["threshold"] - threshold) < 1e-9:
-                    return float(t["mean"])
-    return float("nan")
+                if abs(number(t["threshold"], "a threshold") - threshold) < 1e-9:
+                    return number(t["mean"], f"{doc.get('model_name')}'s k at n = {window}, {threshold:.0%}")
+    raise Untestable(f"{doc.get('model_name')} has no k at n = {window}, {threshold:.0%}")
 
 
 def _middle_token_distance(doc: dict) -> float:
     """Mean token L2 change over the intermediate layers (2..L-1; all layers when L < 3)."""
-    d = np.array([lyr["token"]["distance_mean"] for lyr in doc["layers"]])
+    d = np.array([number(lyr["token"]["distance_mean"], f"{doc.get('model_name')}'s token distance")
+                  for lyr in doc["layers"]])
     return float(d[1:-1].mean() if len(d) >= 3 else d.mean())
 
 
 def slstm_claims(results: dict[str, list[dict]]) -> list[Claim]:
     aniso, red, trans = (results.get(a, []) for a in ("anisotropy", "redundancy", "transitions"))
     lt = lambda a, b: abs(a) < abs(b)  # noqa: E731 - nearer zero = less anisotropic
+    nearer_zero = {"claimed_sign": -1, "contrast": lambda a, b: np.abs(a) - np.abs(b)}  # |S-LSTM| - |other| < 0
     claims = [
-        _compare(SLSTM, "§7.1, Fig. 6", "S-LSTM token outputs are less anisotropic (mean cosine of random tokens, "
-                 "last layer, nearer 0) than same-size Transformers'", "anisotropy", aniso, _last_token_cosine, lt),
-        _compare(SLSTM, "§7.1, Fig. 6", "S-LSTM sentence vectors are less anisotropic than Transformers' "
-                 "([CLS] / g, last layer)", "anisotropy", aniso, _last_sentence_cosine, lt),
-        _compare(SLSTM, "§7.2, Table 6", "S-LSTM needs the most principal components for 90% of the variance "
+        compare_slstm(SLSTM, "§7.1, Fig. 6", "S-LSTM token outputs are less anisotropic (mean cosine of random tokens, "
+                 "last layer, nearer 0) than same-size Transformers'", "anisotropy", aniso, _last_token_cosine, lt,
+                 sample=evidence.anisotropy_sample("token"), **nearer_zero),
+        compare_slstm(SLSTM, "§7.1, Fig. 6", "S-LSTM sentence vectors are less anisotropic than Transformers' "
+                 "([CLS] / g, last layer)", "anisotropy", aniso, _last_sentence_cosine, lt,
+                 sample=evidence.anisotropy_sample("sentence"), **nearer_zero),
+        compare_slstm(SLSTM, "§7.2, Table 6", "S-LSTM needs the most principal components for 90% of the variance "
                  "(n = 100 token windows): less feature redundancy", "redundancy", red,
-                 lambda d: _k(d, 100, 0.9), lambda a, b: a > b, 1),
-        _compare(SLSTM, "§7.2, Table 6", "... and for 98% of the variance (n = 100)", "redundancy", red,
-                 lambda d: _k(d, 100, 0.98), lambda a, b: a > b, 1),
-        _compare(SLSTM, "§7.3, Fig. 7", "S-LSTM has the smallest layer-to-layer token changes (mean L2 over the "
-                 "intermediate layers)", "transitions", trans, _middle_token_distance, lambda a, b: a < b),
+                 lambda d: _k(d, 100, 0.9), lambda a, b: a > b, 1, sample=evidence.redundancy_sample(100, 0.9)),
+        compare_slstm(SLSTM, "§7.2, Table 6", "... and for 98% of the variance (n = 100)", "redundancy", red,
+                 lambda d: _k(d, 100, 0.98), lambda a, b: a > b, 1, sample=evidence.redundancy_sample(100, 0.98)),
+        compare_slstm(SLSTM, "§7.3, Fig. 7", "S-LSTM has the smallest layer-to-layer token changes (mean L2 over the "
+                 "intermediate layers)", "transitions", trans, _middle_token_distance, lambda a, b: a < b,
+                 sample=evidence.transitions_sample, claimed_sign=-1),
     ]
     speed = results.get("speed", [])
     claims.append(_speed_claim(speed))
@@ -136,17 +102,21 @@ def slstm_claims(results: dict[str, list[dict]]) -> list[Claim]:
 def _speed_claim(docs: list[dict]) -> Claim:
     where, claim = "§6, Table 5 / Fig. 5", "S-LSTM inference time grows linearly with length, BERT's faster"
     slopes = []
-    for d in docs:
-        for m in d.get("models", []):
-            if "slope" in m:
-                slopes.append((m["name"], m.get("architecture", m["name"]), float(m["slope"])))
+    try:
+        for d in docs:
+            for m in d.get("models", []):
+                if "slope" in m:
+                    slopes.append((str(m["name"]), str(m.get("architecture", m["name"])),
+                                   number(m["slope"], f"{m['name']}'s slope")))
+    except INPUT_ERRORS as e:
+        return Claim(SLSTM, where, claim, UNTESTED, untestable_reason(e), "speed")
     s = [x for x in slopes if "slstm" in x[1]]
     o = [x for x in slopes if "slstm" not in x[1]]
     if not s or not o:
         return Claim(SLSTM, where, claim, UNTESTED, "no speed result (python -m analyses.speed)", "speed")
     held = all(a[2] < b[2] for a in s for b in o) and all(a[2] < 1.2 for a in s)
     return Claim(SLSTM, where, claim, HOLDS if held else FAILS,
-                 "log-log slope " + _fmt([(n, v) for n, _, v in slopes], 2), "speed")
+                 "log-log slope " + fmt([(n, v) for n, _, v in slopes], 2), "speed")
 
 
 # ----------------------------------------------------------------------------- the recurrence paper
@@ -159,16 +129,31 @@ def _ppl_rows(docs: list[dict]) -> list[dict]:
 
 
 def recurrence_claims(results: dict[str, list[dict]]) -> list[Claim]:
+    try:
+        return _recurrence_claims(results)
+    except INPUT_ERRORS as e:
+        why = untestable_reason(e)
+        return [Claim(RECUR, where, claim, UNTESTED, why, analysis) for where, claim, analysis in (
+            ("§4.2, Tables 1-2", "recurrent perplexity < base at equal window T and overlap o", "perplexity"),
+            ("§4.2, Table 2", "recurrent with o = 0 is as good as base with the largest overlap (same T)",
+             "perplexity"),
+            ("§5.3.1", "topic JSD of continuations: recurrent < base, A < B in more than half the contexts "
+                       "(one-sided sign test)", "topics"))]
+
+
+def _recurrence_claims(results: dict[str, list[dict]]) -> list[Claim]:
     rows = _ppl_rows(results.get("perplexity", []))
-    base = {(r["window"], r["overlap"]): r["token_perplexity"] for r in rows if not r["recurrent"]}
-    rec = {(r["window"], r["overlap"]): r["token_perplexity"] for r in rows if r["recurrent"]}
+    ppl = lambda r: number(r["token_perplexity"], f"perplexity at T={r['window']}, o={r['overlap']}")  # noqa: E731
+    base = {(r["window"], r["overlap"]): ppl(r) for r in rows if not r["recurrent"]}
+    rec = {(r["window"], r["overlap"]): ppl(r) for r in rows if r["recurrent"]}
     both = sorted(set(base) & set(rec))
     out = []
     c1 = "recurrent perplexity < base at equal window T and overlap o"
     if both:
         held = all(rec[k] < base[k] for k in both)
         ev = "; ".join(f"T={t}, o={o}: {rec[(t, o)]:.2f} vs {base[(t, o)]:.2f}" for t, o in both)
-        out.append(Claim(RECUR, "§4.2, Tables 1-2", c1, HOLDS if held else FAILS, ev, "perplexity"))
+        out.append(_perplexity_evidence(Claim(RECUR, "§4.2, Tables 1-2", c1, HOLDS if held else FAILS, ev,
+                                              "perplexity"), results, [(k, k) for k in both]))
     else:
         out.append(Claim(RECUR, "§4.2, Tables 1-2", c1, UNTESTED, "needs base and recurrent perplexity", "perplexity"))
     c2 = "recurrent with o = 0 is as good as base with the largest overlap (same T)"
@@ -177,7 +162,8 @@ def recurrence_claims(results: dict[str, list[dict]]) -> list[Claim]:
     if pairs:
         held = all(rec[(t, 0)] <= base[(t, o)] for t, o in pairs)
         ev = "; ".join(f"T={t}: recurrent o=0 {rec[(t, 0)]:.2f} vs base o={o} {base[(t, o)]:.2f}" for t, o in pairs)
-        out.append(Claim(RECUR, "§4.2, Table 2", c2, HOLDS if held else FAILS, ev, "perplexity"))
+        out.append(_perplexity_evidence(Claim(RECUR, "§4.2, Table 2", c2, HOLDS if held else FAILS, ev, "perplexity"),
+                                        results, [((t, 0), (t, o)) for t, o in pairs]))
     else:
         out.append(Claim(RECUR, "§4.2, Table 2", c2, UNTESTED, "needs base at o > 0 and recurrent at o = 0",
                          "perplexity"))
@@ -187,12 +173,58 @@ def recurrence_claims(results: dict[str, list[dict]]) -> list[Claim]:
         out.append(Claim(RECUR, "§5.3.1", c3, UNTESTED, "no topics result", "topics"))
     for d in topics:
         s = d["statistics"]
+        for k in ("mean_jsd_a", "mean_jsd_b", "share_a_less", "sign_test_p_a_less", "wilcoxon_p_a_less"):
+            number(s[k], f"{d['model_name']}'s {k}")
         held = s["mean_jsd_a"] < s["mean_jsd_b"] and s["share_a_less"] > 0.5 and s["sign_test_p_a_less"] < 0.05
         ev = (f"{d['model_name']}: JSD A {s['mean_jsd_a']:.3f} vs B {s['mean_jsd_b']:.3f}; A < B in "
               f"{100 * s['share_a_less']:.1f}% of {s['n_contexts']} ({s['n_ties']} ties); one-sided sign p = "
               f"{s['sign_test_p_a_less']:.3g}, Wilcoxon p = {s['wilcoxon_p_a_less']:.3g}")
-        out.append(Claim(RECUR, "§5.3.1", c3, HOLDS if held else FAILS, ev, "topics"))
+        found = None
+        if "mean_difference_ci" in s:  # issue 27: the paired bootstrap interval over contexts decides
+            found = evidence.verdict_of_differences(
+                [(d["model_name"], number(s["mean_difference"], "a JSD difference"), s["mean_difference_ci"])], -1)
+        if found is None:
+            out.append(Claim(RECUR, "§5.3.1", c3, HOLDS if held else FAILS, ev, "topics", reason=POINT_ONLY))
+            continue
+        iv = found["interval"]
+        ev += f"; mean JSD A - B {found['difference']:+.4f} [{iv[0]:.4f}, {iv[1]:.4f}] (paired over contexts)"
+        out.append(Claim(RECUR, "§5.3.1", c3, found["verdict"], ev, "topics", found["difference"], iv, found["seeds"],
+                         found["n_seeds"], found["reason"]))
     return out
+
+
+def _perplexity_evidence(point: Claim, results: dict[str, list[dict]], keys: list[tuple]) -> Claim:
+    """Issue 27: ``point`` (the verdict from point values) decided again from the intervals of
+    recurrent minus base token perplexity, for each ((T, o) recurrent, (T, o) base) in ``keys``, per
+    seed (paired over documents when both scored the same ones). ``point`` marked POINT_ONLY when a
+    result has no per-document values."""
+    docs = results.get("perplexity", [])
+    rec_ids = {id(d) for d in docs if any(r.get("recurrent") for r in d.get("rows", []))}
+    row = lambda d, key: next(r for r in d["rows"] if (r["window"], r["overlap"]) == key)  # noqa: E731
+    has = lambda d, key: any((r["window"], r["overlap"]) == key for r in d["rows"])  # noqa: E731
+    found = []
+    for kr, kb in keys:
+        rec = [d for d in docs if id(d) in rec_ids and has(d, kr)]
+        base = [d for d in docs if id(d) not in rec_ids and has(d, kb)]
+        sample = lambda d, kr=kr, kb=kb: evidence.perplexity_sample(d, row(d, kr if id(d) in rec_ids else kb))  # noqa: E731
+        try:
+            f = evidence.compare(evidence.by_model(rec), evidence.by_model(base), sample, -1, digits=2)
+        except INPUT_ERRORS as e:
+            return replace(point, verdict=UNTESTED, evidence=untestable_reason(e))
+        if f is None:
+            return replace(point, reason=POINT_ONLY)
+        found.append((kr, kb, f))
+    if not found:
+        return replace(point, reason=POINT_ONLY)
+    verdicts = [f["verdict"] for _, _, f in found]
+    decide = next((f for f in (f for _, _, f in found) if f["verdict"] == FAILS),
+                  next((f for _, _, f in found if f["verdict"] != HOLDS), found[0][2]))
+    verdict = (HOLDS if all(v == HOLDS for v in verdicts) else FAILS if FAILS in verdicts else INCONCLUSIVE)
+    text = "; ".join(f"T={kr[0]}, o={kr[1]}" + (f" vs o={kb[1]}" if kb != kr else "") + f": {f['evidence']}"
+                     for kr, kb, f in found)
+    return replace(point, verdict=verdict, evidence=text, difference=decide["difference"], interval=decide["interval"],
+                   seeds=[dict(s, key=[list(kr), list(kb)]) for kr, kb, f in found for s in f["seeds"]],
+                   n_seeds=max(f["n_seeds"] for _, _, f in found), reason=decide["reason"])
 
 
 # ----------------------------------------------------------------------------- ConvBERT
@@ -244,7 +276,66 @@ def _training_losses() -> dict[str, tuple[str, float, str, tuple]]:
     return found
 
 
+def _heldout_blocks(folder: Path) -> dict | None:
+    """Per-block held-out MLM loss sums and masked-token counts (scripts/heldout_blocks.py), or None."""
+    import csv
+
+    path = folder / "heldout_blocks.csv"
+    if not path.is_file():
+        return None
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    sums = np.array([number(float(r["loss_sum"]), "a block's loss") for r in rows])
+    counts = np.array([number(float(r["masked_tokens"]), "a block's masked tokens") for r in rows])
+    return {"sums": sums, "counts": counts}
+
+
+def _mlm_evidence(point: Claim, a: str, b: str) -> Claim:
+    """Issue 27: Table 2 decided from the held-out loss per block of ``a`` (weight-gate) and ``b`` (sum)
+    and their seed variants (``<name>-seedN``): ratio bootstrap over blocks (summed loss / masked
+    tokens), paired where both scored the same blocks and positions (same training seed, so the same
+    masking); the claim: loss(a) - loss(b) < 0. ``point`` marked POINT_ONLY without the block files."""
+    from probes.checkpoints.registry import read_registry
+    from probes.errors import CheckpointError
+
+    groups: dict[str, dict[int, dict]] = {}
+    for name, spec in read_registry().items():
+        base, seed = evidence.seed_of(name)
+        if base not in (evidence.seed_of(a)[0], evidence.seed_of(b)[0]):
+            continue
+        try:
+            blocks = _heldout_blocks(spec.local_path())
+        except CheckpointError:
+            continue
+        except INPUT_ERRORS as e:
+            return replace(point, verdict=UNTESTED, evidence=untestable_reason(e))
+        if blocks is not None:
+            groups.setdefault(base, {})[seed] = {"model_name": name, **blocks}
+    if len(groups) < 2:
+        return replace(point, reason=POINT_ONLY + " (no heldout_blocks.csv: python scripts/heldout_blocks.py)")
+
+    def sample(doc: dict) -> evidence.Sample:
+        W = stats.resample_weights(len(doc["sums"]), stats.RESAMPLES, stats.SEED)
+        return evidence.Sample(float(doc["sums"].sum() / doc["counts"].sum()),
+                               stats.ratio_replicates(doc["sums"], doc["counts"], W),
+                               (stats.units_id(doc["counts"].tolist()), stats.SEED, stats.RESAMPLES))
+
+    base_a, base_b = evidence.seed_of(a)[0], evidence.seed_of(b)[0]
+    found = evidence.compare({base_a: groups[base_a]}, {base_b: groups[base_b]}, sample, -1)
+    return replace(point, verdict=found["verdict"], evidence="held-out MLM loss per block: " + found["evidence"],
+                   difference=found["difference"], interval=found["interval"], seeds=found["seeds"],
+                   n_seeds=found["n_seeds"], reason=found["reason"])
+
+
 def mog_claims(results: dict[str, list[dict]]) -> list[Claim]:
+    try:
+        return _mog_claims(results)
+    except INPUT_ERRORS as e:
+        why = untestable_reason(e)
+        return [Claim(MOG, "Fig. 9 / 10", "the Graph-Transformer claims", UNTESTED, why, "mog")]
+
+
+def _mog_claims(results: dict[str, list[dict]]) -> list[Claim]:
     out = []
     by_fusion = {f: (n, v, which, settings) for n, (f, v, which, settings) in sorted(_training_losses().items())}
     c0 = "weight-gate fusion is at least as good as sum (Table 2), at equal width, depth and training (MLM loss)"
@@ -256,9 +347,10 @@ def mog_claims(results: dict[str, list[dict]]) -> list[Claim]:
         else:
             others = "; ".join(f"{n} ({f}) {v:.3f}" for f, (n, v, _, st) in by_fusion.items()
                                if f not in ("weight-gate", "sum") and st == sw)
-            out.append(Claim(MOG, "Table 2", c0, HOLDS if w <= s_ else FAILS,
-                             f"{which} MLM loss {nw} {w:.3f} vs {ns} {s_:.3f}" + (f"; {others}" if others else "")
-                             + " (one seed each)", "checkpoints"))
+            out.append(_mlm_evidence(Claim(MOG, "Table 2", c0, HOLDS if w <= s_ else FAILS,
+                                           f"{which} MLM loss {nw} {w:.3f} vs {ns} {s_:.3f}"
+                                           + (f"; {others}" if others else "") + " (one seed each)", "checkpoints"),
+                                     nw, ns))
     else:
         out.append(Claim(MOG, "Table 2", c0, UNTESTED, "needs trained weight-gate and sum checkpoints", "checkpoints"))
     docs = _mog_docs(results)
@@ -271,10 +363,11 @@ def mog_claims(results: dict[str, list[dict]]) -> list[Claim]:
             continue
         held, ev = [], []
         for d in docs:
-            w = d["w_layer_mean"]
+            w = [number(x, f"{d['model_name']}'s w") for x in d["w_layer_mean"]]
             if key == "longer_larger_every_layer":
                 v = d["claims"].get(key)
-                diff = d["claims"].get("longest_minus_shortest") or []
+                diff = [number(x, f"{d['model_name']}'s bucket difference")
+                        for x in d["claims"].get("longest_minus_shortest") or []]
                 ev.append(f"{d['model_name']}: longest - shortest bucket " + ", ".join(f"{x:+.4f}" for x in diff))
             elif key is None:
                 steps = [b > a for a, b in zip(w, w[1:])]
@@ -309,6 +402,15 @@ def evaluate(out: str | Path) -> list[Claim]:
     return [c for check in CHECKS for c in check(results)]
 
 
+def require_results(out: str | Path) -> None:
+    """One line unless ``<out>/results`` holds a result file (the CLIs refuse to print or write a table of
+    claims that are all untestable because --out names the wrong folder)."""
+    where = Path(out) / "results"
+    if not any(where.glob("*/*.json")):
+        raise ProbeError(f"{where} holds no result files{'' if where.is_dir() else ' (no such folder)'}: run the "
+                         f"analyses first (python -m analyses.anisotropy ... --out {out})")
+
+
 @dataclass
 class Config:
     """Print each paper claim's verdict on the saved results."""
@@ -318,6 +420,7 @@ class Config:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv)
+    require_results(cfg.out)
     for c in evaluate(cfg.out):
         print(f"[{c.verdict}] {c.paper} {c.where}: {c.claim} -- {c.evidence}")
 

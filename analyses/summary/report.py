@@ -1,11 +1,19 @@
 """One self-contained HTML page for every saved result: ``<out>/report.html``.
 
-The page opens offline (figures are embedded as PNG data, no scripts, no fonts fetched). At the
-top, the papers' claims and what our results say about each (:mod:`analyses.summary.claims`, computed from
-the result files); then, per analysis, its figures with a caption saying what to read in them, its
-tables (the Markdown tables the analysis writes, else the CSVs), and per model the provenance block
+The page opens offline (figures are embedded as PNG data, no scripts, no fonts fetched). It is written
+for whoever's results they are: at the top, one row per model in the results (family, layers, width,
+what was run; a folder or ``hf:`` model under the name the user gave); then the papers' claims whose
+inputs are in the folder and what the results say about each (:mod:`analyses.summary.claims`), the rest
+named in one line; then, per analysis, its figures with a caption saying what to read in them, its
+tables (the Markdown tables the analysis writes, else the CSVs, each titled with its model, scrolling
+sideways when wide, a missing value an empty cell with a footnote), and per model the provenance block
 (model fingerprint, corpus hash, settings, package versions) folded away. Built with Jinja2 from
 ``analyses/summary/templates/report.html.j2``. ``python -m analyses.summary.figures`` (so ``make demo``) writes it.
+
+Everything on the page that the suite did not write itself is escaped: Jinja autoescape for every field, and the
+Markdown tables rendered without raw HTML (a ``model_name`` of ``<script>`` in a result file shows as text). Result
+files are read by :func:`analyses.common.read_result` (a damaged one is one error line naming it); an ``--out``
+without results is an error, and no page is written.
 
     $ python -m analyses.summary.report --out out
 """
@@ -14,10 +22,11 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyses.common import arg, atomic_write, parse_config, run_main
+from analyses.common import arg, atomic_write, parse_config, read_result, run_main
 from analyses.summary import claims as claims_mod
 
 # What to read in each figure, by file name (without extension); a figure not listed gets none.
@@ -62,8 +71,20 @@ CAPTIONS = {
 }
 
 
+SIMILARITY_PAIR = ("One row of heatmaps per measure computed (linear CKA debiased, SVCCA, RSA: the row titles say "
+                   "which): every layer of the first model against every layer of the second (A x B, middle), and "
+                   "each model against itself (A x A, B x B); relative depth on the axes; 1 = the same geometry.")
+SIMILARITY_OVERVIEW = ("Linear CKA (debiased) of the reference model against itself (top left) and against every other "
+                       "model (top row), with each other model against itself below it; 1 = the same geometry up to "
+                       "rotation and scale, 0 = unrelated.")
+
+
 def caption(stem: str) -> str:
-    """The caption of a figure: its own, else that of the longest key ending in '-' that starts it."""
+    """The caption of a figure: its own, else that of the longest key ending in '-' that starts it.
+    similarity-<A>__<B>__<unit> (one pair, every measure) and similarity-<A>__<unit> (the CKA overview)
+    each get their own."""
+    if stem.startswith("similarity-"):
+        return SIMILARITY_PAIR if stem.count("__") == 2 else SIMILARITY_OVERVIEW
     if stem in CAPTIONS:
         return CAPTIONS[stem]
     keys = [k for k in CAPTIONS if k.endswith("-") and stem.startswith(k)]
@@ -81,19 +102,70 @@ def _png(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def _tables(folder: Path) -> list[dict]:
-    """The analysis's Markdown tables rendered to HTML; if it wrote none, its CSVs."""
+def _tables(folder: Path, names: dict[str, str] | None = None) -> list[dict]:
+    """The analysis's Markdown tables rendered to HTML; if it wrote none, its CSVs, each titled with its
+    model (``names``: file stem -> the name to show). A missing value is an empty cell (``nan`` says so)."""
     from markdown_it import MarkdownIt
 
-    md = MarkdownIt("commonmark").enable("table")
-    found = [{"name": p.name, "html": md.render(p.read_text(encoding="utf-8"))} for p in sorted(folder.glob("*.md"))]
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")  # raw HTML in a cell is shown as text
+    found = [{"name": p.name, "title": f"{folder.name}: {p.stem} (all models)",
+              "html": md.render(p.read_text(encoding="utf-8")), "nan": False} for p in sorted(folder.glob("*.md"))]
     if found:
         return found
     import pandas as pd
 
-    return [{"name": p.name, "html": pd.read_csv(p).to_html(index=False, float_format=lambda x: f"{x:.4g}",
-                                                            border=0, classes="csv")}
-            for p in sorted(folder.glob("*.csv")) if p.stat().st_size]
+    tables = []
+    for p in sorted(folder.glob("*.csv")):
+        if not p.stat().st_size:
+            continue
+        df = pd.read_csv(p)
+        tables.append({"name": p.name, "title": f"{(names or {}).get(p.stem, p.stem)}: {folder.name}",
+                       "html": df.to_html(index=False, float_format=lambda x: f"{x:.4g}", border=0, classes="csv",
+                                          na_rep=""),
+                       "nan": bool(df.isna().to_numpy().any())})
+    return tables
+
+
+def shown_name(doc: dict) -> str:
+    """The name a result's model is shown under: its registry name, or, for a folder or ``hf:`` id, the
+    name as the user gave it (``model_requested``) rather than the hashed file name."""
+    name, requested = str(doc.get("model_name", "")), doc.get("model_requested")
+    if isinstance(requested, str) and requested and name.startswith(("dir--", "hf--")):
+        return requested
+    return name
+
+
+def _models(docs: dict[str, list[dict]]) -> list[dict]:
+    """One row per model in the results: name (as given), family, kind, layers, width and what was run."""
+    rows: dict[str, dict] = {}
+
+    def add(desc: dict, analysis: str, shown: str | None = None) -> None:
+        if not isinstance(desc, dict) or not desc.get("name"):
+            return
+        name = str(desc["name"])
+        row = rows.setdefault(name, {"name": shown or name, "family": desc.get("family", ""),
+                                     "kind": desc.get("kind", ""), "layers": desc.get("num_layers", ""),
+                                     "width": desc.get("hidden_size", ""), "ran": []})
+        if analysis not in row["ran"]:
+            row["ran"].append(analysis)
+
+    for analysis, found in docs.items():
+        for doc in found:
+            for key in ("model_a", "model_b"):  # a pair (topics)
+                add(doc.get(key), analysis)
+            pair = doc.get("models") if isinstance(doc.get("models"), dict) else None  # similarity
+            for side in ("a", "b"):
+                add((pair or {}).get(side), analysis)
+            if isinstance(doc.get("model"), dict) and "name" in doc["model"]:
+                add(doc["model"], analysis, shown_name(doc))
+    return sorted(rows.values(), key=lambda r: r["name"])
+
+
+def _png_width(path: Path) -> int:
+    """A PNG's width in pixels (from its IHDR header)."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    return int.from_bytes(head[16:20], "big") if head[:8] == b"\x89PNG\r\n\x1a\n" else 0
 
 
 def _figures(out: Path, analysis: str, analyses: list[str]) -> list[dict]:
@@ -104,7 +176,8 @@ def _figures(out: Path, analysis: str, analyses: list[str]) -> list[dict]:
         return max(names, key=len) if names else None
 
     figs = sorted((out / "figures").glob("*.png"))
-    return [{"name": p.stem, "src": _png(p), "caption": caption(p.stem)}
+    # shown at half their pixel width: saved at 200 dpi, so every figure keeps its size in inches (~100 px each)
+    return [{"name": p.stem, "src": _png(p), "caption": caption(p.stem), "width": _png_width(p) // 2}
             for p in figs if owner(p.stem) == analysis]
 
 
@@ -123,11 +196,27 @@ def sections(out: str | Path) -> list[dict]:
         docs = sorted(folder.glob("*.json"))
         if not docs:
             continue
-        results = [{"name": p.stem, "file": str(p.relative_to(out)),
-                    "provenance": _provenance(json.loads(p.read_text(encoding="utf-8")))} for p in docs]
+        read = {p.stem: read_result(p) for p in docs}
+        results = [{"name": shown_name(read[p.stem]), "file": str(p.relative_to(out)),
+                    "provenance": _provenance(read[p.stem])} for p in docs]
+        names = {stem: shown_name(doc) for stem, doc in read.items()}
         secs.append({"analysis": folder.name, "figures": _figures(out, folder.name, analyses),
-                     "tables": _tables(folder), "results": results})
+                     "tables": _tables(folder, names), "results": results})
     return secs
+
+
+def present_claims(claims: list, docs: dict[str, list[dict]]) -> tuple[list, list]:
+    """(claims to show, claims not testable with these results). A claim is shown when it has a verdict
+    and its inputs are in the folder: its analysis has results there (a claim read from the committed
+    checkpoints' training records only when a model it names has results there)."""
+    present = {str(doc.get("model_name", "")) for found in docs.values() for doc in found}
+    present |= {row["name"] for row in _models(docs)}
+    shown, untestable = [], []
+    for c in claims:
+        here = (c.analysis in docs) if c.analysis != "checkpoints" else any(
+            m and re.search(rf"(?<![\w.-]){re.escape(m)}(?![\w.-])", c.evidence) for m in present)
+        (shown if c.verdict != claims_mod.UNTESTED and here else untestable).append(c)
+    return shown, untestable
 
 
 def render(out: str | Path) -> str:
@@ -136,12 +225,16 @@ def render(out: str | Path) -> str:
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("analyses.summary", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]))
+    docs = claims_mod.load_all(out)
+    shown, untestable = present_claims(claims_mod.evaluate(out), docs)
     return env.get_template("report.html.j2").render(
-        claims=claims_mod.evaluate(out), sections=sections(out), out=str(out))
+        claims=shown, untestable=untestable, models=_models(docs), sections=sections(out), out=str(out))
 
 
 def write_report(out: str | Path) -> Path:
-    """Write ``<out>/report.html`` atomically; returns its path."""
+    """Write ``<out>/report.html`` atomically; returns its path. One error line (and no page, no folder made)
+    when ``out`` holds no results."""
+    claims_mod.require_results(out)
     path = Path(out) / "report.html"
     atomic_write(path, render(out).encode("utf-8"))
     return path

@@ -55,15 +55,17 @@ class Activations:
         """(N,) the text each token belongs to."""
         return np.repeat(np.arange(self.n_texts), np.diff(self.offsets))
 
-    def layer_hidden(self, layer: int) -> np.ndarray | Float32View:
-        """(N, d) every token's state at ``layer`` (0 = embeddings, -1 = last); ProbeError if the
-        extraction kept only other layers (``extract(..., layers=...)``)."""
+    def layer_hidden(self, layer: int, rows=None) -> np.ndarray | Float32View:
+        """(N, d) every token's state at ``layer`` (0 = embeddings, -1 = last), or only the token ``rows``
+        (a slice or index array: only those are read); ProbeError if the extraction kept only other
+        layers (``extract(..., layers=...)``)."""
         lyr = layer_index(layer, self.n_layers)
-        if self.hidden_layers is None:
-            return self.hidden[lyr]
-        if lyr not in self.hidden_layers:
-            raise ProbeError(f"these activations keep the states of layers {self.hidden_layers} only, not {lyr}")
-        return self.hidden[self.hidden_layers.index(lyr)]
+        if self.hidden_layers is not None:
+            if lyr not in self.hidden_layers:
+                raise ProbeError(f"these activations keep the states of layers {self.hidden_layers} only, "
+                                 f"not {lyr}")
+            lyr = self.hidden_layers.index(lyr)
+        return self.hidden[lyr] if rows is None else self.hidden[lyr, rows]
 
     def text_hidden(self, t: int) -> np.ndarray:
         """(L+1, n_t, d) the states of text t (only the kept layers, see ``hidden_layers``)."""

@@ -7,7 +7,14 @@ of one model (``--model``), those older than ``--older-than`` DAYS, the stale on
 or those matching all the filters given; each under the entry's lock, so an extraction in progress is never cut:
 an entry another process holds is skipped with a note.
 
-    $ python -m probes.capture.cache --cache out/cache list
+Only what the suite made is ever deleted: ``--cache`` must be a cache root (its ``CACHEDIR.TAG`` marker, written
+with the first entry; a cache from before the marker is known by its ``.locks`` folder), else nothing is touched
+and the command exits 2 (``--cache out`` names the output root, not ``out/cache``). Below it, a folder is an entry
+only if its name is a cache key and its ``meta.json`` (a partial entry: ``done.json`` naming that key) is the
+cache's own; any other folder (listed as ``foreign``; an entry with a damaged ``meta.json`` as ``unreadable``) is
+skipped by ``remove`` with a note, and left for a person to delete.
+
+    $ python -m probes.capture.cache list --out out        # the same as --cache out/cache
     $ python -m probes.capture.cache remove --model minilm-l6 --older-than 30
     $ python -m probes.capture.cache remove --stale
 """
@@ -16,16 +23,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from probes.capture.store import CACHE_FORMAT, DEFAULT_CACHE_DIR, entry_bytes, entry_lock, human_bytes
+from probes.capture.store import (
+    CACHE_FORMAT,
+    CACHE_TAG,
+    DEFAULT_CACHE_DIR,
+    entry_bytes,
+    entry_lock,
+    human_bytes,
+    is_cache_root,
+)
 from probes.config import arg, parse_config, run_main
 from probes.errors import ProbeError
 
 DAY = 86400.0
+KEY = re.compile(r"[0-9a-f]{16,64}")  # an entry's folder name: its cache key (store.cache_key: 24 hex digits)
+REMOVABLE = ("ok", "partial", "stale")  # a folder of another status is never deleted
 
 
 @dataclasses.dataclass
@@ -35,6 +53,7 @@ class Config:
     command: str = arg("list", "list the entries, or remove those matching --model / --older-than",
                        choices=["list", "remove"], positional=True)
     cache: str = arg(str(DEFAULT_CACHE_DIR), "the cache folder (<out>/cache of the analyses)")
+    out: str = arg("", "output root, as every analysis takes it: the cache is <out>/cache (instead of --cache)")
     model: str = arg("", "only the entries of this model (the folder name below the cache)")
     older_than: float = arg(-1.0, "only entries older than this many days (-1: any age)", min=-1.0)
     stale: bool = arg(False, "only entries of an older cache format (they are never read again)")
@@ -51,26 +70,35 @@ class Entry:
     n_texts: int | None
     bytes: int
     age_days: float
-    status: str  # "ok", "partial" (an interrupted extraction), "stale" (an older format) or "unreadable"
+    status: str  # "ok", "partial" (an interrupted extraction), "stale" (an older format), "unreadable" (a damaged
+    # meta.json) or "foreign" (not made by the cache: another name, or no meta.json / done.json of its own)
 
 
 def entries(cache: str | Path) -> list[Entry]:
     """Every entry below ``cache``, by model then key. Reads only meta.json (no checksums)."""
     cache, now, out = Path(cache), time.time(), []
-    for model in sorted(p for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for model in sorted(p for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")
+                        and not p.is_symlink()):  # a link may lead out of the cache
         for path in sorted(p for p in model.iterdir() if p.is_dir()):
             partial = path.name.endswith(".partial")
+            key = path.name.removesuffix(".partial")
             meta_file = path / ("done.json" if partial else "meta.json")
             dtype, n_texts, status = "?", None, "partial" if partial else "ok"
             try:
                 doc = json.loads(meta_file.read_text(encoding="utf-8"))
                 meta = doc if partial else doc["meta"]
+                if partial and meta["key"] != key:
+                    raise ValueError("done.json names another key")
                 dtype = meta.get("cache_dtype", meta.get("dtype", "float32"))
                 n_texts = None if partial else int(meta["n_texts"])
                 if not partial and meta.get("format") != CACHE_FORMAT:
                     status = "stale"
+            except FileNotFoundError:
+                status = "foreign"
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                status = "partial" if partial else "unreadable"
+                status = "foreign" if partial else "unreadable"
+            if not KEY.fullmatch(key) or path.is_symlink():
+                status = "foreign"
             stamp = meta_file if meta_file.exists() else path
             out.append(Entry(path, model.name, path.name, dtype, n_texts, entry_bytes(path),
                              (now - stamp.stat().st_mtime) / DAY, status))
@@ -89,6 +117,8 @@ def remove(found: list[Entry]) -> tuple[list[Entry], list[Entry]]:
     (removed, skipped because another process holds the lock)."""
     removed, skipped = [], []
     for e in found:
+        if e.status not in REMOVABLE:  # not the cache's own folder: never deleted
+            continue
         target = e.path.with_name(e.key.removesuffix(".partial"))
         try:
             with entry_lock(target, progress=False, wait=False):
@@ -105,9 +135,15 @@ def _age(days: float) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv)
-    cache = Path(cfg.cache)
+    cache = Path(cfg.out) / "cache" if cfg.out else Path(cfg.cache)
     if not cache.is_dir():
         raise ProbeError(f"--cache {cache} is not a folder")
+    if cfg.command == "remove" and not cfg.model and cfg.older_than < 0 and not cfg.stale:
+        raise ProbeError("remove needs --model NAME, --older-than DAYS and/or --stale (nothing is removed by default)")
+    if not is_cache_root(cache):
+        hint = f" (the analyses' cache is {cache / 'cache'})" if is_cache_root(cache / "cache") else ""
+        raise ProbeError(f"--cache {cache} is not an activation cache: it has no {CACHE_TAG} of this suite and no "
+                         f".locks folder{hint}; nothing {'removed' if cfg.command == 'remove' else 'listed'}")
     found = select(entries(cache), cfg.model, cfg.older_than, cfg.stale)
     if cfg.command == "list":
         print(f"{'model':<24} {'key':<32} {'dtype':<8} {'texts':>7} {'size':>10} {'age':>8}  status")
@@ -116,9 +152,11 @@ def main(argv: list[str] | None = None) -> None:
                   f"{human_bytes(e.bytes):>10} {_age(e.age_days):>8}  {e.status}")
         print(f"{len(found)} entries, {human_bytes(sum(e.bytes for e in found))}")
         return
-    if not cfg.model and cfg.older_than < 0 and not cfg.stale:
-        raise ProbeError("remove needs --model NAME, --older-than DAYS and/or --stale (nothing is removed by default)")
     removed, skipped = remove(found)
+    for e in found:
+        if e.status not in REMOVABLE:
+            print(f"skipped {e.path}: not a cache entry ({e.status}: no meta.json/done.json of the cache for that "
+                  f"name); delete it by hand if it should go", file=sys.stderr)
     for e in skipped:
         print(f"skipped {e.path}: another process is extracting it", file=sys.stderr)
     print(f"removed {len(removed)} entries, {human_bytes(sum(e.bytes for e in removed))}")

@@ -52,12 +52,18 @@ from probes.precision import cache_np_dtype, dtype_name, float16_problem, forwar
 CHUNK_BYTES = int(os.environ.get("PROBES_CHUNK_BYTES", 256 * 2**20))
 
 
-def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
+def extract(model, inputs: list[str] | list[list[int]], *, maps: bool = False,
             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = DEFAULT_CACHE_DIR,
             progress: bool = True, device: str = "cpu", corpus: dict | None = None, dtype: str | None = None,
             cache_dtype: str = "float16", device_map: str | None = None,
-            layers: list[int] | tuple[int, ...] | None = None) -> Activations:
-    """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
+            layers: list[int] | tuple[int, ...] | None = None, tokenizer=None, name: str | None = None,
+            sentence: str | None = None) -> Activations:
+    """Activations of ``model`` on ``inputs``: a model name (registry entry, folder, ``hf:`` id), a loaded
+    :class:`Encoder`, or a loaded transformers model (encoder or causal LM) with its ``tokenizer=``.
+
+    A model object runs where it is (its device and dtype); ``name=`` names it in the cache and in
+    results (default ``<model_type>-<weights hash>``), ``sentence=`` picks its sentence vector; its
+    class, config, weights and tokenizer are hashed into the cache key (:mod:`probes.models.user`).
 
     ``layers``: keep the token states of these layers only (0 = embeddings, -1 = last; ``()``: none,
     for an analysis that reads sentence vectors or maps only); None keeps every layer. Sentence
@@ -70,6 +76,13 @@ def extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: 
     ``device_map``: "auto" (or another accelerate device map) spreads a model too big for one device
     over all of them (see :func:`probes.load`). Under torchrun the work is shared by the processes
     (see probes.capture.distributed). The rest: see :func:`_extract`."""
+    from probes.models.user import is_model_object, wrap_encoder
+
+    if is_model_object(model):
+        model = wrap_encoder(model, tokenizer, name=name, sentence=sentence)
+    elif tokenizer is not None or name is not None or sentence is not None:
+        raise ProbeError("tokenizer=, name= and sentence= go with a model object (a loaded transformers model), "
+                         f"not with {type(model).__name__} {model!r:.60}")
     acts = _extract(model, inputs, maps=maps, truncate=truncate, batch_size=batch_size,
                     cache_dir=cache_dir, progress=progress, device=device, dtype=dtype, cache_dtype=cache_dtype,
                     device_map=device_map, layers=layers)
@@ -403,7 +416,9 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
         return acts
     store.finalise_entry(work, entry, acts, progress)
     del arrays, acts
-    return read_entry(entry)
+    # the bytes were checksummed as they were written (chunk digests, then finalise_entry's file blocks):
+    # reading them back to check them again buys nothing, so the entry is opened without verification
+    return read_entry(entry, verify=False)
 
 
 def _fill(encoder: Encoder, toks: list[Tokenized], maps: dict, chunks: list[range], offsets: np.ndarray,

@@ -24,8 +24,10 @@ offsets). :func:`cache_key` hashes model identity + inputs + settings: equal key
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -116,12 +118,13 @@ def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool) -
     to ``entry``: the entry appears complete, in one step. ``acts`` holds the work folder's big arrays."""
     small = {"offsets": acts.offsets, "token_ids": acts.token_ids, "special": acts.special,
              **{f"map.{m}.offsets": o for m, o in acts.map_offsets.items()}}
-    for name, arr in small.items():
-        np.save(work / f"{name}.npy", arr, allow_pickle=False)
-    doc = {"meta": acts.meta, "texts": acts.texts, "tokens": acts.tokens}
-    doc["checksums"] = {"algorithm": "sha256", "block_bytes": CHECK_BLOCK, "doc": doc_digest(doc),
-                        "files": {p.name: file_blocks(p) for p in sorted(work.glob("*.npy"))}}
-    (work / "meta.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    with no_space(work):
+        for name, arr in small.items():
+            np.save(work / f"{name}.npy", arr, allow_pickle=False)
+        doc = {"meta": acts.meta, "texts": acts.texts, "tokens": acts.tokens}
+        doc["checksums"] = {"algorithm": "sha256", "block_bytes": CHECK_BLOCK, "doc": doc_digest(doc),
+                            "files": {p.name: file_blocks(p) for p in sorted(work.glob("*.npy"))}}
+        (work / "meta.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     (work / "done.json").unlink()
     shutil.rmtree(entry, ignore_errors=True)
     os.replace(work, entry)  # the entry appears complete, in one step
@@ -130,6 +133,35 @@ def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool) -
         itemsize, d = np.dtype(stored).itemsize, acts.sentence.shape[-1]
         print(f"cache entry {entry}: {human_bytes(entry_bytes(entry))} ({stored}; "
               f"{itemsize * d} bytes per token per layer = {itemsize} x d)", flush=True)
+
+
+CACHE_TAG = "CACHEDIR.TAG"  # the cache root's marker (https://bford.info/cachedir/): probes.capture.cache removes
+CACHE_TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"  # entries only below a folder that has it
+                  "# an activation cache of the probes suite (python -m probes.capture.cache list --cache <folder>)\n")
+
+
+def mark_cache(root: Path) -> None:
+    """Write the cache marker ``<root>/CACHEDIR.TAG`` once (backup tools skip the folder too)."""
+    tag = root / CACHE_TAG
+    if not tag.exists():
+        atomic_text(tag, CACHE_TAG_TEXT)
+
+
+def is_cache_root(root: Path) -> bool:
+    """Whether ``root`` is a folder this suite made as an activation cache: it has the marker, or (a cache
+    written before the marker) the ``.locks`` folder every extraction creates there."""
+    tag = root / CACHE_TAG
+    try:
+        marked = tag.is_file() and tag.read_text(encoding="utf-8") == CACHE_TAG_TEXT
+    except (OSError, ValueError):
+        marked = False
+    return marked or ((root / ".locks").is_dir() and not (root / ".locks").is_symlink())
+
+
+def atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def lock_path(entry: Path, suffix: str = "") -> Path:
@@ -173,12 +205,51 @@ def open_work(work: Path | None, key: str, shapes: dict, state: dict) -> tuple[d
             done = {}
     if not done:
         shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        arrays = {k: np.lib.format.open_memmap(work / f"{k}.npy", "w+", np.dtype(state["dtype"]), s)
-                  for k, s in shapes.items()}
-        atomic_json(path, {"key": key, **state, "chunks": {}})
+    check_space(work, shapes, state["dtype"])  # a memory-mapped write to a full disk dies of SIGBUS: refuse first
+    if not done:
+        with no_space(work):
+            work.mkdir(parents=True)
+            mark_cache(work.parent.parent)
+            arrays = {k: np.lib.format.open_memmap(work / f"{k}.npy", "w+", np.dtype(state["dtype"]), s)
+                      for k, s in shapes.items()}
+            atomic_json(path, {"key": key, **state, "chunks": {}})
         return arrays, done
     return {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}, done
+
+
+SPACE_MARGIN = 8 * 2**20  # bytes kept free beyond an entry's arrays: meta.json, the small arrays, the file system
+
+
+def check_space(work: Path, shapes: dict, dtype: str) -> None:
+    """One line, before any array is written, unless the file system of ``work`` has room for the entry's arrays
+    (``shapes`` in ``dtype``; the bytes an interrupted run already wrote there count as written)."""
+    need = sum(math.prod(s) for s in shapes.values()) * np.dtype(dtype).itemsize
+    if work.is_dir():  # resuming: the finished chunks' pages are on disk already
+        need -= sum(p.stat().st_blocks * 512 for p in work.glob("*.npy"))
+    where = next(p for p in (work, *work.parents) if p.exists())
+    free = shutil.disk_usage(where).free
+    if free < max(need, 0) + SPACE_MARGIN:
+        raise ProbeError(f"no space left on {where} for the activation cache entry {work.name} "
+                         f"(needs {_mb(max(need, 0) + SPACE_MARGIN)} MB, {_mb(free)} MB free): free space or put "
+                         f"--out / PROBES_CACHE elsewhere; the same command then resumes")
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2**20:.1f}"
+
+
+@contextlib.contextmanager
+def no_space(work: Path):
+    """A full disk (ENOSPC) while writing the entry ``work`` becomes one line naming it; only the resumable
+    ``.partial`` folder is left."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        free = shutil.disk_usage(next(p for p in (work, *work.parents) if p.exists())).free
+        raise ProbeError(f"no space left on {work.parent} while writing the activation cache entry {work.name} "
+                         f"({_mb(free)} MB free): free space and run the same command again to resume") from None
 
 
 def open_shared_work(work: Path, key: str, shapes: dict, state: dict) -> tuple[dict, dict]:
@@ -271,17 +342,20 @@ def verify_entry(entry: Path, doc: dict, full: bool) -> None:
                     raise ValueError(f"{name} does not match its checksum (bytes {i * block}..{i * block + n})")
 
 
-def read_entry(entry: Path, full: bool | None = None) -> Activations:
+def read_entry(entry: Path, full: bool | None = None, verify: bool = True) -> Activations:
     """Load a finished cache entry (big arrays memory-mapped) after checking it against the checksums
     written with it; ValueError if anything is off. ``full``: check every byte (None: as
-    PROBES_CACHE_VERIFY says; False: the quick check)."""
+    PROBES_CACHE_VERIFY says; False: the quick check). ``verify=False``: no checksum is read back (only
+    for the entry this process has just written and checksummed: :func:`finalise_entry`); the shapes,
+    dtypes and format are still checked."""
     doc = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
     if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
         raise ValueError("meta.json does not describe a cache entry")
     meta = doc["meta"]
     if meta.get("format") != CACHE_FORMAT:
         raise ValueError(f"cache format {meta.get('format')} != {CACHE_FORMAT}")
-    verify_entry(entry, doc, full=verify_mode() == "full" if full is None else full)
+    if verify:
+        verify_entry(entry, doc, full=verify_mode() == "full" if full is None else full)
 
     def load(name: str, mmap: bool = False) -> np.ndarray:
         path = entry / f"{name}.npy"

@@ -5,8 +5,9 @@ Models run only in ``probes/``: ``analyses.speed`` names models and lengths and 
 random-init ``slstm`` / ``bert`` / ``albert`` of a given size or a checkpoints.yaml entry;
 :func:`time_models` times every runner at every length, interleaved (see ``analyses.speed`` for
 the protocol: warm-up, samples of at least ``min_time`` seconds, rotating start order, garbage
-collector off while timing). ``cfg`` is any object with the fields ``analyses.speed.Config`` has.
+collector off while timing). ``cfg`` is a :class:`TimingConfig` (``analyses.speed.Config.timing()``).
 
+    >>> cfg = TimingConfig(lengths=[64, 128])
     >>> runners = [build_runner(n, cfg) for n in ("slstm", "bert")]
     >>> raw = time_models(runners, cfg)       # {model: {length: {"samples": [...], "loops": k}}}
 """
@@ -24,6 +25,25 @@ import torch
 
 
 @dataclass
+class TimingConfig:
+    """What building and timing the models reads: sizes of the random-init models, the lengths and the
+    timing protocol (see analyses.speed for each field's meaning)."""
+
+    lengths: list[int]  # sequence lengths in tokens
+    batch: int = 1  # sequences per forward pass
+    width: int = 256
+    layers: int = 4
+    heads: int = 4
+    intermediate: int = 1024
+    vocab_size: int = 4096
+    repeats: int = 5
+    warmup: int = 1
+    min_time: float = 0.2
+    seed: int = 0
+    device: str = "cpu"
+
+
+@dataclass
 class Runner:
     """One model ready to time: fn(ids, mask) runs a forward; max_length limits the lengths."""
 
@@ -33,7 +53,7 @@ class Runner:
     info: dict
 
 
-def random_slstm(cfg, max_len: int) -> Runner:
+def random_slstm(cfg: TimingConfig, max_len: int) -> Runner:
     """A random-init S-LSTM of ``cfg.width`` x ``cfg.layers`` steps; times the final step only."""
     from probes.models.slstm import SLSTM, SLSTMConfig, count_parameters
 
@@ -45,12 +65,10 @@ def random_slstm(cfg, max_len: int) -> Runner:
                                          "parameters": count_parameters(model)})
 
 
-def random_transformer(cfg, kind: str, max_len: int) -> Runner:
+def random_transformer(cfg: TimingConfig, kind: str, max_len: int) -> Runner:
     """A random-init BERT / ALBERT (PyTorch's scaled-dot-product attention) of the same size."""
-    import transformers
     from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
 
-    transformers.logging.set_verbosity_error()
     common = dict(vocab_size=cfg.vocab_size, hidden_size=cfg.width, num_hidden_layers=cfg.layers,
                   num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate,
                   max_position_embeddings=max_len)
@@ -67,7 +85,7 @@ def random_transformer(cfg, kind: str, max_len: int) -> Runner:
     return Runner(kind, fn, max_len, info)
 
 
-def registry_runner(name: str, cfg) -> Runner:
+def registry_runner(name, cfg: TimingConfig) -> Runner:
     """A checkpoints.yaml entry as the suite loads it; times the forward to the final layer."""
     from probes.checkpoints.loaders import load
     from probes.models.slstm_encoder import SLSTMEncoder
@@ -80,12 +98,13 @@ def registry_runner(name: str, cfg) -> Runner:
     else:
         fn = lambda ids, mask: enc.forward(ids, mask).hidden
     info = {"source": "checkpoints.yaml", **enc.describe()}
-    return Runner(name, fn, enc.max_length, info)
+    return Runner(getattr(name, "name", name), fn, enc.max_length, info)
 
 
-def build_runner(name: str, cfg) -> Runner:
+def build_runner(name, cfg: TimingConfig) -> Runner:
     """``slstm`` / ``bert`` / ``albert``: random init from ``cfg`` (width, layers, heads,
-    intermediate, vocab_size, lengths, device, seed); any other name: a checkpoints.yaml entry."""
+    intermediate, vocab_size, lengths, device, seed); any other name (or a resolved CheckpointSpec):
+    a checkpoints.yaml entry."""
     torch.manual_seed(cfg.seed)
     max_len = max(cfg.lengths)
     if name == "slstm":
@@ -105,7 +124,7 @@ def _sample(fn, ids, mask, loops: int) -> float:
     return (time.perf_counter() - t0) / loops
 
 
-def time_models(runners: list[Runner], cfg, progress: bool = True) -> dict[str, dict[int, dict]]:
+def time_models(runners: list[Runner], cfg: TimingConfig, progress: bool = True) -> dict[str, dict[int, dict]]:
     """{model: {length: {"samples": [...], "loops": k}}}; interleaved within each length."""
     from tqdm.auto import tqdm
 

@@ -49,6 +49,7 @@ import socket
 from dataclasses import replace
 from pathlib import Path
 
+from probes.checkpoints.folder import check_folder
 from probes.checkpoints.registry import SENTENCE_VECTORS, CheckpointSpec, read_registry
 from probes.errors import CheckpointError
 
@@ -83,6 +84,8 @@ def hub_unreachable(name: str, hub_id: str) -> str:
 def synthesise(name: str, registry: dict[str, CheckpointSpec]) -> CheckpointSpec | None:
     """The spec for an ``hf:`` id, a folder, or ``<name>?sentence=<vector>``; None if ``name`` is none
     of these (the caller reports an unknown name)."""
+    if not name.strip():  # Path('') is the current folder
+        raise CheckpointError("model name is empty: name a checkpoints.yaml entry, hf:org/name or a model folder")
     if (m := SENTENCE_SUFFIX.fullmatch(name)) is not None:
         base, sentence = m["base"], m["sentence"]
         spec = registry.get(base) or synthesise(base, registry)
@@ -93,7 +96,7 @@ def synthesise(name: str, registry: dict[str, CheckpointSpec]) -> CheckpointSpec
         return _hub_spec(name)
     path = Path(name).expanduser()
     if path.is_dir():
-        return _folder_spec(name, path)
+        return _registered_folder(path, registry) or _folder_spec(name, path)
     if os.sep in name or "/" in name or name.startswith((".", "~")):
         raise CheckpointError(f"model '{name}': no such folder (a model folder holds config.json and weights)")
     return None
@@ -164,10 +167,22 @@ def _hub_files(name: str, hub_id: str, revision: str | None) -> dict[str, Path |
     return files
 
 
+def _registered_folder(path: Path, registry: dict[str, CheckpointSpec]) -> CheckpointSpec | None:
+    """The registry entry (built-in or the user's) whose ``path`` source is this folder, if one is: a folder
+    named by path and by an entry is one model (one name, one cache entry, one result file)."""
+    path = path.resolve()
+    for spec in registry.values():
+        if spec.source_type == "path" and not {"base", "prefix"} & set(spec.extra):
+            if (spec.root / Path(str(spec.source["path"])).expanduser()).resolve() == path:
+                return spec
+    return None
+
+
 def _folder_spec(name: str, path: Path) -> CheckpointSpec:
     path = path.resolve()
     cfg = _read_config(name, path / "config.json")
     kind, sentence = infer(name, cfg, any((path / m).is_file() for m in ST_MARKERS))
+    check_folder(name, path, cfg)  # tokenizer and weight files, positions: before anything runs
     label = re.sub(r"[^A-Za-z0-9._-]", "_", path.name).strip(".-") or "_"
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
     return CheckpointSpec(name=f"dir--{label}--{digest}", family="hf", kind=kind, source={"path": str(path)},
@@ -203,7 +218,7 @@ def infer(name: str, cfg: dict, sentence_transformers: bool) -> tuple[str, str]:
                               f"and causal LMs are supported")
     if "text_config" in cfg:
         raise CheckpointError(f"model '{name}': {model_type} is a multimodal model; point at its text model instead")
-    if cfg.get("auto_map") and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES | MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+    if cfg.get("auto_map"):  # even of a known model_type: the plain class would not be the model described
         raise CheckpointError(f"model '{name}': its config asks for custom code (auto_map), which is never run")
     masked, causal = model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES, model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     if cfg.get("is_decoder") or any(a.endswith(CAUSAL_ARCH) for a in archs) or (causal and not masked):
@@ -214,9 +229,12 @@ def infer(name: str, cfg: dict, sentence_transformers: bool) -> tuple[str, str]:
                           f"{archs}) whether it is an encoder or a causal LM: register it in checkpoints.yaml")
 
 
-def get_spec(name: str) -> CheckpointSpec:
+def get_spec(name: str | CheckpointSpec) -> CheckpointSpec:
     """The spec registered under ``name``, else one synthesised for ``hf:org/name[@revision]``, a model
-    folder or ``<name>?sentence=<vector>`` (see :mod:`probes.checkpoints.names`); a clear error otherwise."""
+    folder or ``<name>?sentence=<vector>`` (see :mod:`probes.checkpoints.names`); a clear error otherwise.
+    A spec already resolved is returned as it is (a CLI resolves each name once and passes the spec down)."""
+    if isinstance(name, CheckpointSpec):
+        return name
     specs = read_registry()
     if name in specs:
         return specs[name]

@@ -7,6 +7,12 @@ components (they name cache and result folders); relative ``path`` sources resol
 folder of the registry file that names them. A spec's :meth:`CheckpointSpec.fingerprint`
 identifies the weights cheaply (package version, file hashes, hub revision or random-init config),
 so the activation cache can be looked up without loading the model.
+
+The registry is the repository's checkpoints.yaml plus the user's own files: ``PROBES_CHECKPOINTS=FILE``
+(several joined by ``os.pathsep``) or ``--registry FILE`` on any CLI add their entries, so naming a model
+never means editing a tracked file. A user name that is also a built-in name (with other contents) is an
+error naming both files. ``PROBES_BUILTIN_CHECKPOINTS`` replaces checkpoints.yaml itself (the tests' own
+registries).
 """
 
 from __future__ import annotations
@@ -79,6 +85,9 @@ class CheckpointSpec:
             return {"package": dist, "version": version, "weights_sha256": _weights_sha(self.local_path())}
         if kind == "path":
             own = {"path": str(self.source["path"]), "weights_sha256": _weights_sha(self.local_path())}
+            for key in ("prefix", "weights"):  # a task prefix before every text (nomic-embed: other inputs, other
+                if key in self.extra:          # states); a caveat on the weights (me5-small's dequantised Q4_0)
+                    own[key] = str(self.extra[key])
             if "base" in self.extra:  # a module-only entry (probes.models.lm): its base's weights count too
                 base = str(self.extra["base"])
                 specs = read_registry()
@@ -157,12 +166,70 @@ def _weights_sha(folder: Path) -> str:
 
 
 def _registry_path() -> Path:
-    return Path(os.environ.get("PROBES_CHECKPOINTS", REGISTRY_PATH))
+    """The built-in registry: the repository's checkpoints.yaml (``PROBES_BUILTIN_CHECKPOINTS`` replaces it,
+    for tests that need a registry of their own)."""
+    return Path(os.environ.get("PROBES_BUILTIN_CHECKPOINTS", REGISTRY_PATH))
+
+
+def user_registry_paths() -> list[Path]:
+    """The user's registry files, added to the built-in one: ``PROBES_CHECKPOINTS`` (several joined by
+    ``os.pathsep``), which every CLI's ``--registry FILE`` extends (probes.config.use_registries)."""
+    return [Path(p) for p in os.environ.get("PROBES_CHECKPOINTS", "").split(os.pathsep) if p.strip()]
+
+
+def _same_entry(a: CheckpointSpec, b: CheckpointSpec) -> bool:
+    """Whether two entries describe the same model (a user file may repeat a built-in entry as it is)."""
+    from dataclasses import replace
+
+    def where(s: CheckpointSpec) -> Path | None:
+        return (s.root / Path(s.source["path"]).expanduser()).resolve() if s.source_type == "path" else None
+
+    return replace(a, description="") == replace(b, description="") and where(a) == where(b)
+
+
+def merged_registry() -> tuple[dict[str, CheckpointSpec], dict[str, Path]]:
+    """(specs, the file each name comes from): the built-in registry plus the user's files. A user name
+    that shadows another file's entry (with other contents) is an error naming both files."""
+    builtin = _registry_path()
+    specs = read_registry(builtin)
+    origin = dict.fromkeys(specs, builtin)
+    for user in user_registry_paths():
+        for name, spec in read_registry(user).items():
+            if name in specs and not _same_entry(specs[name], spec):
+                raise CheckpointError(f"model '{name}' in {user} shadows the entry '{name}' of {origin[name]}: "
+                                      f"give it another name in {user}")
+            specs.setdefault(name, spec)
+            origin.setdefault(name, user)
+    return specs, origin
+
+
+# (path, mtime_ns, size) -> parsed specs: the file is parsed once while it does not change
+_PARSED: dict[tuple[str, int, int], dict[str, CheckpointSpec]] = {}
 
 
 def read_registry(path: str | os.PathLike | None = None) -> dict[str, CheckpointSpec]:
-    """Parse checkpoints.yaml into specs, validating every field."""
-    path = Path(path) if path is not None else _registry_path()
+    """Parse a registry file into specs, validating every field; without ``path``, the built-in
+    registry plus the user's files (:func:`merged_registry`). Memoised on the file's (path,
+    mtime_ns, size); each call returns its own copy of the dict (the specs are frozen)."""
+    if path is None:  # the built-in registry and the user's files
+        return merged_registry()[0]
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        st = None  # _parse_registry says why in one line
+    memo = (str(path.resolve()), st.st_mtime_ns, st.st_size) if st is not None else None
+    if memo is not None and memo in _PARSED:
+        return dict(_PARSED[memo])
+    specs = _parse_registry(path)
+    if memo is not None:
+        if len(_PARSED) >= 8:  # a few files (tests switch PROBES_CHECKPOINTS) are enough
+            _PARSED.clear()
+        _PARSED[memo] = specs
+    return dict(specs)
+
+
+def _parse_registry(path: Path) -> dict[str, CheckpointSpec]:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as e:

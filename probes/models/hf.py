@@ -9,19 +9,21 @@ minutes of retries.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import pickle
+import warnings
 from pathlib import Path
 
 import torch
-import transformers
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
-from probes.errors import CheckpointError
-from probes.checkpoints.names import hub_reachable, hub_unreachable
-from probes.checkpoints.registry import CheckpointSpec
+from probes.checkpoints.folder import check_folder, weight_problems
 from probes.checkpoints.loaders import check_device_map
-from probes.checkpoints.names import get_spec
+from probes.checkpoints.names import get_spec, hub_reachable, hub_unreachable
+from probes.checkpoints.registry import CheckpointSpec
+from probes.errors import CheckpointError
+from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
 
 # attributes of a base model that hold a final norm applied after the last layer only (GPT-2, GPT-J,
 # Bloom: ln_f; Llama, Mistral: norm; OPT: final_layer_norm). BERT-style post-LN models have none:
@@ -39,12 +41,15 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
     """``loader.from_pretrained`` for package, path and hub sources, with clear errors."""
     common = {"trust_remote_code": False, **kwargs}
     if spec.source_type in ("package", "path"):
+        check_folder(spec.name, spec.local_path())  # config, tokenizer and weight files, before transformers runs
         try:
-            return loader.from_pretrained(str(spec.local_path()), local_files_only=True, **common)
+            with warnings.catch_warnings():  # the pickle refusal below says it in one line
+                warnings.filterwarnings("ignore", message=".*pickle.*", category=UserWarning)
+                return loader.from_pretrained(str(spec.local_path()), local_files_only=True, **common)
         except pickle.UnpicklingError:  # torch.load(weights_only=True) refused a pickled weight file
             raise CheckpointError(_unpickling_problem(spec.name, spec.local_path())) from None
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"model '{spec.name}': cannot load {spec.local_path()}: {e}") from None
+        except (OSError, ValueError, RuntimeError) as e:  # RuntimeError: weights of another shape than config.json
+            raise CheckpointError(f"model '{spec.name}': cannot load {spec.local_path()}: {_first_line(e)}") from None
     hub_id = spec.source["hub"]
     try:  # local cache first: no network needed once downloaded
         return loader.from_pretrained(hub_id, revision=spec.revision, local_files_only=True, **common)
@@ -54,8 +59,12 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
         raise CheckpointError(hub_unreachable(spec.extra.get("requested", spec.name), hub_id))
     try:
         return loader.from_pretrained(hub_id, revision=spec.revision, **common)
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"model '{spec.name}': cannot load '{hub_id}' from the hub: {e}") from None
+    except (OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"model '{spec.name}': cannot load '{hub_id}' from the hub: {_first_line(e)}") from None
+
+
+def _first_line(e: Exception) -> str:
+    return " ".join(str(e).split("\n")[:2]).strip()
 
 
 def _unpickling_problem(name: str, folder: Path) -> str:
@@ -88,6 +97,10 @@ class HFTokenizer(Tokenizer):
         self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
         self.n_special = tokenizer.num_special_tokens_to_add(pair=False) if spec.special_tokens else 0
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        # checkpoints.yaml `prefix:` (path sources; nomic-embed's task prefix): its tokens go after the leading
+        # special tokens of every text and count as special (context, not words: out of means and word units)
+        self.prefix_ids = self.encode(str(spec.extra["prefix"])) if spec.extra.get("prefix") else []
+        self.n_special += len(self.prefix_ids)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
@@ -98,10 +111,14 @@ class HFTokenizer(Tokenizer):
     def tokenize(self, texts: list[str]) -> list[Tokenized]:
         enc = self.tokenizer(list(texts), add_special_tokens=self.spec.special_tokens, truncation=False,
                              return_special_tokens_mask=True, return_attention_mask=False, verbose=False)
-        return [
-            Tokenized(ids=ids, special=[bool(s) for s in sp], tokens=self.tokenizer.convert_ids_to_tokens(ids))
-            for ids, sp in zip(enc["input_ids"], enc["special_tokens_mask"])
-        ]
+        out = []
+        for ids, sp in zip(enc["input_ids"], enc["special_tokens_mask"]):
+            if self.prefix_ids:
+                at = next((i for i, s in enumerate(sp) if not s), len(sp) // 2)  # an empty text: [CLS] | [SEP]
+                ids, sp = ids[:at] + self.prefix_ids + ids[at:], sp[:at] + [1] * len(self.prefix_ids) + sp[at:]
+            tokens = self.tokenizer.convert_ids_to_tokens(ids)
+            out.append(Tokenized(ids=ids, special=[bool(s) for s in sp], tokens=tokens))
+        return out
 
     def tokenize_ids(self, ids_list: list[list[int]]) -> list[Tokenized]:
         prefix, suffix = self._special_frame()
@@ -178,9 +195,16 @@ def _map_capture(model):
 
 
 def hf_tokenizer(spec: CheckpointSpec):
-    """The transformers tokenizer of an hf-style entry (a random entry names its tokenizer's entry)."""
+    """The transformers tokenizer of an hf-style entry (a random entry names its tokenizer's entry); one line
+    when it holds nothing but special tokens (a hub model without tokenizer files: every word would be [UNK])."""
     tok_spec = get_spec(spec.source["tokenizer"]) if spec.source_type == "random" else spec
-    return _from_pretrained(AutoTokenizer, tok_spec)
+    tokenizer = _from_pretrained(AutoTokenizer, tok_spec)
+    special = set(getattr(tokenizer, "all_special_tokens", ()))
+    if not any(t not in special for t in tokenizer.get_vocab()):
+        where = tok_spec.local_path() if tok_spec.source_type in ("package", "path") else tok_spec.source.get("hub")
+        raise CheckpointError(f"model '{spec.name}': the tokenizer of {where} holds only its {len(special)} special "
+                              f"tokens (no tokenizer files): every word would be [UNK]")
+    return tokenizer
 
 
 def _random_config(spec: CheckpointSpec, tokenizer):
@@ -192,16 +216,61 @@ def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tupl
     """(model, fingerprint) of an hf-style entry through ``auto_class`` (``AutoModel``,
     ``AutoModelForCausalLM``): seeded random weights, or a package / path / hub checkpoint loaded
     with ``kwargs``; eager attention either way. The one place that loads Hugging Face weights."""
-    transformers.logging.set_verbosity_error()
     if spec.source_type == "random":
         torch.manual_seed(int(spec.source.get("seed", 0)))
         model = auto_class.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
     else:
-        model = _from_pretrained(auto_class, spec, attn_implementation="eager", **kwargs)
+        if spec.extra.get("pooler") is False:  # checkpoints.yaml `pooler: false`: saved without one, build none
+            kwargs = {**kwargs, "add_pooling_layer": False}
+        with _load_report() as passed_on:
+            model, info = _from_pretrained(auto_class, spec, attn_implementation="eager", output_loading_info=True,
+                                           **kwargs)
+            if (problem := weight_problems(model, info)) is not None:
+                where = spec.local_path() if spec.source_type in ("package", "path") else f"'{spec.source['hub']}'"
+                raise CheckpointError(f"model '{spec.name}': the weights in {where} do not fit its config.json: "
+                                      f"{problem}; refused rather than initialised at random")
+            passed_on()
+        _check_finite(spec, model)
     fingerprint = spec.fingerprint()
     if spec.source_type == "hub":
         fingerprint["commit"] = getattr(model.config, "_commit_hash", None)
     return model, fingerprint
+
+
+def _check_finite(spec: CheckpointSpec, model: torch.nn.Module) -> None:
+    """One line when a weight on disk holds NaN or inf: every state it touches would be NaN."""
+    for name, p in model.named_parameters():
+        if p.is_floating_point() and p.device.type != "meta" and not bool(torch.isfinite(p).all()):
+            where = spec.local_path() if spec.source_type in ("package", "path") else f"'{spec.source.get('hub')}'"
+            raise CheckpointError(f"model '{spec.name}': the weight {name} in {where} holds NaN or inf (a broken "
+                                  f"checkpoint)")
+
+
+@contextlib.contextmanager
+def _load_report():
+    """Hold back transformers' log records while weights load. The caller checks the loading report itself
+    (:func:`~probes.checkpoints.folder.weight_problems`): a problem becomes one error line; when there is none,
+    calling the yielded function passes every held record on except the load report, which then lists only head
+    weights the base model does not use (``cls.predictions.*``) or its unused pooler."""
+    root = logging.getLogger("transformers")
+    held: list[logging.LogRecord] = []
+
+    class Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            held.append(record)
+
+    saved, root.handlers = root.handlers, [Hold()]
+
+    def passed_on() -> None:
+        for record in held:
+            if "LOAD REPORT" not in record.getMessage():
+                for handler in saved:
+                    handler.handle(record)
+
+    try:
+        yield passed_on
+    finally:
+        root.handlers = saved
 
 
 def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu",
@@ -221,7 +290,6 @@ def load_hf(spec: CheckpointSpec, device: str | torch.device = "cpu",
 
 def load_hf_tokenizer(spec: CheckpointSpec) -> HFTokenizer:
     """Only the tokenizer (and the config, for the length limit): no weights are read."""
-    transformers.logging.set_verbosity_error()
     tokenizer = hf_tokenizer(spec)
     cfg = _random_config(spec, tokenizer) if spec.source_type == "random" else _from_pretrained(AutoConfig, spec)
     return HFTokenizer(spec, tokenizer, _max_length(cfg, tokenizer))

@@ -41,15 +41,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import torch
 
-from probes.errors import CheckpointError, ProbeError
-from probes.models.hf import has_final_norm
-from probes.checkpoints.registry import CheckpointSpec
 from probes.checkpoints.names import get_spec
+from probes.checkpoints.registry import CheckpointSpec
+from probes.errors import CheckpointError
+from probes.models.hf import has_final_norm
 
 # ----------------------------------------------------------------------------- loading
 
@@ -151,10 +149,19 @@ def weights_spec(spec: CheckpointSpec) -> CheckpointSpec:
     return dataclasses.replace(b, name=spec.name, description=spec.description)
 
 
-def load_lm(name: str, device: str | torch.device = "cpu") -> LM:
-    """Load registry entry ``name`` as a causal LM with its head (plain or recurrent), in eval mode."""
+def load_lm(name, device: str | torch.device = "cpu", tokenizer=None, model_name: str | None = None) -> LM:
+    """Load registry entry ``name`` as a causal LM with its head (plain or recurrent), in eval mode.
+    ``name`` may also be a loaded transformers causal LM given with its ``tokenizer=`` (named
+    ``model_name``, see :mod:`probes.models.user`); it stays on its own device."""
     from probes.models.hf import hf_tokenizer
+    from probes.models.user import is_model_object, object_spec
 
+    if is_model_object(name):  # a loaded transformers causal LM with its head
+        spec = object_spec(name, tokenizer, model_name)
+        if spec.kind != "causal" or getattr(name, "get_output_embeddings", lambda: None)() is None:
+            raise CheckpointError(f"{type(name).__name__} is not a causal language model with its head: perplexity "
+                                  "and generation need one (e.g. AutoModelForCausalLM)")
+        return LM(spec, name.eval(), tokenizer, spec.fingerprint(), False)
     spec = get_spec(name)
     need_causal(spec)
     wspec = weights_spec(spec)

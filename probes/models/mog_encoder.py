@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import torch
 
-from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenizer
-from probes.errors import CheckpointError
-from probes.models.mog import MoG, MoGConfig, load_pretrained, read_config
 from probes.checkpoints.registry import CheckpointSpec
+from probes.errors import CheckpointError
+from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenizer
+from probes.models.mog import MoG, MoGConfig, load_pretrained, read_config
 
 ATTENTION_MAPS = {
     "attention_high": "high-order attention Attention^h(Q^i, K^i): incremental rows x incremental keys",

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import torch
 
-from probes.models.encoder import Encoder, EncoderOutput, MapSpec
-from probes.errors import CheckpointError
 from probes.checkpoints.registry import CheckpointSpec
+from probes.errors import CheckpointError
+from probes.models.encoder import Encoder, EncoderOutput, MapSpec
 
 TERMS = ("pp", "pi", "ip", "ii", "bias_key", "bias_row")
 

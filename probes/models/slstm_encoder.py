@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import torch
 
-from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
-from probes.errors import CheckpointError
 from probes.checkpoints.registry import CheckpointSpec
+from probes.errors import CheckpointError
+from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
 from probes.models.slstm import GATES, SLSTM, SLSTMConfig, read_config
 
 

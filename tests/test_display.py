@@ -1,0 +1,229 @@
+"""Display objects in the scikit-learn manner (issue 25, item 2), for every analysis in analyses.ANALYSES:
+
+* ``Result.plot(ax=None)`` draws the headline panel on the one Axes it is given (or a new one) and
+  returns that Axes; two analyses share ``plt.subplots(1, 2)`` side by side;
+* every module-level ``plot*`` function takes ``fig=`` (a Figure or a SubFigure) and draws only there;
+* no plot call changes matplotlib's global rcParams (the theme is a context manager).
+
+Results are read from small saved documents (the on-disk layout every version must read back), so
+no model runs here.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import analyses  # noqa: E402
+
+L, BINS = 3, 20
+
+
+def _identity(name: str, **config) -> dict:
+    return {"model_name": name, "config": {"seed": 0, "corpus": "default", **config},
+            "model": {"name": name, "sentence_vector": "mean"}, "activations": {"key": "k"}, "corpus": None}
+
+
+def _summary(mean: float) -> dict:
+    counts = np.exp(-((np.linspace(-1, 1, BINS) - mean) ** 2) / 0.05)
+    return {"mean": mean, "std": 0.1, "frac_negative": 0.05, "quantiles": {"0.5": mean},
+            "counts": np.round(counts * 100).astype(int).tolist()}
+
+
+def anisotropy(name="m-a"):
+    layers = [{"layer": lyr, "token": _summary(0.1 * lyr), "sentence": _summary(0.2 + 0.1 * lyr),
+               "baseline_cosine": 0.1 * lyr, "self_similarity": 0.5, "intra_sentence_similarity": 0.4, "mev": 0.2}
+              for lyr in range(L + 1)]
+    return {**_identity(name), "headline_layer": L, "definitions": {}, "layers": layers}
+
+
+def transitions(name="m-b"):
+    side = {"distance_mean": 1.0, "distance_std": 0.1, "cosine_mean": 0.9, "cosine_std": 0.05}
+    return {**_identity(name), "n_layers": L, "n_texts_used": 10, "definitions": {},
+            "layers": [{"layer": lyr, "token": dict(side), "sentence": dict(side)} for lyr in range(1, L + 1)]}
+
+
+def redundancy(name="m-c"):
+    ths = [0.9, 0.95]
+    windows = [{"window": n, "n_windows": 4, "hidden_size": 8, "max_components": 7,
+                "thresholds": [{"threshold": p, "mean": 3.0 + p, "std": 0.5, "median": 3, "min": 2, "max": 4,
+                                "count": 4} for p in ths],
+                "mean_cumulative_variance": np.linspace(0.3, 1.0, 7).tolist(), "k": [[3, 4]] * 4}
+               for n in (8, 16)]
+    doc = _identity(name)
+    doc["activations"] = [{"key": "k"}]
+    return {**doc, "layer": L, "thresholds": ths, "definitions": {"centring": "centred"}, "windows": windows}
+
+
+def similarity(name="m-a__m-b__sentence"):
+    M = lambda a, b: (np.eye(a + 1, b + 1) * 0.5 + 0.3).tolist()  # noqa: E731
+    mats = {"aa": M(L, L), "ab": M(L, 2), "bb": M(2, 2)}
+    doc = _identity(name)
+    doc["models"] = doc.pop("model")
+    return {**doc, "model": doc["models"], "model_a": "m-a", "model_b": "m-b", "unit": "sentence",
+            "measures": ["cka", "rsa"], "n_layers_a": L, "n_layers_b": 2, "n_units": 20, "n_rsa_units": 20,
+            "matrices": {"cka": mats, "rsa": mats}, "svcca_dims": {}, "constant_columns": {}, "alignment": {},
+            "definitions": {}}
+
+
+def probing(name="m-d"):
+    row = lambda lyr: {"layer": lyr, "accuracy": 0.5 + 0.1 * lyr, "ci_low": 0.4, "ci_high": 0.9,  # noqa: E731
+                       "majority": 0.3, "control_accuracy": 0.4, "selectivity": 0.2, "selectivity_ci_low": 0.1,
+                       "selectivity_ci_high": 0.3}
+    tasks = [{"task": "sentence_length", "level": "sentence", "n_items": 100, "n_train": 80, "n_test": 20,
+              "n_classes": 3, "layers": [row(lyr) for lyr in range(L + 1)]},
+             {"task": "position", "level": "token", "n_items": 400, "n_train": 300, "n_test": 100,
+              "n_classes": 4, "layers": [row(lyr) for lyr in range(L + 1)]}]
+    return {**_identity(name), "scikit_learn": "1", "definitions": {}, "tasks": tasks}
+
+
+def maps(name="m-e"):
+    n, K = 4, 2
+    att = {"token_axes": 2, "heads": K, "layers": L, "offsets": [-1, 0, 1], "offset_profile_overall": [0.3, 0.4, 0.3],
+           "offset_profile": [[0.3, 0.4, 0.3]] * L, "local_share": [[0.6, 0.7]] * L, "local_share_uniform": 0.5,
+           "example_means": [np.full((n, n), 1 / n).tolist()],
+           "grid": np.full((L, K, n, n), 1 / n).tolist()}
+    gates = {"token_axes": 1, "kind": "per-token component values", "components": ["i", "f"],
+             "component_mean": [[0.4, 0.6]] * L, "example_maps": [np.full((L, K, n), 0.5).tolist()]}
+    doc = _identity(name, keep_special=False, local_radius=2)
+    return {**doc, "definitions": {}, "maps_captured": ["attention", "gates"],
+            "examples": [{"text_index": 0, "text": "a b c d", "tokens": ["a", "b", "c", "d"]}],
+            "maps": {"attention": att, "gates": gates}}
+
+
+def mog(name="m-f"):
+    from analyses.mog import ORDERS
+
+    n = 3
+    return {**_identity(name), "fusion": "weight_gate", "n_layers": L, "bucket_labels": ["<8", ">=8"],
+            "bucket_counts": [5, 6], "w_by_bucket": [[0.2, 0.3, 0.4], [0.3, 0.4, None]], "w_layer_mean": [0.3] * L,
+            "spearman_length": None, "claims": {}, "slot_weights": None,
+            "entropy": {m: [1.0] * L for m in ORDERS}, "entropy_normalised": {m: [0.5, 0.6, 0.7] for m in ORDERS},
+            "example": {"text": "a b c", "tokens": ["a", "b", "c"], "layer": 1,
+                        **{m: np.full((n, n), 1 / n).tolist() for m in ORDERS}},
+            "definitions": {}}
+
+
+def mog_lens(name="m-g"):
+    terms = ["rp_rp", "rp_ri", "ri_rp", "ri_ri", "bias", "bias_row"]
+    share = [[[0.4, 0.2, 0.1, 0.2, 0.1, 0.0]] * L]
+    return {**_identity(name), "n_layers": L, "n_heads": 2, "terms": terms, "bucket_labels": ["all"],
+            "bucket_counts": [5], "share": share, "variance_ratio": share, "definitions": {}}
+
+
+def perplexity(name="m-h"):
+    rows = [{"model": name, "recurrent": False, "window": 64, "overlap": o, "token_perplexity": 30.0 - o / 8,
+             "word_perplexity": 50.0 - o / 8, "nll_per_token": 3.0, "scored_tokens": 100, "words": 70,
+             "windows": 3, "tokens_processed": 200, "flops_per_token": 1e6 * (1 + o / 32)} for o in (0, 16, 32)]
+    return {**_identity(name), "corpus": {}, "non_embedding_parameters": 10, "overlap_matches_training": None,
+            "definitions": {}, "rows": rows}
+
+
+def topics(name="a-vs-b"):
+    rng = np.random.default_rng(0)
+    doc = _identity(name)
+    doc.pop("model")
+    return {**doc, "model_a": {"name": "a"}, "model_b": {"name": "b"}, "corpus": {}, "definitions": {},
+            "statistics": {"mean_jsd_a": 0.3, "mean_jsd_b": 0.4, "share_a_less": 0.6, "sign_test_p": 0.01},
+            "topics_top_words": [["w"]], "jsd_a": rng.uniform(0, 1, 12).tolist(),
+            "jsd_b": rng.uniform(0, 1, 12).tolist(), "jsd_reference": rng.uniform(0, 1, 12).tolist()}
+
+
+def speed(name="m-i"):
+    rows = [{"length": n, "median_s": 1e-4 * n, "min_s": 1e-4 * n, "max_s": 1e-4 * n, "samples_s": [1e-4 * n],
+             "loops_per_sample": 1, "tokens_per_s": 1e4, "speedup_vs_reference": 1.0} for n in (16, 32, 64)]
+    return {**_identity(name, fit_min_length=16), "reference": name, "reference_median_s": {}, "definitions": {},
+            "fit_lengths": [16, 32, 64], "slope": 1.0, "intercept": -9.2, "local_slopes": [1.0, 1.0],
+            "crossover": None, "rows": rows, "machine": {}}
+
+
+BUILDERS = {f.__name__: f for f in (anisotropy, transitions, redundancy, similarity, probing, maps, mog, mog_lens,
+                                    perplexity, topics, speed)}
+# the multi-panel figures of each analysis (a new one must be listed here, and so tested)
+FIGURES = {"anisotropy": ["plot", "plot_layers"], "transitions": ["plot", "plot_cosines"],
+           "redundancy": ["plot", "plot_spectrum"], "similarity": ["plot", "plot_overview"],
+           "probing": ["plot", "plot_selectivity"], "maps": ["plot", "plot_examples", "plot_token_maps"],
+           "mog": ["plot", "plot_attention"], "mog_lens": ["plot"], "perplexity": ["plot", "plot_flops"],
+           "topics": ["plot", "plot_differences"], "speed": ["plot", "plot_slopes"]}
+NAMES = list(analyses.ANALYSES)
+
+
+def _module(name: str):
+    return analyses.get(name) if hasattr(analyses, "get") else __import__(f"analyses.{name}", fromlist=["_"])
+
+
+def _result(name: str):
+    return _module(name).Result.from_json(BUILDERS[name]())
+
+
+def _draw(fn, result, **kw):
+    """Call a module-level figure function with one result or a list of them, as it takes."""
+    first = next(iter(inspect.signature(fn).parameters))
+    return fn(result if first == "result" else [result], **kw)
+
+
+def _drawn(ax) -> int:
+    return len(ax.lines) + len(ax.collections) + len(ax.images) + len(ax.patches) + len(ax.texts)
+
+
+def test_every_analysis_is_covered():
+    assert sorted(NAMES) == sorted(BUILDERS) == sorted(FIGURES)
+    for name in NAMES:
+        mod = _module(name)
+        own = sorted(n for n, f in vars(mod).items()  # panel helpers (first argument: an Axes) aside
+                     if n.startswith("plot") and callable(f) and getattr(f, "__module__", "").startswith(mod.__name__)
+                     and n != "plot_result" and next(iter(inspect.signature(f).parameters)) != "ax")
+        assert own == sorted(FIGURES[name]), f"{name}: figure functions {own} (list new ones in FIGURES)"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_plots_leave_rcparams_unchanged(name):
+    mod, result = _module(name), _result(name)
+    before = dict(matplotlib.rcParams)
+    ax = result.plot()
+    assert dict(matplotlib.rcParams) == before, f"{name}: Result.plot changed rcParams"
+    assert _drawn(ax) > 0
+    plt.close(ax.figure)
+    for fn in FIGURES[name]:
+        fig = _draw(getattr(mod, fn), result)
+        assert dict(matplotlib.rcParams) == before, f"{name}.{fn} changed rcParams"
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_result_plot_draws_on_the_given_axes_only(name):
+    fig, (left, right) = plt.subplots(1, 2)
+    assert _result(name).plot(ax=right) is right
+    assert _drawn(right) > 0 and _drawn(left) == 0
+    plt.close(fig)
+
+
+def test_two_analyses_side_by_side():
+    """The newcomer's figure: anisotropy's and similarity's headline panels on plt.subplots(1, 2)."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 3))
+    grid_before = ax1.xaxis._major_tick_kw.get("gridOn")
+    assert _result("anisotropy").plot(ax=ax1) is ax1
+    assert _result("similarity").plot(ax=ax2, colorbar=False) is ax2
+    assert fig.axes == [ax1, ax2]
+    assert ax1.get_title().startswith("m-a") and ax2.images
+    assert ax1.xaxis._major_tick_kw.get("gridOn") == grid_before  # the user's axes keep their own style
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_figures_draw_into_a_given_subfigure(name):
+    mod, result = _module(name), _result(name)
+    fig = plt.figure(figsize=(12, 4))
+    left, right = fig.subfigures(1, 2)
+    for fn in FIGURES[name][:1]:
+        assert _draw(getattr(mod, fn), result, fig=right) is right
+    assert right.axes and not left.axes
+    with pytest.raises(TypeError, match="fig= takes"):
+        _draw(getattr(mod, FIGURES[name][0]), result, fig=right.axes[0])
+    plt.close(fig)

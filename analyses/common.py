@@ -23,7 +23,6 @@ import io
 import json
 import math
 import os
-import platform
 import re
 from pathlib import Path
 from typing import ClassVar
@@ -42,7 +41,7 @@ from probes.config import (
     unique,
 )
 from probes.errors import ProbeError
-from probes.io import atomic_write, strict_json
+from probes.io import atomic_write, provenance, strict_json
 
 # The config -> CLI helpers and the atomic write live in probes/ (both sides use them); they are
 # re-exported here so an analysis imports everything it needs from one module.
@@ -77,22 +76,6 @@ class SentenceConfig(AnalysisConfig):
     """The sentence-level analyses' common fields: the shared groups and the size of the sentence sample."""
 
     n_sentences: int = arg(5000, "random sentences (the same sample and cache for every sentence analysis)", min=1)
-
-
-# ----------------------------------------------------------------------------- provenance
-
-
-def provenance() -> dict:
-    """Versions of everything that can change a number."""
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in ("probes-suite", "torch", "transformers", "tokenizers", "numpy", "scipy"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    return {"python": platform.python_version(), "packages": versions}
 
 
 # ----------------------------------------------------------------------------- results on disk

@@ -84,3 +84,18 @@ class JsonConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def provenance() -> dict:
+    """Python and the versions of every package that can change a number: the one record of them, written into
+    every result (analyses.common.write_result) and every trained model (recipes.loop adds the machine)."""
+    import importlib.metadata as md
+    import platform
+
+    versions = {}
+    for pkg in ("probes-suite", "torch", "transformers", "tokenizers", "safetensors", "numpy", "scipy"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return {"python": platform.python_version(), "packages": versions}

@@ -45,6 +45,7 @@ import torch
 
 from probes.config import arg, check_device
 from probes.errors import ProbeError
+from probes.io import provenance as io_provenance
 
 PAUSED_EXIT = 75  # EX_TEMPFAIL: the run saved its state and stopped; the same command resumes it
 # Config fields that may differ between a saved state and the command that resumes it.
@@ -308,18 +309,11 @@ def warmup_cosine(warmup: int, steps: int, min_ratio: float = 0.1):
 
 
 def provenance() -> dict:
-    """Python, the main packages' versions, the machine and the thread count, for a run's record."""
-    import importlib.metadata as md
+    """:func:`probes.io.provenance` (Python and package versions) plus the machine and the thread count, for a
+    run's record."""
     import platform
 
-    versions = {}
-    for pkg in ("torch", "transformers", "tokenizers", "safetensors", "numpy"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    return {"python": platform.python_version(), "packages": versions, "machine": platform.machine(),
-            "torch_threads": torch.get_num_threads()}
+    return {**io_provenance(), "machine": platform.machine(), "torch_threads": torch.get_num_threads()}
 
 
 def run_command(module: str) -> str:

@@ -127,7 +127,7 @@ class AllConfig:
 def _train_texts(corpus: str) -> tuple[list[tuple[str, str]], dict]:
     from probes.corpus import HELD_OUT_FRACTION, corpus_split, load_corpus
 
-    full = load_corpus(None if corpus == "default" else corpus)
+    full = load_corpus(corpus)
     train = corpus_split(full, "train")
     ident = {**full.identity(), "train_part": train.identity(), "held_out_fraction": HELD_OUT_FRACTION}
     return [(d.name, d.text) for d in train.documents], ident

@@ -113,7 +113,7 @@ def train_books(lm, corpus: str, span: int) -> tuple[list[torch.Tensor], dict]:
     """Token ids of every train-part document long enough for one example, and the corpus identity."""
     from probes.corpus import HELD_OUT_FRACTION, corpus_split, load_corpus
 
-    full = load_corpus(None if corpus == "default" else corpus)
+    full = load_corpus(corpus)
     train = corpus_split(full, "train")
     books = [torch.tensor(lm.encode(d.text), dtype=torch.long) for d in train.documents]
     ident = {**full.identity(), "train_part": train.identity(), "held_out_fraction": HELD_OUT_FRACTION}

@@ -63,7 +63,7 @@ def heldout_data(cfg: TrainConfig):
     training part (the recipe's tokenizer folder must exist)."""
     from probes.corpus import corpus_split, load_corpus
 
-    full = load_corpus(None if cfg.corpus == "default" else cfg.corpus)
+    full = load_corpus(cfg.corpus)
     folder = Path(cfg.tokenizer) if cfg.tokenizer else Path(cfg.out_dir) / f"wordpiece-{cfg.vocab_size}"
     if not (folder / "tokenizer.json").exists():
         raise SystemExit(f"no tokenizer in {folder}: the recipe's shared tokenizer is needed")

@@ -152,7 +152,7 @@ def private_uses(path: Path) -> list[str]:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
             for a in node.names:
                 full = f"{node.module}.{a.name}"
-                if a.name.startswith("_") and node.module != me:
+                if a.name.startswith("_") and not a.name.endswith("__") and node.module != me:
                     found.append(f"{path.name}:{node.lineno} from {node.module} import {a.name}")
                 elif not a.name.startswith("_"):
                     aliases[a.asname or a.name] = full

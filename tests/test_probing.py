@@ -219,7 +219,9 @@ def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
     np.testing.assert_allclose(lines[0].get_ydata(), [r["accuracy"] for r in doc["tasks"][0]["layers"]])
     np.testing.assert_allclose(lines[0].get_xdata(), [0, 0.5, 1])
     assert to_hex(lines[0].get_color()) == model_color("tiny-slstm")
-    assert [ax.get_title() for ax in fig.axes] == list(pt.TASKS)
+    small = {t["task"]: t["n_test"] for t in results[-1].tasks if t.get("small_test")}  # marked in the title
+    assert [ax.get_title() for ax in fig.axes] == [f"{n} (only {small[n]} test items)" if n in small else n
+                                                  for n in pt.TASKS]
     sel = pr.plot_selectivity(results)
     ys = [ln.get_ydata() for ln in sel.axes[1].get_lines() if ln.get_label() == "tiny-slstm"][0]
     np.testing.assert_allclose(ys, [r["selectivity"] for r in tok["layers"]])

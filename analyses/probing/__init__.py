@@ -270,11 +270,14 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
             tasks.append(cap_items(make_task(n, acts, cfg, doc_of, doc_names), cfg.max_items, cfg.seed))
         except ProbeError as e:
             skipped.append({"task": n, "reason": str(e)})
-            tqdm.write(f"probing {acts.meta['model']['name']}: skipped task {n}: {e}; or leave it out with --task",
-                       file=sys.stderr)
-    if not tasks:
+    if not tasks:  # nothing to run: one error line (the task's own reason when only one was asked for)
+        if len(skipped) == 1:
+            raise ProbeError(skipped[0]["reason"])
         raise ProbeError("no probing task could be built from these sentences: "
                          + "; ".join(f"{s['task']}: {s['reason']}" for s in skipped))
+    for s in skipped:
+        tqdm.write(f"probing {acts.meta['model']['name']}: skipped task {s['task']}: {s['reason']}; or leave it out "
+                   "with --task", file=sys.stderr)
     out = []
     for task in tasks:
         control = None

@@ -3,8 +3,8 @@
 ``make test-fast`` runs ``-m "not integration and not slow"``; the markers are given here, by rule, so a new
 test lands in the right tier without anyone remembering to mark it:
 
-* ``slow``: every test of the files in SLOW_FILES (they train models, execute notebooks or start torchrun), and
-  any test marked ``@pytest.mark.slow`` by hand;
+* ``slow``: every test of the files in SLOW_FILES (they train models, execute notebooks or start torchrun), the
+  tests named in SLOW_TESTS (whole analyses on several tiny models), and any test marked ``@pytest.mark.slow``;
 * ``integration``: a test whose body, or a helper of its own module that it calls, starts a subprocess
   (``subprocess`` / ``sys.executable`` in the source): it runs a real CLI end to end.
 """
@@ -18,6 +18,11 @@ import pytest
 
 SLOW_FILES = {"test_train.py", "test_train_recurrent.py", "test_train_scale.py", "test_train_corpus.py",
               "test_notebooks.py", "test_distributed.py", "test_small_models_driver.py", "test_report_page.py"}
+# single tests that run whole analyses on several tiny models (each 10-25 s on 2 cores): the slow tier
+SLOW_TESTS = {"test_every_sentence_analysis_runs", "test_end_to_end_is_byte_identical_and_redraws",
+              "test_end_to_end_tiny_bert_and_gpt2", "test_mixed_run_tiny_bert_and_tiny_slstm",
+              "test_analysis_clis_run_on_tiny_mog", "test_result_file_says_how_it_was_computed_and_figures_redraw",
+              "test_same_seed_gives_identical_files_and_a_new_seed_does_not"}
 SPAWNS = re.compile(r"\bsubprocess\b|\bsys\.executable\b")
 
 
@@ -38,7 +43,7 @@ def pytest_collection_modifyitems(config, items):
     helpers: dict[str, set[str]] = {}
     for item in items:
         path = item.path.name
-        if path in SLOW_FILES:
+        if path in SLOW_FILES or item.originalname in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
         module = getattr(item, "module", None)
         function = getattr(item, "function", None)

@@ -56,6 +56,7 @@ def test_small_test_sets_are_marked_in_the_result_and_the_figure(capsys):
     assert big.tasks[0]["small_test"] is False
 
 
-def test_no_task_at_all_is_an_error():
-    with pytest.raises(ProbeError, match="no probing task could be built"):
+def test_no_task_at_all_is_an_error(capsys):
+    with pytest.raises(ProbeError, match="^corpus too small for task word_content"):  # one task: its own reason
         pr.compute(pr.Config(task=["word_content"], **CFG), acts=acts_of(12))
+    assert "skipped" not in capsys.readouterr().err  # the error line alone, no "skipped" line before it

@@ -138,6 +138,14 @@ def layer_claims(w_layer: np.ndarray) -> dict:
             "w4_minus_w3": float(w_layer[3] - w_layer[2]) if L >= 4 else None}
 
 
+def check_model(spec, cfg: Config) -> None:
+    """Before any model runs: the model must be a Graph-Transformer (family mog); anything else would be extracted and
+    cached whole before failing."""
+    if spec.family != "mog":
+        raise ProbeError(f"model '{spec.name}' is of family {spec.family}: analyses.mog needs a Graph-Transformer, "
+                         f"registered with family mog")
+
+
 def load_inputs(model, cfg: Config) -> dict:
     """``{"acts": ...}``: the cached activations of the seeded sentence sample with their maps; maps only:
     the cache entry keeps no token states (a third of the bytes or less)."""

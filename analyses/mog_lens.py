@@ -67,6 +67,14 @@ class Result(common.AnalysisResult):
         return ax
 
 
+def check_model(spec, cfg: Config) -> None:
+    """Before any model runs: the model must be a MoG-lens entry (family mog-lens); anything else would be extracted and
+    cached whole before failing."""
+    if spec.family != "mog-lens":
+        raise ProbeError(f"model '{spec.name}' is of family {spec.family}: analyses.mog_lens needs a MoG-lens entry, "
+                         f"registered with family mog-lens")
+
+
 def load_inputs(model, cfg: Config) -> dict:
     """``{"acts": ...}``: the cached activations of the seeded sentence sample with their maps; maps only:
     the cache entry keeps no token states (a third of the bytes or less)."""

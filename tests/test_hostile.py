@@ -344,3 +344,18 @@ def test_numeric_flags_reject_inf_and_nan(capsys):
             parse_config(C, [f"--tol={bad}"])
         assert e.value.code == 2 and "must be a number" in capsys.readouterr().err
     assert parse_config(C, ["--tol", "0.5"]).tol == 0.5
+
+
+@pytest.mark.parametrize("module, model", [("analyses.mog", "tiny-bert"), ("analyses.mog_lens", "tiny-gpt2")])
+def test_mog_and_the_lens_refuse_a_model_of_another_family_before_it_runs(module, model, tmp_path, capsys):
+    """Defect 21: the family is checked before anything is extracted or cached."""
+    import importlib
+
+    from probes.config import run_main
+
+    mod = importlib.import_module(module)
+    with pytest.raises(SystemExit) as done:
+        run_main(mod.main, ["--model", model, "--n-sentences", "8", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.startswith(f"error: model '{model}' is of family") and err.count("\n") == 1
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("meta.json"))

@@ -389,7 +389,6 @@ def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--model", "tiny-bert", "--measure", "cca"], "argument --measure: invalid choice: 'cca'"),
     (["--model", "tiny-bert", "--unit", "char"], "argument --unit: invalid choice: 'char'"),
-    (["--model", "tiny-bert", "--model", "tiny-bert"], "name each --model once"),
     (["--model", "tiny-bert", "--n-sentences", "2"], "--n-sentences must be >= 4, got 2"),
     (["--model", "tiny-bert", "--svcca-variance", "1.5"], "--svcca-variance must be <= 1.0"),
     (["--model", "no-such-model"], "no-such-model"),
@@ -445,3 +444,9 @@ def test_stacked_float32_sums_equal_the_float64_closed_form():
     whole = sm.similarity_matrices(xs, ys, ["cka", "svcca"])
     np.testing.assert_allclose(grouped["cka"], whole["cka"], atol=1e-6)
     np.testing.assert_allclose(grouped["svcca"], whole["svcca"], atol=1e-6)
+
+
+def test_a_repeated_model_is_computed_once_as_in_every_analysis():
+    cfg = sim.Config(model=["tiny-bert", "tiny-slstm", "tiny-bert", "tiny-slstm"])
+    assert sim.pairs(cfg) == [("tiny-bert", "tiny-slstm")]
+    assert sim.pairs(sim.Config(model=["tiny-bert", "tiny-bert"])) == [("tiny-bert", "tiny-bert")]

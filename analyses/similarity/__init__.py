@@ -144,8 +144,9 @@ def units(acts_a: Activations, acts_b: Activations, cfg: Config, rng) -> tuple[n
 
 def pairs(cfg: Config) -> list[tuple[str, str]]:
     """The model pairs of a run: the first --model with every other (alone: with itself)."""
-    ref = cfg.model[0]
-    return [(ref, b) for b in cfg.model[1:] or [ref]]
+    models = list(dict.fromkeys(cfg.model))  # a repeated --model is computed once, as in every analysis
+    ref = models[0]
+    return [(ref, b) for b in models[1:] or [ref]]
 
 
 def load_inputs(pair, cfg: Config) -> dict:
@@ -230,8 +231,8 @@ def check_config(cfg: Config) -> None:
     """What ``arg(min=, choices=)`` cannot say, before any work (ProbeError: one line, exit status 2)."""
     if not cfg.measure or len(set(cfg.measure)) != len(cfg.measure):
         raise ProbeError("name each --measure once (at least one)")
-    if not cfg.model or len(set(cfg.model)) != len(cfg.model):
-        raise ProbeError("name each --model once (the first is compared with every other)")
+    if not cfg.model:
+        raise ProbeError("name at least one --model (the first is compared with every other)")
     if any("__" in m for m in cfg.model):
         raise ProbeError("model names with '__' cannot be told apart in result-file names")
 

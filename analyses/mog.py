@@ -138,12 +138,16 @@ def layer_claims(w_layer: np.ndarray) -> dict:
             "w4_minus_w3": float(w_layer[3] - w_layer[2]) if L >= 4 else None}
 
 
+def require_family(spec, family: str, analysis: str, what: str) -> None:
+    """Before any model runs (``check_model`` of this module and of analyses.mog_lens): ProbeError unless ``spec``
+    is of ``family``; anything else would be extracted and cached whole before failing."""
+    if spec.family != family:
+        raise ProbeError(f"model '{spec.name}' is of family {spec.family}: {analysis} needs {what}, "
+                         f"registered with family {family}")
+
+
 def check_model(spec, cfg: Config) -> None:
-    """Before any model runs: the model must be a Graph-Transformer (family mog); anything else would be extracted and
-    cached whole before failing."""
-    if spec.family != "mog":
-        raise ProbeError(f"model '{spec.name}' is of family {spec.family}: analyses.mog needs a Graph-Transformer, "
-                         f"registered with family mog")
+    require_family(spec, "mog", "analyses.mog", "a Graph-Transformer")
 
 
 def load_inputs(model, cfg: Config) -> dict:

@@ -68,11 +68,9 @@ class Result(common.AnalysisResult):
 
 
 def check_model(spec, cfg: Config) -> None:
-    """Before any model runs: the model must be a MoG-lens entry (family mog-lens); anything else would be extracted and
-    cached whole before failing."""
-    if spec.family != "mog-lens":
-        raise ProbeError(f"model '{spec.name}' is of family {spec.family}: analyses.mog_lens needs a MoG-lens entry, "
-                         f"registered with family mog-lens")
+    from analyses.mog import require_family
+
+    require_family(spec, "mog-lens", "analyses.mog_lens", "a MoG-lens entry")
 
 
 def load_inputs(model, cfg: Config) -> dict:

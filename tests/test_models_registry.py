@@ -24,15 +24,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 MPNET_DIR = REPO_ROOT / "models" / "mpnet-base"
 
 
-def _fetch_module():
-    spec = importlib.util.spec_from_file_location("fetch_models", REPO_ROOT / "scripts" / "fetch_models.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up in sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-fetch_models = _fetch_module()
+sys.path.insert(0, str(REPO_ROOT / "scripts"))  # the fetch script, imported once and shared by its tests
+import fetch_models  # noqa: E402
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
 import io
 import shutil
 import sys
@@ -47,16 +46,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = ("a man is playing a guitar", "someone strums a guitar", "the stock market fell")
 
 
-def _fetch_module():
-    spec = importlib.util.spec_from_file_location("fetch_models", REPO_ROOT / "scripts" / "fetch_models.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up in sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-fetch_models = _fetch_module()
-
+sys.path.insert(0, str(REPO_ROOT / "scripts"))  # the fetch script, imported once and shared by its tests
+import fetch_models  # noqa: E402
 
 # ---------------------------------------------------------------- Q4_0
 

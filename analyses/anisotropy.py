@@ -394,9 +394,10 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
         color = style.model_color(res.model_name)
         for ax, (key, _) in zip(np.ravel(axes), LAYER_PANELS):
             y = [row.get(key, np.nan) for row in res.layers]
-            ax.plot(x, y, marker="o", ms=3, color=color, label=style.display_name(res.model_name))
+            ax.plot(x, y, marker="o", ms=3, color=color, label=style.display_name(res.model_name),
+                    **style.seed_style(res.model_name))
             ci = [row.get(f"{key}_ci") for row in res.layers]
-            if all(ci):  # the bootstrap interval over sentences (issue 27): a band
+            if all(ci) and not style.seed_of(res.model_name)[1]:  # bootstrap band over sentences (seed 0 only)
                 ax.fill_between(x, *np.array(ci, dtype=float).T, color=color, alpha=0.2, lw=0)
             mark_final_norm(ax, res.to_json(), x, y, color)
     for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
@@ -408,9 +409,12 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
 
 
 def figures(results: list[Result], out: str) -> list:
-    """Draw and save both anisotropy figures."""
+    """Draw and save both anisotropy figures (the histograms of the seed-0 models only; the layer
+    figure draws every seed, in its model's colour)."""
     results = [Result.from_json(r) for r in results]
-    return save_drawings(results, out, (("anisotropy", plot), ("anisotropy-layers", plot_layers)))
+    first_seeds = [r for r in results if not style.seed_of(r.model_name)[1]] or results
+    return (save_drawings(first_seeds, out, (("anisotropy", plot),))
+            + save_drawings(results, out, (("anisotropy-layers", plot_layers),)))
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -254,7 +254,7 @@ class Result(common.AnalysisResult):
                              f"{', '.join(str(w['window']) for w in self.windows)}")
         _k_panel(ax, [self], n)
         ax.set_ylabel("principal components k", fontsize=8)
-        ax.legend(fontsize=7, loc="upper left", title="band: ± std over windows", title_fontsize=6.5)
+        ax.legend(fontsize=7, loc="upper left", title=LEGEND, title_fontsize=6.5)
         return ax
 
 
@@ -388,6 +388,9 @@ def _panels(results: list[Result], fig):
     return sizes, axes, fig
 
 
+LEGEND = "band: ± std over windows; bars: 95% bootstrap CI of the mean"
+
+
 def _k_panel(ax, results: list[Result], n: int) -> None:
     """k versus p for windows of ``n`` tokens on ``ax``, one line per model (mean ± std over windows)."""
     for r in results:
@@ -398,8 +401,10 @@ def _k_panel(ax, results: list[Result], n: int) -> None:
         m = np.array([t["mean"] for t in w["thresholds"]])
         s = np.array([t["std"] for t in w["thresholds"]])
         c = style.model_color(r.model_name)
-        ax.plot(p, m, marker="o", ms=3.5, color=c, label=style.display_name(r.model_name))
-        ax.fill_between(p, m - s, m + s, color=c, alpha=0.15, lw=0)
+        ax.plot(p, m, marker="o", ms=3.5, color=c, label=style.display_name(r.model_name),
+                **style.seed_style(r.model_name))
+        if not style.seed_of(r.model_name)[1]:  # seed variants: a line each, one band
+            ax.fill_between(p, m - s, m + s, color=c, alpha=0.15, lw=0)
         if len(w.get("k_mean_ci") or []) == len(p):  # the bootstrap interval of the mean over windows (issue 27)
             ax.vlines(p, *np.array(w["k_mean_ci"], dtype=float).T, color=c, lw=2.0, alpha=0.9)
     ax.set_xticks([100 * p for p in _thresholds(results)])
@@ -418,7 +423,7 @@ def plot(results: list[Result], fig=None):
     for ax, n in zip(axes, sizes):
         _k_panel(ax, results, n)
     axes[0].set_ylabel("principal components k", fontsize=8)
-    axes[0].legend(fontsize=7, loc="upper left", title="band: ± std over windows", title_fontsize=6.5)
+    axes[0].legend(fontsize=7, loc="upper left", title=LEGEND, title_fontsize=6.5)
     return fig
 
 
@@ -435,7 +440,7 @@ def plot_spectrum(results: list[Result], fig=None):
                 continue
             y = np.asarray(w["mean_cumulative_variance"])
             ax.plot(np.arange(1, len(y) + 1), y, color=style.model_color(r.model_name), lw=1.2,
-                    label=style.display_name(r.model_name))
+                    label=style.display_name(r.model_name), **style.seed_style(r.model_name))
             ps |= {t["threshold"] for t in w["thresholds"]}
         for p in sorted(ps):
             ax.axhline(p, color="0.5", lw=0.5, ls=":")

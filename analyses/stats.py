@@ -16,6 +16,7 @@ alike, so the difference of their replicates is the PAIRED bootstrap of the diff
 from __future__ import annotations
 
 import hashlib
+import re
 
 import numpy as np
 
@@ -25,6 +26,16 @@ SEED = 0  # default bootstrap seed
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
 SEEDS_DISAGREE, CROSSES_ZERO = "seeds disagree", "the interval crosses zero"
+
+# A model trained again with another seed is registered as ``<model>-seed1``, ``<model>-seed2``; seed 0
+# keeps the plain name.
+SEED_SUFFIX = re.compile(r"^(?P<base>.+)-seed(?P<seed>\d+)$")
+
+
+def seed_of(name: str) -> tuple[str, int]:
+    """(model, seed): ``bert-small-seed2`` -> ("bert-small", 2); a plain name is seed 0."""
+    m = SEED_SUFFIX.match(str(name))
+    return (m["base"], int(m["seed"])) if m else (str(name), 0)
 
 
 def resample_weights(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:

@@ -22,6 +22,8 @@ import hashlib
 
 import numpy as np
 
+from analyses.stats import seed_of
+
 # Fixed slots (indices into the 10-colour palette) for the names the demo and README use.
 FIXED = {  # colorblind palette: 0 blue, 1 orange, 2 green, 3 vermillion, 4 pink, 5 tan, 6 light pink, 7 grey,
     #          8 yellow, 9 sky blue; the demo's encoders get the six most distinct
@@ -45,12 +47,20 @@ def palette() -> list[str]:
 
 
 def model_color(name: str) -> str:
-    """The colour of ``name`` in every figure (a hex string)."""
+    """The colour of ``name`` in every figure (a hex string); a seed variant (``bert-small-seed1``) has
+    its model's colour (:func:`seed_style` tells it apart)."""
     colors = palette()
+    name = seed_of(name)[0]
     if name in FIXED:
         return colors[FIXED[name]]
     slot = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") % len(colors)
     return colors[slot]
+
+
+def seed_style(name: str) -> dict:
+    """Line keywords that tell a model's seed variants apart in one colour: seed 0 solid, seed 1 dashed,
+    seed 2 dotted, later seeds dash-dotted."""
+    return {"linestyle": ("-", "--", ":", "-.")[min(seed_of(name)[1], 3)]}
 
 
 def theme_rc() -> dict:

@@ -153,7 +153,7 @@ class Result(common.AnalysisResult):
         ``quantity`` ("distance" or "cosine") by layer, Fig. 7's left panel. Returns the Axes."""
         ax = style.one_axes(ax, (3.8, 2.9))
         _transition_panel(ax, [self], level, quantity, relative=False)
-        ax.legend(fontsize=7, title="band: ± std over texts", title_fontsize=6.5)
+        ax.legend(fontsize=7, title=LEGEND, title_fontsize=6.5)
         return ax
 
 
@@ -217,6 +217,7 @@ def table_rows(result: Result | dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
+LEGEND = "band: ± std over texts; bars: 95% bootstrap CI of the mean"
 QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$ (hidden-state units)",
               "cosine": r"cosine$(h_{l-1}, h_l)$"}
 
@@ -235,8 +236,10 @@ def _transition_panel(ax, results: list[Result], level: str, quantity: str, rela
         color = style.model_color(res.model_name)
         m = np.array([row[level][f"{quantity}_mean"] for row in res.layers])
         s = np.array([row[level][f"{quantity}_std"] for row in res.layers])
-        ax.plot(x, m, marker="o", ms=3.5, color=color, label=style.display_name(res.model_name))
-        ax.fill_between(x, m - s, m + s, color=color, alpha=0.15, lw=0)
+        ax.plot(x, m, marker="o", ms=3.5, color=color, label=style.display_name(res.model_name),
+                **style.seed_style(res.model_name))
+        if not style.seed_of(res.model_name)[1]:  # seed variants: a line each, one band
+            ax.fill_between(x, m - s, m + s, color=color, alpha=0.15, lw=0)
         ci = [row.get(f"{level}_{quantity}_mean_ci") for row in res.layers]
         if all(ci):  # the bootstrap interval of the mean over texts (issue 27): a bar at each layer
             ax.vlines(x, *np.array(ci, dtype=float).T, color=color, lw=2.0, alpha=0.9)
@@ -267,7 +270,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None, qu
     axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, ("token", "sentence")):
         _transition_panel(ax, results, level, quantity, relative)
-    axes[0].legend(fontsize=7, title="band: ± std over texts", title_fontsize=6.5)
+    axes[0].legend(fontsize=7, title=LEGEND, title_fontsize=6.5)
     return fig
 
 

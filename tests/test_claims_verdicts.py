@@ -147,6 +147,23 @@ def test_table2_from_held_out_blocks_paired(tmp_path, monkeypatch, gap, verdict)
     assert "held-out MLM loss per block: x-wg " in table2.evidence
 
 
+def test_table2_groups_seed_variants_under_their_seed_0_model(tmp_path, monkeypatch):
+    """Seed variants of the two fusions give one comparison per seed (paired within a seed); the point
+    evidence names the seed-0 models, not whichever variant sorts last."""
+    rng = np.random.default_rng(3)
+    reg = ""
+    for suffix in ("", "-seed1"):
+        block = rng.normal(5.7, 0.3, 512)
+        reg += _mog_folder(tmp_path, f"x-wg{suffix}", "weight-gate", block - 0.05 + rng.normal(0, 0.02, 512))
+        reg += _mog_folder(tmp_path, f"x-sum{suffix}", "sum", block + rng.normal(0, 0.02, 512))
+    (tmp_path / "reg.yaml").write_text(reg)
+    monkeypatch.setenv("PROBES_CHECKPOINTS", str(tmp_path / "reg.yaml"))
+    table2 = next(c for c in claims.mog_claims({}) if c.analysis == "checkpoints")
+    assert table2.verdict == claims.HOLDS and table2.n_seeds == 2
+    assert [s["seed"] for s in table2.seeds] == [0, 1] and all(s["paired"] for s in table2.seeds)
+    assert [(s["a"], s["b"]) for s in table2.seeds] == [("x-wg", "x-sum"), ("x-wg-seed1", "x-sum-seed1")]
+
+
 def _ppl_doc(name: str, recurrent: bool, nll_per_token: dict, tokens: np.ndarray) -> dict:
     """A perplexity result: rows per (T, o) and the per-document NLL sums the bootstrap resamples."""
     block = stats.bootstrap_block("document", len(tokens), units_id=stats.units_id(range(len(tokens))))
@@ -180,3 +197,16 @@ def test_topic_claim_uses_the_paired_jsd_interval(tmp_path):
     _write(tmp_path, "topics", [{"analysis": "topics", "model_name": "rec__base", "statistics": stats_}])
     c = next(c for c in claims.evaluate(tmp_path) if c.analysis == "topics")
     assert c.verdict == claims.INCONCLUSIVE and c.reason == stats.CROSSES_ZERO and c.interval == [-0.03, 0.01]
+
+
+def test_markdown_table_has_the_seeds_column(tmp_path, capsys):
+    _write(tmp_path, "redundancy", [_redundancy_doc("slstm-small", "slstm", _windows(40, 1)),
+                                    _redundancy_doc("slstm-small-seed1", "slstm", _windows(41, 3)),
+                                    _redundancy_doc("bert-small", "bert", _windows(30, 2)),
+                                    _redundancy_doc("bert-small-seed1", "bert", _windows(31, 4))])
+    claims.main(["--out", str(tmp_path), "--markdown"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| paper | where | claim | verdict | seeds |")
+    row = next(ln for ln in lines if "90% of the variance" in ln)
+    assert "| holds | 2 | " in row and "seed 1: slstm-small-seed1 " in row
+    assert next(ln for ln in lines if "§6" in ln).split(" | ")[4] == "point values"  # speed: untested, no seeds

@@ -227,3 +227,28 @@ def test_figures_draw_into_a_given_subfigure(name):
     with pytest.raises(TypeError, match="fig= takes"):
         _draw(getattr(mod, FIGURES[name][0]), result, fig=right.axes[0])
     plt.close(fig)
+
+
+def test_seed_variants_share_their_models_colour_and_differ_by_line_style(tmp_path, monkeypatch):
+    """Issue 27: a model's seeds (``<model>-seedN``) are drawn in its colour, seed 0 solid and the others
+    dashed / dotted, with one std band (seed 0's); Fig. 6's histograms keep one column per model."""
+    from analyses import anisotropy as an
+    from analyses import style
+    from analyses import transitions as tr
+
+    assert style.model_color("bert-small-seed2") == style.model_color("bert-small")
+    assert [style.seed_style(f"m{s}")["linestyle"] for s in ("", "-seed1", "-seed2")] == ["-", "--", ":"]
+    docs = [transitions("m-b"), transitions("m-b-seed1"), transitions("m-b-seed2")]
+    fig = tr.plot(docs)
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("m-b")]
+    assert [ln.get_linestyle() for ln in lines] == ["-", "--", ":"]
+    assert len({ln.get_color() for ln in lines}) == 1
+    assert len(ax.collections) == 1  # the std band of seed 0 only (no bootstrap bars in these documents)
+    plt.close(fig)
+    drawn = {}
+    monkeypatch.setattr(an, "save_drawings", lambda results, out, plots: drawn.update(
+        {n: [r.model_name for r in results] for n, _ in plots}) or [])
+    an.figures([anisotropy("m-a"), anisotropy("m-a-seed1"), anisotropy("m-c")], str(tmp_path))
+    assert drawn == {"anisotropy": ["m-a", "m-c"], "anisotropy-layers": ["m-a", "m-a-seed1", "m-c"]}
+    plt.close("all")

@@ -15,7 +15,7 @@ crosses zero). Each claim carries ``difference``, ``interval``, ``seeds`` (per m
 with their intervals, the difference, its interval, sign and whether it was paired), ``n_seeds`` and ``reason``;
 results without replicates keep the point verdict with ``reason`` POINT_ONLY.
 
-    $ python -m analyses.summary.claims --out out
+    $ python -m analyses.summary.claims --out out [--markdown]   # --markdown: the README's table
 """
 
 from __future__ import annotations
@@ -260,6 +260,8 @@ def _training_losses() -> dict[str, tuple[str, float, str, tuple]]:
 
     found = {}
     for name, spec in read_registry().items():
+        if evidence.seed_of(name)[1]:  # seed variants enter through _mlm_evidence, beside their seed-0 model
+            continue
         try:
             folder = spec.local_path() if spec.family == "mog" else None
         except CheckpointError:  # an entry whose folder is not installed has no record to read
@@ -411,17 +413,33 @@ def require_results(out: str | Path) -> None:
                          f"analyses first (python -m analyses.anisotropy ... --out {out})")
 
 
+def markdown_table(found: list[Claim]) -> str:
+    """The README's claim table: paper, where, claim, verdict, seeds (the number the verdict rests on, or
+    "point values"), our numbers (the evidence, with intervals)."""
+    cell = lambda x: str(x).replace("|", "\\|")  # noqa: E731
+    lines = ["| paper | where | claim | verdict | seeds | our numbers (95% bootstrap intervals) |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {cell(c.paper)} | {cell(c.where)} | {cell(c.claim)} | {c.verdict} | "
+              f"{c.n_seeds or 'point values'} | {cell(c.evidence)} |" for c in found]
+    return "\n".join(lines)
+
+
 @dataclass
 class Config:
     """Print each paper claim's verdict on the saved results."""
 
     out: str = arg("out", "output root holding results/")
+    markdown: bool = arg(False, "print the claim table in Markdown (the README's), not one line per claim")
 
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv)
     require_results(cfg.out)
-    for c in evaluate(cfg.out):
+    found = evaluate(cfg.out)
+    if cfg.markdown:
+        print(markdown_table(found))
+        return
+    for c in found:
         print(f"[{c.verdict}] {c.paper} {c.where}: {c.claim} -- {c.evidence}")
 
 

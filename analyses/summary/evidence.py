@@ -11,20 +11,13 @@ every pair holds and does not hold when any pair does not.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from analyses import stats
 
-SEED_SUFFIX = re.compile(r"^(?P<base>.+)-seed(?P<seed>\d+)$")
-
-
-def seed_of(name: str) -> tuple[str, int]:
-    """(model, seed): ``bert-small-seed2`` -> ("bert-small", 2); a plain name is seed 0."""
-    m = SEED_SUFFIX.match(str(name))
-    return (m["base"], int(m["seed"])) if m else (str(name), 0)
+seed_of = stats.seed_of  # "bert-small-seed2" -> ("bert-small", 2)
 
 
 def by_model(docs: list[dict]) -> dict[str, dict[int, dict]]:

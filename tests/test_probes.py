@@ -276,6 +276,39 @@ def test_interrupted_extraction_resumes(tmp_path, monkeypatch, encoders):
         np.testing.assert_array_equal(getattr(resumed, f), want)  # atol 0
 
 
+def test_last_chunk_is_not_recorded_and_an_interrupted_finalise_reruns_only_it(tmp_path, monkeypatch, encoders):
+    """One process's last chunk gets no done.json record (the entry is finalised right after it): an
+    interruption while finalising runs that one chunk again, and the entry is the one a clean run writes."""
+    import probes.capture.store as store
+
+    enc = encoders("tiny-bert")
+    texts = [f"Sentence number {i} says " + "more " * (i % 3) + "and stops." for i in range(7)]
+    per_token = 4 * (enc.num_layers + 1) * enc.hidden_size
+    monkeypatch.setattr(pe, "CHUNK_BYTES", 2 * 12 * per_token)  # about two texts per chunk
+    clean = run(enc, texts, batch_size=64, cache_dir=tmp_path / "clean")
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt("simulated interruption while finalising")
+
+    with monkeypatch.context() as m:
+        m.setattr(store, "finalise_entry", interrupted)
+        calls = recording(m, enc)
+        with pytest.raises(KeyboardInterrupt):
+            run(enc, texts, batch_size=64, cache_dir=tmp_path)
+    n_chunks = len(calls)
+    assert n_chunks >= 3
+    (partial,) = (tmp_path / "tiny-bert").glob("*.partial")
+    chunks = json.loads((partial / "done.json").read_text())["chunks"]
+    assert sorted(chunks, key=int) == [str(c) for c in range(n_chunks - 1)]  # every chunk but the last
+
+    resumed_calls = recording(monkeypatch, enc)
+    resumed = run(enc, texts, batch_size=64, cache_dir=tmp_path)
+    assert [set(rows) for rows, _ in resumed_calls] == [set(calls[-1][0])]  # only the last chunk again
+    assert not partial.exists()
+    for f in ("hidden", "sentence", "offsets", "token_ids", "special"):
+        np.testing.assert_array_equal(np.asarray(getattr(resumed, f)), np.asarray(getattr(clean, f)))
+
+
 # --------------------------------------------------------------------------- bad input
 
 

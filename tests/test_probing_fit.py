@@ -114,3 +114,33 @@ def test_labels_keep_their_values_and_constant_columns_are_harmless():
     assert set(np.unique(fit.pred)) <= {10, 20, 30}
     assert (fit.pred == labels[te]).mean() > 0.6
     assert torch.get_num_threads() >= 1
+
+
+def test_layers_in_one_batch_equal_each_layer_alone():
+    """fit_layers: every layer's fits in one batch are that layer's fit_probes (each problem keeps its own path)."""
+    from analyses.probing.fit import fit_layers
+
+    (X, y), (X2, _) = planted(500, 24, 4, 13), planted(500, 24, 4, 14)
+    X3 = X + np.random.default_rng(1).standard_normal(X.shape).astype(np.float32)
+    control = np.random.default_rng(2).integers(0, 3, 500)
+    tr, te = np.arange(380), np.arange(380, 500)
+    folds = folds_of(y[tr])
+    layers = [X, X2, X3]
+    batched = fit_layers([x[tr] for x in layers], [y[tr], control[tr]], folds, CS, [x[te] for x in layers])
+    for x, fits in zip(layers, batched):
+        for a, b in zip(fits, fit_probes(x[tr], [y[tr], control[tr]], folds, CS, x[te])):
+            assert a.C == b.C and (a.pred == b.pred).mean() >= 0.99
+            assert np.abs(a.cv_accuracy - b.cv_accuracy).max() <= 0.01
+
+
+def test_cv_tol_stops_only_the_cross_validation_fits():
+    """``cv_tol`` reaches the fold fits alone: at the default they stop at ``tol`` (the same fits as cv_tol=tol);
+    a huge one leaves them at W = 0, so every C scores the same and the first C of the grid is chosen, while
+    the refit still converges."""
+    X, y = planted(400, 16, 3, 7)
+    tr, te = np.arange(300), np.arange(300, 400)
+    folds = folds_of(y[tr])
+    (a,), (b,) = (fit_probes(X[tr], [y[tr]], folds, CS, X[te], cv_tol=t) for t in (None, 1e-3))
+    assert np.array_equal(a.pred, b.pred) and np.array_equal(a.cv_accuracy, b.cv_accuracy) and a.C == b.C
+    (c,) = fit_probes(X[tr], [y[tr]], folds, CS, X[te], cv_tol=1e9)
+    assert (c.cv_accuracy == c.cv_accuracy[:, :1]).all() and c.C == CS[0] and c.n_iter > 0

@@ -13,7 +13,9 @@ scikit-learn computes (the protocol of :mod:`analyses.probing`), at about the co
   scikit-learn), then refit on the whole training split, warm-started from the folds' mean solution at
   that C (as scikit-learn);
 * every fit stops when the largest gradient entry is below ``tol`` (scikit-learn's lbfgs ``gtol``, on
-  the same objective scale) or after ``max_iter`` iterations.
+  the same objective scale) or after ``max_iter`` iterations; ``cv_tol`` (default: ``tol``) can stop the
+  cross-validation fits earlier, which is cheaper but biased towards large C (an early-stopped fit is
+  implicitly regularised, so a large C looks better in the folds than its converged refit is).
 
 Why it is cheap. (1) The features are rotated once per layer into the eigenbasis of the training
 split's Gram matrix (orthogonal, so the L2 penalty and the model are unchanged); there a diagonal
@@ -22,7 +24,10 @@ the inverse Hessian, so L-BFGS started from it needs few iterations even on stro
 states, where scikit-learn's runs into its cap. (2) All fits that share rows share one float32 matrix
 product per iteration: for each fold, the problems of every C and labelling are columns of one GEMM;
 a problem that has converged leaves the batch. Each problem keeps its own L-BFGS memory, step and
-backtracking (Armijo) line search, so the batch changes no problem's path.
+backtracking (Armijo) line search, so the batch changes no problem's path. (3) The layers of a task join
+one batch (:func:`fit_layers`, while their weights stay small), so the solver's fixed cost per iteration
+is paid once for them; weights lie (problem, class, feature), so every per-problem reduction of L-BFGS
+runs over contiguous memory.
 
 Pure torch (``device`` may be a GPU); deterministic: the same inputs give the same results.
 Agreement with scikit-learn on planted data: tests/test_probing_fit.py.
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+BATCH_BYTES = 2 * 2**20  # at most this many bytes of weights per batch of layers (see fit_layers)
 MEMORY = 6  # L-BFGS pairs kept per problem
 ARMIJO = 1e-4  # sufficient-decrease constant of the backtracking line search
 MIN_STEP = 2.0 ** -30  # a problem whose step shrinks below this has stalled (at float precision): stop it
@@ -63,94 +69,109 @@ def standardise(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np
 
 
 class _Problems:
-    """A batch of independent L2 logistic regressions on row subsets ("groups") of one design Z (n, d + 1;
-    the last column is the intercept's 1). Problem p uses the rows of group ``group[p]`` with labels
-    ``labels[lab[p]]`` and penalty ``lam[p]`` on every coordinate but the intercept."""
+    """A batch of independent L2 logistic regressions on designs ("groups": a fold's rows of one layer's
+    features, (n_g, d + 1), the last column the intercept's 1). Problem p uses group ``group[p]`` with
+    labels ``yg[group[p]][:, lab[p]]`` and penalty ``lam[p]`` on every coordinate but the intercept. A group's problems
+    are consecutive. Weights and gradients are laid out (P, K, d + 1): every per-problem reduction runs
+    over contiguous memory, and the shared products use Z and the weights as they lie (transposed views)."""
 
-    def __init__(self, Z: torch.Tensor, rows: list[torch.Tensor], y: torch.Tensor, k: list[int],
-                 group: np.ndarray, lab: np.ndarray, lam: np.ndarray):
-        self.Z, self.d1 = Z, Z.shape[1]
+    def __init__(self, Zg: list[torch.Tensor], yg: list[torch.Tensor], k: list[int], group: np.ndarray,
+                 lab: np.ndarray, lam: np.ndarray):
+        self.Zg, self.yg = Zg, yg  # per group: (n_g, d + 1) design rows, (n_g, labellings) class index of each row
+        self.d1 = Zg[0].shape[1]
         self.group, self.lab = group, lab
         self.P, self.K = len(group), max(k)
-        dev, dt = Z.device, Z.dtype
+        dev, dt = Zg[0].device, Zg[0].dtype
         self.lam = torch.as_tensor(lam, dtype=dt, device=dev)
-        self.Zg = [Z[r] for r in rows]  # (n_g, d + 1) contiguous rows of each group
-        self.yg = [y[:, r].T.contiguous() for r in rows]  # (n_g, labellings) class index of each row
+        if not np.all(np.diff(group) >= 0):
+            raise ValueError("a group's problems must be consecutive")
+        # each group's problems: a slice of the batch
+        self.span = [(int(np.searchsorted(group, g)), int(np.searchsorted(group, g, "right"))) for g in range(len(Zg))]
         kk = torch.as_tensor(k, device=dev)
         self.mask = None  # labellings with fewer classes than K: their extra columns never win
         if min(k) < self.K:
             self.mask = torch.where(torch.arange(self.K, device=dev)[None, :] < kk[:, None], 0.0, -1e30).to(dt)
-        # diagonal preconditioner (d + 1, P): the loss's curvature c Z'Z / n (diagonal in the eigenbasis) + penalty
+        self.lab_t = torch.as_tensor(lab, device=dev)
+        # diagonal preconditioner (P, 1, d + 1): the loss's curvature c Z'Z / n (diagonal in the eigenbasis) + penalty
         h = torch.stack([(zg * zg).mean(0) for zg in self.Zg])  # (groups, d + 1)
         pen = torch.ones(self.d1, dtype=dt, device=dev)
         pen[-1] = 0.0
         # curvature of the softmax loss at W = 0 on the zero-sum subspace: 1/K (Boehning's bound, 1/2, is
         # an upper bound that is K/2 times too loose for many classes)
         c = torch.as_tensor([1.0 / k[j] for j in lab], dtype=dt, device=dev)
-        self.H0 = 1.0 / (c[None, :] * h[torch.as_tensor(group, device=dev)].T + self.lam[None, :] * pen[:, None])
+        hg = h[torch.as_tensor(group, device=dev)]
+        self.H0 = (1.0 / (c[:, None] * hg + self.lam[:, None] * pen[None, :]))[:, None]
         self.pen = pen
 
     def evaluate(self, W: torch.Tensor, which: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """Objective (P,) float64 and gradient (d + 1, P, K) of the problems ``which`` (bool, P) at W
-        (d + 1, P, K); the others' entries are 0."""
+        """Objective (P,) float64 and gradient (P, K, d + 1) of the problems ``which`` (bool, P) at W
+        (P, K, d + 1); the others' entries are 0."""
         f = torch.zeros(self.P, dtype=torch.float64, device=W.device)
         G = torch.zeros_like(W)
-        for g, (zg, yg) in enumerate(zip(self.Zg, self.yg)):
-            idx = np.flatnonzero(which & (self.group == g))
-            if not len(idx):
+        K, d1 = self.K, self.d1
+        for (a, b), zg, yg in zip(self.span, self.Zg, self.yg):
+            sub = which[a:b]
+            if not sub.any():
                 continue
-            it = torch.as_tensor(idx, device=W.device)
-            Wp = W[:, it]  # (d + 1, p, K)
-            n, p = len(zg), len(idx)
-            logits = (zg @ Wp.reshape(self.d1, p * self.K)).view(n, p, self.K)
+            if sub.all():  # the whole group: views, no gathers
+                sel, it = slice(a, b), None
+                Wp, labs = W[a:b], self.lab_t[a:b]
+            else:
+                it = torch.as_tensor(a + np.flatnonzero(sub), device=W.device)
+                sel, Wp, labs = it, W[it], self.lab_t[it]
+            n, p = len(zg), len(Wp)
+            logits = (zg @ Wp.reshape(p * K, d1).T).view(n, p, K)
             if self.mask is not None:
-                logits = logits + self.mask[torch.as_tensor(self.lab[idx], device=W.device)]
-            yi = yg[:, torch.as_tensor(self.lab[idx], device=W.device)].unsqueeze(2)  # (n, p, 1)
+                logits = logits + self.mask[labs]
+            yi = yg[:, labs].unsqueeze(2)  # (n, p, 1)
             top = logits.amax(2, keepdim=True)  # (n, p, 1)
             R = torch.exp(logits - top)  # softmax, one exp
             tot = R.sum(2, keepdim=True)
             loss = (torch.log(tot) + top - logits.gather(2, yi)).double().sum((0, 2)) / n  # (p,) mean log-loss
             R /= tot
             R.scatter_add_(2, yi, torch.full_like(yi, -1.0, dtype=R.dtype))
-            grad = (zg.T @ R.view(n, p * self.K)).view(self.d1, p, self.K) / n
-            lam = self.lam[it]
-            Wpen = Wp * self.pen[:, None, None]
-            grad += lam[None, :, None] * Wpen
-            f[it] = loss + 0.5 * lam.double() * (Wpen * Wpen).sum((0, 2)).double()
-            G[:, it] = grad
+            grad = (R.view(n, p * K).T @ zg).view(p, K, d1)
+            grad /= n
+            lam = self.lam[sel]
+            Wpen = Wp * self.pen
+            grad.addcmul_(lam[:, None, None], Wpen)
+            f[sel] = loss + 0.5 * lam.double() * torch.linalg.vecdot(Wpen.view(p, -1), Wpen.view(p, -1)).double()
+            G[sel] = grad
         return f, G
 
     def minimise(self, W: torch.Tensor, max_iter: int, tol: float) -> tuple[torch.Tensor, np.ndarray]:
-        """Batched L-BFGS with per-problem memory, scaling and Armijo backtracking, from W (d + 1, P, K).
+        """Batched L-BFGS with per-problem memory, scaling and Armijo backtracking, from W (P, K, d + 1).
         Returns the solutions and each problem's iterations."""
         P = self.P
+        dot = lambda a, b: torch.linalg.vecdot(a.view(P, -1), b.view(P, -1))  # noqa: E731  per-problem inner product
         run = np.ones(P, bool)
         f, G = self.evaluate(W, run)
         iters, step = np.zeros(P, np.int64), torch.ones(P, dtype=W.dtype, device=W.device)
         gamma = torch.ones(P, dtype=W.dtype, device=W.device)
         mem: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-        D = -self.H0[:, :, None] * G
+        D = -self.H0 * G
         for _ in range(4 * max_iter):
-            gmax = G.abs().amax((0, 2)).cpu().numpy()
+            gmax = G.view(P, -1).abs().amax(1).cpu().numpy()
             run = run & (gmax > tol) & (iters < max_iter)
             if not run.any():
                 break
             r = torch.as_tensor(run, device=W.device)
-            Wc = W + torch.where(r, step, 0.0)[None, :, None] * D
+            Wc = torch.addcmul(W, torch.where(r, step, 0.0)[:, None, None], D)
             fc, Gc = self.evaluate(Wc, run)
-            gd = (G * D).sum((0, 2)).double()
+            gd = dot(G, D).double()
             ok = r & (fc <= f + ARMIJO * step.double() * gd)
             s, yv = Wc - W, Gc - G
-            sy = (s * yv).sum((0, 2))
-            good = ok & (sy > 1e-12 * (s * s).sum((0, 2)).sqrt() * (yv * yv).sum((0, 2)).sqrt())
+            sy = dot(s, yv)
+            good = ok & (sy > 1e-12 * dot(s, s).sqrt() * dot(yv, yv).sqrt())
+            # a pair enters the memory of the problems that moved well; the others' rho = 0 makes it a no-op
+            # in their two-loop recursion (s and y are finite: a problem that did not run has s = 0)
             rho = torch.where(good, 1.0 / torch.where(good, sy, 1.0), 0.0)
-            okw = ok[None, :, None]
+            okw = ok[:, None, None]
             if bool(good.any()):
-                g3 = good[None, :, None]
-                mem.append((torch.where(g3, s, 0.0), torch.where(g3, yv, 0.0), rho))
+                mem.append((s, yv, rho))
                 if len(mem) > MEMORY:
                     mem.pop(0)
-                yHy = (self.H0[:, :, None] * yv * yv).sum((0, 2))
+                yHy = dot(self.H0 * yv, yv)
                 gamma = torch.where(good, sy / torch.where(good, yHy, 1.0), gamma)
             W, G = torch.where(okw, Wc, W), torch.where(okw, Gc, G)
             f = torch.where(ok, fc, f)
@@ -159,82 +180,118 @@ class _Problems:
             step = torch.where(ok, 1.0, torch.where(r, step * 0.5, step))
             run &= step.cpu().numpy() >= MIN_STEP
             if okn.any():  # new directions for the problems that moved
-                Dn = self._direction(G, mem, gamma)
-                bad = (G * Dn).sum((0, 2)) >= 0  # not a descent direction: the preconditioned gradient
-                Dn = torch.where(bad[None, :, None], -self.H0[:, :, None] * G, Dn)
+                Dn = self._direction(G, mem, gamma, dot)
+                bad = dot(G, Dn) >= 0  # not a descent direction: the preconditioned gradient
+                Dn = torch.where(bad[:, None, None], -self.H0 * G, Dn)
                 D = torch.where(okw, Dn, D)
         return W, iters
 
-    def _direction(self, G: torch.Tensor, mem: list, gamma: torch.Tensor) -> torch.Tensor:
+    def _direction(self, G: torch.Tensor, mem: list, gamma: torch.Tensor, dot) -> torch.Tensor:
         """-H G by the two-loop recursion, H0 = gamma * diag preconditioner, per problem."""
         q, alphas = G.clone(), []
         for s, y, rho in reversed(mem):
-            a = rho * (s * q).sum((0, 2))
-            q -= a[None, :, None] * y
+            a = rho * dot(s, q)
+            q.addcmul_(a[:, None, None], y, value=-1.0)
             alphas.append(a)
-        q *= (gamma[None, :] * self.H0)[:, :, None]
+        q *= gamma[:, None, None] * self.H0
         for (s, y, rho), a in zip(mem, reversed(alphas)):
-            b = rho * (y * q).sum((0, 2))
-            q += (a - b)[None, :, None] * s
-        return -q
+            b = rho * dot(y, q)
+            q.addcmul_((a - b)[:, None, None], s)
+        return q.neg_()
 
 
 def fit_probes(X_train: np.ndarray, labellings: list[np.ndarray], folds: list[tuple[np.ndarray, np.ndarray]],
                cs: list[float], X_test: np.ndarray, *, max_iter: int = 100, tol: float = 1e-3,
-               device: str | torch.device = "cpu") -> list[Fit]:
+               cv_tol: float | None = None, device: str | torch.device = "cpu") -> list[Fit]:
     """Cross-validated L2 logistic probes of every labelling on the same features and folds.
 
     X_train (n, d), X_test (m, d); labellings: (n,) integer labels of the training rows, one array per
     labelling (e.g. the task's and its control's); folds: (fit rows, held-out rows) index pairs into
-    the training rows; cs: the grid of inverse penalties. Returns one :class:`Fit` per labelling."""
-    n, d = np.shape(X_train)
-    Xtr, Xte = standardise(X_train, X_test)
+    the training rows; cs: the grid of inverse penalties; ``tol`` stops the refit, ``cv_tol`` the
+    cross-validation fits (None: ``tol``). Returns one :class:`Fit` per labelling."""
+    return fit_layers([X_train], labellings, folds, cs, [X_test], max_iter=max_iter, tol=tol, cv_tol=cv_tol,
+                      device=device)[0]
+
+
+def fit_layers(X_train, labellings: list[np.ndarray], folds: list[tuple[np.ndarray, np.ndarray]], cs: list[float],
+               X_test, *, max_iter: int = 100, tol: float = 1e-3, cv_tol: float | None = None,
+               device: str | torch.device = "cpu") -> list[list[Fit]]:
+    """:func:`fit_probes` of every layer at once: X_train, X_test sequences of (n, d) and (m, d) features
+    (one pair per layer; the same rows, labellings and folds). Every layer's fits join one batch (each
+    problem's path is its own, so the result is each layer's :func:`fit_probes`); returns one list of
+    :class:`Fit` per layer.
+
+    Layers join a batch while its weights stay small (``BATCH_BYTES``): the solver's vector work streams
+    over all of a batch's weights several times per iteration, which is cheap only while they fit a cache."""
+    X_train, X_test = list(X_train), list(X_test)
+    d, K = np.shape(X_train[0])[1], max(max(len(np.unique(y)) for y in labellings), 2)
+    per_layer = len(folds) * len(labellings) * len(cs) * K * (d + 1) * 4  # bytes of one layer's stage-1 weights
+    step = max(1, BATCH_BYTES // per_layer)
+    if len(X_train) > step:
+        return [fits for a in range(0, len(X_train), step)
+                for fits in fit_layers(X_train[a:a + step], labellings, folds, cs, X_test[a:a + step],
+                                       max_iter=max_iter, tol=tol, cv_tol=cv_tol, device=device)]
     dev = torch.device(device)
     dt = torch.float32
-    A = torch.as_tensor(Xtr, dtype=dt, device=dev)
-    # eigenbasis of the training split's Gram matrix: an orthogonal rotation (only the preconditioner
-    # depends on how exact it is), so float32 throughout
-    _, V = torch.linalg.eigh(A.T @ A)
-    ones = torch.ones(n, 1, dtype=dt, device=dev)
-    Z = torch.cat([A @ V, ones], 1)  # (n, d + 1)
-    Zt = torch.cat([torch.as_tensor(Xte, dtype=dt, device=dev) @ V, torch.ones(len(Xte), 1, dtype=dt, device=dev)], 1)
+    Zs, Zts = [], []
+    for X_tr, X_te in zip(X_train, X_test):
+        n, d = np.shape(X_tr)
+        Xtr, Xte = standardise(X_tr, X_te)
+        A = torch.as_tensor(Xtr, dtype=dt, device=dev)
+        # eigenbasis of the training split's Gram matrix: an orthogonal rotation (only the preconditioner
+        # depends on how exact it is), so float32 throughout
+        _, V = torch.linalg.eigh(A.T @ A)
+        Zs.append(torch.cat([A @ V, torch.ones(n, 1, dtype=dt, device=dev)], 1))  # (n, d + 1)
+        Zts.append(torch.cat([torch.as_tensor(Xte, dtype=dt, device=dev) @ V,
+                              torch.ones(len(Xte), 1, dtype=dt, device=dev)], 1))
 
     classes = [np.unique(y) for y in labellings]
     k = [max(len(c), 2) for c in classes]
     y = torch.as_tensor(np.stack([np.searchsorted(c, yl) for c, yl in zip(classes, labellings)]), device=dev)
     factor = np.array([2.0 if len(c) == 2 else 1.0 for c in classes])  # binomial = zero-sum softmax, 2x penalty
-    J, F, nc = len(labellings), len(folds), len(cs)
+    L, J, F, nc = len(Zs), len(labellings), len(folds), len(cs)
     K = max(k)
 
-    # stage 1: every fold x labelling x C at once
+    # stage 1: every layer x fold x labelling x C at once; group = layer x fold
     rows = [torch.as_tensor(np.asarray(tr), device=dev) for tr, _ in folds]
-    grp, lab, ci = (a.ravel() for a in np.meshgrid(np.arange(F), np.arange(J), np.arange(nc), indexing="ij"))
-    lam = factor[lab] / (np.asarray(cs, np.float64)[ci] * np.array([len(tr) for tr, _ in folds])[grp])
-    probs = _Problems(Z, rows, y, k, grp, lab, lam)
-    W, _ = probs.minimise(torch.zeros(d + 1, len(grp), K, dtype=dt, device=dev), max_iter, tol)
-    acc = np.zeros((J, F, nc))
-    for f, (_, te) in enumerate(folds):
-        te_t = torch.as_tensor(np.asarray(te), device=dev)
-        sel = np.flatnonzero(grp == f)
-        logits = (Z[te_t] @ W[:, sel].reshape(d + 1, -1)).view(len(te), len(sel), K)
+    ys = [y[:, r].T.contiguous() for r in rows]
+    ly, fo, lab, ci = (a.ravel() for a in np.meshgrid(np.arange(L), np.arange(F), np.arange(J), np.arange(nc),
+                                                      indexing="ij"))
+    grp = ly * F + fo
+    lam = factor[lab] / (np.asarray(cs, np.float64)[ci] * np.array([len(tr) for tr, _ in folds])[fo])
+    probs = _Problems([Z[r] for Z in Zs for r in rows], [ys[f] for _ in Zs for f in range(F)], k, grp, lab, lam)
+    W, _ = probs.minimise(torch.zeros(len(grp), K, d + 1, dtype=dt, device=dev), max_iter,
+                          tol if cv_tol is None else cv_tol)
+    acc = np.zeros((L, J, F, nc))
+    for g in range(L * F):
+        te = np.asarray(folds[g % F][1])
+        te_t = torch.as_tensor(te, device=dev)
+        a, b = probs.span[g]
+        logits = (Zs[g // F][te_t] @ W[a:b].reshape(-1, d + 1).T).view(len(te), b - a, K)
+        labs = torch.as_tensor(lab[a:b], device=dev)
         if probs.mask is not None:
-            logits = logits + probs.mask[torch.as_tensor(lab[sel], device=dev)]
-        hit = (logits.argmax(2) == y[:, te_t][torch.as_tensor(lab[sel], device=dev)].T).double().mean(0).cpu().numpy()
-        acc[lab[sel], f, ci[sel]] = hit
-    best = acc.sum(1).argmax(1)  # (J,) first best C of the grid
+            logits = logits + probs.mask[labs]
+        hit = (logits.argmax(2) == y[:, te_t][labs].T).double().mean(0).cpu().numpy()
+        acc[g // F, lab[a:b], g % F, ci[a:b]] = hit
+    best = acc.sum(2).argmax(2)  # (L, J) first best C of the grid
 
-    # stage 2: refit each labelling on the whole training split, from the folds' mean at its C
-    W0 = torch.stack([W[:, np.flatnonzero((lab == j) & (ci == best[j]))].mean(1) for j in range(J)], 1)
-    lam2 = factor / (np.asarray(cs, np.float64)[best] * n)
-    ref = _Problems(Z, [torch.arange(n, device=dev)], y, k, np.zeros(J, np.int64), np.arange(J), lam2)
+    # stage 2: refit each layer x labelling on the whole training split, from the folds' mean at its C
+    W0 = torch.stack([W[np.flatnonzero((ly == li) & (lab == j) & (ci == best[li, j]))].mean(0)
+                      for li in range(L) for j in range(J)])
+    l2, j2 = np.repeat(np.arange(L), J), np.tile(np.arange(J), L)
+    lam2 = factor[j2] / (np.asarray(cs, np.float64)[best[l2, j2]] * n)
+    ref = _Problems(Zs, [y.T.contiguous()] * L, k, l2, j2, lam2)
     W2, it2 = ref.minimise(W0, max_iter, tol)
-    logits = (Zt @ W2.reshape(d + 1, -1)).view(len(Zt), J, K)
-    if ref.mask is not None:
-        logits = logits + ref.mask
-    pick = logits.argmax(2).cpu().numpy()  # (m, J)
-    return [Fit(pred=classes[j][np.minimum(pick[:, j], len(classes[j]) - 1)], C=float(cs[best[j]]),
-                n_params=(d + 1) * len(classes[j]) if len(classes[j]) > 2 else d + 1,
-                cv_accuracy=acc[j], n_iter=int(it2[j])) for j in range(J)]
+    out = []
+    for li, Zt in enumerate(Zts):
+        logits = (Zt @ W2[li * J:(li + 1) * J].reshape(-1, d + 1).T).view(len(Zt), J, K)
+        if ref.mask is not None:
+            logits = logits + ref.mask
+        pick = logits.argmax(2).cpu().numpy()  # (m, J)
+        out.append([Fit(pred=classes[j][np.minimum(pick[:, j], len(classes[j]) - 1)], C=float(cs[best[li, j]]),
+                        n_params=(d + 1) * len(classes[j]) if len(classes[j]) > 2 else d + 1,
+                        cv_accuracy=acc[li, j], n_iter=int(it2[li * J + j])) for j in range(J)])
+    return out
 
 
-__all__ = ["DESCRIPTION", "Fit", "fit_probes", "standardise"]
+__all__ = ["DESCRIPTION", "Fit", "fit_layers", "fit_probes", "standardise"]

@@ -202,26 +202,29 @@ def stacked_sums(xs: list[Layer], ys: list[Layer] | None = None, batch_rows: int
     gy = [np.zeros((d, d)) for d in np.diff(oy)] if not same else []
     aa, ab, bb = np.zeros((len(xs), len(xs))), np.zeros((len(xs), len(ys))), np.zeros((len(ys), len(ys)))
     sa, sb = np.zeros(len(xs)), np.zeros(len(ys))  # sum_i a_i, sum_i b_i per layer
+    prod = np.empty((ox[-1], oy[-1]), dtype)  # each batch's product, in one buffer (no fresh pages per batch)
     for s in range(0, n, batch_rows):
         X, A = _stack_batch(xs, s, batch_rows, dtype)
         Y, B = (X, A) if same else _stack_batch(ys, s, batch_rows, dtype)
-        C += X.T @ Y  # the one big float32 product
-        # column sums ride along with the products by the norms: X^T [A | 1]
-        A1, B1 = np.ones((len(A), len(xs) + 1), dtype), np.ones((len(B), len(ys) + 1), dtype)
-        A1[:, :-1], B1[:, :-1] = A, B
-        xa1 = X.T @ A1
-        xa += xa1[:, :-1]
-        sx += xa1[:, -1]
+        C += np.matmul(X.T, Y, out=prod)  # the one big float32 product
+        # column sums ride along with the products by the norms, one pass over each side: X^T [A | B | 1]
+        AB1 = np.ones((len(A), len(xs) + (0 if same else len(ys)) + 1), dtype)
+        AB1[:, :len(xs)] = A
+        if not same:
+            AB1[:, len(xs):-1] = B
+        xab1 = X.T @ AB1
+        xa += xab1[:, :len(xs)]
+        sx += xab1[:, -1]
         sa += A.sum(0)
         if same:
             aa += A.T @ A
             continue
-        yb1 = Y.T @ B1
-        sy += yb1[:, -1]
-        yb += yb1[:, :-1]
+        yab1 = Y.T @ AB1
+        sy += yab1[:, -1]
+        yb += yab1[:, len(xs):-1]
         sb += B.sum(0)
-        xb += X.T @ B1[:, :-1]
-        ya += Y.T @ A1[:, :-1]
+        xb += xab1[:, len(xs):-1]
+        ya += yab1[:, :len(xs)]
         ab += A.T @ B
         aa += A.T @ A
         bb += B.T @ B

@@ -336,7 +336,8 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     """Run the model chunk by chunk, writing straight into the (memory-mapped) output arrays.
 
     With a cache, the arrays live in ``<entry>.partial/`` and a chunk is listed in ``done.json``
-    only after it is flushed, so a rerun after an interruption skips the finished chunks."""
+    only after it is flushed, so a rerun after an interruption skips the finished chunks (a single
+    process's last chunk is not listed: finalising the entry follows at once)."""
     toks, cut = _prepare(encoder, inputs, settings["truncate"])
     texts = inputs if isinstance(inputs[0], str) else [encoder.tokenizer.decode(i) for i in inputs]
     L, d = encoder.num_layers, encoder.hidden_size
@@ -450,7 +451,9 @@ def _fill(encoder: Encoder, toks: list[Tokenized], maps: dict, chunks: list[rang
                 del done[c]
             _run_chunk(encoder, [toks[i] for i in rng], maps, batch_size, bar, dest, keep)
             done[c] = {**rec, "batch_size": batch_size}
-            if work is not None:
+            # one process's last chunk needs no record: the entry is finalised (checksummed) right after it,
+            # and an interruption before that runs this one chunk again
+            if work is not None and not (only is None and c == mine[-1]):
                 for arr in arrays.values():
                     arr.flush()  # np.memmap (open_memmap makes one even of an empty array)
                 done[c]["sha256"] = store.chunk_digest(dest)

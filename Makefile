@@ -49,19 +49,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-# Every sentence analysis draws the same seeded sample, so each model is extracted once and cached.
+# Every sentence analysis draws the same seeded sample, so each model is extracted once and cached. Each analysis
+# writes results only (--no-figures); analyses.summary.figures draws every figure once at the end.
 demo: $(STAMP)
-	$(PY) -m analyses.anisotropy $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
-	$(PY) -m analyses.transitions $(MS) --n-sentences $(SENTENCES) --out $(OUT)
-	$(PY) -m analyses.probing $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
-	$(PY) -m analyses.similarity $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
-	$(PY) -m analyses.redundancy $(MS) --out $(OUT)
-	$(PY) -m analyses.maps --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
-	$(PY) -m analyses.mog --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
-	$(PY) -m analyses.mog_lens --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
-	$(PY) -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
+	$(PY) -m analyses.anisotropy --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
+	$(PY) -m analyses.transitions --no-figures $(MS) --n-sentences $(SENTENCES) --out $(OUT)
+	$(PY) -m analyses.probing --no-figures $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
+	$(PY) -m analyses.similarity --no-figures $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
+	$(PY) -m analyses.redundancy --no-figures $(MS) --out $(OUT)
+	$(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
+	$(PY) -m analyses.mog --no-figures --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
+	$(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
+	$(PY) -m analyses.perplexity --no-figures --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
-	$(PY) -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
+	$(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
 	$(PY) -m analyses.summary.figures --out $(OUT)
 	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"
 	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/, everything on one page: $(OUT)/report.html"
@@ -149,14 +150,14 @@ PANEL_E         := $(foreach m,$(PANEL_ENCODERS),--model $(m))
 PANEL_ALL       := $(PANEL_E) $(foreach m,$(PANEL_LMS),--model $(m))
 panel: $(STAMP)
 	@$(if $(PANEL_MISSING),echo "panel: not installed (make models): $(PANEL_MISSING); running without them")
-	$(PY) -m analyses.anisotropy $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --n-tokens $(PANEL_SENTENCES) \
+	$(PY) -m analyses.anisotropy --no-figures $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --n-tokens $(PANEL_SENTENCES) \
 		--out $(PANEL_OUT)
-	$(PY) -m analyses.transitions $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --out $(PANEL_OUT)
-	$(PY) -m analyses.redundancy $(PANEL_ALL) --out $(PANEL_OUT)
-	$(PY) -m analyses.similarity $(PANEL_E) --n-sentences $(PANEL_SENTENCES) --unit token --max-units $(PANEL_UNITS) \
+	$(PY) -m analyses.transitions --no-figures $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --out $(PANEL_OUT)
+	$(PY) -m analyses.redundancy --no-figures $(PANEL_ALL) --out $(PANEL_OUT)
+	$(PY) -m analyses.similarity --no-figures $(PANEL_E) --n-sentences $(PANEL_SENTENCES) --unit token --max-units $(PANEL_UNITS) \
 		--out $(PANEL_OUT)
-	$(PY) -m analyses.probing $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --max-items $(PANEL_ITEMS) --out $(PANEL_OUT)
-	$(PY) -m analyses.mog_lens $(foreach m,$(PANEL_LENSES),--model $(m)) --n-sentences $(PANEL_LENS) --out $(PANEL_OUT)
+	$(PY) -m analyses.probing --no-figures $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --max-items $(PANEL_ITEMS) --out $(PANEL_OUT)
+	$(PY) -m analyses.mog_lens --no-figures $(foreach m,$(PANEL_LENSES),--model $(m)) --n-sentences $(PANEL_LENS) --out $(PANEL_OUT)
 	$(PY) -m analyses.summary.figures --out $(PANEL_OUT)
 	@echo "panel: figures in $(PANEL_OUT)/figures/, numbers in $(PANEL_OUT)/results/, one page: $(PANEL_OUT)/report.html"
 

@@ -142,36 +142,57 @@ def cosine_summary(X: np.ndarray, bins: int = 100, exact_limit: int = 50_000_000
 # ----------------------------------------------------------------------------- Ethayarajh's statistics
 
 
+def _by_size(groups: list[np.ndarray]):
+    """Yield (positions, stack): the groups of each size k stacked as one (m, k, d) array, with their
+    positions in ``groups``, so a statistic of many small groups is a few batched operations."""
+    sizes = np.array([len(g) for g in groups])
+    for k in np.unique(sizes):
+        where = np.flatnonzero(sizes == k)
+        yield where, np.stack([np.asarray(groups[i]) for i in where])
+
+
 def self_similarity(groups: list[np.ndarray]) -> float:
-    """Mean over token types of the mean pairwise cosine among that type's occurrences (k_i, d)."""
-    return float(np.mean([pairwise_cosines(g).mean() for g in groups]))
+    """Mean over token types of the mean pairwise cosine among that type's occurrences (k_i, d)
+    (float32 cosines, as :func:`pairwise_cosines`; groups of one size at once)."""
+    means = np.empty(len(groups))
+    for where, G in _by_size(groups):  # G: (m, k, d)
+        m, k, d = G.shape
+        Gn = _normalize(G.reshape(m * k, d)).reshape(m, k, d)
+        iu = np.triu_indices(k, 1)
+        means[where] = (Gn @ Gn.transpose(0, 2, 1))[:, iu[0], iu[1]].mean(1)  # (m,) float32 means
+    return float(np.mean(means))
 
 
 def max_explainable_variance(groups: list[np.ndarray]) -> float:
     """Mean over groups of sigma_1^2 / sum sigma_i^2 of the uncentred occurrence matrix (k_i, d)."""
-    vals = []
-    for g in groups:  # sigma_i^2 are the eigenvalues of the small (k, k) Gram matrix: cheaper than an SVD
-        g = np.asarray(g, np.float64)
-        if not np.isfinite(g).all():  # NaN states (a broken model): no value, written as null and listed in nulls
-            vals.append(float("nan"))
-            continue
-        eig = np.linalg.eigvalsh(g @ g.T)
-        vals.append(eig[-1] / eig.sum())
+    vals = np.empty(len(groups))
+    for where, G in _by_size(groups):
+        # sigma_i^2 are the eigenvalues of the small (k, k) Gram matrices: cheaper than an SVD
+        G = G.astype(np.float64)
+        ok = np.isfinite(G).all((1, 2))  # NaN states (a broken model): no value, written as null and listed in nulls
+        vals[where[~ok]] = np.nan
+        if ok.any():
+            eig = np.linalg.eigvalsh(G[ok] @ G[ok].transpose(0, 2, 1))  # (m, k) ascending
+            vals[where[ok]] = eig[:, -1] / eig.sum(1)
     return float(np.mean(vals))
 
 
 def intra_sentence_similarity(H: np.ndarray, offsets: np.ndarray, keep: np.ndarray) -> float:
     """Mean over sentences of the mean cosine between each kept token and the sentence's mean
-    of kept tokens. H (N, d); offsets (T+1,); keep (N,) bool."""
-    vals = []
-    for t in range(len(offsets) - 1):
-        rows = np.flatnonzero(keep[offsets[t]:offsets[t + 1]]) + offsets[t]
-        if len(rows) < 2:
-            continue
-        Hs = _normalize(H[rows])
-        centre = _normalize(np.asarray(H[rows], np.float64).mean(0, keepdims=True))[0]
-        vals.append(float((Hs @ centre).mean()))
-    return float(np.mean(vals)) if vals else float("nan")
+    of kept tokens (sentences with at least two kept tokens). H (N, d); offsets (T+1,); keep (N,) bool."""
+    rows = np.flatnonzero(keep)
+    text = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))[rows]  # (n,) sentence of each kept token
+    counts = np.bincount(text, minlength=len(offsets) - 1)
+    used = counts >= 2
+    if not used.any():
+        return float("nan")
+    Hk = np.asarray(H[rows], np.float64)
+    sums = np.zeros((len(counts), H.shape[1]))
+    np.add.at(sums, text, Hk)
+    centre = _normalize(sums / np.maximum(counts, 1)[:, None])  # (T, d) unit mean direction of each sentence
+    cos = np.einsum("nd,nd->n", _normalize(Hk), centre[text])  # (n,) float32
+    per_text = np.bincount(text, weights=cos, minlength=len(counts)) / np.maximum(counts, 1)
+    return float(per_text[used].mean())
 
 
 # ----------------------------------------------------------------------------- compute
@@ -404,7 +425,10 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
         ax.set_title(title, fontsize=9)
         ax.set_ylabel(LAYER_UNITS[key], fontsize=8)
         ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)", fontsize=8)
-    np.ravel(axes)[0].legend(fontsize=7)
+    if len(results) > 4:  # a long legend would hide the first panel's lines: beside the last panel
+        np.ravel(axes)[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    else:
+        np.ravel(axes)[0].legend(fontsize=7)
     return fig
 
 

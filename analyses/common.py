@@ -436,7 +436,8 @@ def mark_final_norm(ax, result: dict, x, y, color=None) -> None:
 
 
 def config_dict(cfg) -> dict:
-    """The resolved config for a result file. ``out`` is left out: where results are written does
-    not change them, and equal runs must give byte-identical files wherever they are written."""
-    skip = {"out", *getattr(cfg, "NOT_APPLICABLE", ())}
+    """The resolved config for a result file. ``out`` and ``figures`` are left out: where results are
+    written, and whether they are drawn at once, do not change them, and equal runs must give
+    byte-identical files wherever they are written."""
+    skip = {"out", "figures", *getattr(cfg, "NOT_APPLICABLE", ())}
     return _jsonable({k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip})

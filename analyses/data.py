@@ -99,7 +99,8 @@ def run_analysis(analysis: str, module, argv: list[str] | None = None) -> None:
     3. for each unit (a model; the pairs ``module.pairs(cfg)`` names for a pairwise analysis, each a
        tuple of names): ``inputs = module.load_inputs(spec(s), cfg)``, ``result = module.compute(cfg,
        **inputs)``, written to ``<out>/results/<analysis>/<result.model_name>.json`` (+ .csv);
-    4. ``module.figures`` of every result written (and ``module.summarise(results)``'s text, if any).
+    4. ``module.figures`` of every result written, unless ``--no-figures`` (and ``module.summarise(results)``'s
+       text, if any).
 
     Under torchrun every process loads its share of the inputs (probes.capture.distributed) and only
     rank 0 computes and writes."""
@@ -143,5 +144,6 @@ def run_analysis(analysis: str, module, argv: list[str] | None = None) -> None:
     results = read_results(cfg.out, analysis, written)
     if hasattr(module, "summarise"):
         print(module.summarise(results), end="")
-    paths = module.figures(results, cfg.out)
-    print("figures: " + ", ".join(str(p) for p in paths))
+    if cfg.figures:
+        paths = module.figures(results, cfg.out)
+        print("figures: " + ", ".join(str(p) for p in paths))

@@ -31,6 +31,8 @@ FIXED = {  # colorblind palette: 0 blue, 1 orange, 2 green, 3 vermillion, 4 pink
     "mog-small-sum": 5, "mog-small-selfgate": 8, "mog-small-wg": 3, "mog-small-6l": 6,
     "gpt2-small-base": 2, "gpt2-small-recurrent": 1, "smollm2-135m": 3, "gemma3-270m": 5,
     "minilm-l6-lens": 0, "bert-small-lens": 2,
+    # the panel (make panel): its five encoders and two causal LMs get seven different colours
+    "minilm-l3": 9, "me5-small": 2, "nomic-embed": 4, "minilm-l3-lens": 9, "me5-small-lens": 2,
     # the tests' tiny models: pairs drawn together get different colours
     "tiny-bert": 0, "tiny-slstm": 1, "tiny-albert": 4, "tiny-mog": 9, "tiny-gpt2": 2, "tiny-gpt2-recurrent": 1,
     "tiny-bert-lens": 0, "tiny-convbert": 3, "tiny-llama": 7, "tiny-gemma3": 5,

@@ -178,6 +178,8 @@ class RunConfig:
     batch_size: int = arg(32, "texts per forward pass", min=1)
     device: str = arg("cpu", "torch device: cpu, cuda, cuda:N, mps, or auto (cuda, else mps, else cpu)")
     out: str = arg("out", "output root: cache/, results/ and figures/ go below it")
+    figures: bool = arg(True, "draw this analysis's figures after writing its results (--no-figures: results "
+                              "only; python -m analyses.summary.figures draws every figure later)")
     dtype: str = arg("float32", "dtype of the model's forward pass (states are cast to float32 after it)",
                      choices=["float32", "bfloat16", "float16"])
     cache_dtype: str = arg("float16", "how cached states are stored: float16 (half the bytes; falls back to "

@@ -163,7 +163,7 @@ def test_result_round_trips_through_json_with_one_identity(name, computed, tmp_p
         doc = res.to_json()
         for key in ("model_name", "config"):
             assert key in doc
-        assert "out" not in res.config and not set(mod.Config.NOT_APPLICABLE) & set(res.config)
+        assert not {"out", "figures"} & set(res.config) and not set(mod.Config.NOT_APPLICABLE) & set(res.config)
         # through the file: read back, the same document again
         path, _ = write_result(tmp_path, name, res.model_name, res, mod.table_rows(res))
         back = mod.Result.from_json(json.loads(path.read_text()))
@@ -180,6 +180,16 @@ def test_cli_writes_what_the_python_api_computes(name, computed, tmp_path):
     api, _ = write_result(tmp_path / "api", name, res.model_name, res, mod.table_rows(res))
     doc = {k: v for k, v in json.loads(api.read_text()).items() if k != "provenance"}
     assert_same(saved(out, name, res.model_name), doc)
+
+
+def test_no_figures_writes_the_same_results_and_draws_nothing(computed, tmp_path):
+    mod = analyses.get("transitions")
+    _, res = computed("transitions")
+    run_main(mod.main, [*RUNS["transitions"], "--no-figures", "--out", str(tmp_path)])
+    assert not (tmp_path / "figures").exists()
+    api, _ = write_result(tmp_path / "api", "transitions", res.model_name, res, mod.table_rows(res))
+    assert_same(saved(tmp_path, "transitions", res.model_name),
+                {k: v for k, v in json.loads(api.read_text()).items() if k != "provenance"})
 
 
 @pytest.mark.parametrize("name", params(n for n in analyses.ANALYSES if n not in TIMED))

@@ -120,7 +120,8 @@ def _pair_text(c: dict, digits: int) -> str:
                      f"{r['difference']:+.{digits}f}{_fmt_iv(r['interval'], digits)}"
                      f"{' (paired)' if r['paired'] else ''}")
     n = len(c["seeds"])
-    return ", ".join(parts) + f" ({n} seed{'s' if n > 1 else ''}: {c['verdict']}, {c['reason']})"
+    reason = c["reason"].replace(f" ({n} seeds)", "")  # the count is said once, here
+    return ", ".join(parts) + f" ({n} seed{'s' if n > 1 else ''}: {c['verdict']}, {reason})"
 
 
 # ----------------------------------------------------------------------------- the statistics' samples

@@ -148,8 +148,8 @@ def test_table2_from_held_out_blocks_paired(tmp_path, monkeypatch, gap, verdict)
 
 
 def test_table2_groups_seed_variants_under_their_seed_0_model(tmp_path, monkeypatch):
-    """Seed variants of the two fusions give one comparison per seed (paired within a seed); the point
-    evidence names the seed-0 models, not whichever variant sorts last."""
+    """Seed variants of the two fusions give one comparison per seed (paired within a seed), each seed's
+    weight-gate model against the same seed's sum model."""
     rng = np.random.default_rng(3)
     reg = ""
     for suffix in ("", "-seed1"):

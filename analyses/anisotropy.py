@@ -425,10 +425,7 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
         ax.set_title(title, fontsize=9)
         ax.set_ylabel(LAYER_UNITS[key], fontsize=8)
         ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)", fontsize=8)
-    if len(results) > 4:  # a long legend would hide the first panel's lines: beside the last panel
-        np.ravel(axes)[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    else:
-        np.ravel(axes)[0].legend(fontsize=7)
+    style.legend(np.ravel(axes), len(results), fontsize=7)
     return fig
 
 

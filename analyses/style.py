@@ -65,6 +65,14 @@ def seed_style(name: str) -> dict:
     return {"linestyle": ("-", "--", ":", "-.")[min(seed_of(name)[1], 3)]}
 
 
+def legend(axes, n_models: int, **kwargs):
+    """The models' legend on the first of ``axes`` or, for more than four models (whose long legend would hide
+    the first panel's lines), beside the last one. ``kwargs`` go to ``Axes.legend``."""
+    if n_models > 4:
+        return axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), **kwargs)
+    return axes[0].legend(**kwargs)
+
+
 def theme_rc() -> dict:
     """The theme's rcParams: seaborn ``ticks`` style, ``paper`` context (font scale 1.1), the ``deep``
     colour cycle, a light grid, 200 dpi when saved."""

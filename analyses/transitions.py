@@ -270,10 +270,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None, qu
     axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, ("token", "sentence")):
         _transition_panel(ax, results, level, quantity, relative)
-    if len(results) > 4:  # a long legend would hide the first panel's lines: beside the last panel
-        axes[-1].legend(fontsize=7, title=LEGEND, title_fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    else:
-        axes[0].legend(fontsize=7, title=LEGEND, title_fontsize=6.5)
+    style.legend(axes, len(results), fontsize=7, title=LEGEND, title_fontsize=6.5)
     return fig
 
 

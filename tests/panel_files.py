@@ -103,8 +103,8 @@ def _gstr(s: str) -> bytes:
     return struct.pack("<Q", len(s.encode())) + s.encode()
 
 
-def write_gguf(cfg: dict, tokens: list[str], state: dict) -> bytes:
-    """A llama.cpp-style nomic-bert GGUF (version 3) of a NomicBertModel state: matrices F16, norms F32."""
+def nomic_gguf_parts(cfg: dict, tokens: list[str], state: dict) -> tuple[list[tuple[str, int, bytes]], dict]:
+    """(metadata as (key, GGUF value type, value bytes), tensors by llama.cpp name) of a nomic-bert GGUF."""
     tensors = {}
     for name, arr in state.items():
         if name in NOMIC_NAMES:
@@ -131,6 +131,12 @@ def write_gguf(cfg: dict, tokens: list[str], state: dict) -> bytes:
           ("tokenizer.ggml.scores", 9,
            struct.pack("<IQ", 6, len(tokens)) + struct.pack(f"<{len(tokens)}f", *[-1000.0] * len(tokens))),
           ("tokenizer.ggml.padding_token_id", 4, struct.pack("<I", 0))]
+    return kv, tensors
+
+
+def pack_gguf(kv: list[tuple[str, int, bytes]], tensors: dict[str, np.ndarray], align: int = 32) -> bytes:
+    """A GGUF version-3 file of metadata (key, value type, value bytes) and tensors (2-D ones F16, the rest F32),
+    each tensor's data padded to ``align`` bytes."""
     out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
     out += b"".join(_gstr(k) + struct.pack("<I", t) + v for k, t, v in kv)
     data, off = b"", 0
@@ -139,10 +145,15 @@ def write_gguf(cfg: dict, tokens: list[str], state: dict) -> bytes:
         raw = np.asarray(arr, "<f2" if f16 else "<f4").tobytes()
         out += _gstr(name) + struct.pack("<I", arr.ndim) + struct.pack(f"<{arr.ndim}Q", *arr.shape[::-1])
         out += struct.pack("<IQ", int(f16), off)
-        pad = -len(raw) % 32
+        pad = -len(raw) % align
         data += raw + b"\0" * pad
         off += len(raw) + pad
-    return out + b"\0" * (-len(out) % 32) + data
+    return out + b"\0" * (-len(out) % align) + data
+
+
+def write_gguf(cfg: dict, tokens: list[str], state: dict) -> bytes:
+    """A llama.cpp-style nomic-bert GGUF (version 3) of a NomicBertModel state: matrices F16, norms F32."""
+    return pack_gguf(*nomic_gguf_parts(cfg, tokens, state))
 
 
 def phantom(tok: str) -> str:

@@ -19,13 +19,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probes.models.converters import Cursor, FormatError
+from probes.models.converters import (
+    MAX_DIMS,
+    MAX_LAYERS,
+    MAX_ROWS,
+    MAX_WIDTH,
+    Cursor,
+    FormatError,
+    check_count,
+    check_disjoint,
+    text,
+)
 
 # ---------------------------------------------------------------- GGUF
 
 GGUF_MAGIC = b"GGUF"
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 GGUF_DTYPES = {0: np.float32, 1: np.float16}  # the unquantised tensor types (F32, F16)
+MAX_NESTING = 4  # arrays of arrays: none in a real file; a deeper nesting is refused (no recursion to exhaust)
+MAX_ALIGNMENT = 1 << 16
 
 
 @dataclass
@@ -34,22 +46,41 @@ class GGUFFile:
     tensors: dict[str, np.ndarray]  # numpy shape = GGUF dims reversed (row-major)
 
 
-def _gguf_string(c: Cursor) -> str:
-    return bytes(c.take(c.unpack("<Q"))).decode("utf-8")
+def _gguf_string(c: Cursor, what: str = "a GGUF string") -> str:
+    return text(c.take(c.unpack("<Q")), what)
 
 
-def _gguf_value(c: Cursor, vtype: int):
+def _min_bytes(vtype: int) -> int:
+    """The fewest bytes one value of ``vtype`` takes (an empty string, an empty array)."""
+    return struct.calcsize(_GGUF_SCALARS[vtype]) if vtype in _GGUF_SCALARS else 8 if vtype == 8 else 12
+
+
+def _gguf_value(c: Cursor, vtype: int, depth: int = 0):
     if vtype in _GGUF_SCALARS:
         return c.unpack(_GGUF_SCALARS[vtype])
     if vtype == 8:
         return _gguf_string(c)
     if vtype == 9:
         itype, n = c.unpack("<IQ")
+        if itype not in _GGUF_SCALARS and itype not in (8, 9):
+            raise FormatError(f"unknown GGUF value type {itype} in an array")
+        if n * _min_bytes(itype) > c.left:  # before looping: a 2^63 count ends here
+            raise FormatError(f"a GGUF array of {n} values does not fit the {c.left} bytes left")
         if itype in _GGUF_SCALARS and itype != 7:
             fmt = np.dtype(_GGUF_SCALARS[itype])
             return np.frombuffer(c.take(n * fmt.itemsize), fmt).tolist()
-        return [_gguf_value(c, itype) for _ in range(n)]
+        if itype == 9 and depth >= MAX_NESTING:
+            raise FormatError(f"GGUF arrays nested more than {MAX_NESTING} deep")
+        return [_gguf_value(c, itype, depth + 1) for _ in range(n)]
     raise FormatError(f"unknown GGUF value type {vtype}")
+
+
+def _alignment(meta: dict) -> int:
+    align = meta.get("general.alignment", 32)
+    check_count(align, "GGUF general.alignment", 1, MAX_ALIGNMENT)
+    if align & (align - 1):
+        raise FormatError(f"GGUF general.alignment is {align}: not a power of two")
+    return int(align)
 
 
 def read_gguf(data: bytes) -> GGUFFile:
@@ -62,28 +93,59 @@ def read_gguf(data: bytes) -> GGUFFile:
     if version not in (2, 3):
         raise FormatError(f"GGUF version {version} is not understood")
     n_tensors, n_kv = c.unpack("<QQ")
+    if n_kv * 12 + n_tensors * 24 > c.left:  # a key-value pair takes 12 bytes at least, a tensor's info 24
+        raise FormatError(f"GGUF header declares {n_kv} metadata values and {n_tensors} tensors: more than "
+                          f"the file holds")
     meta = {}
     for _ in range(n_kv):
-        key = _gguf_string(c)
+        key = _gguf_string(c, "a GGUF metadata key")
         meta[key] = _gguf_value(c, c.unpack("<I"))
     infos = []
     for _ in range(n_tensors):
-        name = _gguf_string(c)
-        dims = [c.unpack("<Q") for _ in range(c.unpack("<I"))]
+        name = _gguf_string(c, "a GGUF tensor name")
+        n_dims = check_count(c.unpack("<I"), f"GGUF tensor {name}'s dimension count", 0, MAX_DIMS)
+        dims = [c.unpack("<Q") for _ in range(n_dims)]
         ttype, off = c.unpack("<IQ")
         infos.append((name, dims, ttype, off))
-    align = int(meta.get("general.alignment", 32))
+    align = _alignment(meta)
     start = -(-c.p // align) * align
-    tensors = {}
+    tensors, spans = {}, []
     for name, dims, ttype, off in infos:
         if ttype not in GGUF_DTYPES:
             raise FormatError(f"GGUF tensor {name}: quantised type {ttype} (only F32 and F16 are read here)")
         dt = np.dtype(GGUF_DTYPES[ttype]).newbyteorder("<")
-        n = int(np.prod(dims, dtype=np.int64))
+        n = 1
+        for d in dims:  # Python ints: dims of 2^32 x 2^32 do not wrap to 0 as an int64 product would
+            check_count(d, f"a dimension of GGUF tensor {name}", 0, len(data))
+            n *= d
         if start + off + n * dt.itemsize > len(data):
             raise FormatError(f"GGUF tensor {name} runs past the end of the file")
+        spans.append((start + off, start + off + n * dt.itemsize, name))
         tensors[name] = np.frombuffer(data, dt, n, start + off).reshape(dims[::-1])
+    check_disjoint([s for s in spans if s[0] < s[1]], "GGUF")
     return GGUFFile(meta, tensors)
+
+
+def _meta_number(meta: dict, key: str, lo: int, hi: int) -> int:
+    if key not in meta:
+        raise FormatError(f"GGUF metadata lacks {key}")
+    return check_count(meta[key], f"GGUF {key}", lo, hi)
+
+
+def _meta_float(meta: dict, key: str) -> float:
+    value = meta.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise FormatError(f"GGUF {key} is {value!r}: expected a finite number")
+    return float(value)
+
+
+def gguf_tokens(meta: dict) -> list[str]:
+    """The vocabulary (``tokenizer.ggml.tokens``): FormatError unless it is a non-empty list of strings."""
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+        raise FormatError("GGUF tokenizer.ggml.tokens is not a list of strings")
+    check_count(len(tokens), "the GGUF vocabulary size", 1)
+    return tokens
 
 
 def nomic_bert_config(meta: dict, vocab_size: int) -> dict:
@@ -91,13 +153,22 @@ def nomic_bert_config(meta: dict, vocab_size: int) -> dict:
     arch = meta.get("general.architecture")
     if arch != "nomic-bert":
         raise FormatError(f"GGUF architecture {arch!r}, expected 'nomic-bert'")
-    g = lambda k: meta[f"nomic-bert.{k}"]  # noqa: E731
-    return {"model_type": "nomic_bert", "vocab_size": vocab_size, "hidden_size": int(g("embedding_length")),
-            "num_hidden_layers": int(g("block_count")), "num_attention_heads": int(g("attention.head_count")),
-            "intermediate_size": int(g("feed_forward_length")), "max_position_embeddings": int(g("context_length")),
-            "layer_norm_eps": float(np.float32(g("attention.layer_norm_epsilon"))), "hidden_act": "silu",
-            "type_vocab_size": 2, "pad_token_id": int(meta.get("tokenizer.ggml.padding_token_id", 0)),
-            "rope_parameters": {"rope_type": "default", "rope_theta": float(g("rope.freq_base"))}}
+    hidden = _meta_number(meta, "nomic-bert.embedding_length", 1, MAX_WIDTH)
+    heads = _meta_number(meta, "nomic-bert.attention.head_count", 1, hidden)
+    if hidden % heads:
+        raise FormatError(f"GGUF embedding_length {hidden} is not a multiple of head_count {heads}")
+    return {"model_type": "nomic_bert", "vocab_size": check_count(vocab_size, "the GGUF vocabulary size", 1),
+            "hidden_size": hidden,
+            "num_hidden_layers": _meta_number(meta, "nomic-bert.block_count", 1, MAX_LAYERS),
+            "num_attention_heads": heads,
+            "intermediate_size": _meta_number(meta, "nomic-bert.feed_forward_length", 1, MAX_WIDTH),
+            "max_position_embeddings": _meta_number(meta, "nomic-bert.context_length", 1, MAX_ROWS),
+            "layer_norm_eps": float(np.float32(_meta_float(meta, "nomic-bert.attention.layer_norm_epsilon"))),
+            "hidden_act": "silu", "type_vocab_size": 2,
+            "pad_token_id": _meta_number(meta, "tokenizer.ggml.padding_token_id", 0, vocab_size - 1)
+            if "tokenizer.ggml.padding_token_id" in meta else 0,
+            "rope_parameters": {"rope_type": "default",
+                                "rope_theta": _meta_float(meta, "nomic-bert.rope.freq_base")}}
 
 
 NOMIC_LAYER = {"attn_output.weight": "self_attn.o_proj.weight",
@@ -130,8 +201,12 @@ def nomic_bert_state(tensors: dict[str, np.ndarray], swap_gate_up: bool = False)
         parts = name.split(".", 2)
         if len(parts) != 3 or parts[0] != "blk":
             raise FormatError(f"GGUF tensor {name!r} is not part of a nomic-bert encoder")
+        if not parts[1].isdecimal() or int(parts[1]) >= MAX_LAYERS:
+            raise FormatError(f"GGUF tensor {name!r}: no layer number below {MAX_LAYERS}")
         i, rest = int(parts[1]), parts[2]
         if rest == "attn_qkv.weight":
+            if arr.ndim != 2 or arr.shape[0] % 3:
+                raise FormatError(f"GGUF tensor {name}: shape {arr.shape} is not three stacked matrices")
             q, k, v = np.split(arr, 3, axis=0)
             for proj, w in zip(("q_proj", "k_proj", "v_proj"), (q, k, v)):
                 state[f"layers.{i}.self_attn.{proj}.weight"] = np.ascontiguousarray(w)

@@ -40,7 +40,7 @@ REAL_SENTENCES := $(if $(FULL),2000,300)
 REAL_LMS       := --model smollm2-135m --model smollm2-135m-recurrent
 HAVE_REAL_LMS  := $(and $(wildcard models/smollm2-135m/config.json),$(wildcard models/gemma3-270m/config.json))
 
-.PHONY: demo test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots
+.PHONY: dist demo test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -127,6 +127,11 @@ SMALL ?= --device cpu --amp bfloat16 --threads 1 --lanes 2 --batch-size 32 --ste
 small-models: $(STAMP)
 	test -f data/train-corpus/PROVENANCE.json || $(PY) scripts/build_train_corpus.py
 	$(PY) scripts/train_small_models.py train --group all $(SMALL)
+
+# The two wheels of a library install (README, "Install"): dist/probes_suite-*.whl and dist/probes_checkpoints-*.whl
+# (the small models of checkpoints/ as a data package, where names such as slstm-small resolve)
+dist: $(STAMP)
+	$(PY) scripts/build_dist.py --out dist
 
 models: $(STAMP)
 	$(PY) -m pip install -q -e ".[models]"  # gguf + accelerate: transformers reads and dequantises GGUF files

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from probes import resources
 from probes.errors import CorpusError, ProbeError
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
     "token_windows",
 ]
 
-DEFAULT_CORPUS_DIR: Path = Path(__file__).resolve().parent.parent / "data" / "corpus"
+DEFAULT_CORPUS_DIR: Path = resources.default_corpus_dir()  # shipped inside the package (probes/_data)
 
 _SUPPORTED = (".txt", ".jsonl")
 
@@ -149,7 +150,7 @@ def load_corpus(path: str | os.PathLike | None = None) -> Corpus:
     if path is None or (isinstance(path, str) and path == "default"):
         if not DEFAULT_CORPUS_DIR.is_dir():
             raise CorpusError(f"default corpus {DEFAULT_CORPUS_DIR} is missing; "
-                              "run scripts/build_corpus.py")
+                              + ("run scripts/build_corpus.py" if resources.in_clone() else "reinstall probes-suite"))
         name, folder = "default", DEFAULT_CORPUS_DIR
         documents = _read_folder(folder)
     else:

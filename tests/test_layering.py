@@ -67,7 +67,7 @@ def module_file(module: str) -> Path | None:
 
 # top to bottom; a module belongs to the first layer whose prefix it has
 LAYERS = [("analyses",), ("recipes",), ("probes.capture",), ("probes.models",), ("probes.checkpoints",),
-          ("probes.config", "probes.corpus", "probes.precision", "probes.io", "probes.errors")]
+          ("probes.config", "probes.corpus", "probes.precision", "probes.io", "probes.errors", "probes.resources")]
 
 
 def layer_of(module: str) -> int | None:

@@ -1,8 +1,10 @@
 """Files that are either complete or absent: one atomic write, one folder replace, strict JSON.
 
-* :func:`atomic_write` writes bytes to a temporary sibling and renames it into place.
+* :func:`atomic_write` writes bytes to a temporary sibling and renames it into place; :func:`atomic_path`
+  does the same for a writer that takes a file name (``torch.save``).
 * :func:`write_folder` fills a temporary sibling folder, then :func:`replace_folder` renames it
-  over the destination (the old folder is removed only after the new one is in place).
+  over the destination (the old folder is removed only after the new one is in place); its files get the
+  umask's default mode (:func:`default_modes`), whatever mode their writers gave them.
 * :class:`JsonConfig` is the to_dict / from_dict of a model config saved as ``config.json``.
 * :func:`strict_json` serialises with ``allow_nan=False``: results never hold a bare NaN
   (a caller writes ``null`` and a reason instead; :func:`finite_or_none` helps).
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -37,6 +40,30 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+@contextlib.contextmanager
+def atomic_path(path: Path):
+    """A temporary path beside ``path`` for a writer that takes a file name (``torch.save``, ``save_file``);
+    renamed into place when the block ends, removed if it raises. Yields the temporary path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def default_modes(folder: Path) -> None:
+    """Give every file under ``folder`` the mode a new file gets under the umask (0644 under umask 022): some
+    writers (safetensors' ``save_file``) create theirs through a private temporary file of mode 0600."""
+    mode = Path(folder).stat().st_mode & 0o666  # the folder was made with 0777 & ~umask
+    for p in Path(folder).rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            os.chmod(p, mode)
+
+
 def replace_folder(src: Path, dest: Path) -> None:
     """Replace ``dest`` by the finished folder ``src`` (a sibling on the same file system) by renames."""
     src, dest = Path(src), Path(dest)
@@ -57,6 +84,7 @@ def write_folder(out: Path, write) -> None:
     tmp.mkdir()
     try:
         write(tmp)
+        default_modes(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

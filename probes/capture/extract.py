@@ -43,7 +43,7 @@ from probes.capture.activations import Activations, kept_layers
 from probes.capture.store import CACHE_FORMAT, DEFAULT_CACHE_DIR, cache_key, entry_lock, open_entry, read_entry
 from probes.checkpoints.names import get_spec
 from probes.errors import ProbeError
-from probes.models.encoder import Encoder, MapSpec, Tokenized
+from probes.models.encoder import Encoder, MapSpec, Tokenized, runtime_changes
 from probes.precision import cache_np_dtype, dtype_name, float16_problem, forward_dtype
 
 # memory budget of one chunk of captured states; chunks are also the unit of resuming and of sharding
@@ -123,6 +123,9 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
                 "cache_dtype": stored}
     if layers is not None:  # only then part of the key: entries of every layer keep their keys
         settings["layers"] = sorted({operator.index(x) for x in layers})
+    if cache_dir is not None and (why := runtime_changes(model)) is not None:  # hooks: no key can see them
+        warnings.warn(f"model '{spec.name}': {why}; extracted without the activation cache", stacklevel=3)
+        cache_dir = None
     key = cache_key(spec, inputs, settings)
     entry = Path(cache_dir) / spec.name / key if cache_dir is not None else None
     if distributed.launched():

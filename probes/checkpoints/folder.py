@@ -35,9 +35,12 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", 
                    "tokenizer.model")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
-POSITION_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length")
+POSITION_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length", "max_positions")
 SIZE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-               "n_embd", "n_layer", "n_head", "embedding_size", "num_key_value_heads")
+               "n_embd", "n_layer", "n_head", "embedding_size", "num_key_value_heads",
+               # DistilBERT's names, the suite's S-LSTM and Graph-Transformer configs, ALBERT, ConvBERT
+               "dim", "n_layers", "n_heads", "hidden_dim", "head_dim", "num_layers", "num_heads", "num_hidden_groups",
+               "conv_kernel_size")
 MAX_POSITIONS = 1 << 24  # 16.7 million: above every released model's context
 MAX_SIZE = 1 << 24  # a width, depth, head count or vocabulary beyond this is no checkpoint one can load
 SAFETENSORS_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I64", "I32", "I16", "I8", "U8", "BOOL"}
@@ -55,14 +58,14 @@ def check_folder(name: str, folder: str | Path, cfg: dict | None = None) -> None
             raise CheckpointError(f"model '{name}': cannot read {folder / 'config.json'}: {e}") from None
     if not isinstance(cfg, dict):
         raise CheckpointError(f"model '{name}': {folder / 'config.json'} is not a JSON object")
-    check_config(name, folder, cfg)
+    check_config(name, folder / "config.json", cfg)
     check_tokenizer_files(name, folder)
     check_weight_files(name, folder, cfg)
 
 
-def check_config(name: str, folder: Path, cfg: dict) -> None:
-    """Custom code, position counts and sizes of a config.json dict."""
-    where = folder / "config.json"
+def check_config(name: str, where: str | Path, cfg: dict) -> None:
+    """Custom code, position counts and sizes of a config dict (a folder's config.json, or the fields of a
+    registry ``random:`` source); ``where`` names it in the error."""
     if cfg.get("auto_map"):
         raise CheckpointError(f"model '{name}': {where} asks for custom code (auto_map), which is never run; the "
                               f"plain '{cfg.get('model_type')}' class would not be the model the folder describes")
@@ -163,3 +166,17 @@ def weight_problems(model, info: dict) -> str | None:
     if info.get("error_msgs"):
         parts.append(str(info["error_msgs"][0]).splitlines()[0])
     return "; ".join(parts) or None
+
+
+def check_vocab(name: str, tokenizer, model) -> None:
+    """One line when ``tokenizer`` can give ids beyond ``model``'s embedding table (a tokenizer of another model:
+    the first such id would end the run with an IndexError deep in the forward pass)."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    rows = getattr(embeddings, "num_embeddings", None)
+    if not isinstance(rows, int):
+        return
+    ids = max(tokenizer.get_vocab().values(), default=-1) + 1
+    if ids > rows:
+        raise CheckpointError(f"model '{name}': its tokenizer has ids up to {ids - 1:,} ({len(tokenizer):,} tokens) "
+                              f"but the model's embedding table has {rows:,} rows: use the tokenizer the model was "
+                              f"trained with (or a model whose vocab_size covers this tokenizer)")

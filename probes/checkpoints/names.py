@@ -30,7 +30,9 @@ Names are one safe path component (they name cache and result folders): ``hf:org
 ``hf--org--name--rev``; an id without an org -> ``hf--name`` (``hf--_--name--rev`` with a revision,
 so it cannot collide with ``org/name``); a revision that is not a plain ``[A-Za-z0-9._-]`` word
 without ``--`` (``refs/pr/1``) -> ``rev-<sha256[:10]>``; a folder -> ``dir--<folder name>--<sha256
-of its absolute path>[:8]``; an override appends ``--sentence-<vector>``. The original string is
+of its absolute path>[:8]`` (the folder's name cut to 60 characters); an override appends
+``--sentence-<vector>``. A name is at most 100 characters (``registry.MAX_NAME``: it names files, and a pair of
+names names one too); a longer synthesised name keeps its first 89 and a hash of the whole. The original string is
 kept in ``spec.extra["requested"]`` and the hub id / folder in ``spec.source`` (results record both
 through ``Encoder.describe``). A name that is a registry entry always means the entry; write
 ``./name`` for a folder of the same name.
@@ -50,7 +52,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from probes.checkpoints.folder import check_folder
-from probes.checkpoints.registry import SENTENCE_VECTORS, CheckpointSpec, read_registry
+from probes.checkpoints.registry import MAX_NAME, SENTENCE_VECTORS, CheckpointSpec, read_registry
 from probes.errors import CheckpointError
 
 HUB_HOST = "huggingface.co"
@@ -95,7 +97,12 @@ def synthesise(name: str, registry: dict[str, CheckpointSpec]) -> CheckpointSpec
     if name.startswith(HF_PREFIX):
         return _hub_spec(name)
     path = Path(name).expanduser()
-    if path.is_dir():
+    try:
+        is_dir = path.is_dir()
+    except OSError as e:  # a name too long for the file system, ...
+        shown = name if len(name) <= 60 else f"{name[:40]}... ({len(name)} characters)"
+        raise CheckpointError(f"model '{shown}': not a registry name, and not a folder: {e.strerror}") from None
+    if is_dir:
         return _registered_folder(path, registry) or _folder_spec(name, path)
     if os.sep in name or "/" in name or name.startswith((".", "~")):
         raise CheckpointError(f"model '{name}': no such folder (a model folder holds config.json and weights)")
@@ -108,8 +115,15 @@ def _override(spec: CheckpointSpec, sentence: str, requested: str) -> Checkpoint
         raise CheckpointError(f"model '{requested}': sentence vector must be one of {allowed}, not {sentence!r}")
     if sentence == spec.sentence:
         return spec  # same vector, same name: shares the cache entry and result file
-    return replace(spec, name=f"{spec.name}--sentence-{sentence}", sentence=sentence,
+    return replace(spec, name=fit_name(f"{spec.name}--sentence-{sentence}"), sentence=sentence,
                    extra={**spec.extra, "requested": requested})
+
+
+def fit_name(name: str) -> str:
+    """``name`` if it is at most MAX_NAME characters, else its first part and a hash of the whole (still unique)."""
+    if len(name) <= MAX_NAME:
+        return name
+    return f"{name[:MAX_NAME - 11]}-{hashlib.sha256(name.encode()).hexdigest()[:10]}"
 
 
 def hub_name(hub_id: str, revision: str | None) -> str:
@@ -120,7 +134,7 @@ def hub_name(hub_id: str, revision: str | None) -> str:
     if revision is not None:
         plain = SAFE_REVISION.fullmatch(revision) and not revision.startswith(("sentence-", "rev-"))
         parts.append(revision if plain else "rev-" + hashlib.sha256(revision.encode()).hexdigest()[:10])
-    return "--".join(["hf", *parts])
+    return fit_name("--".join(["hf", *parts]))
 
 
 def _hub_spec(name: str) -> CheckpointSpec:
@@ -183,7 +197,7 @@ def _folder_spec(name: str, path: Path) -> CheckpointSpec:
     cfg = _read_config(name, path / "config.json")
     kind, sentence = infer(name, cfg, any((path / m).is_file() for m in ST_MARKERS))
     check_folder(name, path, cfg)  # tokenizer and weight files, positions: before anything runs
-    label = re.sub(r"[^A-Za-z0-9._-]", "_", path.name).strip(".-") or "_"
+    label = re.sub(r"[^A-Za-z0-9._-]", "_", path.name).strip(".-")[:60].strip(".-") or "_"
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
     return CheckpointSpec(name=f"dir--{label}--{digest}", family="hf", kind=kind, source={"path": str(path)},
                           sentence=sentence, special_tokens=True,
@@ -240,6 +254,6 @@ def get_spec(name: str | CheckpointSpec) -> CheckpointSpec:
         return specs[name]
     if (spec := synthesise(name, specs)) is not None:
         return spec
-    known = ", ".join(sorted(specs))
+    known = ", ".join(sorted(specs)[:80]) + (f" and {len(specs) - 80} more" if len(specs) > 80 else "")
     raise CheckpointError(f"unknown model '{name}': checkpoints.yaml has {known}; or name any Hugging Face model "
                           f"as hf:org/name[@revision], or a model folder by its path")

@@ -18,8 +18,8 @@ registries).
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,14 +27,18 @@ from pathlib import Path
 
 import yaml
 
+from probes import resources
+from probes.checkpoints import registry_yaml
+from probes.checkpoints.identity import WEIGHT_SUFFIXES, code_versions, files_sha, plain, weights_sha
 from probes.errors import CheckpointError
 
-REGISTRY_PATH = Path(__file__).resolve().parents[2] / "checkpoints.yaml"
+REGISTRY_PATH = resources.builtin_registry()  # checkpoints.yaml, shipped inside the package (probes/_data)
 SENTENCE_VECTORS = ("cls", "mean", "last", "g")
 KINDS = ("encoder", "causal")
 SOURCES = ("package", "path", "hub", "random")
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a model name is one safe path component
+MAX_NAME = 100  # characters (ASCII: bytes) of a model name: it names folders and files, pairs of names too
+SAFE_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}")  # one safe path component
+NOT_SETTINGS = ("fetch", "requested", "prefix", "weights", "base")  # extra fields that are no state setting
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a package source names a top-level module
 
 
@@ -63,7 +67,14 @@ class CheckpointSpec:
             return package_model_dir(self.name, str(self.source["package"]))
         if "path" in self.source:
             path = Path(self.source["path"])
-            path = path if path.is_absolute() else self.root / path
+            if not path.is_absolute():  # the built-in registry's folders may live elsewhere in a library install
+                tried = [self.root / path]
+                if self.root == REGISTRY_PATH.parent:
+                    tried += resources.model_folder_candidates(path)
+                path = next((p for p in tried if p.exists()), tried[0])
+                if not path.exists() and self.root == REGISTRY_PATH.parent and not resources.in_clone():
+                    raise CheckpointError(f"model '{self.name}' is not installed ({self.source['path']} is not "
+                                          f"beside the registry): {resources.how_to_install(self.source['path'])}")
             if not path.exists():
                 if "fetch" in self.extra:  # the entry names the command that installs the folder
                     raise CheckpointError(f"model '{self.name}' is not installed: run `{self.extra['fetch']}` "
@@ -73,7 +84,10 @@ class CheckpointSpec:
         return None
 
     def fingerprint(self) -> dict:
-        """What identifies these weights, without loading them (goes into cache keys and results)."""
+        """What identifies the states of this entry, without loading it (goes into cache keys and results):
+        the files of its folder (weights and everything else a loader reads, :mod:`.identity`), the hub revision,
+        or the random-init config with its tokenizer entry's files; the entry's settings that change states; the
+        version of the suite's own forward code for its family."""
         kind = self.source_type
         if kind == "package":
             module = self.source["package"]
@@ -82,23 +96,104 @@ class CheckpointSpec:
                 version = importlib.metadata.version(dist)
             except importlib.metadata.PackageNotFoundError:
                 version = "unknown"
-            return {"package": dist, "version": version, "weights_sha256": _weights_sha(self.local_path())}
-        if kind == "path":
-            own = {"path": str(self.source["path"]), "weights_sha256": _weights_sha(self.local_path())}
+            own = {"package": dist, "version": version, **folder_identity(self.local_path())}
+        elif kind == "path":
+            own = {"path": str(self.source["path"]), **folder_identity(self.local_path())}
             for key in ("prefix", "weights"):  # a task prefix before every text (nomic-embed: other inputs, other
                 if key in self.extra:          # states); a caveat on the weights (me5-small's dequantised Q4_0)
                     own[key] = str(self.extra[key])
             if "base" in self.extra:  # a module-only entry (probes.models.lm): its base's weights count too
-                base = str(self.extra["base"])
-                specs = read_registry()
-                if base not in specs:
-                    raise CheckpointError(f"model '{self.name}': its base '{base}' is not a registry entry")
-                return {**own, "base": base, "base_fingerprint": specs[base].fingerprint()}
-            return own
-        if kind == "hub":
-            return {"hub": self.source["hub"], "revision": self.revision or "main"}
-        return {"random": self.source["random"], "seed": self.source.get("seed", 0),
-                "tokenizer": self.source.get("tokenizer")}
+                base = self.base_spec()
+                own = {**own, "base": base.name, "base_fingerprint": base.fingerprint()}
+        elif kind == "hub":
+            own = {"hub": self.source["hub"], "revision": self.revision or "main"}
+            if (commit := hub_commit(self.source["hub"], self.revision)) is not None:
+                own["commit"] = commit  # the snapshot in the local cache: "main" moves, a commit does not
+        else:
+            own = {"random": plain(self.source["random"]), "seed": self.source.get("seed", 0),
+                   "tokenizer": self.source.get("tokenizer"), "tokenizer_files": self.tokenizer_spec().files()}
+        settings = {k: v for k, v in sorted(self.extra.items()) if k not in NOT_SETTINGS}
+        if settings:  # family fields that change states (pooler, recurrence, checkpoint, num_layers, ...)
+            own["settings"] = plain(settings)
+        if code := code_versions(self.family, self.model_type()):
+            own["code"] = code
+        return own
+
+    def files(self) -> dict:
+        """The identity of this entry's tokenizer and config files only (a random entry's tokenizer)."""
+        if self.source_type in ("package", "path"):
+            return {"source": plain(self.source), "files_sha256": files_sha(self.local_path())}
+        if self.source_type == "hub":
+            return {k: v for k, v in self.fingerprint().items() if k in ("hub", "revision", "commit")}
+        raise CheckpointError(f"model '{self.name}' is a random-init entry: it has no tokenizer files of its own")
+
+    def tokenizer_spec(self) -> CheckpointSpec:
+        """The entry whose tokenizer a random-init entry uses: one with tokenizer files (package, path, hub)."""
+        from probes.checkpoints.names import get_spec  # names imports this module
+
+        name = self.source.get("tokenizer")
+        if self.source_type != "random":
+            return self
+        if not isinstance(name, str) or not name:
+            raise CheckpointError(f"model '{self.name}': a random source needs tokenizer: <an entry with tokenizer "
+                                  f"files>, not {name!r}")
+        tok = get_spec(name)
+        if tok.source_type == "random":
+            what = "itself" if tok.name == self.name else f"'{name}', another random-init entry"
+            raise CheckpointError(f"model '{self.name}': its tokenizer entry is {what}, which has no tokenizer "
+                                  f"files: name an entry with a package, path or hub source (e.g. minilm-l6)")
+        return tok
+
+    def base_spec(self) -> CheckpointSpec:
+        """The entry named by ``base:`` (a module-only recurrent entry): a plain entry, not itself one with a base."""
+        base = str(self.extra["base"])
+        specs = read_registry()
+        if base == self.name:
+            raise CheckpointError(f"model '{self.name}': its base is itself; base: names the entry whose weights "
+                                  f"and tokenizer it uses")
+        if base not in specs:
+            raise CheckpointError(f"model '{self.name}': its base '{base}' is not a registry entry")
+        if "base" in specs[base].extra:
+            raise CheckpointError(f"model '{self.name}': its base '{base}' has a base of its own; base: must name a "
+                                  f"plain entry (a chain of bases is not supported)")
+        return specs[base]
+
+    def model_type(self) -> str | None:
+        """The Hugging Face model_type of the weights, where it can be read without loading (None otherwise)."""
+        if self.source_type == "random":
+            return str(self.source["random"].get("model_type")) if isinstance(self.source["random"], dict) else None
+        cfg = None
+        if self.source_type in ("package", "path"):
+            cfg = self.local_path() / "config.json"
+        elif self.source_type == "hub":
+            cfg = hub_cached_file(self.source["hub"], "config.json", self.revision)
+        try:
+            doc = json.loads(cfg.read_text(encoding="utf-8")) if cfg is not None and cfg.is_file() else {}
+        except (OSError, ValueError):
+            return None
+        return str(doc.get("model_type")) if isinstance(doc, dict) and doc.get("model_type") else None
+
+
+def folder_identity(folder: Path) -> dict:
+    """{"weights_sha256": every weight file, "files_sha256": every other file a loader reads} of a model folder."""
+    return {"weights_sha256": weights_sha(folder), "files_sha256": files_sha(folder)}
+
+
+def hub_cached_file(hub_id: str, filename: str, revision: str | None) -> Path | None:
+    """``filename`` of the hub model in the local Hugging Face cache, if it is there (no network)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(hub_id, filename, revision=revision)
+    except (ImportError, ValueError, OSError):
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def hub_commit(hub_id: str, revision: str | None) -> str | None:
+    """The commit of the hub model's snapshot in the local cache (``snapshots/<commit>/config.json``)."""
+    cached = hub_cached_file(hub_id, "config.json", revision)
+    return cached.parent.name if cached is not None else None
 
 
 @functools.cache
@@ -141,28 +236,6 @@ def package_model_dir(name: str, module: str) -> Path:
 def _ships(dist: importlib.metadata.Distribution, module: str) -> bool:
     """Whether the distribution's file list holds files of the top-level package ``module``."""
     return any(f.parts and f.parts[0] == module for f in dist.files or [])
-
-
-_SHA_MEMO: dict[tuple, str] = {}
-
-
-def _weights_sha(folder: Path) -> str:
-    """sha256 over the weight files in a folder (memoised on path, size and mtime)."""
-    files = sorted(p for p in folder.rglob("*") if p.suffix in WEIGHT_SUFFIXES and p.is_file())
-    if not files:
-        raise CheckpointError(f"no weight files ({', '.join(WEIGHT_SUFFIXES)}) under {folder}")
-    h = hashlib.sha256()
-    for p in files:
-        st = p.stat()
-        memo_key = (str(p), st.st_size, st.st_mtime_ns)
-        if memo_key not in _SHA_MEMO:
-            fh = hashlib.sha256()
-            with open(p, "rb") as f:
-                for block in iter(lambda: f.read(1 << 22), b""):
-                    fh.update(block)
-            _SHA_MEMO[memo_key] = fh.hexdigest()
-        h.update(p.relative_to(folder).as_posix().encode() + b"\0" + _SHA_MEMO[memo_key].encode())
-    return h.hexdigest()
 
 
 def _registry_path() -> Path:
@@ -231,8 +304,8 @@ def read_registry(path: str | os.PathLike | None = None) -> dict[str, Checkpoint
 
 def _parse_registry(path: Path) -> dict[str, CheckpointSpec]:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
+        raw = registry_yaml.load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         reason = " ".join(str(e).split())  # YAML errors span several lines; ours are one line
         raise CheckpointError(f"cannot read the checkpoint registry {path}: {reason}") from None
     if not isinstance(raw, dict):
@@ -241,12 +314,49 @@ def _parse_registry(path: Path) -> dict[str, CheckpointSpec]:
     specs = {}
     for name, entry in raw.items():
         name = str(name)
-        if not SAFE_NAME.fullmatch(name) or ".." in name:
-            raise CheckpointError(f"checkpoint registry {path}: model name {name!r} is not allowed: names become "
-                                  f"folder names, so use letters, digits, '.', '_' and '-' only (no '..', "
-                                  f"not starting with '.' or '-')")
+        if (problem := name_problem(name)) is not None:
+            raise CheckpointError(f"checkpoint registry {path}: {problem}")
         specs[name] = _parse_entry(name, entry, path)
     return specs
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a model (it names cache and result folders and files), or None."""
+    if SAFE_NAME.fullmatch(name) and ".." not in name:
+        return None
+    shown = repr(name) if len(name) <= 60 else f"{name[:40]!r}... ({len(name)} characters)"
+    if len(name) > MAX_NAME and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) and ".." not in name:
+        return f"model name {shown} is too long: names become folder and file names, at most {MAX_NAME} characters"
+    return (f"model name {shown} is not allowed: names become folder names, so use letters, digits, '.', '_' and "
+            f"'-' only (no '..', not starting with '.' or '-', at most {MAX_NAME} characters)")
+
+
+def _flag(where: str, field_name: str, value) -> bool:
+    """A yes/no field: true or false only (the string 'false' would be truthy)."""
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{where}: {field_name} must be true or false (unquoted), not {value!r}")
+    return value
+
+
+def _check_source(name: str, where: str, source: dict) -> None:
+    """A random source: a mapping of config fields with sane sizes, a tokenizer entry that is not itself,
+    an integer seed."""
+    from probes.checkpoints.folder import check_config
+
+    if "random" not in source:
+        return
+    cfg, tokenizer, seed = source["random"], source.get("tokenizer"), source.get("seed", 0)
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{where}: random: must be a mapping of config fields, not {cfg!r}")
+    if not isinstance(tokenizer, str) or not tokenizer:
+        raise CheckpointError(f"{where}: a random source needs tokenizer: <an entry with tokenizer files, e.g. "
+                              f"minilm-l6>, not {tokenizer!r}")
+    if tokenizer == name:
+        raise CheckpointError(f"{where}: its tokenizer entry is itself; name an entry with tokenizer files (a "
+                              f"package, path or hub source, e.g. minilm-l6)")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise CheckpointError(f"{where}: seed must be a whole number, not {seed!r}")
+    check_config(name, f"{where}: random", cfg)
 
 
 def _parse_entry(name: str, entry: dict, path: Path) -> CheckpointSpec:
@@ -258,14 +368,27 @@ def _parse_entry(name: str, entry: dict, path: Path) -> CheckpointSpec:
         family, kind, source, sentence = (entry.pop(k) for k in ("family", "kind", "source", "sentence"))
     except KeyError as e:
         raise CheckpointError(f"{where} lacks the field {e}") from None
+    if not isinstance(family, str):
+        raise CheckpointError(f"{where}: family must be a name, not {family!r}")
     if kind not in KINDS:
         raise CheckpointError(f"{where}: kind must be one of {KINDS}, not {kind!r}")
     if sentence not in SENTENCE_VECTORS:
         raise CheckpointError(f"{where}: sentence must be one of {SENTENCE_VECTORS}, not {sentence!r}")
     if not isinstance(source, dict) or sum(k in source for k in SOURCES) != 1:
         raise CheckpointError(f"{where}: source must name exactly one of {SOURCES}")
+    _check_source(name, where, source)
+    revision, description = entry.pop("revision", None), entry.pop("description", "")
+    if revision is not None and not isinstance(revision, str):
+        raise CheckpointError(f"{where}: revision must be a branch, tag or commit in quotes, not {revision!r}")
+    if not isinstance(description, (str, int, float)):
+        raise CheckpointError(f"{where}: description must be one line of text, not a {type(description).__name__}")
+    if "pooler" in entry:
+        _flag(where, "pooler", entry["pooler"])
+    if str(entry.get("base", "")) == name:
+        raise CheckpointError(f"{where}: its base is itself; base: names the entry whose weights and tokenizer "
+                              f"it uses")
     return CheckpointSpec(
         name=name, family=family, kind=kind, source=source, sentence=sentence,
-        special_tokens=bool(entry.pop("special_tokens", True)), revision=entry.pop("revision", None),
-        description=str(entry.pop("description", "")), extra=entry, root=path.resolve().parent,
+        special_tokens=_flag(where, "special_tokens", entry.pop("special_tokens", True)), revision=revision,
+        description=str(description), extra=entry, root=path.resolve().parent,
     )

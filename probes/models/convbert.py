@@ -45,6 +45,9 @@ import torch
 from probes.models.encoder import MapSpec
 
 MAP_NAME = "conv_kernel"
+# the version of the kernel maps computed here: in every cache key of a ConvBERT model; bump it when a change
+# alters the maps (tests/test_forward_versions.py pins a seeded model's numbers to it)
+FORWARD_VERSION = 1
 
 
 def banded_kernel_maps(logits: torch.Tensor, heads: int, kernel_size: int) -> torch.Tensor:

@@ -119,3 +119,44 @@ class Encoder:
             "final_norm_on_last_hidden": self.final_norm_on_last_hidden,
             **({"requested": self.spec.extra["requested"]} if "requested" in self.spec.extra else {}),
         }  # requested: the hf:/folder/?sentence= name the spec was synthesised from (probes.checkpoints.names)
+
+
+def runtime_changes(model) -> str | None:
+    """Why the states of ``model`` (an Encoder, a torch module or a name) may depend on something that no cache
+    key sees, in words; None when nothing does. Checked: global module hooks
+    (``torch.nn.modules.module.register_module_forward_hook`` / ``_pre_hook``), and on the module that runs (an
+    Encoder's ``model``) and each of its submodules, forward hooks and pre-hooks, parametrizations
+    (``torch.nn.utils.parametrize``) and a ``forward`` replaced on the instance (accelerate's device-placement
+    wrapper, ``_hf_hook``, moves tensors only and is not counted). An ablation or a steering vector is usually
+    one of these; the activation cache then extracts without being read or written. transformers' own
+    output-capturing hooks (:data:`CAPTURING_HOOKS`: they record hidden states, never change them) do not count."""
+    import torch.nn.modules.module as torch_module
+    from torch.nn.utils import parametrize
+
+    for hooks, how in (("_global_forward_hooks", "register_module_forward_hook"),
+                       ("_global_forward_pre_hooks", "register_module_forward_pre_hook")):
+        if getattr(torch_module, hooks, None):
+            return f"a global module hook is registered (torch.nn.modules.module.{how})"
+    module = getattr(model, "model", model)
+    if not isinstance(module, torch.nn.Module):
+        return None
+    for name, sub in module.named_modules():
+        where = f"{type(module).__name__}.{name}" if name else type(module).__name__
+        if _changing(sub._forward_hooks) or _changing(sub._forward_pre_hooks):
+            how = "register_forward_hook" if _changing(sub._forward_hooks) else "register_forward_pre_hook"
+            return f"{where} has a forward hook ({how})"
+        if parametrize.is_parametrized(sub):
+            return f"{where} has a parametrization (torch.nn.utils.parametrize)"
+        if "forward" in vars(sub) and not hasattr(sub, "_hf_hook"):
+            return f"{where} has its forward replaced on the instance"
+    return None
+
+
+# modules whose forward hooks only record outputs: transformers (>= 5) installs them on the layers at the first
+# forward pass that asks for hidden states or attentions, and leaves them in place
+CAPTURING_HOOKS = ("transformers.utils.output_capturing",)
+
+
+def _changing(hooks: dict) -> bool:
+    """Whether any of a module's hooks may change what it computes (one not in CAPTURING_HOOKS)."""
+    return any(getattr(h, "__module__", None) not in CAPTURING_HOOKS for h in hooks.values())

@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from probes.checkpoints.folder import check_folder, weight_problems
+from probes.checkpoints.folder import check_folder, check_vocab, weight_problems
 from probes.checkpoints.loaders import check_device_map
-from probes.checkpoints.names import get_spec, hub_reachable, hub_unreachable
+from probes.checkpoints.names import hub_reachable, hub_unreachable
 from probes.checkpoints.registry import CheckpointSpec
-from probes.errors import CheckpointError
+from probes.errors import CheckpointError, ProbeError
 from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
 
 # attributes of a base model that hold a final norm applied after the last layer only (GPT-2, GPT-J,
@@ -142,8 +142,10 @@ class HFTokenizer(Tokenizer):
 class HFEncoder(Encoder):
     """A Hugging Face model + tokenizer behind the :class:`Encoder` interface."""
 
-    def __init__(self, spec: CheckpointSpec, model: torch.nn.Module, tokenizer, fingerprint: dict):
-        self.spec, self.model, self.fingerprint = spec, model.eval(), fingerprint
+    def __init__(self, spec: CheckpointSpec, model: torch.nn.Module, tokenizer, fingerprint: dict, own: bool = True):
+        """``own``: a model the suite loaded, put in eval mode for good; otherwise (a caller's object) each
+        forward pass runs in eval mode and the caller's train/eval flags are restored after it."""
+        self.spec, self.model, self.fingerprint = spec, model.eval() if own else model, fingerprint
         cfg = model.config
         self.num_layers = cfg.num_hidden_layers
         self.hidden_size = cfg.hidden_size
@@ -166,16 +168,70 @@ class HFEncoder(Encoder):
         run = lambda: self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
                                  output_attentions=maps, return_dict=True)
         captured = {}
-        if maps and self.extra_maps is not None:
-            with self.extra_maps.capture(attention_mask) as captured:  # forward hooks fill `captured`
+        with eval_mode(self.model), eager_attention(self.spec.name, self.model, maps):
+            if maps and self.extra_maps is not None:
+                with self.extra_maps.capture(attention_mask) as captured:  # forward hooks fill `captured`
+                    out = run()
+            else:
                 out = run()
-        else:
-            out = run()
+        hidden, att = self._outputs(out, maps)
         # with a device map each layer's output stays on that layer's device: gathered on the first
         here = lambda xs: [x.to(self.device) for x in xs] if self.device_map else xs
-        att = torch.stack(here(out.attentions)) if maps else None
-        return EncoderOutput(hidden=torch.stack(here(out.hidden_states)), attentions=att,
+        att = torch.stack(here(att)) if maps else None
+        return EncoderOutput(hidden=torch.stack(here(hidden)), attentions=att,
                              maps={k: v.to(self.device) for k, v in captured.items()} if self.device_map else captured)
+
+
+    def _outputs(self, out, maps: bool) -> tuple[list, list | None]:
+        """(hidden states, attention maps) of a forward's output; one line when the model did not return them."""
+        hidden = getattr(out, "hidden_states", None)
+        att = getattr(out, "attentions", None) if maps else None
+        kind = type(self.model).__name__
+        if not hidden or any(h is None for h in hidden):
+            raise ProbeError(f"model '{self.spec.name}': its forward ({kind}) returned no hidden states although "
+                             f"output_hidden_states=True was passed; the suite reads every layer's states from them "
+                             f"(a forward that ignores the flag, or returns a plain tensor, cannot be used)")
+        if len(hidden) != self.num_layers + 1:
+            raise ProbeError(f"model '{self.spec.name}': its forward ({kind}) returned {len(hidden)} hidden states for "
+                             f"a config of {self.num_layers} layers (expected {self.num_layers + 1}: the embeddings "
+                             f"and every layer)")
+        if maps and (not att or any(a is None for a in att)):
+            how = getattr(self.model.config, "_attn_implementation", None)
+            raise ProbeError(f"model '{self.spec.name}': its forward ({kind}, attention {how}) returned no attention "
+                             f"maps although output_attentions=True was passed: load it with "
+                             f"attn_implementation=\"eager\"")
+        return list(hidden), None if att is None else list(att)
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module):
+    """``model`` in eval mode (dropout off) inside; every module's train/eval flag as it was after."""
+    training = [m for m in model.modules() if m.training]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m in training:
+            m.training = True
+
+
+@contextlib.contextmanager
+def eager_attention(name: str, model: torch.nn.Module, wanted: bool):
+    """With ``wanted`` (attention maps asked for), ``model`` runs eager attention inside: sdpa and flash kernels
+    return no attention weights. A model loaded another way is switched for the call and switched back after."""
+    current = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if not wanted or current in (None, "eager") or not hasattr(model, "set_attn_implementation"):
+        yield
+        return
+    try:
+        model.set_attn_implementation("eager")
+    except (ValueError, TypeError, ImportError, AttributeError) as e:
+        raise ProbeError(f"model '{name}': attention maps need eager attention, and its {current} attention could "
+                         f"not be switched ({_first_line(e)}): load it with attn_implementation=\"eager\"") from None
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(current)
 
 
 # model_type -> "module:Class": captures of maps besides attention (e.g. ConvBERT's convolution kernels).
@@ -197,7 +253,7 @@ def _map_capture(model):
 def hf_tokenizer(spec: CheckpointSpec):
     """The transformers tokenizer of an hf-style entry (a random entry names its tokenizer's entry); one line
     when it holds nothing but special tokens (a hub model without tokenizer files: every word would be [UNK])."""
-    tok_spec = get_spec(spec.source["tokenizer"]) if spec.source_type == "random" else spec
+    tok_spec = spec.tokenizer_spec()  # a random entry's tokenizer entry (one with files); the entry itself otherwise
     tokenizer = _from_pretrained(AutoTokenizer, tok_spec)
     special = set(getattr(tokenizer, "all_special_tokens", ()))
     if not any(t not in special for t in tokenizer.get_vocab()):
@@ -209,7 +265,13 @@ def hf_tokenizer(spec: CheckpointSpec):
 
 def _random_config(spec: CheckpointSpec, tokenizer):
     fields = dict(spec.source["random"])
-    return AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer), **fields)
+    if not isinstance(fields.get("model_type"), str):
+        raise CheckpointError(f"model '{spec.name}': its random config needs model_type: <a transformers model "
+                              f"type, e.g. bert>, not {fields.get('model_type')!r}")
+    try:
+        return AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer), **fields)
+    except (ValueError, TypeError, KeyError) as e:
+        raise CheckpointError(f"model '{spec.name}': bad random config: {_first_line(e)}") from None
 
 
 def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tuple[torch.nn.Module, dict]:
@@ -218,7 +280,10 @@ def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tupl
     with ``kwargs``; eager attention either way. The one place that loads Hugging Face weights."""
     if spec.source_type == "random":
         torch.manual_seed(int(spec.source.get("seed", 0)))
-        model = auto_class.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
+        try:
+            model = auto_class.from_config(_random_config(spec, tokenizer), attn_implementation="eager")
+        except (ValueError, TypeError) as e:  # e.g. a width that the head count does not divide
+            raise CheckpointError(f"model '{spec.name}': bad random config: {_first_line(e)}") from None
     else:
         if spec.extra.get("pooler") is False:  # checkpoints.yaml `pooler: false`: saved without one, build none
             kwargs = {**kwargs, "add_pooling_layer": False}
@@ -231,6 +296,7 @@ def load_hf_model(spec: CheckpointSpec, auto_class, tokenizer, **kwargs) -> tupl
                                       f"{problem}; refused rather than initialised at random")
             passed_on()
         _check_finite(spec, model)
+    check_vocab(spec.name, tokenizer, model)  # a tokenizer beyond the embedding table: one line, not an IndexError
     fingerprint = spec.fingerprint()
     if spec.source_type == "hub":
         fingerprint["commit"] = getattr(model.config, "_commit_hash", None)

@@ -72,6 +72,9 @@ from probes.models.slstm import SLSTMLMHead
 FUSIONS = ("sum", "weight-gate", "self-gate")
 SLOTS = ("high", "middle", "low")  # self-gate slot order
 CONFIG_NAME, WEIGHTS_NAME, MODEL_TYPE = "config.json", "model.safetensors", "mog"
+# the version of the Graph-Transformer's states and maps (this forward and MoGEncoder's): in every cache key of
+# family mog; bump it when a change alters any output (tests/test_forward_versions.py pins a seeded model to it)
+FORWARD_VERSION = 1
 READINGS = {
     "incremental": "r_i^{j+1} = r_f^{j+1} - r_p^{j+1} (the printed r^f_j - r^f_j is a typo)",
     "first_layer": "r_p^0 = 0, r_f^0 = r_i^0 = embeddings: layer 1 = standard attention + constant middle/low terms",

@@ -41,6 +41,9 @@ from probes.errors import CheckpointError
 from probes.models.encoder import Encoder, EncoderOutput, MapSpec
 
 TERMS = ("pp", "pi", "ip", "ii", "bias_key", "bias_row")
+# the version of the lens maps computed here: in every cache key of family mog-lens; bump it when a change
+# alters the maps (tests/test_forward_versions.py pins a seeded model's numbers to it)
+FORWARD_VERSION = 1
 
 
 def _heads(x: torch.Tensor, H: int) -> torch.Tensor:

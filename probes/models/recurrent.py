@@ -63,6 +63,9 @@ from torch import nn
 from probes.errors import CheckpointError
 
 ATTN_NAME = "probes_recurrent"
+# the version of the recurrence module's forward: in every cache key of family recurrent; bump it when a change
+# alters any output (tests/test_forward_versions.py pins a seeded model's numbers to it)
+FORWARD_VERSION = 1
 
 
 @dataclass(frozen=True)

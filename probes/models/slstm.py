@@ -73,6 +73,9 @@ GATES = ("input", "left", "right", "self", "sentence")  # the five softmaxed cel
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 MODEL_TYPE = "slstm"
+# the version of the S-LSTM's states (this forward and SLSTMEncoder's): in every cache key of family slstm;
+# bump it when a change alters any output (tests/test_forward_versions.py pins a seeded model's numbers to it)
+FORWARD_VERSION = 1
 
 
 @dataclass

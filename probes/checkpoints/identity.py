@@ -1,0 +1,110 @@
+"""What a model's states depend on, hashed cheaply: the inputs of a cache key (:func:`probes.capture.store.cache_key`).
+
+Equal keys must mean equal states, so a key covers every input of the forward pass, not only the weights:
+
+* **Files** of a model folder (registry ``path:`` / ``package:`` sources, a folder named by its path,
+  ``checkpoints/``): every weight file anywhere under the folder (``weights_sha256``, as before) and every file a
+  loader may read besides them (``files_sha256``): the folder's top-level files ending in one of
+  :data:`INPUT_SUFFIXES` (``config.json``, ``tokenizer.json``, ``tokenizer_config.json``, ``vocab.txt``,
+  ``merges.txt``, ``vocab.json``, ``special_tokens_map.json``, ``added_tokens.json``, ``spiece.model`` and other
+  SentencePiece files, ``generation_config.json``, processor configs, ``recurrence.json``, sentence-transformers'
+  ``modules.json`` / ``sentence_bert_config.json`` / ``config_sentence_transformers.json``, and records such as
+  ``train_config.json``, which the loaders do not read) plus the same files inside every sentence-transformers
+  module folder that ``modules.json`` lists (``1_Pooling/config.json``). The rule is by suffix, not by a list of
+  names, so a tokenizer file of a kind not named here still counts; a README or a training log (``.md``, ``.csv``)
+  does not. Each file's sha256 is memoised on (path, size, mtime_ns), so a process hashes a file once while it is
+  unchanged.
+* **Code**: the suite's own architectures put the version of their forward code in the key (:func:`code_versions`):
+  a ``FORWARD_VERSION`` constant per family in the module that holds its forward (``probes.models.slstm`` for the
+  S-LSTM, ``.mog`` for the Graph-Transformer, ``.mog_lens`` for the lens maps, ``.recurrent`` for the recurrence
+  module, ``.convbert`` for ConvBERT's kernel maps, keyed by model_type since ConvBERT loads through the ``hf``
+  family). A manual constant, not a hash of the source: a hash would change (and throw away every cached entry)
+  on a comment or a refactor that keeps the numbers, and would miss a change in a helper module it does not
+  cover. The constant is checked by ``tests/test_forward_versions.py``, which pins a few output numbers of a seeded
+  tiny model of each family together with the version: a forward that changes its output without a new version
+  fails there.
+
+Hugging Face code (transformers, torch) is not in the key: the result files record their versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from pathlib import Path
+
+from probes.errors import CheckpointError
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+# a model folder's files that a loader may read besides weights (tokenizers of every kind, configs)
+INPUT_SUFFIXES = (".json", ".txt", ".model", ".vocab", ".spm", ".bpe", ".tiktoken", ".codes")
+# family -> the module whose FORWARD_VERSION versions its forward (imported only when a key is made)
+FAMILY_CODE = {"slstm": "probes.models.slstm", "mog": "probes.models.mog", "mog-lens": "probes.models.mog_lens",
+               "recurrent": "probes.models.recurrent"}
+# hf model_type -> the module of the suite's own capture code for it (maps besides attention)
+MODEL_TYPE_CODE = {"convbert": "probes.models.convbert"}
+
+_SHA_MEMO: dict[tuple, str] = {}
+
+
+def file_sha(path: Path) -> str:
+    """sha256 of one file, memoised on (path, size, mtime_ns)."""
+    st = path.stat()
+    memo_key = (str(path), st.st_size, st.st_mtime_ns)
+    if memo_key not in _SHA_MEMO:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        _SHA_MEMO[memo_key] = h.hexdigest()
+    return _SHA_MEMO[memo_key]
+
+
+def _digest(folder: Path, files: list[Path]) -> str:
+    """sha256 over (relative name, file sha256) of ``files``, in name order."""
+    h = hashlib.sha256()
+    for p in sorted(files):
+        h.update(p.relative_to(folder).as_posix().encode() + b"\0" + file_sha(p).encode())
+    return h.hexdigest()
+
+
+def weights_sha(folder: Path) -> str:
+    """sha256 over the weight files anywhere under ``folder`` (one-line error when there are none)."""
+    files = [p for p in folder.rglob("*") if p.suffix in WEIGHT_SUFFIXES and p.is_file()]
+    if not files:
+        raise CheckpointError(f"no weight files ({', '.join(WEIGHT_SUFFIXES)}) under {folder}")
+    return _digest(folder, files)
+
+
+def input_files(folder: Path) -> list[Path]:
+    """The files of ``folder`` besides weights that a loader may read (see the module docstring)."""
+    files = [p for p in folder.iterdir() if p.suffix in INPUT_SUFFIXES and p.is_file()]
+    modules = folder / "modules.json"
+    if modules.is_file():  # sentence-transformers: each module's folder holds its own config
+        try:
+            listed = [str(m.get("path", "")) for m in json.loads(modules.read_text(encoding="utf-8"))]
+        except (OSError, ValueError, TypeError, AttributeError):
+            listed = []  # an unreadable modules.json is itself hashed
+        for sub in listed:
+            where = folder / sub
+            if sub and where.is_dir() and folder.resolve() in where.resolve().parents:
+                files += [p for p in where.iterdir() if p.suffix in INPUT_SUFFIXES and p.is_file()]
+    return files
+
+
+def files_sha(folder: Path) -> str:
+    """sha256 over the input files of ``folder`` besides weights (config, tokenizer, ...)."""
+    return _digest(folder, input_files(folder))
+
+
+def code_versions(family: str, model_type: str | None = None) -> dict[str, int]:
+    """{module: FORWARD_VERSION} of the suite's own code that computes this family's states (and maps);
+    empty for a plain Hugging Face model."""
+    modules = [FAMILY_CODE.get(family), MODEL_TYPE_CODE.get(str(model_type))]
+    return {m.rsplit(".", 1)[1]: int(importlib.import_module(m).FORWARD_VERSION) for m in modules if m}
+
+
+def plain(value):
+    """``value`` as JSON would give it back (YAML dates and other scalars as strings): a stable key input."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))

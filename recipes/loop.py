@@ -20,12 +20,20 @@ weights, the optimiser state and the loss reduction stay float32.
 
 **Resuming.** Rank 0 writes ``state.pt`` (weights, optimiser, schedule, step, the data and masking
 random states, the loss log so far) into the run's state folder every ``--save-every`` steps and
-when ``--max-minutes`` have passed, atomically (temporary file, then rename). Then the run stops
+when ``--max-minutes`` have passed, atomically (:func:`probes.io.atomic_path`). Then the run stops
 with exit status 75 (EX_TEMPFAIL) and the message to run the same command again; that command
 continues from the saved step, bit for bit on the same machine (the states are read with
 ``torch.load(weights_only=True)``). A state written under another config is refused with one line,
-except for the fields that only say how the run is carried out (``RESUMABLE_CHANGES``). When the
-recipe has written its final folder the state folder is removed.
+except for the fields that only say how the run is carried out (``RESUMABLE_CHANGES``), and so is a
+state of another layout (``STATE_FORMAT``). When the recipe has written its final folder the state
+folder is removed.
+
+**Processes.** The process group is :mod:`probes.capture.distributed`'s (the one the extractions use):
+joined when torchrun started the run, ``cuda`` meaning ``cuda:LOCAL_RANK`` in each process.
+
+**Output.** A recipe writes its folder once, at the end, with :func:`probes.io.write_folder`. Before it
+trains, :func:`check_output` refuses a folder this recipe did not write, and one it did write unless
+``--overwrite`` is given: a committed checkpoint is never replaced by a run that did not ask to.
 """
 
 from __future__ import annotations
@@ -43,18 +51,22 @@ from pathlib import Path
 
 import torch
 
+from probes.capture import distributed
 from probes.config import arg, check_device
 from probes.errors import ProbeError
+from probes.io import atomic_path
 from probes.io import provenance as io_provenance
 
 PAUSED_EXIT = 75  # EX_TEMPFAIL: the run saved its state and stopped; the same command resumes it
 # Config fields that may differ between a saved state and the command that resumes it.
-RESUMABLE_CHANGES = frozenset({"max_minutes", "save_every", "progress", "resume", "threads", "device"})
+RESUMABLE_CHANGES = frozenset({"max_minutes", "save_every", "progress", "resume", "threads", "device", "overwrite"})
+STATE_FORMAT = 2  # the layout of state.pt; 2: numeric loss-log rows (formatted when the log is written)
 
 
 @dataclass
 class ScaleConfig:
-    """How a training run is carried out: device, precision, accumulation, pieces."""
+    """How a training run is carried out: device, precision, accumulation, pieces, and whether it may replace
+    its own earlier output."""
 
     device: str = arg("cpu", "torch device: cpu, cuda, cuda:N, mps or auto; under torchrun each rank takes "
                              "cuda:LOCAL_RANK")
@@ -65,6 +77,8 @@ class ScaleConfig:
     max_minutes: float = arg(0.0, "save the state and stop (exit 75) after this many minutes; 0 = no limit; "
                                   "the same command resumes", min=0.0)
     resume: bool = arg(True, "continue from the run's saved state if there is one (--no-resume: start over)")
+    overwrite: bool = arg(False, "replace an existing model folder this recipe wrote (without it, an existing "
+                                 "output folder is an error)")
 
 
 class Paused(SystemExit):
@@ -76,31 +90,30 @@ class Paused(SystemExit):
         super().__init__(PAUSED_EXIT)
 
 
-def _dist():
-    return torch.distributed if torch.distributed.is_available() and torch.distributed.is_initialized() else None
-
-
 def setup_processes(device: str) -> tuple[int, int, str]:
-    """(rank, world size, device). Under torchrun (WORLD_SIZE > 1 in the environment) the process
-    group is initialised (nccl for CUDA, else gloo) and a CUDA run takes ``cuda:LOCAL_RANK``."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    """(rank, world size, device). Under torchrun (:func:`probes.capture.distributed.launched`) the process
+    group is joined (:func:`probes.capture.distributed.init`) and a CUDA run takes ``cuda:LOCAL_RANK``."""
     dev = check_device(device)
-    if world <= 1:
+    if not distributed.launched():
         return 0, 1, dev
-    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if dev.startswith("cuda"):
-        dev = f"cuda:{local}"
-        torch.cuda.set_device(dev)
-    if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if dev.startswith("cuda") else "gloo")
-    return rank, world, dev
+        dev = distributed.local_device("cuda")
+    distributed.init(dev)
+    return distributed.rank(), distributed.world_size(), dev
+
+
+def _joined() -> bool:
+    """Whether this process is one of several in a live process group (not after :meth:`Loop.finish`)."""
+    return distributed.launched() and torch.distributed.is_initialized()
 
 
 class Loop:
     """The mechanics around a recipe's loss: see the module docstring.
 
-    ``config`` is the recipe's whole config (saved with the state and compared on resume);
-    ``scale`` its :class:`ScaleConfig` fields; ``state_dir`` the run's state folder (:func:`state_dir`).
+    ``config`` is the recipe's whole config, a :class:`ScaleConfig` (kept as ``scale``: the loop reads its
+    ScaleConfig fields, and saves all of it with the state to compare on resume); ``state_dir`` the run's
+    state folder (:func:`state_dir`). ``rows`` is the recipe's loss log (plain numbers: the state is read
+    back with ``weights_only=True``).
     ``trained_only``: the state holds only the parameters that train (a frozen base model is not
     copied into every saved state; it is rebuilt from its own checkpoint)."""
 
@@ -112,7 +125,6 @@ class Loop:
         self.model = model.to(self.device)
         self.opt, self.sched, self.steps, self.clip = opt, sched, steps, clip
         self.state_dir = Path(state_dir)
-        self.config = asdict(config)
         # "auto" resolved: "bfloat16" or "float32"
         self.amp = config.amp if config.amp != "auto" else ("bfloat16" if self.device.startswith("cuda") else "float32")
         self.amp_dtype = None if self.amp == "float32" else getattr(torch, self.amp)
@@ -156,12 +168,11 @@ class Loop:
     def step(self, local_loss: float) -> float:
         """Sum the gradients over ranks, clip, apply the optimiser and the schedule; returns the
         global batch's loss (the sum of every rank's micro-batch losses)."""
-        dist = _dist()
-        if dist is not None:
+        if _joined():
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
             flat = torch.cat([g.reshape(-1) for g in grads]).float()
             flat = torch.cat([flat, torch.tensor([local_loss], device=flat.device)])
-            dist.all_reduce(flat)
+            torch.distributed.all_reduce(flat)
             local_loss = float(flat[-1])
             offset = 0
             for p, g in zip(self.params, grads):
@@ -195,8 +206,11 @@ class Loop:
         except Exception as e:  # noqa: BLE001 - any unreadable state is one line, not a traceback
             raise ProbeError(f"resumable state {self.state_path} is unreadable ({type(e).__name__}); "
                              f"delete it or pass --no-resume") from None
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ProbeError(f"resumable state {self.state_path} was written by another version of the recipe; "
+                             f"pass --no-resume to start over")
         saved = {k: v for k, v in state["config"].items() if k not in RESUMABLE_CHANGES}
-        now = {k: v for k, v in self.config.items() if k not in RESUMABLE_CHANGES}
+        now = {k: v for k, v in asdict(self.scale).items() if k not in RESUMABLE_CHANGES}
         if saved != now:
             diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
             raise ProbeError(f"resumable state {self.state_path} was written with other settings ({', '.join(diff)});"
@@ -222,12 +236,11 @@ class Loop:
             weights = self.model.state_dict()
             if self.trained_only:
                 weights = {k: v for k, v in weights.items() if k in self._trained_names}
-            state = {"config": self.config, "step": step, "model": weights,
+            state = {"format": STATE_FORMAT, "config": asdict(self.scale), "step": step, "model": weights,
                      "opt": self.opt.state_dict(), "sched": self.sched.state_dict(), "rows": self.rows,
                      "extra": extra}
-            tmp = self.state_path.with_name(f".state.pt.tmp-{os.getpid()}")
-            torch.save(state, tmp)
-            os.replace(tmp, self.state_path)
+            with atomic_path(self.state_path) as tmp:
+                torch.save(state, tmp)
         self.barrier()
 
     def after_step(self, step: int, extra_fn) -> None:
@@ -236,10 +249,9 @@ class Loop:
         if step >= self.steps:
             return
         late = self.scale.max_minutes > 0 and time.monotonic() - self.t0 > self.scale.max_minutes * 60
-        dist = _dist()
-        if dist is not None:  # every rank stops at the same step
+        if _joined():  # every rank stops at the same step
             flag = torch.tensor([float(late)], device=self.device if self.device.startswith("cuda") else "cpu")
-            dist.all_reduce(flag)
+            torch.distributed.all_reduce(flag)
             late = bool(flag.item())
         if late or (self.scale.save_every and step % self.scale.save_every == 0):
             self.save(step, extra_fn())
@@ -247,15 +259,15 @@ class Loop:
             raise Paused(step, self.steps, self.state_dir)
 
     def barrier(self) -> None:
-        if _dist() is not None:
-            torch.distributed.barrier()
+        if _joined():
+            distributed.barrier()
 
     def finish(self) -> None:
         """After the recipe wrote its final folder: remove the state, end the process group."""
         if self.is_main:
             shutil.rmtree(self.state_dir, ignore_errors=True)
-        if _dist() is not None:
-            torch.distributed.barrier()
+        if _joined():
+            distributed.barrier()
             torch.distributed.destroy_process_group()
 
 
@@ -294,6 +306,17 @@ def check_replaceable(dest: str | Path, recipe: str) -> None:
     if not own:
         raise ProbeError(f"{dest} is not empty and was not written by {recipe} (no {record} of it): nothing "
                          f"replaced; choose another output folder or move it away yourself")
+
+
+def check_output(dest: str | Path, recipe: str, overwrite: bool) -> None:
+    """Before training: refuse ``dest`` if it holds anything but an earlier output of ``recipe``
+    (:func:`check_replaceable`), and that too unless ``overwrite``: a run never replaces a model folder
+    (a committed checkpoint, a user's trained model) unless it was asked to."""
+    check_replaceable(dest, recipe)
+    dest = Path(dest)
+    if not overwrite and dest.is_dir() and any(dest.iterdir()):
+        raise ProbeError(f"{dest} already holds a model trained by {recipe}: pass --overwrite to replace it, "
+                         f"or choose another output folder")
 
 
 def warmup_cosine(warmup: int, steps: int, min_ratio: float = 0.1):

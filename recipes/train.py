@@ -1,6 +1,6 @@
 """Masked-LM pre-training of the S-LSTM and its Transformer baselines on the same data (S-LSTM paper §7).
 
-One recipe, three architectures of the same width and depth, trained with the same tokenizer,
+One recipe, four architectures of the same width and depth, trained with the same tokenizer,
 data order, masking, steps, batch and optimiser, as the paper does for its fair comparison:
 
 * ``slstm``: :class:`probes.models.slstm.SLSTMForMaskedLM` (one block shared by ``--layers`` steps);
@@ -27,18 +27,18 @@ canonically (the trainer's tie order varies from run to run). The first run save
 run loads it from there, so all three models share one tokenizer; each checkpoint folder gets a
 copy (Hugging Face ``PreTrainedTokenizerFast`` files).
 
-Output, written into ``<out-dir>/.<name>.partial-<pid>/`` and renamed to ``<out-dir>/<name>/`` only
-when complete: ``model.safetensors`` (weights in ``--dtype``, float16 by default: the loaders cast
-to float32), ``config.json`` (the S-LSTM's or the Hugging Face config), the tokenizer files,
-``train_config.json`` (the resolved config + the outcome) and ``train_log.csv`` (loss every
+Output: ``<out-dir>/<name>/`` (``out/checkpoints/<arch>-small/`` by default), written complete or not at
+all (:func:`probes.io.write_folder`): ``model.safetensors`` (weights in ``--dtype``, float16 by default:
+the loaders cast to float32), ``config.json`` (the S-LSTM's or the Hugging Face config), the tokenizer
+files, ``train_config.json`` (the resolved config + the outcome) and ``train_log.csv`` (loss every
 ``--log-every`` steps). The Hugging Face folders load with ``AutoModel`` (registry family ``hf``),
 the S-LSTM folder with ``probes.models.slstm_encoder`` (family ``slstm``). ``--name`` is one folder name
-(no ``/``, no ``..``); an existing ``<out-dir>/<name>/`` is replaced only when this recipe wrote it (its
-``train_config.json``): any other non-empty folder is refused before training starts.
+(no ``/``, no ``..``). Before training starts, an existing non-empty ``<out-dir>/<name>/`` is refused
+unless this recipe wrote it (its ``train_config.json``) AND ``--overwrite`` is given, so a quick run
+never replaces the committed ``checkpoints/`` models: retraining those names the folder and the flag.
 
-    $ python -m recipes.train --arch slstm      # -> checkpoints/slstm-small/
-    $ python -m recipes.train --arch bert       # -> checkpoints/bert-small/
-    $ python -m recipes.train --arch albert     # -> checkpoints/albert-small/
+    $ python -m recipes.train --arch slstm      # -> out/checkpoints/slstm-small/
+    $ python -m recipes.train --arch bert --out-dir checkpoints --overwrite   # retrain checkpoints/bert-small/
     $ python -m recipes.train --arch mog --fusion weight-gate --half-dim --name mog-small
 
 A new architecture (e.g. a causal GPT-2 recipe) adds an entry to :data:`ARCHS`.
@@ -49,9 +49,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import random
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -62,37 +60,25 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from probes.capture import distributed
 from probes.config import arg, parse_config, run_main
 from probes.errors import ProbeError
-from probes.io import replace_folder
+from probes.io import write_folder
 from probes.models.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
-from recipes.loop import Loop, ScaleConfig, check_name, check_replaceable, run_command, state_dir
-from recipes.mlm_data import (
-    SPECIALS,
-    batches,
-    build_data,
-    masked_batch,
-    unigram_baselines,
-)
+from recipes.loop import Loop, ScaleConfig, check_name, check_output, run_command, state_dir
+from recipes.mlm_data import MLMData, MLMDataset, batches, masked_batch, unigram_baselines
 
-REPO = Path(__file__).resolve().parent.parent
+EVAL_BATCH = 32  # held-out blocks scored per forward pass (a memory bound only: the mean does not depend on it)
 
 
 @dataclass
-class TrainConfig(ScaleConfig):
+class TrainConfig(MLMData, ScaleConfig):
     """Masked-LM pre-training of the S-LSTM / BERT-style / ALBERT-style / Graph-Transformer models on the same data."""
 
     arch: str = arg("slstm", "architecture: slstm | bert | albert | mog", choices=("slstm", "bert", "albert", "mog"))
     name: str = arg("", "checkpoint folder name (default: <arch>-small)")
-    out_dir: str = arg("checkpoints", "folder that receives <name>/ (relative to the current directory)")
-    corpus: str = arg("default", "training corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
-    split: str = arg("train", "which part of every document trains: train (all but the held-out last 10%, which "
-                              "gives the held-out loss) or all (the first checkpoints' setting)",
-                     choices=("train", "all"))
-    vocab_size: int = arg(4096, "WordPiece vocabulary size (specials included)", min=8)
-    tokenizer: str = arg("", "tokenizer folder shared by all runs (default: <out-dir>/wordpiece-<vocab-size>, "
-                             "loaded if it exists, else trained on --corpus and saved there); a folder named "
-                             "here may have been trained on another corpus (its corpus is recorded)")
+    out_dir: str = arg("out/checkpoints", "folder that receives <name>/ (relative to the current directory; the "
+                                          "committed models are retrained with --out-dir checkpoints --overwrite)")
     width: int = arg(256, "hidden size d of every model", min=1)
     layers: int = arg(4, "S-LSTM recurrent steps / Transformer layers", min=1)
     heads: int = arg(4, "attention heads (bert, albert, mog)", min=1)
@@ -102,15 +88,12 @@ class TrainConfig(ScaleConfig):
     half_dim: bool = arg(False, "Graph-Transformer (mog): attentions of half width (probes.models.mog reading 5)")
     shared_qkv: bool = arg(False, "Graph-Transformer (mog): high- and middle-order attention share W_Q, W_K, W_V")
     max_positions: int = arg(512, "position embeddings (longest input the model accepts)", min=8)
-    seq_len: int = arg(320, "longest training block, [CLS] and [SEP] included (320: 300-token windows in range)",
-                       min=8)
     batch_size: int = arg(6, "blocks per step", min=1)
     steps: int = arg(150, "optimiser steps", min=1)
     lr: float = arg(1e-3, "peak learning rate", min=0.0)
     warmup: int = arg(15, "linear warm-up steps (then linear decay to 0)", min=0)
     weight_decay: float = arg(0.01, "AdamW weight decay (matrices only)", min=0.0)
     clip: float = arg(1.0, "gradient-norm clipping (0 = off)", min=0.0)
-    mask_prob: float = arg(0.15, "share of real, non-special tokens selected for prediction", min=0.0, max=1.0)
     dropout: float = arg(0.0, "dropout of every model (the released S-LSTMs use 0.0)", min=0.0, max=1.0)
     seed: int = arg(0, "seed for initialisation, data order and masking", min=0, max=2**32 - 1)
     log_every: int = arg(1, "write the loss to train_log.csv every this many steps", min=1)
@@ -251,36 +234,30 @@ def train(cfg: TrainConfig) -> Path:
     check_name(name)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    out_dir = Path(cfg.out_dir)
-    dest = out_dir / name
-    check_replaceable(dest, "recipes.train")  # before training: a folder of anything else is never replaced
-    work = out_dir / f".{name}.partial-{os.getpid()}"
-    _remove_stale(out_dir, name)
-    loop, summary = _train(cfg, state_dir(out_dir / name))
-    if loop.is_main:
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        try:
-            _write_folder(loop, work, *summary)
-            (work / "train_config.json").write_text(json.dumps({"config": asdict(cfg), "name": name,
-                                                                "command": run_command("recipes.train"), **summary[-1]},
-                                                               indent=1) + "\n")
-            replace_folder(work, dest)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    loop.finish()
+    dest = Path(cfg.out_dir) / name
+    check_output(dest, "recipes.train", cfg.overwrite)  # before training: never over another folder, nor unasked
+    outcome = _train(cfg, state_dir(dest))
+    if outcome.loop.is_main:
+        record = {"config": asdict(cfg), "name": name, "command": run_command("recipes.train"), **outcome.summary}
+
+        def write(work: Path) -> None:
+            _write_folder(outcome, work, cfg)
+            (work / "train_config.json").write_text(json.dumps(record, indent=1) + "\n")
+
+        write_folder(dest, write)
+    outcome.loop.finish()
     return dest
 
 
-def _remove_stale(out_dir: Path, name: str) -> None:
-    """Delete work folders of earlier runs that were killed (their process is gone)."""
-    for p in out_dir.glob(f".{name}.partial-*"):
-        try:
-            os.kill(int(p.name.rsplit("-", 1)[1]), 0)
-        except ProcessLookupError:
-            shutil.rmtree(p, ignore_errors=True)
-        except (ValueError, PermissionError):
-            pass
+@dataclass
+class TrainOutcome:
+    """What a training run leaves for its folder: the loop (model, loss log), the architecture, the tokenizer,
+    and the summary numbers ``train_config.json`` records beside the config."""
+
+    loop: Loop
+    arch: Arch
+    tokenizer: object
+    summary: dict
 
 
 def _micro_loss(loop: Loop, arch: Arch, ids, corrupted, mask, selected, rows: slice, denominator: int):
@@ -295,20 +272,19 @@ def _micro_loss(loop: Loop, arch: Arch, ids, corrupted, mask, selected, rows: sl
 
 
 @torch.no_grad()
-def heldout_loss(loop: Loop, arch: Arch, blocks, cfg: TrainConfig, tokenizer, specials) -> tuple[float, int]:
+def heldout_loss(loop: Loop, arch: Arch, data: MLMDataset, cfg: TrainConfig) -> tuple[float, int]:
     """Mean MLM loss over the masked tokens of ``cfg.eval_blocks`` held-out blocks (all with 0), masked
     with a fixed seed (seed + 1) so every evaluation of every model scores the same positions."""
-    if not blocks:
+    if not data.heldout:
         return float("nan"), 0
-    use = blocks[:cfg.eval_blocks] if cfg.eval_blocks else blocks
+    use = data.heldout[:cfg.eval_blocks] if cfg.eval_blocks else data.heldout
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     was_training = loop.model.training
     loop.model.eval()
     total, count = 0.0, 0
-    for b in range(0, len(use), 32):
-        rows = list(range(b, min(b + 32, len(use))))
-        ids, corrupted, mask, selected = masked_batch(use, rows, tokenizer.pad_token_id, specials, tokenizer,
-                                                       len(tokenizer), cfg.mask_prob, gen)
+    for b in range(0, len(use), EVAL_BATCH):
+        rows = list(range(b, min(b + EVAL_BATCH, len(use))))
+        ids, corrupted, mask, selected = masked_batch(use, rows, data.tokenizer, data.specials, cfg.mask_prob, gen)
         m = int(selected.sum())
         total += float(_micro_loss(loop, arch, ids, corrupted, mask, selected, slice(None), 1)) if m else 0.0
         count += m
@@ -316,16 +292,16 @@ def heldout_loss(loop: Loop, arch: Arch, blocks, cfg: TrainConfig, tokenizer, sp
     return total / max(count, 1), count
 
 
-def _train(cfg: TrainConfig, state_dir: Path):
+def _train(cfg: TrainConfig, state_dir: Path) -> TrainOutcome:
     t_start = time.perf_counter()
-    tokenizer, blocks, heldout, corpus_id = build_data(cfg)
+    data = cfg.load(cfg.out_dir, cfg.max_positions)
+    blocks, heldout, tokenizer, specials = data.blocks, data.heldout, data.tokenizer, data.specials
     if len(blocks) < cfg.batch_size:
         raise ProbeError(f"the corpus gives only {len(blocks)} training blocks; lower --batch-size")
     arch = ARCHS[cfg.arch]
-    vocab = len(tokenizer)
-    pad_id = tokenizer.pad_token_id
+    vocab = data.vocab
     seed_everything(cfg.seed)
-    model = arch.build(cfg, vocab, pad_id)
+    model = arch.build(cfg, vocab, tokenizer.pad_token_id)
     model.train()
     opt, sched = _optimizer(model, cfg)
     loop = Loop(model, opt, sched, config=cfg, steps=cfg.steps, clip=cfg.clip, state_dir=state_dir)
@@ -333,78 +309,86 @@ def _train(cfg: TrainConfig, state_dir: Path):
     extra = loop.restore()
     if extra:
         gen.set_state(extra["mask_rng"])
-    specials = [tokenizer.convert_tokens_to_ids(t) for t in SPECIALS]
-    data = batches(blocks, cfg.batch_size, cfg.seed)
+    order = batches(blocks, cfg.batch_size, cfg.seed)
     for _ in range(loop.start_step):  # the data order is a pure function of the seed: skip what was seen
-        next(data)
+        next(order)
     micro = loop.micro_slices(cfg.batch_size)
     t0 = time.perf_counter() - float(extra.get("seconds", 0.0))
     window = []
     bar = tqdm(range(loop.start_step + 1, cfg.steps + 1), desc=f"train {cfg.arch}", unit="step",
                disable=not cfg.progress or not loop.is_main, initial=loop.start_step, total=cfg.steps)
     for step in bar:
-        ids, corrupted, mask, selected = masked_batch(blocks, next(data), pad_id, specials, tokenizer, vocab,
-                                                       cfg.mask_prob, gen)
+        ids, corrupted, mask, selected = masked_batch(blocks, next(order), tokenizer, specials, cfg.mask_prob, gen)
         denominator = int(selected.sum())
         local = sum(loop.backward(_micro_loss(loop, arch, ids, corrupted, mask, selected, rows, denominator))
                     for rows in micro)
         value = loop.step(local)
         window.append(value)
-        tokens = int(mask.sum()) + (int(loop.rows[-1]["tokens"]) if loop.rows else 0)
-        row = {"step": step, "loss": f"{value:.5f}", "loss_mean": "", "lr": f"{sched.get_last_lr()[0]:.3e}",
-               "masked_tokens": denominator, "tokens": tokens, "seconds": "", "heldout_loss": "", "logged": False}
+        tokens = int(mask.sum()) + (loop.rows[-1]["tokens"] if loop.rows else 0)
+        # the loss as the log shows it (5 decimals): the summary's means are of these values
+        row = {"step": step, "loss": round(value, 5), "loss_mean": None, "lr": sched.get_last_lr()[0],
+               "masked_tokens": denominator, "tokens": tokens, "seconds": None, "heldout_loss": None}
         if step % cfg.log_every == 0 or step == cfg.steps:
-            row.update(loss_mean=f"{np.mean(window):.5f}", logged=True)
+            row["loss_mean"] = float(np.mean(window))
             window = []
             bar.set_postfix(loss=f"{value:.3f}")
         if heldout and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
-            row.update(heldout_loss=f"{heldout_loss(loop, arch, heldout, cfg, tokenizer, specials)[0]:.5f}",
-                       logged=True)
-        if row["logged"]:
-            row["seconds"] = f"{time.perf_counter() - t0:.1f}"
+            row["heldout_loss"] = heldout_loss(loop, arch, data, cfg)[0]
+        if _logged(row):
+            row["seconds"] = time.perf_counter() - t0
         loop.rows.append(row)
         loop.after_step(step, lambda: {"mask_rng": gen.get_state(), "seconds": time.perf_counter() - t0})
-    losses = [float(r["loss"]) for r in loop.rows]
-    first_loss = losses[0]
+    losses = [r["loss"] for r in loop.rows]
     train_seconds = time.perf_counter() - t0
     k = max(1, len(losses) // 6)  # first / last sixth of the steps
-    final_eval = heldout_loss(loop, arch, heldout, cfg, tokenizer, specials) if heldout else (float("nan"), 0)
+    final_eval = heldout_loss(loop, arch, data, cfg) if heldout else (float("nan"), 0)
     if heldout:
-        loop.rows[-1]["heldout_loss"] = f"{final_eval[0]:.5f}"
+        loop.rows[-1]["heldout_loss"] = final_eval[0]
     summary = {
         "arch": cfg.arch, "parameters": count_parameters(model), "vocab_size": vocab,
-        "first_loss": first_loss, "first_loss_mean": float(np.mean(losses[:k])),
+        "first_loss": losses[0], "first_loss_mean": float(np.mean(losses[:k])),
         "last_loss_mean": float(np.mean(losses[-k:])), "loss_mean_over": k, "final_loss": losses[-1],
         "heldout_loss": final_eval[0] if heldout else None, "heldout_masked_tokens": final_eval[1],
         "heldout_blocks": min(len(heldout), cfg.eval_blocks or len(heldout)),
         **unigram_baselines(blocks, heldout, specials, vocab),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.perf_counter() - t_start, 1),
-        "tokens_seen": int(loop.rows[-1]["tokens"]), "training_blocks": len(blocks), "corpus": corpus_id,
-        "tokenizer_corpus": tokenizer.training_corpus, "weights_dtype": cfg.dtype, "torch": torch.__version__,
+        "tokens_seen": loop.rows[-1]["tokens"], "training_blocks": len(blocks), "corpus": data.corpus,
+        "tokenizer_corpus": data.tokenizer_corpus, "weights_dtype": cfg.dtype, "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(), "uniform_loss": math.log(vocab), "processes": loop.world,
         "device": loop.device, "amp": loop.amp,
     }
-    return loop, (arch, tokenizer, summary)
+    return TrainOutcome(loop, arch, tokenizer, summary)
 
 
-def _write_folder(loop: Loop, work: Path, arch: Arch, tokenizer, summary: dict) -> None:
-    fields = ["step", "loss", "loss_mean", "lr", "masked_tokens", "tokens", "seconds", "heldout_loss"]
+def _logged(row: dict) -> bool:
+    """Whether a step's row goes into train_log.csv: every --log-every steps, the last step, and every evaluation."""
+    return row["loss_mean"] is not None or row["heldout_loss"] is not None
+
+
+# train_log.csv's columns and how each number is written
+LOG_FORMATS = {"step": "d", "loss": ".5f", "loss_mean": ".5f", "lr": ".3e", "masked_tokens": "d", "tokens": "d",
+               "seconds": ".1f", "heldout_loss": ".5f"}
+
+
+def _write_folder(outcome: TrainOutcome, work: Path, cfg: TrainConfig) -> None:
     with open(work / "train_log.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(r for r in loop.rows if r["logged"])
-    model = loop.model
+        writer = csv.writer(f)
+        writer.writerow(LOG_FORMATS)
+        for r in outcome.loop.rows:
+            if _logged(r):
+                writer.writerow("" if r[k] is None else format(r[k], spec) for k, spec in LOG_FORMATS.items())
+    model = outcome.loop.model
     device = next(model.parameters()).device
     model.eval().cpu()
-    arch.save(model, work, loop.scale)
+    outcome.arch.save(model, work, cfg)
     model.to(device)
-    tokenizer.save_pretrained(work)
+    outcome.tokenizer.save_pretrained(work)
 
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(TrainConfig, argv, __doc__.split("\n\n")[0])
     dest = train(cfg)
-    if os.environ.get("RANK", "0") != "0":
+    if not distributed.is_main():
         return
     info = json.loads((dest / "train_config.json").read_text())
     print(f"{cfg.arch}: wrote {dest} ({info['parameters']:,} parameters); MLM loss "

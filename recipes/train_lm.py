@@ -1,7 +1,7 @@
 """The suite's recipe for the small GPT-2 models of the recurrence paper's experiments, on this CPU.
 
 Three stages, each seeded and deterministic on one machine (CPU, float32), each written
-atomically (a temporary folder renamed into place) as a Hugging Face folder: ``config.json``,
+atomically (:func:`probes.io.write_folder`) as a Hugging Face folder: ``config.json``,
 ``model.safetensors`` (float16 storage; loaded back as float32), tokenizer files,
 ``training_config.json`` (the resolved settings + data identity + wall time) and ``loss.csv``:
 
@@ -18,12 +18,16 @@ atomically (a temporary folder renamed into place) as a Hugging Face folder: ``c
 
     $ python -m recipes.train_lm all        # = the three commands below, with their defaults
     $ python -m recipes.train_lm pretrain --out out/train/gpt2-small-pretrained
-    $ python -m recipes.train_lm finetune --init out/train/gpt2-small-pretrained --out checkpoints/gpt2-small-base
+    $ python -m recipes.train_lm finetune --init out/train/gpt2-small-pretrained --out out/checkpoints/gpt2-small-base
     $ python -m recipes.train_lm finetune --init out/train/gpt2-small-pretrained --recurrent \\
-          --out checkpoints/gpt2-small-recurrent
+          --out out/checkpoints/gpt2-small-recurrent
 
-The defaults are the first round's sizes (the default corpus, 300 steps per stage). The committed
-pair is the second round's: 10x those tokens on ``data/train-corpus``, bfloat16 autocast, run by
+An existing output folder is replaced only with ``--overwrite`` (and only if this recipe wrote it), so the
+committed pair in ``checkpoints/`` is retrained only by naming it: ``--out checkpoints/gpt2-small-base
+--overwrite`` (as ``scripts/train_small_models.py`` does).
+
+The defaults are the first checkpoints' sizes (the default corpus, 300 steps per stage). The committed
+pair has 10x those tokens on ``data/train-corpus``, bfloat16 autocast, run by
 ``scripts/train_small_models.py --gpt2-scale 10``, which records each stage's exact command
 (``checkpoints/README-gpt2.md``).
 
@@ -36,7 +40,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -45,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from probes.capture import distributed
 from probes.capture.windows import check_window, plan, run_windows
 from probes.config import arg, build_parser, config_from_namespace, run_main
 from probes.errors import ProbeError
@@ -52,7 +56,7 @@ from probes.io import write_folder
 from recipes.loop import (
     Loop,
     ScaleConfig,
-    check_replaceable,
+    check_output,
     provenance,
     run_command,
     setup_processes,
@@ -93,7 +97,7 @@ class FinetuneConfig(ScaleConfig):
     """Stages 2-3: fine-tuning on book sequences of k windows, with or without the recurrence."""
 
     init: str = arg("out/train/gpt2-small-pretrained", "the pretrained folder (stage 1)")
-    out: str = arg("checkpoints/gpt2-small-base", "output folder")
+    out: str = arg("out/checkpoints/gpt2-small-base", "output folder")
     recurrent: bool = arg(False, "add the recurrence module (h_prev from the previous window)")
     corpus: str = arg("default", "training corpus (its train part): 'default', a folder of .txt, a .txt or a .jsonl")
     seed: int = arg(0, "seed for the recurrence's initialisation and the data order", min=0, max=2**32 - 1)
@@ -117,8 +121,10 @@ class AllConfig:
     """The three stages with their defaults."""
 
     work: str = arg("out/train/gpt2-small-pretrained", "folder of the pretrained model (stage 1)")
-    base_out: str = arg("checkpoints/gpt2-small-base", "folder of the fine-tuned baseline")
-    recurrent_out: str = arg("checkpoints/gpt2-small-recurrent", "folder of the fine-tuned recurrent model")
+    base_out: str = arg("out/checkpoints/gpt2-small-base", "folder of the fine-tuned baseline")
+    recurrent_out: str = arg("out/checkpoints/gpt2-small-recurrent", "folder of the fine-tuned recurrent model")
+    overwrite: bool = arg(False, "replace existing folders this recipe wrote (without it, an existing output "
+                                 "folder is an error)")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -178,11 +184,9 @@ def _shared_tokenizer(state_dir: Path, is_main: bool, make):
 
     folder = state_dir / "tokenizer"
     if is_main and not (folder / "tokenizer.json").exists():
-        tmp = state_dir / f".tokenizer.tmp-{os.getpid()}"
-        make().save_pretrained(tmp)
-        os.replace(tmp, folder)
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.barrier()
+        write_folder(folder, make().save_pretrained)
+    if distributed.launched():
+        distributed.barrier()
     return PreTrainedTokenizerFast.from_pretrained(str(folder), local_files_only=True)
 
 
@@ -195,7 +199,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
     from tqdm.auto import tqdm
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    check_replaceable(cfg.out, "recipes.train_lm")  # never over a folder of anything else
+    check_output(cfg.out, "recipes.train_lm", cfg.overwrite)  # never over another folder, nor unasked
     torch.set_num_threads(cfg.threads)
     rank, _, _ = setup_processes(cfg.device)
     t0 = time.time()
@@ -298,7 +302,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    check_replaceable(cfg.out, "recipes.train_lm")  # never over a folder of anything else
+    check_output(cfg.out, "recipes.train_lm", cfg.overwrite)  # never over another folder, nor unasked
 
     from probes.models.recurrent import RecurrenceConfig, RecurrentLM
 
@@ -407,9 +411,9 @@ def main(argv: list[str] | None = None) -> None:
     elif stage == "finetune":
         finetune(cfg)
     else:
-        pretrain(PretrainConfig(out=cfg.work))
-        finetune(FinetuneConfig(init=cfg.work, out=cfg.base_out))
-        finetune(FinetuneConfig(init=cfg.work, out=cfg.recurrent_out, recurrent=True))
+        pretrain(PretrainConfig(out=cfg.work, overwrite=cfg.overwrite))
+        finetune(FinetuneConfig(init=cfg.work, out=cfg.base_out, overwrite=cfg.overwrite))
+        finetune(FinetuneConfig(init=cfg.work, out=cfg.recurrent_out, recurrent=True, overwrite=cfg.overwrite))
 
 
 if __name__ == "__main__":

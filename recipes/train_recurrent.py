@@ -42,11 +42,13 @@ targets, so padding does not tilt the mean). The state is saved every ``--save-e
 ``--max-minutes`` (then exit 75); the same command resumes it (``--no-resume`` starts over), with
 the result of an uninterrupted run: each step's data is drawn from seed and step alone. In frozen
 mode the state holds only the module's parameters, not a copy of the base. It lives in
-``.<out>.state/`` beside the output folder and is removed once the final folder is written.
+``.<out>.state/`` beside the output folder and is removed once the final folder is written. The output
+goes to ``out/checkpoints/<model>-recurrent`` unless ``--out`` names a folder; an existing output folder is
+replaced only with ``--overwrite`` (and only if this recipe wrote it).
 
     $ python -m recipes.train_recurrent --model smollm2-135m --mode frozen --window 128 --overlap 0 \\
           --windows-per-sequence 3 --steps 60 --warmup 10 --batch-size 2 --threads 1 --save-every 10 \\
-          --out checkpoints/smollm2-135m-recurrent
+          --out checkpoints/smollm2-135m-recurrent --overwrite     # the committed module
     $ python -m recipes.train_recurrent ... --max-minutes 9     # a piece; the same command continues
     $ python -m recipes.train_recurrent --model smollm2-135m --mode full --device cuda --steps 2000 \\
           --out out/train/smollm2-135m-recurrent-full
@@ -71,7 +73,7 @@ from probes.capture.windows import check_window, plan
 from probes.config import arg, check_device, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
-from recipes.loop import Loop, ScaleConfig, check_replaceable, provenance, run_command, state_dir, warmup_cosine
+from recipes.loop import Loop, ScaleConfig, check_output, provenance, run_command, state_dir, warmup_cosine
 
 
 @dataclass
@@ -79,7 +81,7 @@ class Config(ScaleConfig):
     """Train the recurrence module on a pretrained causal LM: frozen base (CPU) or full fine-tuning (GPU)."""
 
     model: str = arg("smollm2-135m", "the base causal LM (a checkpoints.yaml name: Llama, Gemma-3 or GPT-2 family)")
-    out: str = arg("", "output folder (default: checkpoints/<model>-recurrent)")
+    out: str = arg("", "output folder (default: out/checkpoints/<model>-recurrent)")
     mode: str = arg("frozen", "frozen: train only the recurrence module; full: the whole model too",
                     choices=["frozen", "full"])
     baseline: bool = arg(False, "full mode: fine-tune the base WITHOUT recurrence (the fair baseline of full mode)")
@@ -103,7 +105,7 @@ class Config(ScaleConfig):
     threads: int = arg(2, "torch intra-op threads (CPU)", min=1)
 
     def out_path(self) -> Path:
-        return Path(self.out or f"checkpoints/{self.model}-recurrent")
+        return Path(self.out or f"out/checkpoints/{self.model}-recurrent")
 
 
 # ----------------------------------------------------------------------------- data
@@ -220,7 +222,7 @@ def build(cfg: Config):
 def train(cfg: Config) -> Path:
     from tqdm.auto import tqdm
 
-    check_replaceable(cfg.out_path(), "recipes.train_recurrent")  # never over a folder of anything else
+    check_output(cfg.out_path(), "recipes.train_recurrent", cfg.overwrite)  # never over another folder, nor unasked
 
     if cfg.baseline and cfg.mode != "full":
         raise ProbeError("--baseline needs --mode full (in frozen mode the baseline is the base model unchanged)")

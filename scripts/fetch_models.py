@@ -35,7 +35,7 @@ original bf16 ones; ``provenance.json`` in the folder says so and records the wh
 versions and sha256s, the GGUF's sha256 and the converted weights' sha256 (checked on every later
 run: a folder whose weights do not match its provenance is fetched again).
 
-Three more encoders (issue 28) come in formats transformers does not read, and are converted by
+Three more encoders come in formats transformers does not read, and are converted by
 ``probes.models.converters`` (readers written there; ``convert_packed``) into float32 folders without a
 pooling layer, with the same ``provenance.json`` (the packed file's sha256 in place of the GGUF's)
 (the three, and where each comes from: ``scripts/model_pins.py``).

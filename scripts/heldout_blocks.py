@@ -1,4 +1,4 @@
-"""Per-block held-out MLM loss of a trained checkpoint (issue 27): the units of the MLM-loss bootstrap.
+"""Per-block held-out MLM loss of a trained checkpoint: the units of the MLM-loss bootstrap.
 
 ``recipes.train`` scores the first ``eval_blocks`` held-out blocks with a fixed masking seed (seed + 1)
 and records one mean (``heldout_loss`` in train_config.json). This script re-runs that evaluation on
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from recipes.mlm_data import SPECIALS, masked_batch, sentence_blocks, shared_tokenizer  # noqa: E402
-from recipes.train import ARCHS, TrainConfig  # noqa: E402
+from recipes.train import ARCHS, EVAL_BATCH, TrainConfig  # noqa: E402
 
 FILE = "heldout_blocks.csv"
 
@@ -59,15 +59,16 @@ def load_model(folder: Path, arch: str):
 
 
 def heldout_data(cfg: TrainConfig):
-    """(tokenizer, held-out blocks) as recipes.train.build_data makes them, without tokenizing the
+    """(tokenizer, held-out blocks) as recipes.mlm_data.MLMData.load makes them, without tokenizing the
     training part (the recipe's tokenizer folder must exist)."""
     from probes.corpus import corpus_split, load_corpus
 
     full = load_corpus(cfg.corpus)
-    folder = Path(cfg.tokenizer) if cfg.tokenizer else Path(cfg.out_dir) / f"wordpiece-{cfg.vocab_size}"
+    folder = cfg.tokenizer_folder(cfg.out_dir)
     if not (folder / "tokenizer.json").exists():
         raise SystemExit(f"no tokenizer in {folder}: the recipe's shared tokenizer is needed")
-    tokenizer = shared_tokenizer(folder, [], cfg, full.identity())
+    tokenizer, _ = shared_tokenizer(folder, [], full.identity(), cfg.vocab_size, cfg.max_positions,
+                                    same_corpus=not cfg.tokenizer)
     return tokenizer, sentence_blocks(tokenizer, corpus_split(full, "heldout"), cfg.seq_len)
 
 
@@ -91,10 +92,9 @@ def block_losses(model, arch_name: str, blocks, cfg: TrainConfig, tokenizer, amp
     sums, counts = np.zeros(len(use)), np.zeros(len(use), dtype=np.int64)
     autocast = (torch.autocast("cpu", dtype=getattr(torch, amp)) if amp and amp not in ("float32", "none")
                 else contextlib.nullcontext())
-    for b in range(0, len(use), 32):
-        rows = list(range(b, min(b + 32, len(use))))
-        ids, corrupted, mask, selected = masked_batch(use, rows, tokenizer.pad_token_id, specials, tokenizer,
-                                                       len(tokenizer), cfg.mask_prob, gen)
+    for b in range(0, len(use), EVAL_BATCH):
+        rows = list(range(b, min(b + EVAL_BATCH, len(use))))
+        ids, corrupted, mask, selected = masked_batch(use, rows, tokenizer, specials, cfg.mask_prob, gen)
         if not int(selected.sum()):
             continue
         n = int(mask.sum(1).max())

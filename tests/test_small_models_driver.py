@@ -97,3 +97,16 @@ def test_run_gpt2_reports_the_worst_fine_tune(tmp_path, monkeypatch, codes, expe
                for n, c in zip("ab", codes)]
     with open(tmp_path / "log", "w") as log:
         assert driver.run_gpt2(stages, log) == expected
+
+
+def test_every_run_names_its_folder_and_may_replace_it():
+    """The recipes write under out/ and never replace a folder unasked: the driver names checkpoints/ and passes
+    --overwrite, and a folder recorded without that flag still counts as done."""
+    cfg = config()
+    enc = driver.encoder_command("bert-small", cfg, 300, "checkpoints")
+    assert enc[enc.index("--out-dir") + 1] == "checkpoints" and "--overwrite" in enc
+    stages = driver.gpt2_stages(cfg, None, "checkpoints")
+    assert all("--overwrite" in c for c in stages)
+    assert [c[c.index("--out") + 1] for c in stages[1:]] == ["checkpoints/gpt2-small-base",
+                                                              "checkpoints/gpt2-small-recurrent"]
+    assert "overwrite" not in driver.command_settings(enc)

@@ -1,20 +1,23 @@
 """recipes.train: a few steps of each architecture on a tiny config and corpus.
 
 Loss finite, the folder complete (weights in float16, config, tokenizer, training config, loss log)
-and written atomically, loadable through probes.load from a registry entry, and the same seed
-gives the same weights and losses.
+and written atomically with the umask's file modes, loadable through probes.load from a registry entry,
+and the same seed gives the same weights and losses. Without --out-dir the recipe writes under out/, and
+an existing model folder is replaced only with --overwrite.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 
 import numpy as np
 import pytest
 from safetensors.torch import load_file
 
 import probes
+from probes.config import run_main
 from probes.corpus import DEFAULT_CORPUS_DIR
 from probes.errors import ProbeError
 from recipes.mlm_data import pack_blocks
@@ -55,7 +58,7 @@ def test_each_arch_trains_and_saves(arch, trained):
     assert folder == out / f"{arch}-small"
     assert {"model.safetensors", "config.json", "tokenizer.json", "train_config.json", "train_log.csv"} <= \
         {p.name for p in folder.iterdir()}
-    assert not list(out.glob(".*partial*"))  # written atomically: no work folder left behind
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no work or state folder left behind
     rows = log_rows(folder)
     assert [int(r["step"]) for r in rows] == [1, 2, 3]
     assert all(np.isfinite(float(r["loss"])) for r in rows)
@@ -113,7 +116,34 @@ def test_bad_arguments_are_one_line_errors(corpus, tmp_path, capsys):
     with pytest.raises(ProbeError, match="pass another --tokenizer folder"):
         train(tiny_cfg("slstm", corpus, tmp_path, tokenizer=str(tmp_path / "tok")))
     with pytest.raises(SystemExit) as e:
-        from analyses.common import run_main
-
         run_main(main, ["--arch", "slstm", "--seq-len", "4096", "--out-dir", str(tmp_path)])
     assert e.value.code == 2 and "error: --seq-len 4096" in capsys.readouterr().err
+
+
+def test_default_output_is_under_out_and_a_model_is_replaced_only_with_overwrite(corpus, tmp_path, monkeypatch,
+                                                                                   capsys):
+    """The defaults never write into the committed checkpoints/: out/checkpoints/<arch>-small. A second run
+    into a finished folder is one error line (exit 2) and leaves it as it was; --overwrite replaces it. Every
+    file written has the mode a new file gets under the umask (safetensors' save_file makes 0600 ones)."""
+    monkeypatch.chdir(tmp_path)
+    args = ["--arch", "bert", "--corpus", str(corpus), "--vocab-size", "200", "--width", "16", "--layers", "1",
+            "--heads", "2", "--intermediate", "32", "--max-positions", "64", "--seq-len", "48", "--batch-size", "4",
+            "--steps", "2", "--warmup", "1", "--eval-blocks", "4", "--no-progress"]
+    main(args)
+    folder = tmp_path / "out" / "checkpoints" / "bert-small"
+    first = (folder / "model.safetensors").read_bytes()
+    umask = os.umask(0)
+    os.umask(umask)
+    modes = {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777)
+             for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert len(modes) > 8 and set(modes.values()) == {oct(0o666 & ~umask)}, modes
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        run_main(main, [*args, "--seed", "1"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1 and "--overwrite" in err
+    assert (folder / "model.safetensors").read_bytes() == first
+    main([*args, "--seed", "1", "--overwrite"])
+    assert (folder / "model.safetensors").read_bytes() != first
+    assert json.loads((folder / "train_config.json").read_text())["config"]["seed"] == 1
+    assert not [p.name for p in folder.parent.iterdir() if p.name.startswith(".")]

@@ -135,6 +135,8 @@ def test_resume_gives_the_uninterrupted_result(name, corpus, tmp_path):
     info = json.loads((done / "training_config.json").read_text())
     assert info["mode"] == "frozen" and info["command"].startswith("python -m recipes.train_recurrent")
     assert info["trained_parameters"] == sum(v.numel() for v in a.values())
+    with pytest.raises(ProbeError, match="pass --overwrite"):  # a finished folder is replaced only when asked
+        train(cfg(name, corpus, tmp_path / "part"))
     rows = _rows(done)
     assert rows[1]["base_loss"] != "" and rows[0]["base_loss"] == ""  # controls every 2 steps
 

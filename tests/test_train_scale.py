@@ -98,7 +98,7 @@ def test_grad_accumulation_takes_the_same_steps(corpus, tmp_path, reference):
     a, b = weights(reference), weights(two)
     assert max(float(np.abs(a[k] - b[k]).max()) for k in a) < 1e-4
     with pytest.raises(ProbeError, match="divisible by processes x --grad-accum"):
-        train(cfg(corpus, tmp_path, tokenizer=tok, grad_accum=3))
+        train(cfg(corpus, tmp_path, tokenizer=tok, grad_accum=3, overwrite=True))
 
 
 def test_a_state_from_other_settings_is_refused(corpus, tmp_path, reference):
@@ -158,3 +158,5 @@ def test_causal_lm_pretraining_resumes_exactly(corpus, tmp_path):
     assert (ref / "loss.csv").read_text().splitlines()[1:] != []
     assert [r.split(",")[:2] for r in (ref / "loss.csv").read_text().splitlines()] == \
         [r.split(",")[:2] for r in (done / "loss.csv").read_text().splitlines()]
+    with pytest.raises(ProbeError, match="pass --overwrite"):  # checked before any training
+        pretrain(PretrainConfig(out=str(ref), **kw))

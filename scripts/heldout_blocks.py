@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import io
 import json
 import sys
 import time
@@ -33,6 +34,7 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from probes.io import atomic_write  # noqa: E402
 from recipes.mlm_data import SPECIALS, masked_batch, sentence_blocks, shared_tokenizer  # noqa: E402
 from recipes.train import ARCHS, EVAL_BATCH, TrainConfig  # noqa: E402
 
@@ -120,10 +122,11 @@ def writesentence_blocks(folder: Path, corpus: str | None = None) -> dict:
     if doc.get("heldout_masked_tokens") not in (None, int(counts.sum())):
         raise SystemExit(f"{folder}: {int(counts.sum())} masked held-out tokens, the record says "
                          f"{doc['heldout_masked_tokens']}: not the data it was trained on")
-    with open(folder / FILE, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["block", "loss_sum", "masked_tokens"])
-        w.writerows((i, f"{s:.6f}", int(c)) for i, (s, c) in enumerate(zip(sums, counts)))
+    table = io.StringIO()
+    w = csv.writer(table, lineterminator="\n")
+    w.writerow(["block", "loss_sum", "masked_tokens"])
+    w.writerows((i, f"{s:.6f}", int(c)) for i, (s, c) in enumerate(zip(sums, counts)))
+    atomic_write(folder / FILE, table.getvalue().encode("utf-8"))
     total = float(sums.sum() / max(counts.sum(), 1))
     return {"folder": str(folder), "blocks": len(sums), "masked_tokens": int(counts.sum()), "loss": total,
             "recorded_loss": doc.get("heldout_loss"), "recorded_masked_tokens": doc.get("heldout_masked_tokens"),

@@ -1,7 +1,7 @@
 """Files that are either complete or absent: one atomic write, one folder replace, strict JSON.
 
-* :func:`atomic_write` writes bytes to a temporary sibling and renames it into place; :func:`atomic_path`
-  does the same for a writer that takes a file name (``torch.save``).
+* :func:`atomic_write` writes bytes to a temporary sibling and renames it into place (:func:`atomic_text`:
+  text as UTF-8); :func:`atomic_path` does the same for a writer that takes a file name (``torch.save``).
 * :func:`write_folder` fills a temporary sibling folder, then :func:`replace_folder` renames it
   over the destination (the old folder is removed only after the new one is in place); its files get the
   umask's default mode (:func:`default_modes`), whatever mode their writers gave them.
@@ -62,6 +62,11 @@ def default_modes(folder: Path) -> None:
     for p in Path(folder).rglob("*"):
         if p.is_file() and not p.is_symlink():
             os.chmod(p, mode)
+
+
+def atomic_text(path: Path, text: str) -> None:
+    """:func:`atomic_write` of ``text`` encoded as UTF-8."""
+    atomic_write(path, text.encode("utf-8"))
 
 
 def replace_folder(src: Path, dest: Path) -> None:

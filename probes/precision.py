@@ -4,14 +4,20 @@
   the states are cast to float32 before anything else touches them (sentence vectors, maps, cache).
 * ``--cache-dtype`` (:data:`CACHE_DTYPES`) is how the states are stored: float16 (default; 2 bytes
   per number: bytes per token per layer = 2 x d) or float32 (exact). A state that float16 cannot
-  hold (|x| > 65504, NaN, inf) is never stored rounded to inf: :func:`float16_problem` names it and
-  the extraction falls back to float32 for the whole entry (see probes.capture.activations).
+  hold is never stored rounded to inf or to zero: :func:`float16_problem` names it and the
+  extraction falls back to float32 for the whole entry (see probes.capture.extract). Float16 cannot
+  hold a value beyond +-65504, NaN or inf, nor a state vector (a row: the last axis, d numbers)
+  whose root-mean-square is below :data:`FLOAT16_TINY` (6.1e-5, the smallest normal float16) without
+  being all zeros: its numbers would become subnormal or zero and lose float16's relative precision.
 * :class:`Float32View` is how a float16 array is handed to the analyses: a read-only wrapper whose
   indexing returns float32 copies, so ``acts.hidden[l, a:b]`` is float32 and nothing can compute in
   float16 by accident (``view.mean()`` does not exist; ``np.asarray(view)`` is float32).
 
 Rounding to float16 changes a number by at most 2**-11 of its size (relative error <= 4.9e-4 for
-|x| >= 6.1e-5; below that, absolute error <= 3e-8).
+|x| >= 6.1e-5; below that, absolute error <= 2**-25 = 3e-8). So a row x of d numbers is stored with
+||round(x) - x|| <= sqrt(2**-22 ||x||**2 + d 2**-50), which is <= sqrt(2) 2**-11 ||x|| exactly when
+||x|| / sqrt(d) >= 2**-14 = FLOAT16_TINY: the row rule above keeps every stored state within sqrt(2)
+times float16's relative rounding, and states of 1e-9 (all flushed to zero) fall back to float32.
 
     $ python -c "import numpy as np; from probes.precision import Float32View as V; print(V(np.ones(3, 'f2'))[:2])"
 """
@@ -28,6 +34,7 @@ from probes.errors import ProbeError
 FORWARD_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CACHE_DTYPES = {"float16": np.float16, "float32": np.float32}
 FLOAT16_MAX = float(np.finfo(np.float16).max)  # 65504
+FLOAT16_TINY = float(np.finfo(np.float16).smallest_normal)  # 2**-14 = 6.1e-5: smaller numbers are subnormal
 
 
 def forward_dtype(name: str | torch.dtype | None) -> torch.dtype:
@@ -55,16 +62,38 @@ def cache_np_dtype(name: str) -> np.dtype:
     return np.dtype(CACHE_DTYPES[name])
 
 
-def float16_problem(x: np.ndarray, what: str) -> str | None:
-    """Why the float32 array ``x`` cannot be stored as float16 (a value beyond +-65504, NaN or inf), or None."""
-    if x.size == 0:
+def float16_rows_ok(norms: torch.Tensor, d: int) -> bool:
+    """The fast screen of :func:`float16_problem` from the rows' L2 norms (any shape, float32): True when
+    every norm is finite, at most FLOAT16_MAX (then no number exceeds it) and either 0 or at least
+    ``sqrt(d) * FLOAT16_TINY``. False says only "look closer": :func:`float16_problem` decides."""
+    if norms.numel() == 0:
+        return True
+    top = float(norms.max())  # NaN propagates through max
+    if not (math.isfinite(top) and top <= FLOAT16_MAX):
+        return False
+    return not bool(((norms > 0) & (norms < math.sqrt(d) * FLOAT16_TINY)).any())
+
+
+def float16_problem(x: np.ndarray | torch.Tensor, what: str) -> str | None:
+    """Why the float32 array ``x`` (..., d) cannot be stored as float16, or None: NaN or inf, a number
+    beyond +-65504, or a row (the last axis) that is not all zeros but whose root-mean-square is below
+    FLOAT16_TINY (its numbers would be stored subnormal or zero, see the module docstring)."""
+    t = torch.as_tensor(x)
+    if t.numel() == 0:
         return None
-    hi, lo = float(x.max()), float(x.min())  # NaN propagates through max/min; no temporary array
-    if not (math.isfinite(hi) and math.isfinite(lo)):
+    t = t.float()
+    if not bool(torch.isfinite(t).all()):
         return f"{what} holds NaN or inf"
-    big = max(hi, -lo)
+    big = float(t.abs().max())
     if big > FLOAT16_MAX:
         return f"{what} holds |x| = {big:.4g} > {FLOAT16_MAX:g}, the largest float16"
+    rows = t.reshape(-1, t.shape[-1]) if t.ndim else t.reshape(1, 1)
+    rms = torch.linalg.vector_norm(rows, dim=-1) / math.sqrt(rows.shape[-1])
+    tiny = (rms > 0) & (rms < FLOAT16_TINY)
+    if bool(tiny.any()):
+        return (f"{what} has {int(tiny.sum())} of {len(rms)} rows of root-mean-square down to "
+                f"{float(rms[tiny].min()):.3g} < {FLOAT16_TINY:.3g}, the smallest normal float16 "
+                "(they would be stored as subnormals or zeros)")
     return None
 
 

@@ -7,6 +7,8 @@ of one model (``--model``), those older than ``--older-than`` DAYS, the stale on
 or those matching all the filters given; each under the entry's lock, so an extraction in progress is never cut:
 an entry another process holds is skipped with a note.
 
+Without ``--cache`` or ``--out`` it works on the Python API's per-user cache (``PROBES_CACHE``, else
+``$XDG_CACHE_HOME/probes``, else ``~/.cache/probes``); the analyses' command lines cache under ``<out>/cache``.
 Only what the suite made is ever deleted: ``--cache`` must be a cache root (its ``CACHEDIR.TAG`` marker, written
 with the first entry; a cache from before the marker is known by its ``.locks`` folder), else nothing is touched
 and the command exits 2 (``--cache out`` names the output root, not ``out/cache``). Below it, a folder is an entry
@@ -14,7 +16,8 @@ only if its name is a cache key and its ``meta.json`` (a partial entry: ``done.j
 cache's own; any other folder (listed as ``foreign``; an entry with a damaged ``meta.json`` as ``unreadable``) is
 skipped by ``remove`` with a note, and left for a person to delete.
 
-    $ python -m probes.capture.cache list --out out        # the same as --cache out/cache
+    $ python -m probes.capture.cache list                  # the Python API's per-user cache
+    $ python -m probes.capture.cache list --out out        # the analyses' cache: the same as --cache out/cache
     $ python -m probes.capture.cache remove --model minilm-l6 --older-than 30
     $ python -m probes.capture.cache remove --stale
 """
@@ -32,11 +35,11 @@ from pathlib import Path
 from probes.capture.store import (
     CACHE_FORMAT,
     CACHE_TAG,
-    DEFAULT_CACHE_DIR,
     entry_bytes,
     entry_lock,
     human_bytes,
     is_cache_root,
+    user_cache_dir,
 )
 from probes.config import arg, parse_config, run_main
 from probes.errors import ProbeError
@@ -52,7 +55,8 @@ class Config:
 
     command: str = arg("list", "list the entries, or remove those matching --model / --older-than",
                        choices=["list", "remove"], positional=True)
-    cache: str = arg(str(DEFAULT_CACHE_DIR), "the cache folder (<out>/cache of the analyses)")
+    cache: str = arg("", "the cache folder (default: the Python API's per-user cache, PROBES_CACHE or "
+                         "$XDG_CACHE_HOME/probes or ~/.cache/probes; the analyses' is <out>/cache)")
     out: str = arg("", "output root, as every analysis takes it: the cache is <out>/cache (instead of --cache)")
     model: str = arg("", "only the entries of this model (the folder name below the cache)")
     older_than: float = arg(-1.0, "only entries older than this many days (-1: any age)", min=-1.0)
@@ -135,7 +139,7 @@ def _age(days: float) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv)
-    cache = Path(cfg.out) / "cache" if cfg.out else Path(cfg.cache)
+    cache = Path(cfg.out) / "cache" if cfg.out else Path(cfg.cache) if cfg.cache else user_cache_dir()
     if not cache.is_dir():
         raise ProbeError(f"--cache {cache} is not a folder")
     if cfg.command == "remove" and not cfg.model and cfg.older_than < 0 and not cfg.stale:

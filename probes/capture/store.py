@@ -3,18 +3,22 @@
 An entry is ``<cache>/<model>/<key>/``: ``meta.json`` (capture settings, texts, tokens, checksums) and one
 ``.npy`` per array (``hidden``, ``sentence``, ``offsets``, ``token_ids``, ``special``, ``map.<name>`` and its
 offsets). :func:`cache_key` hashes model identity + inputs + settings: equal keys mean equal activations.
+The Python API's cache is a per-user folder (:func:`user_cache_dir`: ``PROBES_CACHE``, else
+``$XDG_CACHE_HOME/probes``, else ``~/.cache/probes``); the analyses' command lines use ``<out>/cache``.
 
-* Writing: the arrays are filled in ``<entry>.partial/`` (memory-mapped, :func:`open_work`); each finished
-  chunk is recorded in ``done.json`` with its checksum (:func:`save_done`), so an interrupted extraction resumes
-  where it stopped and a finished chunk whose bytes changed since is run again. :func:`finalise_entry` writes
-  the small arrays and meta.json and renames the folder into place in one step, so a reader never sees half an
-  entry; :func:`check_complete` refuses to finalise unless every chunk, text and token asked for was written.
+* Writing (:mod:`probes.capture.work`): the arrays are filled in ``<entry>.partial/``; each finished chunk is
+  recorded in ``done.json`` with its checksum, so an interrupted extraction resumes where it stopped and a
+  finished chunk whose bytes changed since is run again; a full disk is one error line, never a SIGBUS.
+  :func:`finalise_entry` writes the small arrays and meta.json and renames the folder into place in one step,
+  so a reader never sees half an entry; :func:`check_complete` refuses to finalise unless every chunk, text and
+  token asked for was written.
 * Locking: one process at a time writes an entry (:func:`entry_lock`, ``<cache>/.locks/<model>.<key>.lock``,
   filelock); a second process waits, then reads the finished entry.
 * Checking: every file is checksummed (sha256 per 16 MiB block, and meta.json's content) when written and
   checked by :func:`read_entry`; a damaged entry is removed with a warning and extracted again
   (:func:`open_entry`). ``PROBES_CACHE_VERIFY=quick`` checks sizes, headers, files up to 8 blocks entirely and
-  every 8th block of bigger ones instead of every byte.
+  every 8th block of bigger ones instead of every byte; the activations then say so
+  (``meta["cache_verify"]``, which a result records with its activations).
 * Float16 storage (probes.precision): read back, a float16 array is a read-only
   :class:`~probes.precision.Float32View` whose every read is float32.
 
@@ -24,10 +28,8 @@ offsets). :func:`cache_key` hashes model identity + inputs + settings: equal key
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
-import math
 import os
 import shutil
 import sys
@@ -37,16 +39,40 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock
 
-from probes.capture import distributed
 from probes.capture.activations import Activations
+from probes.capture.work import CACHE_TAG, CACHE_TAG_TEXT, cache_write_errors, mark_cache
 from probes.checkpoints.registry import CheckpointSpec
 from probes.errors import ProbeError
+from probes.io import atomic_text
 from probes.precision import float32_face
 
 CACHE_FORMAT = 4  # bump when the layout on disk changes: older entries are re-extracted (3: checksums; 4: float16)
-DEFAULT_CACHE_DIR = Path(os.environ.get("PROBES_CACHE", "out/cache"))
 CHECK_BLOCK = 16 * 2**20  # bytes per checksummed block of an entry's files
 QUICK_STRIDE = 8  # PROBES_CACHE_VERIFY=quick checks every QUICK_STRIDE-th block (+ first, last) of big files
+# what a damaged entry raises when read (EOFError: an emptied .npy; SyntaxError: a garbled .npy header)
+CORRUPT = (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError)
+__all__ = ["CACHE_TAG", "CACHE_TAG_TEXT", "mark_cache"]  # re-exported from probes.capture.work
+
+
+class _UserCache:
+    """The default ``cache_dir`` of :func:`probes.extract`: the folder :func:`user_cache_dir` names when called."""
+
+    def __repr__(self) -> str:
+        return "<the user cache: PROBES_CACHE, else $XDG_CACHE_HOME/probes, else ~/.cache/probes>"
+
+
+USER_CACHE = _UserCache()
+
+
+def user_cache_dir() -> Path:
+    """The Python API's cache folder, read when called: ``PROBES_CACHE`` if set, else ``$XDG_CACHE_HOME/probes``
+    (an absolute XDG_CACHE_HOME only, as the XDG spec says), else ``~/.cache/probes``; never the current folder
+    (a relative PROBES_CACHE is made absolute at once)."""
+    if os.environ.get("PROBES_CACHE"):
+        return Path(os.environ["PROBES_CACHE"]).expanduser().absolute()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "probes"
 
 
 def entry_lock(entry: Path | None, progress: bool, wait: bool = True):
@@ -82,7 +108,7 @@ def open_entry(entry: Path, repair: bool) -> Activations | None:
         return None
     try:
         return read_entry(entry)
-    except (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError) as e:  # EOFError: an emptied .npy
+    except CORRUPT as e:
         if repair:
             warnings.warn(f"activation cache {entry} is unreadable or damaged ({e}); removed, extracting again",
                           stacklevel=3)
@@ -101,50 +127,26 @@ def cache_key(spec: CheckpointSpec, inputs: list[str] | list[list[int]], setting
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def save_done(work: Path, key: str, state: dict, done: dict, c: int, lock: FileLock | None) -> None:
-    """Record the finished chunk ``c`` in ``work/done.json``; with ``lock`` (several writers), merged
-    into the records the other processes wrote there."""
-    if lock is None:
-        atomic_json(work / "done.json", {"key": key, **state, "chunks": {str(k): v for k, v in sorted(done.items())}})
-        return
-    with lock:
-        doc = json.loads((work / "done.json").read_text())
-        doc["chunks"][str(c)] = done[c]
-        atomic_json(work / "done.json", doc)
-
-
 def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool) -> None:
     """Write the small arrays and meta.json (with the checksums of every file) into ``work``, then rename it
     to ``entry``: the entry appears complete, in one step. ``acts`` holds the work folder's big arrays."""
     small = {"offsets": acts.offsets, "token_ids": acts.token_ids, "special": acts.special,
              **{f"map.{m}.offsets": o for m, o in acts.map_offsets.items()}}
-    with no_space(work):
+    with cache_write_errors(work):
         for name, arr in small.items():
             np.save(work / f"{name}.npy", arr, allow_pickle=False)
         doc = {"meta": acts.meta, "texts": acts.texts, "tokens": acts.tokens}
         doc["checksums"] = {"algorithm": "sha256", "block_bytes": CHECK_BLOCK, "doc": doc_digest(doc),
                             "files": {p.name: file_blocks(p) for p in sorted(work.glob("*.npy"))}}
-        (work / "meta.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
-    (work / "done.json").unlink()
-    shutil.rmtree(entry, ignore_errors=True)
-    os.replace(work, entry)  # the entry appears complete, in one step
+        atomic_text(work / "meta.json", json.dumps(doc, ensure_ascii=False))
+        (work / "done.json").unlink()
+        shutil.rmtree(entry, ignore_errors=True)
+        os.replace(work, entry)  # the entry appears complete, in one step
     if progress:
         stored = acts.meta["cache_dtype"]
         itemsize, d = np.dtype(stored).itemsize, acts.sentence.shape[-1]
         print(f"cache entry {entry}: {human_bytes(entry_bytes(entry))} ({stored}; "
               f"{itemsize * d} bytes per token per layer = {itemsize} x d)", flush=True)
-
-
-CACHE_TAG = "CACHEDIR.TAG"  # the cache root's marker (https://bford.info/cachedir/): probes.capture.cache removes
-CACHE_TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"  # entries only below a folder that has it
-                  "# an activation cache of the probes suite (python -m probes.capture.cache list --cache <folder>)\n")
-
-
-def mark_cache(root: Path) -> None:
-    """Write the cache marker ``<root>/CACHEDIR.TAG`` once (backup tools skip the folder too)."""
-    tag = root / CACHE_TAG
-    if not tag.exists():
-        atomic_text(tag, CACHE_TAG_TEXT)
 
 
 def is_cache_root(root: Path) -> bool:
@@ -156,12 +158,6 @@ def is_cache_root(root: Path) -> bool:
     except (OSError, ValueError):
         marked = False
     return marked or ((root / ".locks").is_dir() and not (root / ".locks").is_symlink())
-
-
-def atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def lock_path(entry: Path, suffix: str = "") -> Path:
@@ -177,96 +173,11 @@ def entry_bytes(entry: Path) -> int:
 
 def human_bytes(n: float) -> str:
     """1536 -> '1.5 KiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    raise AssertionError("unreachable")
-
-
-def open_work(work: Path | None, key: str, shapes: dict, state: dict) -> tuple[dict, dict]:
-    """Output arrays of dtype ``state["dtype"]``: in memory without a cache; else memory-mapped files
-    in ``work``, reused (with their records of finished chunks: {chunk: {texts, tokens, batch_size,
-    sha256}}) when an earlier run with the same key was interrupted; ``state`` then takes that run's
-    dtype (float32 after a fallback) and fallback reason."""
-    if work is None:
-        return {k: np.empty(s, np.float32) for k, s in shapes.items()}, {}
-    done = {}
-    path = work / "done.json"
-    if path.exists():
-        try:
-            doc = json.loads(path.read_text())
-            dtype = np.dtype(doc.get("dtype", "float32"))
-            if doc["key"] == key and all((a := np.load(work / f"{k}.npy", mmap_mode="r")).shape == s
-                                         and a.dtype == dtype for k, s in shapes.items()):
-                done = {int(c): dict(r) for c, r in doc["chunks"].items()}
-                state.update(dtype=dtype.name, fallback=doc.get("fallback"))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, SyntaxError):
-            done = {}
-    if not done:
-        shutil.rmtree(work, ignore_errors=True)
-    check_space(work, shapes, state["dtype"])  # a memory-mapped write to a full disk dies of SIGBUS: refuse first
-    if not done:
-        with no_space(work):
-            work.mkdir(parents=True)
-            mark_cache(work.parent.parent)
-            arrays = {k: np.lib.format.open_memmap(work / f"{k}.npy", "w+", np.dtype(state["dtype"]), s)
-                      for k, s in shapes.items()}
-            atomic_json(path, {"key": key, **state, "chunks": {}})
-        return arrays, done
-    return {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}, done
-
-
-SPACE_MARGIN = 8 * 2**20  # bytes kept free beyond an entry's arrays: meta.json, the small arrays, the file system
-
-
-def check_space(work: Path, shapes: dict, dtype: str) -> None:
-    """One line, before any array is written, unless the file system of ``work`` has room for the entry's arrays
-    (``shapes`` in ``dtype``; the bytes an interrupted run already wrote there count as written)."""
-    need = sum(math.prod(s) for s in shapes.values()) * np.dtype(dtype).itemsize
-    if work.is_dir():  # resuming: the finished chunks' pages are on disk already
-        need -= sum(p.stat().st_blocks * 512 for p in work.glob("*.npy"))
-    where = next(p for p in (work, *work.parents) if p.exists())
-    free = shutil.disk_usage(where).free
-    if free < max(need, 0) + SPACE_MARGIN:
-        raise ProbeError(f"no space left on {where} for the activation cache entry {work.name} "
-                         f"(needs {_mb(max(need, 0) + SPACE_MARGIN)} MB, {_mb(free)} MB free): free space or put "
-                         f"--out / PROBES_CACHE elsewhere; the same command then resumes")
-
-
-def _mb(n: float) -> str:
-    return f"{n / 2**20:.1f}"
-
-
-@contextlib.contextmanager
-def no_space(work: Path):
-    """A full disk (ENOSPC) while writing the entry ``work`` becomes one line naming it; only the resumable
-    ``.partial`` folder is left."""
-    try:
-        yield
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        free = shutil.disk_usage(next(p for p in (work, *work.parents) if p.exists())).free
-        raise ProbeError(f"no space left on {work.parent} while writing the activation cache entry {work.name} "
-                         f"({_mb(free)} MB free): free space and run the same command again to resume") from None
-
-
-def open_shared_work(work: Path, key: str, shapes: dict, state: dict) -> tuple[dict, dict]:
-    """:func:`open_work` for several processes: rank 0 creates (or resumes) the work folder; every
-    rank then gets rank 0's dtype, fallback and finished chunks, and memory-maps the same files."""
-    arrays, done = open_work(work, key, shapes, state) if distributed.is_main() else ({}, {})
-    got, done = distributed.broadcast((dict(state), done))
-    state.update(got)
-    if not distributed.is_main():
-        arrays = {k: np.load(work / f"{k}.npy", mmap_mode="r+") for k in shapes}
-    return arrays, done
-
-
-def atomic_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
+    return f"{n:.1f} GiB"
 
 
 def check_complete(done: dict, n_chunks: int, n_texts: int, n_tokens: int) -> None:
@@ -276,16 +187,6 @@ def check_complete(done: dict, n_chunks: int, n_texts: int, n_tokens: int) -> No
     if sorted(done) != list(range(n_chunks)) or texts != n_texts or tokens != n_tokens:
         raise RuntimeError(f"extraction incomplete: {len(done)} of {n_chunks} chunks, {texts} of {n_texts} texts, "
                            f"{tokens} of {n_tokens} tokens written; the cache entry is not finalised")
-
-
-def chunk_digest(dest: dict) -> str:
-    """sha256 over one chunk's slices of the output arrays (each contiguous per leading index)."""
-    h = hashlib.sha256()
-    for name in sorted(dest):
-        arr = dest[name]
-        for part in (arr if arr.ndim > 1 else [arr]):  # hidden[l, a:b], sentence[l, a:b]: contiguous rows
-            h.update(np.ascontiguousarray(part).data)
-    return h.hexdigest()
 
 
 def file_blocks(path: Path) -> dict:
@@ -301,6 +202,12 @@ def doc_digest(doc: dict) -> str:
     """sha256 of meta.json's content other than the checksums themselves."""
     body = {k: doc[k] for k in ("meta", "texts", "tokens")}
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+# meta["cache_verify"] of activations read under quick verification (a full check or a fresh entry adds nothing)
+QUICK_VERIFIED = (f"quick (PROBES_CACHE_VERIFY=quick): sizes, headers, small files and every {QUICK_STRIDE}th "
+                  f"{CHECK_BLOCK // 2**20} MiB block of big files matched their checksums; a damaged block that was "
+                  "not sampled would pass")
 
 
 def verify_mode() -> str:
@@ -355,7 +262,10 @@ def read_entry(entry: Path, full: bool | None = None, verify: bool = True) -> Ac
     if meta.get("format") != CACHE_FORMAT:
         raise ValueError(f"cache format {meta.get('format')} != {CACHE_FORMAT}")
     if verify:
-        verify_entry(entry, doc, full=verify_mode() == "full" if full is None else full)
+        full = verify_mode() == "full" if full is None else full
+        verify_entry(entry, doc, full=full)
+        if not full:  # the activations (and a result computed from them) say how little was checked
+            meta["cache_verify"] = QUICK_VERIFIED
 
     def load(name: str, mmap: bool = False) -> np.ndarray:
         path = entry / f"{name}.npy"

@@ -1,0 +1,139 @@
+"""One padded batch of a capture: run the encoder, check what float16 can hold, write the states in place.
+
+A chunk's texts (:class:`ChunkInputs`) run in batches (lists of their indices). :func:`run_batch` builds the
+right-padded batch in one vectorised step, runs the encoder, and writes straight into the chunk's staged
+output arrays (``dest``, see :mod:`probes.capture.work`), in the chunk's text order:
+
+    dest["hidden"]      # (layers, N_chunk, d): the chunk's tokens (the kept layers only)
+    dest["sentence"]    # (L+1, T_chunk, d)
+    dest["map.<name>"]  # flat, each text's (layers, K, n_t[, n_t]) in turn; only with maps
+
+Per kept layer the real tokens are gathered once, rounded once to the storage dtype (by torch) and scattered
+into their rows; no copy of all layers is made. Sentence vectors are pooled in float32 from a scratch copy
+(the encoder's outputs are never changed). With float16 storage every state, sentence vector and map is
+checked first (:func:`probes.precision.float16_problem`); one that float16 cannot hold raises
+:class:`NotFloat16`, and the capture starts again in float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from probes.errors import ProbeError
+from probes.models.encoder import Encoder, MapSpec
+from probes.precision import float16_problem, float16_rows_ok
+
+
+class NotFloat16(Exception):
+    """A captured state does not fit float16 (the message says which and why)."""
+
+
+@dataclass(frozen=True)
+class ChunkInputs:
+    """One chunk's texts, flat, with offsets into the chunk's staged arrays."""
+
+    lengths: np.ndarray  # (T_c,) tokens per text
+    offsets: np.ndarray  # (T_c+1,) rows of dest["hidden"] of each text
+    ids: np.ndarray  # (N_c,) int64 token ids, text after text
+    special: np.ndarray  # (N_c,) bool
+    maps: dict[str, MapSpec]
+    map_offsets: dict[str, np.ndarray]  # name -> (T_c+1,) into dest["map.<name>"]
+    keep: list[int] | None  # the layers whose token states are kept (None: all)
+
+    @classmethod
+    def of(cls, plan, c: int) -> ChunkInputs:
+        """Chunk ``c`` of a :class:`~probes.capture.plan.CapturePlan`."""
+        a, b = plan.chunks[c].start, plan.chunks[c].stop
+        lo, hi = int(plan.offsets[a]), int(plan.offsets[b])
+        return cls(plan.lengths[a:b], plan.offsets[a:b + 1] - lo, plan.token_ids[lo:hi], plan.special[lo:hi],
+                   plan.maps, {m: o[a:b + 1] - o[a] for m, o in plan.map_offsets.items()}, plan.keep)
+
+
+@torch.inference_mode()  # the encoders return inference tensors
+def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: dict[str, np.ndarray]) -> None:
+    """Run texts ``idx`` of ``chunk`` as one right-padded batch and write their states into ``dest``."""
+    # the padded batch in one step: row r holds text idx[r]; dst = each real token's row in the chunk
+    lengths = chunk.lengths[idx]
+    n = int(lengths.max())
+    mask_np = np.arange(n)[None, :] < lengths[:, None]  # (B, n)
+    dst = (chunk.offsets[idx][:, None] + np.arange(n)[None, :])[mask_np]  # (R,) row-major = text order
+    ids_np = np.full((len(idx), n), encoder.pad_id, dtype=np.int64)
+    ids_np[mask_np] = chunk.ids[dst]
+    special_np = np.zeros((len(idx), n), dtype=bool)
+    special_np[mask_np] = chunk.special[dst]
+    mask = torch.from_numpy(mask_np)
+    out = encoder.forward(torch.from_numpy(ids_np), mask.long(), maps=bool(chunk.maps))
+    hidden: Sequence[torch.Tensor] = out.hidden  # (L+1, B, n, d), stacked or one tensor per layer
+    if len(hidden) != encoder.num_layers + 1:
+        raise ProbeError(f"model '{encoder.name}' returned {len(hidden)} hidden states, not "
+                         f"{encoder.num_layers + 1} (the embeddings and every layer)")
+    dev = hidden[0].device
+    mask_d, special_d = mask.to(dev), torch.from_numpy(special_np).to(dev)
+    f16 = dest["sentence"].dtype == np.float16
+    store = torch.float16 if f16 else torch.float32
+    B, d = len(idx), hidden[0].shape[-1]
+    real = torch.from_numpy(np.flatnonzero(mask_np)).to(dev)  # (R,) the real tokens in the flat (B n) batch
+    rows = torch.from_numpy(dst)
+    out_hidden = torch.from_numpy(dest["hidden"])  # (layers, N_c, d): a view, written in place
+    for j, layer in enumerate(range(len(hidden)) if chunk.keep is None else chunk.keep):
+        x = hidden[layer].float()  # (B, n, d); float32 states: no copy
+        if f16 and not float16_rows_ok(torch.linalg.vector_norm(x, dim=-1)[mask_d], d):
+            _refuse(x[mask_d], f"a hidden state of layer {layer}")
+        # one gather of the real tokens, rounded once to the storage dtype, scattered into their rows
+        out_hidden[j].index_copy_(0, rows, x.reshape(B * n, d).to(store).index_select(0, real).cpu())
+    s = sentence_vectors(encoder, hidden, mask_d, special_d, torch.as_tensor(lengths).to(dev),
+                         out.sentence).cpu()  # (L+1, B, d) float32
+    if f16:
+        _refuse(s, "a sentence vector")
+    torch.from_numpy(dest["sentence"]).index_copy_(1, torch.from_numpy(idx), s.to(store))
+    if chunk.maps:
+        _write_maps(out, chunk, idx, dest, f16)
+
+
+def _refuse(x: torch.Tensor, what: str) -> None:
+    """NotFloat16 when float16 cannot hold ``x`` (float32, rows on the last axis)."""
+    if (why := float16_problem(x, what)) is not None:
+        raise NotFloat16(why)
+
+
+def sentence_vectors(encoder: Encoder, hidden: Sequence[torch.Tensor], mask: torch.Tensor, special: torch.Tensor,
+                     lengths: torch.Tensor, model_sentence: torch.Tensor | None) -> torch.Tensor:
+    """(L+1, B, d) float32 sentence vector per layer. hidden: L+1 of (B, n, d); mask, special (B, n) bool."""
+    kind = encoder.spec.sentence
+    if kind == "g":
+        if model_sentence is None:
+            raise ProbeError(f"model '{encoder.name}' is registered with sentence: g but returns no sentence node")
+        return model_sentence.float()
+    if kind == "cls":
+        return torch.stack([h[:, 0].float() for h in hidden])
+    if kind == "last":
+        rows = torch.arange(len(lengths), device=lengths.device)
+        return torch.stack([h[rows, lengths - 1].float() for h in hidden])
+    keep = mask & ~special  # mean over real, non-special tokens; all real tokens if a text has none
+    keep = torch.where(keep.any(1, keepdim=True), keep, mask)[:, :, None]  # (B, n, 1)
+    count = keep.sum(1, dtype=torch.float32)  # (B, 1)
+    scratch = torch.empty(hidden[0].shape, dtype=torch.float32, device=hidden[0].device)  # (B, n, d)
+    zero = torch.zeros((), dtype=torch.float32, device=hidden[0].device)
+    out = []
+    for h in hidden:  # the sum of the kept positions with zeros elsewhere: the same sum as over the masked batch
+        torch.where(keep, h.float(), zero, out=scratch)
+        out.append(scratch.sum(1) / count)
+    return torch.stack(out)
+
+
+def _write_maps(out, chunk: ChunkInputs, idx: np.ndarray, dest: dict, f16: bool) -> None:
+    """Each text's maps, padding cut off, into its run of the flat map arrays."""
+    batch_maps = {m: (out.attentions if m == "attention" else out.maps[m]).float().cpu() for m in chunk.maps}
+    if f16:
+        for m, v in batch_maps.items():
+            _refuse(v, f"map {m}")
+    for m, spec in chunk.maps.items():
+        flat, offsets, v = dest[f"map.{m}"], chunk.map_offsets[m], batch_maps[m]
+        for r, i in enumerate(idx):
+            # (layers, B, K, n[, n]) -> this text's (layers, K, n_i[, n_i])
+            cut = v[:, r][(slice(None), slice(None)) + (slice(0, int(chunk.lengths[i])),) * spec.token_axes]
+            flat[offsets[i]:offsets[i + 1]] = cut.reshape(-1).numpy()

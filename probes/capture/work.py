@@ -1,0 +1,347 @@
+"""An activation cache entry while it is written: its arrays, filled chunk by chunk, and the record of finished chunks.
+
+The big arrays (``hidden``, ``sentence``, ``map.<name>``) of an entry being extracted live in ``<entry>.partial/``
+as ``.npy`` files (:class:`WorkArrays`); without a cache, in memory. A chunk's part of each array (the chunk axis:
+axis 1 of ``hidden`` (L+1, N, d) and ``sentence`` (L+1, T, d), axis 0 of a flat map) is filled in a staging
+buffer, then written to the files with plain positioned writes (``os.pwrite``), one contiguous run per leading
+index. Nothing is ever written through a writable memory map, so a disk that fills up (even by another process)
+is an ``OSError``, never a ``SIGBUS``: the files' space is reserved when they are created
+(``os.posix_fallocate``, where the file system has it), and :func:`cache_write_errors` turns any ``OSError`` of
+a cache write into one :class:`~probes.errors.ProbeError` line, with the work folder left to resume.
+
+``done.json`` records the finished chunks (:func:`save_done`) with their checksums (:func:`chunk_digest`, from
+the staging buffer: the same bytes as the chunk's part of the files) and the :class:`StoreState` (the storage
+dtype, and why float32 when float16 was asked for); an interrupted extraction reopens it (:func:`open_work`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import io as _io
+import json
+import math
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from probes.capture import distributed
+from probes.errors import ProbeError
+from probes.io import atomic_text
+
+SPACE_MARGIN = 8 * 2**20  # bytes kept free beyond an entry's arrays: meta.json, the small arrays, the file system
+# the errors of a damaged or foreign done.json / .npy header in a work folder (then it is started afresh)
+UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, SyntaxError)
+
+
+@dataclass
+class StoreState:
+    """How an entry's big arrays are stored: ``dtype`` ("float16" or "float32") and, when float32 although
+    float16 was asked for, ``fallback``: why (a state float16 cannot hold, or no cache)."""
+
+    dtype: str
+    fallback: str | None = None
+
+    def to_float32(self, why: str) -> None:
+        self.dtype, self.fallback = "float32", why
+
+
+Spans = dict[str, tuple[int, int]]  # array name -> (start, stop) of one chunk along its chunk axis
+
+
+def chunk_axis(shape: tuple) -> int:
+    """The axis chunks cut: the token / text axis 1 of (layers, rows, d) arrays, axis 0 of a flat map."""
+    return 1 if len(shape) > 1 else 0
+
+
+class WorkArrays:
+    """The big output arrays of one capture, as ``{name: shape}`` in one dtype: in memory (``folder`` None) or
+    ``<folder>/<name>.npy`` files. :meth:`stage` gives the arrays one chunk is written into, :meth:`commit` puts
+    them in place (a no-op in memory, where they are views of the arrays), :meth:`read` the chunk's bytes as
+    they are in the files (to check a finished chunk of an interrupted run), :meth:`result` the whole arrays
+    (in memory: themselves; on disk: read-only memory maps)."""
+
+    def __init__(self, shapes: dict[str, tuple], dtype: str, folder: Path | None = None):
+        self.shapes, self.dtype, self.folder = {k: tuple(s) for k, s in shapes.items()}, np.dtype(dtype), folder
+        self.memory = {k: np.empty(s, self.dtype) for k, s in self.shapes.items()} if folder is None else None
+        self.fds: dict[str, int] = {}
+        self.header: dict[str, int] = {}  # bytes of each file's .npy header: where its data starts
+        self.buffers: dict[str, np.ndarray] = {}  # staging, reused from chunk to chunk
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def create(cls, folder: Path, shapes: dict, dtype: str) -> WorkArrays:
+        """New ``.npy`` files in ``folder`` (which exists) with their space reserved."""
+        work = cls(shapes, dtype, folder)
+        for name, shape in work.shapes.items():
+            head = _io.BytesIO()
+            np.lib.format.write_array_header_1_0(head, {"descr": np.lib.format.dtype_to_descr(work.dtype),
+                                                        "fortran_order": False, "shape": shape})
+            fd = work._open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+            _write_all(fd, memoryview(head.getvalue()), 0)
+            work.header[name] = head.tell()
+            reserve(fd, work.header[name], work.nbytes(name))
+        return work
+
+    @classmethod
+    def reopen(cls, folder: Path, shapes: dict, dtype: str) -> WorkArrays:
+        """The files an earlier (or another) process created in ``folder``; ValueError unless each has the
+        header and the size that ``shapes`` and ``dtype`` make (then nothing is ever read past its end)."""
+        work = cls(shapes, dtype, folder)
+        try:
+            for name, shape in work.shapes.items():
+                path = folder / f"{name}.npy"
+                with open(path, "rb") as f:
+                    version = np.lib.format.read_magic(f)
+                    if version not in ((1, 0), (2, 0)):
+                        raise ValueError(f"{path.name} has .npy format {version}, not one this suite writes")
+                    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                        np.lib.format.read_array_header_2_0
+                    got, fortran, got_dtype = read(f)
+                    start = f.tell()
+                if tuple(got) != shape or fortran or np.dtype(got_dtype) != work.dtype:
+                    raise ValueError(f"{path.name} holds {got_dtype} {tuple(got)}, not {work.dtype} {shape}")
+                if path.stat().st_size != start + work.nbytes(name):
+                    raise ValueError(f"{path.name} has {path.stat().st_size} bytes, not {start + work.nbytes(name)}")
+                work.header[name] = start
+                reserve(work._open(name, os.O_RDWR), start, work.nbytes(name))  # blocks a sparse file may still lack
+        except BaseException:
+            work.close()
+            raise
+        return work
+
+    def _open(self, name: str, flags: int) -> int:
+        fd = os.open(self.folder / f"{name}.npy", flags | getattr(os, "O_BINARY", 0), 0o666)
+        self.fds[name] = fd
+        return fd
+
+    def nbytes(self, name: str) -> int:
+        return math.prod(self.shapes[name]) * self.dtype.itemsize
+
+    # ------------------------------------------------------------------ chunks
+
+    def stage(self, spans: Spans) -> dict[str, np.ndarray]:
+        """The arrays to write one chunk into: ``{name: (lead, stop - start, rest) or (stop - start,)}``."""
+        if self.memory is not None:
+            return {k: a[:, slice(*spans[k])] if a.ndim > 1 else a[slice(*spans[k])] for k, a in self.memory.items()}
+        out = {}
+        for name, shape in self.shapes.items():
+            part = list(shape)
+            part[chunk_axis(shape)] = spans[name][1] - spans[name][0]
+            size = math.prod(part)
+            if name not in self.buffers or self.buffers[name].size < size:
+                self.buffers[name] = np.empty(size, self.dtype)
+            out[name] = self.buffers[name][:size].reshape(part)
+        return out
+
+    def commit(self, staged: dict[str, np.ndarray], spans: Spans) -> None:
+        """Write the staged chunk into the files (in memory it is in place already): one positioned write per
+        contiguous run (per layer of ``hidden`` and ``sentence``, one for a map)."""
+        if self.memory is not None:
+            return
+        item = self.dtype.itemsize
+        for name, shape in self.shapes.items():
+            start, stop = spans[name]
+            if stop == start:
+                continue
+            arr = staged[name]
+            if len(shape) == 1:
+                _write_all(self.fds[name], memoryview(arr).cast("B"), self.header[name] + start * item)
+                continue
+            row = math.prod(shape[2:]) * item  # bytes of one (token, ...) row
+            for lead in range(shape[0]):
+                at = self.header[name] + (lead * shape[1] + start) * row
+                _write_all(self.fds[name], memoryview(arr[lead]).cast("B"), at)
+
+    def read(self, spans: Spans) -> dict[str, np.ndarray]:
+        """The chunk's parts of the arrays as they are now (read-only views of the files)."""
+        whole = self.result()
+        return {k: a[:, slice(*spans[k])] if a.ndim > 1 else a[slice(*spans[k])] for k, a in whole.items()}
+
+    def sync(self) -> None:
+        """Flush the written chunks to the disk (before a chunk is recorded as done)."""
+        for fd in self.fds.values():
+            os.fsync(fd)
+
+    def result(self) -> dict[str, np.ndarray]:
+        """The whole arrays: in memory, or read-only memory maps of the files (sizes checked when opened)."""
+        if self.memory is not None:
+            return self.memory
+        return {k: np.memmap(self.folder / f"{k}.npy", self.dtype, "r", self.header[k], s) if math.prod(s)
+                else np.zeros(s, self.dtype) for k, s in self.shapes.items()}
+
+    def close(self) -> None:
+        """Close the files (the staging buffers go too)."""
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds, self.buffers = {}, {}
+
+
+def _write_all(fd: int, data: memoryview, offset: int) -> None:
+    """``os.pwrite`` until every byte is written (a write may take fewer bytes than given)."""
+    while len(data):
+        n = os.pwrite(fd, data, offset)
+        data, offset = data[n:], offset + n
+
+
+def reserve(fd: int, offset: int, length: int) -> None:
+    """Take the disk space of ``length`` bytes at ``offset`` now (``os.posix_fallocate``: ENOSPC here, before
+    anything is computed, rather than later); where the file system cannot, the file is only extended."""
+    if length <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, offset, length)
+        return
+    except AttributeError:  # no posix_fallocate on this platform (macOS, Windows)
+        pass
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP),
+                           getattr(errno, "ENOSYS", -1)):
+            raise
+    if os.fstat(fd).st_size < offset + length:
+        os.ftruncate(fd, offset + length)
+
+
+# ----------------------------------------------------------------------------- the work folder
+
+
+def open_work(work: Path | None, key: str, shapes: dict, state: StoreState) -> tuple[WorkArrays, dict]:
+    """The output arrays in ``state.dtype``: in memory without a cache; else files in ``work``, reused (with
+    their records of finished chunks: {chunk: {texts, tokens, batch_size, sha256}}) when an earlier run with
+    the same key was interrupted; ``state`` then takes that run's dtype (float32 after a fallback) and
+    reason. A damaged or foreign work folder is started afresh."""
+    if work is None:
+        return WorkArrays(shapes, state.dtype), {}
+    with cache_write_errors(work):
+        resumed = _resume(work, key, shapes)
+        if resumed is not None:
+            arrays, done, got = resumed
+            state.dtype, state.fallback = got.dtype, got.fallback
+            return arrays, done
+        shutil.rmtree(work, ignore_errors=True)
+        check_space(work, shapes, state.dtype)  # one clear line before anything is created
+        work.mkdir(parents=True)
+        mark_cache(work.parent.parent)
+        arrays = WorkArrays.create(work, shapes, state.dtype)
+        try:
+            atomic_text(work / "done.json", json.dumps({"key": key, **asdict(state), "chunks": {}}))
+        except BaseException:
+            arrays.close()
+            raise
+        return arrays, {}
+
+
+def _resume(work: Path, key: str, shapes: dict) -> tuple[WorkArrays, dict, StoreState] | None:
+    """(arrays, finished chunks, state) of an interrupted run with ``key`` in ``work``; None if there is none."""
+    path = work / "done.json"
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        got = StoreState(np.dtype(doc.get("dtype", "float32")).name, doc.get("fallback"))
+        done = {int(c): dict(r) for c, r in doc["chunks"].items()}
+        if doc["key"] != key or not done:
+            return None
+        check_space(work, shapes, got.dtype)
+        return WorkArrays.reopen(work, shapes, got.dtype), done, got
+    except UNREADABLE:
+        return None
+
+
+def open_shared_work(work: Path, key: str, shapes: dict, state: StoreState) -> tuple[WorkArrays, dict]:
+    """:func:`open_work` for several processes: rank 0 creates (or resumes) the work folder; every rank then
+    gets rank 0's state and finished chunks, and opens the same files."""
+    arrays, done = open_work(work, key, shapes, state) if distributed.is_main() else (None, {})
+    got, done = distributed.broadcast((asdict(state), done))
+    state.dtype, state.fallback = got["dtype"], got["fallback"]
+    if arrays is None:
+        with cache_write_errors(work):
+            arrays = WorkArrays.reopen(work, shapes, state.dtype)
+    return arrays, done
+
+
+def save_done(work: Path, key: str, state: StoreState, done: dict, c: int, lock=None) -> None:
+    """Record the finished chunk ``c`` in ``work/done.json``; with ``lock`` (several writers), merged into the
+    records the other processes wrote there."""
+    with cache_write_errors(work):
+        if lock is None:
+            chunks = {str(k): v for k, v in sorted(done.items())}
+            atomic_text(work / "done.json", json.dumps({"key": key, **asdict(state), "chunks": chunks}))
+            return
+        with lock:
+            doc = json.loads((work / "done.json").read_text())
+            doc["chunks"][str(c)] = done[c]
+            atomic_text(work / "done.json", json.dumps(doc))
+
+
+def chunk_digest(dest: dict) -> str:
+    """sha256 over one chunk's parts of the output arrays (each contiguous per leading index), in name order:
+    the staged arrays and the same parts read back from the files give the same digest."""
+    h = hashlib.sha256()
+    for name in sorted(dest):
+        arr = dest[name]
+        for part in (arr if arr.ndim > 1 else [arr]):  # hidden[l, a:b], sentence[l, a:b]: contiguous rows
+            h.update(np.ascontiguousarray(part).data)
+    return h.hexdigest()
+
+
+CACHE_TAG = "CACHEDIR.TAG"  # the cache root's marker (https://bford.info/cachedir/): probes.capture.cache removes
+CACHE_TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"  # entries only below a folder that has it
+                  "# an activation cache of the probes suite (python -m probes.capture.cache list --cache <folder>)\n")
+
+
+def mark_cache(root: Path) -> None:
+    """Write the cache marker ``<root>/CACHEDIR.TAG`` once (backup tools skip the folder too)."""
+    tag = root / CACHE_TAG
+    if not tag.exists():
+        atomic_text(tag, CACHE_TAG_TEXT)
+
+
+# ----------------------------------------------------------------------------- space and write errors
+
+
+def check_space(work: Path, shapes: dict, dtype: str) -> None:
+    """One line, before any array is written, unless the file system of ``work`` has room for the entry's arrays
+    (``shapes`` in ``dtype``; the bytes an interrupted run already wrote there count as written)."""
+    need = sum(math.prod(s) for s in shapes.values()) * np.dtype(dtype).itemsize
+    if work.is_dir():  # resuming: the finished chunks' pages are on disk already
+        need -= sum(p.stat().st_blocks * 512 for p in work.glob("*.npy"))
+    where = _existing(work)
+    free = shutil.disk_usage(where).free
+    if free < max(need, 0) + SPACE_MARGIN:
+        raise ProbeError(f"no space left on {where} for the activation cache entry {work.name} "
+                         f"(needs {_mb(max(need, 0) + SPACE_MARGIN)} MB, {_mb(free)} MB free): free space or put "
+                         f"--out / PROBES_CACHE elsewhere; the same command then resumes")
+
+
+def _existing(path: Path) -> Path:
+    return next(p for p in (path, *path.parents) if p.exists())
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2**20:.1f}"
+
+
+@contextlib.contextmanager
+def cache_write_errors(work: Path):
+    """Any ``OSError`` while writing the cache entry ``work`` (a full disk, a quota, a read-only or vanished
+    folder, an I/O error) becomes one line naming it; the work folder is left as it is, so the same command
+    resumes once the cause is gone."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            try:
+                free = f" ({_mb(shutil.disk_usage(_existing(work)).free)} MB free)"
+            except OSError:
+                free = ""
+            raise ProbeError(f"no space left on {work.parent} while writing the activation cache entry "
+                             f"{work.name}{free}: free space and run the same command again to resume") from None
+        raise ProbeError(f"cannot write the activation cache entry {work} ({e.strerror or e}"
+                         f"{f': {e.filename}' if e.filename else ''}): fix that and run the same command again "
+                         f"to resume, or put --out / PROBES_CACHE elsewhere") from None

@@ -1,0 +1,312 @@
+"""Intrinsic dimension per layer: the non-linear counterpart of the SVD redundancy k (S-LSTM §7.2, Table 6)
+
+Two nearest-neighbour estimators of the dimension of the manifold a layer's vectors lie on, as
+scikit-dimension (0.5) computes them:
+
+* **TwoNN** (Facco et al. 2017): per point the ratio mu_i = r2 / r1 of its second to first nearest-neighbour
+  distance, Pareto(1, d) distributed on a d-dimensional manifold of locally uniform density. Sorted
+  ratios, the largest ``--twonn-discard`` fraction left out (the paper's heuristic, default 10%), and the
+  line through the origin fitted to (log mu_(i), -log(1 - i / N)) by least squares: its slope is d.
+* **MLE** (Levina and Bickel 2005): per point m_i = (k - 1) / sum_{j<k} log(T_k / T_j) from its k nearest
+  neighbour distances T_1 <= ... <= T_k (``--mle-k``, default 20); combined over points with the
+  MacKay-Ghahramani correction (the default, ``--mle-combine mackay-ghahramani``): d = 1 / mean(1 / m_i),
+  i.e. the per-point log-ratio sums are averaged before inverting, which removes the upward bias of
+  averaging the m_i; ``--mle-combine mean`` gives Levina and Bickel's own arithmetic mean of the m_i.
+
+The nearest neighbours are exact Euclidean ones, searched in blocks of rows (:func:`nearest_neighbours`:
+never an N x N matrix, memory O(block + N k)). Identical vectors (a token type at the embedding layer of a
+model without positions; float16 rounding) have a distance of 0, for which both estimators are undefined:
+duplicates are removed first and each distinct vector counts once (the count is reported per layer).
+
+Intervals: percentile bootstrap over sentences. Resampling points with replacement and searching neighbours
+again would put copies of a point at distance 0 (both estimators break), and subsampling changes the density
+the estimators see. So each point keeps the per-point quantity its neighbours in the whole sample give
+(mu_i; 1 / m_i), and a resample of sentences recomputes the estimator on the resampled multiset of those
+values (a token goes with its sentence): the same fit of the empirical distribution of mu for TwoNN, the
+same mean for the MLE. The interval reflects which points were drawn, not neighbour noise; say so when
+comparing models.
+
+For every layer l = 0..L, on N random token occurrences (the anisotropy analysis's draw, special tokens
+excluded unless --keep-special) and on the sentence vectors.
+
+    $ python -m analyses.intrinsic_dimension --model minilm-l6 [--n-sentences 5000] [--n-tokens 5000] [--mle-k 20]
+
+Writes out/results/intrinsic_dimension/<model>.json (+ .csv) and out/figures/intrinsic-dimension.{png,pdf}.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln
+from tqdm.auto import tqdm
+
+from analyses import common, stats, style
+from analyses.common import SentenceConfig, activations_identity, arg, run_main, save_drawings
+from analyses.layer_points import LEVELS, clouds, draw_tokens, level_panel
+from probes.capture.activations import Activations
+from probes.errors import ProbeError
+
+BLOCK_ELEMENTS = 2**22  # distances per block of the neighbour search: 32 MiB of float64
+ESTIMATORS = {"twonn": "TwoNN (Facco et al. 2017)", "mle": "MLE (Levina and Bickel 2005)"}
+
+CAPTIONS = {
+    "intrinsic-dimension": "Intrinsic dimension of token vectors (top) and sentence vectors (bottom) at every "
+                           "layer: TwoNN (left) and the Levina-Bickel MLE (right), one line per model, band: 95% "
+                           "bootstrap interval over sentences. The number of dimensions a curved surface through "
+                           "the points needs locally, against the width of the layer (thousands of dimensions "
+                           "for a few tens of intrinsic ones is typical). Trained networks often rise in the "
+                           "first layers and fall again towards the output (Ansuini et al. 2019).",
+}
+
+
+@dataclass
+class Config(SentenceConfig):
+    """Intrinsic dimension (TwoNN, Levina-Bickel MLE) of token and sentence vectors at every layer."""
+
+    n_tokens: int = arg(5000, "random token occurrences per layer (the anisotropy analysis's draw)", min=3)
+    keep_special: bool = arg(False, "include special tokens ([CLS], [SEP], <s>, ...) in the token sample")
+    mle_k: int = arg(20, "MLE: nearest neighbours k per point (scikit-dimension's default)", min=2)
+    mle_combine: str = arg("mackay-ghahramani", "MLE: combine the per-point estimates by the inverse of the mean "
+                           "inverse (MacKay-Ghahramani) or by their mean (Levina-Bickel)",
+                           choices=("mackay-ghahramani", "mean"))
+    twonn_discard: float = arg(0.1, "TwoNN: fraction of the largest ratios r2/r1 left out of the fit", min=0.0,
+                               max=0.9)
+    resamples: int = arg(stats.RESAMPLES, "bootstrap resamples of sentences", min=1)
+
+
+# ----------------------------------------------------------------------------- neighbours
+
+
+def nearest_neighbours(X, k: int, block_elements: int = BLOCK_ELEMENTS) -> tuple[np.ndarray, np.ndarray]:
+    """(distances (N, k) ascending, indices (N, k)) of every row's k nearest other rows, exact Euclidean.
+    Rows are searched in blocks of at most ``block_elements`` distances (memory O(block + N k), never N x N);
+    the chosen neighbours' distances are recomputed from the differences (no cancellation for close points)."""
+    X = np.asarray(X, dtype=np.float64)
+    N = len(X)
+    if not 1 <= k < N:
+        raise ProbeError(f"need more than k = {k} points for a {k}-nearest-neighbour search, got {N}")
+    sq = np.einsum("ij,ij->i", X, X)
+    dist, idx = np.empty((N, k)), np.empty((N, k), dtype=np.int64)
+    rows = max(1, block_elements // N)
+    for s in range(0, N, rows):
+        e = min(N, s + rows)
+        D = sq[s:e, None] + sq[None, :] - 2 * (X[s:e] @ X.T)  # (rows, N) squared distances
+        D[np.arange(e - s), np.arange(s, e)] = np.inf  # not its own neighbour
+        part = np.argpartition(D, k - 1, axis=1)[:, :k]  # (rows, k) the k smallest, unordered
+        exact = np.linalg.norm(X[s:e, None, :] - X[part], axis=2)  # (rows, k)
+        order = np.argsort(exact, axis=1, kind="stable")
+        dist[s:e] = np.take_along_axis(exact, order, 1)
+        idx[s:e] = np.take_along_axis(part, order, 1)
+    return dist, idx
+
+
+def distinct(X, unit_of) -> tuple[np.ndarray, np.ndarray, int]:
+    """(distinct rows of X in their first occurrence's order, the unit of each, number of rows removed)."""
+    X = np.asarray(X)
+    _, first = np.unique(X, axis=0, return_index=True)
+    keep = np.sort(first)
+    return X[keep], np.asarray(unit_of)[keep], len(X) - len(keep)
+
+
+# ----------------------------------------------------------------------------- estimators
+
+
+def twonn_ratios(dist: np.ndarray) -> np.ndarray:
+    """mu_i = r2 / r1 per point from the first two neighbour distances ``dist`` (N, >= 2)."""
+    return dist[:, 1] / dist[:, 0]
+
+
+def twonn(mu, discard: float = 0.1, weights=None) -> np.ndarray | float:
+    """TwoNN's dimension from the ratios ``mu`` (N,) (Facco et al. 2017, scikit-dimension's linear fit): the
+    n_keep = int(N (1 - discard)) smallest ratios, F_i = i / N, slope of -log(1 - F) on log mu through 0.
+
+    ``weights`` (B, N): integer copies of each point in each of B resamples; the estimator is recomputed on
+    each resampled multiset (copies of a ratio take consecutive ranks), returning (B,)."""
+    mu = np.asarray(mu, dtype=np.float64)
+    if not 0 < discard < 1:
+        raise ProbeError(f"the TwoNN discard fraction must be in (0, 1), got {discard}")
+    order = np.argsort(mu, kind="stable")
+    x = np.log(mu[order])
+    w = np.ones((1, len(mu))) if weights is None else np.asarray(weights, dtype=np.float64)[:, order]
+    N = w.sum(1, keepdims=True)  # (B, 1)
+    keep = np.floor(N * (1 - discard))  # int(N (1 - discard)) copies kept
+    after = np.cumsum(w, 1)
+    before = after - w  # copies of point i take ranks before+1 .. before+k_i
+    k = np.clip(np.minimum(after, keep) - before, 0, None)  # (B, N) kept copies
+    # sum over the kept copies p of -log(1 - p / N) = k log N - (lgamma(N - before) - lgamma(N - before - k))
+    top = np.where(k > 0, N - before, 1.0)  # (points without kept copies add nothing; keeps lgamma finite)
+    y_sum = np.where(k > 0, k * np.log(N) - (gammaln(top) - gammaln(top - k)), 0.0)
+    d = (x * y_sum).sum(1) / (k * x * x).sum(1)
+    return float(d[0]) if weights is None else d
+
+
+def mle_inverse(dist: np.ndarray, k: int) -> np.ndarray:
+    """Per point 1 / m_i = (1 / (k - 1)) sum_{j<k} log(T_k / T_j) from its k nearest distances (Levina and
+    Bickel 2005, scikit-dimension's MLE without noise model)."""
+    T = dist[:, :k]
+    return np.log(T[:, -1:] / T).sum(1) / (k - 1)
+
+
+def mle(inverse, combine: str = "mackay-ghahramani", weights=None) -> np.ndarray | float:
+    """The MLE over points from the per-point inverse estimates ``inverse`` (N,): 1 / mean(inverse)
+    (MacKay-Ghahramani) or mean(1 / inverse) (Levina-Bickel); weighted by ``weights`` (B, N) -> (B,)."""
+    inv = np.asarray(inverse, dtype=np.float64)
+    w = np.ones((1, len(inv))) if weights is None else np.asarray(weights, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if combine == "mackay-ghahramani":
+            d = w.sum(1) / (w @ inv)
+        elif combine == "mean":
+            d = (w @ (1 / inv)) / w.sum(1)
+        else:
+            raise ProbeError(f"combine must be 'mackay-ghahramani' or 'mean', got {combine!r}")
+    return float(d[0]) if weights is None else d
+
+
+def estimate(X, unit_of, cfg: Config, weights: np.ndarray, level: float) -> dict:
+    """Both estimators on the distinct rows of X with their percentile intervals (resampling units)."""
+    Xd, units, removed = distinct(X, unit_of)
+    k = cfg.mle_k
+    if len(Xd) <= k:  # e.g. [CLS] at the embedding layer: one vector for every sentence
+        return {"twonn": None, "twonn_ci": None, "mle": None, "mle_ci": None, "n_points": len(Xd),
+                "duplicates_removed": removed, "dimension": X.shape[1],
+                "note": f"only {len(Xd)} distinct vectors: too few for k = {k} nearest neighbours"}
+    dist, _ = nearest_neighbours(Xd, max(k, 2))
+    mu, inv = twonn_ratios(dist), mle_inverse(dist, k)
+    W = weights[:, units]  # (B, N) copies of each point
+    rep = {"twonn": twonn(mu, cfg.twonn_discard, W), "mle": mle(inv, cfg.mle_combine, W)}
+    return {"twonn": twonn(mu, cfg.twonn_discard), "twonn_ci": stats.interval(rep["twonn"], level).tolist(),
+            "mle": mle(inv, cfg.mle_combine), "mle_ci": stats.interval(rep["mle"], level).tolist(),
+            "n_points": len(Xd), "duplicates_removed": removed, "dimension": X.shape[1]}
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+@dataclass
+class Result(common.AnalysisResult):
+    """One model's intrinsic dimension per layer: the saved document's keys, in order."""
+
+    definitions: dict  # prose only: nothing reads numbers from it
+    layers: list[dict]  # per layer 0..L: {"layer", "token": {twonn, twonn_ci, mle, mle_ci, n_points,
+    #                     duplicates_removed, dimension[, note]}, "sentence": {...}} (None + note: too few distinct)
+    bootstrap: dict | None = None  # analyses.stats.bootstrap_block of the intervals
+
+    @style.themed
+    def plot(self, ax=None, level: str = "token", estimator: str = "twonn"):
+        """The headline panel on one Axes (a new figure when None): ``estimator`` ("twonn" or "mle") of
+        ``level`` ("token" or "sentence") vectors by layer. Returns the Axes."""
+        if level not in LEVELS or estimator not in ESTIMATORS:
+            raise ProbeError(f"level must be one of {LEVELS} and estimator one of {tuple(ESTIMATORS)}")
+        ax = style.one_axes(ax, (3.8, 2.9))
+        level_panel(ax, [self], estimator, level, False, f"{ESTIMATORS[estimator]}\nintrinsic dimension")
+        ax.legend(fontsize=7)
+        return ax
+
+
+def load_inputs(model, cfg: Config) -> dict:
+    """``{"acts": ...}``: the cached activations of the seeded sentence sample (every layer's token states)."""
+    from analyses.data import load_sentence_inputs
+
+    return load_sentence_inputs(model, cfg)
+
+
+def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
+    """TwoNN and MLE intrinsic dimension of the token sample and the sentence vectors at every layer."""
+    cfg = cfg or Config()
+    if acts.n_texts <= cfg.mle_k:
+        raise ProbeError(f"{acts.n_texts} sentences cannot give --mle-k {cfg.mle_k} nearest neighbours per "
+                         "sentence vector; use more sentences or a smaller --mle-k")
+    tokens = draw_tokens(acts, cfg.n_tokens, cfg.seed, cfg.keep_special)
+    boot = stats.bootstrap_block("sentence", acts.n_texts, cfg.resamples, seed=cfg.seed,
+                                 units_id=stats.units_id(acts.texts))
+    weights = stats.resample_weights(acts.n_texts, cfg.resamples, cfg.seed)
+    layers = []
+    for lyr in tqdm(range(acts.n_layers + 1), desc=f"intrinsic dimension {acts.meta['model']['name']}",
+                    unit="layer"):
+        row = {"layer": lyr}
+        for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
+            row[level] = estimate(X, unit_of, cfg, weights, boot["level"])
+        layers.append(row)
+    combine = ("1 / mean(1 / m_i) (MacKay-Ghahramani correction)" if cfg.mle_combine == "mackay-ghahramani"
+               else "mean of m_i (Levina and Bickel)")
+    return Result(
+        identity=activations_identity(acts, cfg),
+        definitions={
+            "layers": "0 = embedding output, l = output of layer l",
+            "twonn": f"Facco et al. (2017): mu = r2 / r1 per point; the {100 * cfg.twonn_discard:g}% largest left "
+                     "out; least-squares slope through 0 of -log(1 - i / N) on log mu_(i) (scikit-dimension)",
+            "mle": f"Levina and Bickel (2005), k = {cfg.mle_k}: m_i = (k - 1) / sum_j<k log(T_k / T_j); "
+                   f"combined as {combine}",
+            "neighbours": "exact Euclidean nearest neighbours on the cached states (float16 unless "
+                          "--cache-dtype float32), duplicate vectors removed first (duplicates_removed)",
+            "special_tokens": "kept" if cfg.keep_special else "excluded from the token sample",
+            "token_sample": f"{len(tokens)} occurrences drawn without replacement (seed {cfg.seed}), "
+                            "the anisotropy analysis's token sample",
+            "sentence_vector": acts.meta["model"]["sentence_vector"],
+            "intervals": "percentile bootstrap over sentences (a token goes with its sentence): each point keeps "
+                         "its per-point ratio / inverse estimate from the whole sample's neighbours; the estimator "
+                         "is recomputed on each resampled multiset",
+        },
+        layers=layers,
+        bootstrap=boot,
+    )
+
+
+def table_rows(result: Result | dict) -> list[dict]:
+    """One row per layer: TwoNN and MLE of tokens and sentences with their intervals."""
+    rows = []
+    for r in Result.from_json(result).layers:
+        row = {"layer": r["layer"]}
+        for level in LEVELS:
+            s = r[level]
+            for est in ESTIMATORS:
+                lo, hi = s[f"{est}_ci"] if s[f"{est}_ci"] is not None else (None, None)
+                row.update({f"{level}_{est}": s[est], f"{level}_{est}_lo": lo, f"{level}_{est}_hi": hi})
+            row.update({f"{level}_n": s["n_points"], f"{level}_duplicates": s["duplicates_removed"]})
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- plot
+
+
+@style.themed
+def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
+    """A 2 x 2 grid: token level on top, sentence level below; TwoNN left, MLE right; one line per model in its
+    colour (band: bootstrap interval over sentences). ``fig``: a Figure or SubFigure to draw into."""
+    results = [Result.from_json(r) for r in results]
+    relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
+    fig = style.new_figure(fig, (7.2, 5.4))
+    axes = fig.subplots(2, 2, sharex=True)
+    for i, level in enumerate(LEVELS):
+        for j, est in enumerate(ESTIMATORS):
+            level_panel(axes[i, j], results, est, level, relative, "intrinsic dimension")
+            axes[i, j].set_title(f"{level}s: {ESTIMATORS[est]}", fontsize=9)
+    style.legend(axes.ravel(), len(results), fontsize=7)
+    return fig
+
+
+def figures(results: list[Result], out: str) -> list:
+    """Draw and save the intrinsic-dimension figure."""
+    return save_drawings([Result.from_json(r) for r in results], out, (("intrinsic-dimension", plot),))
+
+
+def check_config(cfg: Config) -> None:
+    """Before any work: the sentence sample must give every sentence vector ``--mle-k`` neighbours."""
+    if cfg.n_sentences <= cfg.mle_k:
+        raise ProbeError(f"--n-sentences {cfg.n_sentences} cannot give --mle-k {cfg.mle_k} nearest neighbours per "
+                         "sentence vector; use more sentences or a smaller --mle-k")
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    from analyses.data import run_analysis
+
+    run_analysis("intrinsic_dimension", sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,79 @@
+"""Point clouds per layer for the geometry analyses (analyses.isoscore, analyses.intrinsic_dimension):
+the seeded token sample, its sentences as bootstrap units, and the per-layer line figure they share.
+
+* :func:`draw_tokens`: N random token occurrences (special tokens excluded unless asked), drawn exactly as
+  analyses.anisotropy draws its token sample with the same seed, so the three analyses look at the same points.
+* :func:`clouds`: per level ("token", "sentence") the (n, d) points of one layer and the sentence of each point
+  (a sentence vector is its own unit; a token belongs to its sentence), the unit a bootstrap resamples.
+* :func:`plot_levels`: a per-layer statistic with its bootstrap band, token level left and sentence level right,
+  one line per model in its colour; :func:`level_panel` draws one of the two panels on one Axes.
+
+    >>> tokens = draw_tokens(acts, 5000, seed=0, keep_special=False)
+    >>> for level, (X, unit_of) in clouds(acts, layer, tokens).items(): ...
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyses import style
+from analyses.common import mark_final_norm
+from probes.capture.activations import Activations
+from probes.errors import ProbeError
+
+LEVELS = ("token", "sentence")
+
+
+def draw_tokens(acts: Activations, n_tokens: int, seed: int, keep_special: bool) -> np.ndarray:
+    """(n,) sorted indices into the token axis: ``min(n_tokens, usable)`` occurrences drawn without replacement
+    with ``numpy.random.default_rng(seed)`` from the usable tokens (analyses.anisotropy's draw)."""
+    keep = np.ones(len(acts.token_ids), bool) if keep_special else ~np.asarray(acts.special)
+    pool = np.flatnonzero(keep)
+    if len(pool) < 3:
+        raise ProbeError(f"only {len(pool)} usable tokens in the sampled sentences; use more sentences")
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(pool, size=min(n_tokens, len(pool)), replace=False))
+
+
+def clouds(acts: Activations, layer: int, tokens: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{"token": (X (n_tokens, d), sentence of each), "sentence": (S (n_texts, d), arange)}`` at ``layer``,
+    float64 (the cache's float16 or float32 values, exactly)."""
+    X = np.asarray(acts.layer_hidden(layer, tokens), dtype=np.float64)  # (n, d)
+    S = np.asarray(acts.sentence[layer], dtype=np.float64)  # (T, d)
+    return {"token": (X, acts.text_index()[tokens]), "sentence": (S, np.arange(acts.n_texts))}
+
+
+def level_panel(ax, results: list, key: str, level: str, relative: bool, ylabel: str) -> None:
+    """``row[level][key]`` against depth on ``ax``, one line per model (its colour, its seed's line style),
+    with the bootstrap band ``row[level][key + "_ci"]`` of seed-0 models; the last layer is marked when the
+    model's hidden[L] includes a final norm."""
+    for res in results:
+        L = len(res.layers) - 1
+        x = style.relative_depth(L) if relative else np.arange(L + 1)
+        y = np.array([np.nan if r[level][key] is None else r[level][key] for r in res.layers], float)
+        color = style.model_color(res.model_name)
+        ax.plot(x, y, marker="o", ms=3, color=color, label=style.display_name(res.model_name),
+                **style.seed_style(res.model_name))
+        ci = np.array([[np.nan if v is None else v for v in (r[level].get(key + "_ci") or (None, None))]
+                       for r in res.layers], dtype=float)  # (L+1, 2); a missing interval is a gap
+        if not style.seed_of(res.model_name)[1]:
+            ax.fill_between(x, ci[:, 0], ci[:, 1], color=color, alpha=0.2, lw=0)
+        mark_final_norm(ax, res.to_json(), x, y, color)
+    ax.set_title(f"{level}s", fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)", fontsize=8)
+
+
+def plot_levels(results: list, key: str, ylabel: str, fig=None, relative_depth: bool | None = None,
+                ylim: tuple | None = None):
+    """Token level left, sentence level right: ``key`` by layer for every result. x is the layer index, or
+    l / L when ``relative_depth`` (default: when the models differ in depth). Returns the figure."""
+    relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
+    fig = style.new_figure(fig, (7.2, 2.9))
+    axes = fig.subplots(1, 2, sharex=True)
+    for ax, level in zip(axes, LEVELS):
+        level_panel(ax, results, key, level, relative, ylabel)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+    style.legend(axes, len(results), fontsize=7)
+    return fig

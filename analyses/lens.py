@@ -1,0 +1,365 @@
+"""The logit lens and the tuned lens: what a causal LM would predict if it stopped at layer l
+(nostalgebraist 2020; Belrose et al. 2023, the ``tuned-lens`` package)
+
+Every layer's residual stream h_l (l = 0..L, 0 = embeddings) is decoded into a next-token distribution:
+
+* **logit lens**: through the model's own final norm and output matrix (probes.capture.lens.Unembedding);
+* **tuned lens**: through a learned affine translator first, h + A_l h + b_l, trained to minimise
+  KL(final || lens_l) on the TRAIN split of the corpus (the first 90% of every document), which the
+  evaluation (the HELD-OUT split, the last 10%) never sees (probes.capture.tuned_lens). The translators are
+  saved in ``<out>/lens/<model>/<key>/`` (translators.safetensors + train_config.json) and reused while the
+  model, the training settings and the split are the same.
+
+Layer L is the model's output itself (Hugging Face's hidden[L] already holds the final norm), so KL is 0 and
+top-1 agreement 1 there for both lenses. Per layer and lens, over every scored held-out token:
+
+* cross-entropy on the next token (nats; the last layer's is the model's own, the perplexity analysis's NLL);
+* KL(final || layer): how far the layer's distribution is from the model's (nats);
+* top-1 agreement: the share of tokens whose most likely next token is the model's.
+
+Documents run in windows of T tokens every T - o tokens, each target scored once (the perplexity analysis's
+rule; a recurrent GPT-2 carries h_prev from window to window). Intervals: percentile bootstrap over windows
+(the scored targets of a window are a contiguous block of text: a block bootstrap). Two models run on the same
+documents with the same T and o share the windows, so their difference is a paired bootstrap
+(:func:`plot_difference`: where in depth the recurrent model's extra state changes the predictions).
+
+    $ python -m analyses.lens --model gpt2-small-base --model gpt2-small-recurrent [--no-tuned] [--window T]
+          [--overlap o] [--n-documents N] [--max-tokens N] [--train-steps 250] [--out out]
+
+Writes out/results/lens/<model>.json (+ .csv) and out/figures/lens.{png,pdf} and lens-difference.{png,pdf}.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from analyses import common, stats, style
+from analyses.common import AnalysisConfig, Identity, arg, run_main, save_drawings, settings_used
+from probes.capture.lens import STATS, lens_statistics
+from probes.capture.tuned_lens import Documents, TrainSettings, tuned_translators
+from probes.capture.windows import check_window
+from probes.corpus import corpus_split, load_corpus, sample_documents
+from probes.errors import ProbeError
+from probes.models.lm import load_lm, need_causal
+
+LENSES = ("logit", "tuned")
+STAT_LABELS = {"kl": "KL(final || layer), nats", "ce": "cross-entropy on the next token, nats",
+               "top1": "top-1 agreement with the final layer"}
+MAX_DEFAULT_WINDOW = 1024  # the default window: the model's own, at most this many tokens
+
+CAPTIONS = {
+    "lens": "What each layer would predict if the model stopped there: its residual stream decoded through the "
+            "final norm and output matrix (logit lens, solid) or through a translator trained on the training "
+            "split (tuned lens, dashed), on held-out text. Left: KL from the model's own next-token distribution; "
+            "middle: cross-entropy on the actual next token; right: how often the layer's top token is the "
+            "model's. Bands: 95% bootstrap interval over windows. The last layer is the model's output (KL 0); "
+            "the earlier a curve reaches it, the earlier the prediction is formed.",
+    "lens-difference": "Paired difference in next-token cross-entropy, layer by layer, of each model minus the "
+                       "first model run on the same windows (logit lens solid, tuned lens dashed; band: 95% paired "
+                       "bootstrap interval over windows). Below zero: that model's layer predicts the held-out text "
+                       "better. For the recurrent GPT-2 against its base, the depth where the curve leaves zero is "
+                       "where its extra state (h_prev, inserted at layer l_ins) starts to change the predictions.",
+}
+
+
+@dataclass
+class Config(AnalysisConfig):
+    """Logit lens and tuned lens of causal LMs: per layer the cross-entropy, KL to the final layer and top-1
+    agreement on held-out text."""
+
+    # an LM's forward pass runs in float32 (probes.models.lm), caches nothing and reads documents, not sentences
+    NOT_APPLICABLE = ("dtype", "cache_dtype", "device_map", "min_words", "max_words")
+
+    model: list[str] = arg(["gpt2-small-base", "gpt2-small-recurrent"], "causal LMs from checkpoints.yaml")
+    tuned: bool = arg(True, "also the tuned lens (translators trained on the train split, saved under <out>/lens)")
+    window: int = arg(0, f"window T in tokens (0: each model's own, at most {MAX_DEFAULT_WINDOW})", min=0)
+    overlap: int = arg(0, "overlap o between consecutive windows (windows start every T - o tokens)", min=0)
+    n_documents: int = arg(0, "evaluate this many held-out documents, drawn with the seed (0: all)", min=0)
+    max_tokens: int = arg(0, "evaluate at most this many tokens of each document (0: all)", min=0)
+    batch_size: int = arg(8, "windows per forward pass (plain models)", min=1)
+    train_steps: int = arg(250, "tuned lens: optimiser steps (the tuned-lens package's default)", min=1)
+    train_tokens: int = arg(2048, "tuned lens: scored training tokens per step", min=1)
+    train_lr: float = arg(1.0, "tuned lens: learning-rate scale (SGD's rate is this x (1 - momentum 0.9))",
+                          min=0.0)
+    save_every: int = arg(50, "tuned lens: write the resumable training state every this many steps", min=1)
+    resamples: int = arg(stats.RESAMPLES, "bootstrap resamples of windows", min=1)
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def check_model(spec, cfg: Config) -> None:
+    """Only causal LMs (checked for every model before any work)."""
+    need_causal(spec)
+
+
+def load_inputs(model, cfg: Config) -> dict:
+    """``{"lm": ...}``: the causal LM with its head (a name or a resolved spec), on ``cfg.device``."""
+    return {"lm": load_lm(model, cfg.device)}
+
+
+def resolve_window(lm, cfg: Config) -> int:
+    T = cfg.window if cfg.window > 0 else min(lm.window, MAX_DEFAULT_WINDOW)
+    if T > lm.max_positions:
+        raise ProbeError(f"--window {T} is longer than model '{lm.name}' allows ({lm.max_positions} positions)")
+    check_window(T, cfg.overlap)
+    return T
+
+
+def evaluation_documents(lm, cfg: Config) -> tuple[list[tuple[str, list[int]]], dict]:
+    """[(name, ids)] of the held-out documents to evaluate, and their corpus identity."""
+    corpus = corpus_split(load_corpus(cfg.corpus), "heldout")
+    docs = list(corpus.documents) if cfg.n_documents <= 0 else sample_documents(corpus, cfg.n_documents, cfg.seed)
+    out = []
+    for d in docs:
+        ids = lm.encode(d.text)
+        ids = ids[:cfg.max_tokens] if cfg.max_tokens > 0 else ids
+        if len(ids) >= 2:
+            out.append((d.name, ids))
+    if not out:
+        raise ProbeError(f"corpus {corpus.name} has no held-out document of at least 2 tokens")
+    ident = {**corpus.identity(), "split": "heldout", "documents": [n for n, _ in out],
+             "n_documents_drawn": cfg.n_documents, "seed": cfg.seed, "max_tokens": cfg.max_tokens}
+    return out, ident
+
+
+def train_settings(cfg: Config, T: int) -> TrainSettings:
+    return TrainSettings(window=T, overlap=cfg.overlap, steps=cfg.train_steps, tokens_per_step=cfg.train_tokens,
+                         lr=cfg.train_lr, seed=cfg.seed)
+
+
+def translators(lm, cfg: Config, T: int, progress: bool = True):
+    """The tuned lens's translators of ``lm``, trained on the corpus's train split (or reused), and their record."""
+    train = corpus_split(load_corpus(cfg.corpus), "train")
+    docs = Documents([d.text for d in train.documents], lm.encode)  # tokenized as training reaches them
+    split = {**train.identity(), "split": "train"}
+    return tuned_translators(lm, docs, split, train_settings(cfg, T), Path(cfg.out) / "lens", cfg.save_every,
+                             progress)
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+@dataclass
+class Result(common.AnalysisResult):
+    """One model's lens statistics: the saved document's keys, in order. The identity's model is the LM's
+    (probes.models.lm describe); its corpus the held-out documents evaluated."""
+
+    lenses: list[str]  # "logit", and "tuned" when trained
+    window: int  # T
+    overlap: int  # o
+    scored_tokens: int
+    definitions: dict  # prose only: nothing reads numbers from it
+    layers: list[dict]  # per layer 0..L: {"layer", "final": l == L, <lens>: {ce, ce_ci, kl, kl_ci, top1, top1_ci}}
+    tuned_lens: dict | None  # the translators' key, settings, training split and KL at the first and last steps
+    bootstrap: dict  # analyses.stats.bootstrap_block over windows + "units": per window tokens and per-layer sums
+
+    @style.themed
+    def plot(self, ax=None, stat: str = "kl"):
+        """The headline panel on one Axes (a new figure when None): ``stat`` ("kl", "ce" or "top1") by layer,
+        the logit lens solid and the tuned lens dashed. Returns the Axes."""
+        if stat not in STAT_LABELS:
+            raise ProbeError(f"stat must be one of {', '.join(STAT_LABELS)}, got {stat!r}")
+        ax = style.one_axes(ax, (3.8, 2.9))
+        _stat_panel(ax, [self], stat, relative=False)
+        ax.legend(fontsize=7)
+        return ax
+
+
+def window_sums(per_doc: list[dict], lens: str) -> tuple[dict, np.ndarray]:
+    """Per window: {stat: (n_windows, L+1) sums over its scored targets} and (n_windows,) target counts."""
+    sums, counts = {s: [] for s in STATS}, []
+    for doc in per_doc:
+        win = doc["window"]
+        n_w = doc["n_windows"]
+        counts.append(np.bincount(win, minlength=n_w))
+        for s in STATS:
+            values = doc["stats"][lens][s]  # (L+1, n)
+            sums[s].append(np.stack([np.bincount(win, weights=v, minlength=n_w) for v in values], 1))
+    return {s: np.concatenate(v) for s, v in sums.items()}, np.concatenate(counts).astype(float)
+
+
+def ratio_replicates(sums: np.ndarray, counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(B, L+1) replicates of per-layer sums over resampled windows / their resampled token counts."""
+    return (weights @ sums) / (weights @ counts)[:, None]
+
+
+def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
+    """Logit-lens (and tuned-lens) statistics of ``lm`` per layer on the held-out documents; ``documents``:
+    ([(name, ids)], corpus identity) to evaluate instead of the config's."""
+    cfg = cfg or Config()
+    T = resolve_window(lm, cfg)
+    docs, corpus_id = documents if documents is not None else evaluation_documents(lm, cfg)
+    docs = [(d[0], d[1]) for d in docs]  # (name, ids[, words])
+    lenses, tuned_record = {"logit": None}, None
+    if cfg.tuned:
+        lenses["tuned"], record = translators(lm, cfg, T)
+        tuned_record = {k: record[k] for k in ("key", "settings", "split", "loss", "kl_first_step", "kl_last_step")}
+    per_doc = [lens_statistics(lm, ids, T, cfg.overlap, lenses, cfg.batch_size)
+               for _, ids in tqdm(docs, desc=f"lens {lm.name} T={T} o={cfg.overlap}", unit="doc")]
+    units = [(name, int(w)) for (name, _), doc in zip(docs, per_doc) for w in range(doc["n_windows"])]
+    boot = stats.bootstrap_block("window", len(units), cfg.resamples, seed=cfg.seed, units_id=stats.units_id(units))
+    W = stats.resample_weights(len(units), cfg.resamples, cfg.seed)
+    L = int(lm.base.config.num_hidden_layers)
+    layers = [{"layer": lyr, "final": lyr == L} for lyr in range(L + 1)]
+    saved = {}
+    for lens in lenses:
+        sums, counts = window_sums(per_doc, lens)
+        saved[lens] = {s: stats.rounded(sums[s]) for s in STATS}
+        for s in STATS:
+            point = sums[s].sum(0) / counts.sum()  # (L+1,)
+            ci = stats.interval(ratio_replicates(sums[s], counts, W), boot["level"])  # (2, L+1)
+            for lyr in range(L + 1):
+                layers[lyr].setdefault(lens, {}).update({s: point[lyr], f"{s}_ci": ci[:, lyr].tolist()})
+    counts = window_sums(per_doc, "logit")[1]
+    model = lm.describe()
+    return Result(
+        identity=Identity(model_name=lm.name, config=settings_used(cfg, corpus=corpus_id, requested=lm.name),
+                          model=model, corpus=corpus_id),
+        lenses=list(lenses),
+        window=T,
+        overlap=cfg.overlap,
+        scored_tokens=int(counts.sum()),
+        definitions={
+            "layers": "0 = embedding output, l = output of layer l; the last layer (final) is the model's output: "
+                      "Hugging Face's hidden[L] already holds the final norm, so it is decoded by the output matrix "
+                      "alone and KL is 0 there",
+            "logit_lens": "hidden[l] -> final norm -> output matrix (-> the family's logit softcapping)",
+            "tuned_lens": "hidden[l] + A_l hidden[l] + b_l -> final norm -> output matrix; A_l, b_l trained to "
+                          "minimise KL(final || lens) on the train split (first 90% of every document), evaluated "
+                          "on the held-out split (last 10%)",
+            "ce": "mean over scored targets of -log p_layer(next token), nats",
+            "kl": "mean over scored targets of KL(p_final || p_layer), nats",
+            "top1": "share of scored targets where argmax p_layer = argmax p_final",
+            "windows": "windows of T tokens every T - o tokens, each target scored once (the perplexity rule); a "
+                       "recurrent model carries h_prev",
+            "intervals": "percentile bootstrap over windows (ratio of resampled sums over resampled token counts)",
+        },
+        layers=layers,
+        tuned_lens=tuned_record,
+        bootstrap={**boot, "units": {"tokens": counts.tolist(), **saved}},
+    )
+
+
+def table_rows(result: Result | dict) -> list[dict]:
+    """One row per (layer, lens): the three statistics with their intervals."""
+    rows = []
+    for r in Result.from_json(result).layers:
+        for lens in LENSES:
+            if lens not in r:
+                continue
+            row = {"layer": r["layer"], "final": r["final"], "lens": lens}
+            for s in STATS:
+                lo, hi = r[lens][f"{s}_ci"]
+                row.update({s: r[lens][s], f"{s}_lo": lo, f"{s}_hi": hi})
+            rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def _x(res: Result, relative: bool) -> np.ndarray:
+    L = len(res.layers) - 1
+    return style.relative_depth(L) if relative else np.arange(L + 1)
+
+
+def _stat_panel(ax, results: list[Result], stat: str, relative: bool) -> None:
+    """``stat`` by layer, one colour per model, the logit lens solid and the tuned lens dashed, with bands."""
+    for res in results:
+        x, color = _x(res, relative), style.model_color(res.model_name)
+        for lens in res.lenses:
+            y = [np.nan if r[lens][stat] is None else r[lens][stat] for r in res.layers]
+            ax.plot(x, y, marker="o", ms=3, color=color, ls="-" if lens == "logit" else "--",
+                    label=f"{style.display_name(res.model_name)} ({lens})")
+            ci = np.array([[np.nan if v is None else v for v in r[lens][f"{stat}_ci"]] for r in res.layers])
+            ax.fill_between(x, ci[:, 0], ci[:, 1], color=color, alpha=0.15, lw=0)
+    ax.set_ylabel(STAT_LABELS[stat], fontsize=8)
+    ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings, L = output)", fontsize=8)
+
+
+@style.themed
+def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
+    """KL to the final layer, next-token cross-entropy and top-1 agreement by layer, one colour per model (solid:
+    logit lens, dashed: tuned lens; bands: bootstrap interval over windows). ``fig``: a Figure or SubFigure to
+    draw into. Returns the figure."""
+    results = [Result.from_json(r) for r in results]
+    relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
+    fig = style.new_figure(fig, (10.5, 2.9))
+    axes = fig.subplots(1, 3, sharex=True)
+    for ax, stat in zip(axes, ("kl", "ce", "top1")):
+        _stat_panel(ax, results, stat, relative)
+    style.legend(axes, 2 * len(results), fontsize=7)
+    return fig
+
+
+def paired_difference(a: Result, b: Result, lens: str, stat: str = "ce") -> tuple[np.ndarray, np.ndarray] | None:
+    """(b - a per layer (L+1,), its paired interval (2, L+1)) of ``stat`` under ``lens``, resampling the windows
+    both ran on; None unless both saw the same windows (units_id) with the same depth and lens."""
+    ba, bb = a.bootstrap, b.bootstrap
+    if (ba.get("units_id") != bb.get("units_id") or len(a.layers) != len(b.layers) or lens not in a.lenses
+            or lens not in b.lenses):
+        return None
+    n = np.asarray(ba["units"]["tokens"], float)
+    sa, sb = (np.asarray(r.bootstrap["units"][lens][stat], float) for r in (a, b))
+    W = stats.resample_weights(len(n), ba["resamples"], ba["seed"])
+    rep = ratio_replicates(sb - sa, n, W)
+    return (sb - sa).sum(0) / n.sum(), stats.interval(rep, ba["level"])
+
+
+@style.themed
+def plot_difference(results: list[Result], fig=None, stat: str = "ce"):
+    """Each model's ``stat`` minus the first model's, per layer, paired over the windows both ran on (solid:
+    logit lens, dashed: tuned lens; bands: paired bootstrap intervals). Models on other windows or of another
+    depth than the first are left out. Returns the figure."""
+    results = [Result.from_json(r) for r in results]
+    fig = style.new_figure(fig, (4.6, 3.0))
+    ax = fig.subplots()
+    ax.axhline(0, color="0.4", lw=0.8)
+    first = results[0]
+    for res in results[1:]:
+        for lens in LENSES:
+            diff = paired_difference(first, res, lens, stat)
+            if diff is None:
+                continue
+            x = np.arange(len(res.layers))
+            color = style.model_color(res.model_name)
+            ax.plot(x, diff[0], marker="o", ms=3, color=color, ls="-" if lens == "logit" else "--",
+                    label=f"{style.display_name(res.model_name)} - {style.display_name(first.model_name)} ({lens})")
+            ax.fill_between(x, diff[1][0], diff[1][1], color=color, alpha=0.2, lw=0)
+    ax.set_xlabel("layer l (0 = embeddings, L = output)", fontsize=8)
+    ax.set_ylabel(f"difference in {STAT_LABELS[stat]}", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "no model shares the first model's windows", ha="center", transform=ax.transAxes)
+    return fig
+
+
+def figures(results: list[Result], out: str) -> list:
+    """The lens figure, and the paired difference figure when two or more models were run."""
+    results = [Result.from_json(r) for r in results]
+    drawings = (("lens", plot),) + ((("lens-difference", plot_difference),) if len(results) > 1 else ())
+    return save_drawings(results, out, drawings)
+
+
+def check_config(cfg: Config) -> None:
+    if cfg.window:
+        check_window(cfg.window, cfg.overlap)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    from analyses.data import run_analysis
+
+    run_analysis("lens", sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    run_main(main)
+

@@ -1,0 +1,239 @@
+"""The tuned lens's translators (Belrose et al. 2023): one affine map per layer l = 0..L-1, trained so that
+decoding h + A_l h + b_l through the final norm and output matrix matches the model's own next-token
+distribution, on text the evaluation never sees. Fitting a readout of a model's states needs the model's
+forward and its unembedding, so it lives here, where models run; no model weight changes.
+
+* :class:`Translators`: ``forward(h, l) = h + A_l h + b_l``, A_l and b_l initialised at zero (the identity:
+  the logit lens). Its ``state_dict`` has the keys of the ``tuned-lens`` package's ``layer_translators``
+  (``"{l}.weight"``, ``"{l}.bias"``), so saved translators load into ``tuned_lens.TunedLens``.
+* Training as the ``tuned-lens`` package does it (``tuned_lens.scripts.train_loop``, loss "kl"): per step a
+  batch of scored tokens, loss = sum over layers of the mean KL(final || lens_l) (shift 0: layer l's
+  distribution at a position against the final one at that position), SGD with Nesterov momentum 0.9,
+  learning rate ``lr`` x (1 - momentum), weight decay 1e-3, a linear decay to 0 over the steps, gradients
+  clipped to norm 1. Float32 throughout (the package uses bfloat16 autocast on GPUs).
+* Data: the training documents in a seeded order, each run in windows by the suite's window rule (a recurrent
+  model carries h_prev), a step taking windows until it has ``tokens_per_step`` scored tokens.
+* Stored in ``<root>/<model>/<key>/``: ``translators.safetensors`` and ``train_config.json`` (the settings, the
+  model's fingerprint, the training split's identity, the loss per layer at the first and last steps). The key
+  hashes exactly those, so a run with the same model, settings and split reuses them; anything else trains
+  anew. Training runs in pieces: every ``save_every`` steps ``state.pt`` (translators, optimiser, step, data
+  position, h_prev, log) is written atomically, and an interrupted run resumes from it.
+
+    >>> tr, info = tuned_translators(lm, train_docs, split_identity, TrainSettings(window=128), "out/lens")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from filelock import FileLock
+from tqdm.auto import tqdm
+
+from probes.capture.lens import Unembedding, chunk_tokens, n_layers, unembedding
+from probes.capture.windows import check_fits, plan
+from probes.errors import ProbeError
+from probes.io import atomic_write, strict_json
+
+FORMAT = 1  # bump when the files or the training change: older translators are trained again
+
+
+class Translators(torch.nn.Module):
+    """One affine translator per layer 0..L-1: h + A_l h + b_l (zero A_l, b_l: the logit lens)."""
+
+    def __init__(self, n_layers: int, d: int):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(n_layers))
+        for lin in self.layers:
+            torch.nn.init.zeros_(lin.weight)
+            torch.nn.init.zeros_(lin.bias)
+
+    def forward(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        return h + self.layers[layer](h)
+
+    def state_dict(self, *args, **kwargs):  # the tuned-lens package's layer_translators keys: "0.weight", ...
+        return self.layers.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state, strict: bool = True, assign: bool = False):
+        return self.layers.load_state_dict(state, strict=strict, assign=assign)
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """How the translators are trained (all of it is in the key)."""
+
+    window: int  # T of the training windows
+    overlap: int = 0  # o
+    steps: int = 250  # optimiser steps (the tuned-lens package's default)
+    tokens_per_step: int = 2048  # scored tokens per step (the package: 2^18 on GPUs)
+    lr: float = 1.0  # learning-rate scale: SGD's rate is lr x (1 - momentum), as in the package
+    momentum: float = 0.9
+    weight_decay: float = 1e-3
+    seed: int = 0  # order of the training documents
+
+
+def translators_key(lm, settings: TrainSettings, split: dict) -> str:
+    """sha256 (16 hex digits) of the model's identity, the settings and the training split's identity."""
+    ident = {"format": FORMAT, "model": lm.describe(), "settings": asdict(settings), "split": split}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class Documents:
+    """Training documents tokenized when the stream first reaches them (a run that reuses saved translators, or
+    that needs only the first documents of the seeded order, tokenizes nothing more)."""
+
+    def __init__(self, texts: list[str], encode):
+        self.texts, self.encode, self.ids = list(texts), encode, {}
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, i: int) -> list[int]:
+        if i not in self.ids:
+            self.ids[i] = self.encode(self.texts[i])
+        return self.ids[i]
+
+
+def _stream(docs, settings: TrainSettings, position: tuple[int, int, int]):
+    """Windows of the training documents (a list of token-id lists, or :class:`Documents`) in a seeded order,
+    epoch after epoch, from ``position`` = (epoch, document, window): yields (position, ids, window, is the
+    document's last window)."""
+    epoch, d, k = position
+    while True:
+        order = np.random.default_rng([settings.seed, epoch]).permutation(len(docs))
+        found = False
+        while d < len(order):
+            ids = docs[int(order[d])]
+            windows = plan(len(ids), settings.window, settings.overlap)
+            found = found or bool(windows)
+            while k < len(windows):
+                yield (epoch, d, k), ids, windows[k], k + 1 == len(windows)
+                k += 1
+            d, k = d + 1, 0
+        if not found and position[1] == 0 and position[2] == 0:
+            raise ProbeError("no training document has 2 tokens")
+        epoch, d, position = epoch + 1, 0, (0, 0, 0)
+
+
+def _kl_loss(unembed: Unembedding, translators: Translators, hidden: torch.Tensor, chunk: int,
+             scale: float) -> np.ndarray:
+    """Backpropagate sum_l sum_tokens KL(final || lens_l) x ``scale`` for ``hidden`` (L+1, c, d), in token
+    chunks; returns the per-layer KL sums (L,)."""
+    L = hidden.shape[0] - 1
+    sums = np.zeros(L)
+    for a in range(0, hidden.shape[1], chunk):
+        h = hidden[:, a:a + chunk]
+        with torch.no_grad():
+            final = torch.log_softmax(unembed(h[L], final=True), -1)
+            p = final.exp()
+        for lyr in range(L):
+            logp = torch.log_softmax(unembed(translators(h[lyr], lyr)), -1)
+            kl = (p * (final - logp)).sum()
+            (kl * scale).backward()
+            sums[lyr] += float(kl.detach())
+    return sums
+
+
+def save_state(path: Path, translators, opt, sched, step, position, h_prev, log) -> None:
+    buf = io.BytesIO()
+    torch.save({"translators": translators.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                "step": step, "position": list(position), "h_prev": h_prev, "log": log}, buf)
+    atomic_write(path, buf.getvalue())
+
+
+def train(lm, docs, settings: TrainSettings, folder: Path, save_every: int = 50,
+          progress: bool = True) -> tuple[Translators, list]:
+    """Train (or resume training) the translators of ``lm`` on token-id documents (or :class:`Documents`);
+    ``folder`` holds state.pt while training. Returns the translators and the log [(step, per-layer mean KL)]."""
+    check_fits(lm, settings.window)
+    unembed = unembedding(lm)
+    for p in lm.model.parameters():
+        p.requires_grad_(False)
+    L, d = n_layers(lm), int(lm.base.config.hidden_size)
+    translators = Translators(L, d).to(lm.device)
+    opt = torch.optim.SGD(translators.parameters(), lr=settings.lr * (1 - settings.momentum),
+                          momentum=settings.momentum, nesterov=True, weight_decay=settings.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / settings.steps))
+    step, position, h_prev, log = 0, (0, 0, 0), None, []
+    state_path = folder / "state.pt"
+    if state_path.exists():
+        state = torch.load(state_path, weights_only=True, map_location=lm.device)
+        translators.load_state_dict(state["translators"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        step, position, h_prev, log = state["step"], tuple(state["position"]), state["h_prev"], state["log"]
+    chunk = chunk_tokens(unembed.head.weight.shape[0])
+    stream = _stream(docs, settings, position)
+    T, o = settings.window, settings.overlap
+    bar = tqdm(total=settings.steps, initial=step, desc=f"tuned lens {lm.name}", unit="step", disable=not progress)
+    while step < settings.steps:
+        batch, n_tok = [], 0
+        while n_tok < settings.tokens_per_step:
+            position, ids, w, last = next(stream)
+            x = torch.tensor(ids[w.start:w.start + w.n_inputs], device=lm.device)[None]
+            with torch.no_grad():
+                if lm.recurrent:
+                    out = lm.model(x, h_prev=h_prev if w.start > 0 else None, pool_len=None if last else T - o,
+                                   need_state=not last)
+                    h_prev = out.h_next
+                    hidden = torch.stack(out.hidden_states)[:, 0]
+                else:
+                    hidden = torch.stack(lm.base(input_ids=x, output_hidden_states=True, use_cache=False,
+                                                 logits_to_keep=1).hidden_states)[:, 0]
+            batch.append(hidden[:, w.first:w.n_inputs])  # (L+1, scored, d)
+            n_tok += w.n_inputs - w.first
+        position = (position[0], position[1], position[2] + 1)  # the next window to read
+        opt.zero_grad(set_to_none=False)
+        sums = sum(_kl_loss(unembed, translators, hidden, chunk, 1.0 / n_tok) for hidden in batch)
+        torch.nn.utils.clip_grad_norm_(translators.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        step += 1
+        log.append([step, (sums / n_tok).tolist()])
+        bar.update(1)
+        bar.set_postfix(kl=f"{sums.mean() / n_tok:.4f}")
+        if save_every and step % save_every == 0 and step < settings.steps:
+            save_state(state_path, translators, opt, sched, step, position, h_prev, log)
+    bar.close()
+    return translators, log
+
+
+def tuned_translators(lm, docs, split: dict, settings: TrainSettings, root: str | Path,
+                      save_every: int = 50, progress: bool = True) -> tuple[Translators, dict]:
+    """The translators of ``lm`` for these settings and training split: loaded from
+    ``<root>/<model>/<key>/`` when they were trained before, else trained (resuming an interrupted run) and
+    saved there. Returns (translators in eval mode, the train_config.json record with ``reused``)."""
+    from safetensors.torch import load_file
+
+    key = translators_key(lm, settings, split)
+    folder = Path(root) / lm.name / key
+    folder.mkdir(parents=True, exist_ok=True)
+    weights, config = folder / "translators.safetensors", folder / "train_config.json"
+    with FileLock(str(folder / ".lock")):  # one trainer per key; a second process waits, then loads
+        reused = weights.exists() and config.exists()
+        if not reused:
+            translators, log = train(lm, docs, settings, folder, save_every, progress)
+            record = {"format": FORMAT, "key": key, "model": lm.name, "fingerprint": lm.fingerprint,
+                      "settings": asdict(settings), "split": split, "loss": "sum over layers of mean "
+                      "KL(final || lens_l), nats", "kl_first_step": log[0][1], "kl_last_step": log[-1][1],
+                      "log": log}
+            atomic_write(weights, translator_bytes(translators))
+            atomic_write(config, (strict_json(record) + "\n").encode())
+            (folder / "state.pt").unlink(missing_ok=True)
+        record = json.loads(config.read_text())
+        translators = Translators(n_layers(lm), int(lm.base.config.hidden_size))
+        translators.load_state_dict(load_file(str(weights)))
+    return translators.to(lm.device).eval().requires_grad_(False), {**record, "reused": reused,
+                                                                    "folder": str(folder)}
+
+
+def translator_bytes(translators: Translators) -> bytes:
+    """The translators as safetensors bytes (keys "{l}.weight", "{l}.bias", float32)."""
+    from safetensors.torch import save
+
+    return save({k: v.detach().float().contiguous().cpu() for k, v in translators.state_dict().items()})

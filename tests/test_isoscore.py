@@ -1,0 +1,108 @@
+"""IsoScore (analyses.isoscore): equal to the ``isoscore`` package (Rudman et al. 2022) on the same points, the
+planted extremes (isotropic Gaussian ~1, a rank-one cloud ~0, a k-dimensional isotropic subspace
+(k - 1) / (n - 1)), bootstrap replicates equal to recomputing on the resampled points, and the CLI on a tiny
+model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from analyses import isoscore as iso
+from probes.config import run_main
+
+RNG = np.random.default_rng(0)
+CLOUDS = {
+    "gaussian": RNG.normal(size=(400, 12)),
+    "skewed": RNG.normal(size=(300, 10)) @ RNG.normal(size=(10, 10)) + 3.0,
+    "wide": RNG.normal(size=(40, 60)) * np.linspace(0.1, 2, 60),  # fewer points than dimensions
+    "rank_one": np.outer(RNG.normal(size=200), RNG.normal(size=8)) + 1e-3 * RNG.normal(size=(200, 8)),
+}
+
+
+def paper_transcription(X) -> float:
+    """Rudman et al. (2022), Algorithm 1, step by step with scikit-learn's PCA for the reorientation."""
+    from sklearn.decomposition import PCA
+
+    n = X.shape[1]
+    rotated = PCA(n_components=min(X.shape)).fit_transform(X)  # step 1: PCA reorientation
+    var = np.var(rotated, axis=0, ddof=1)  # step 2: the variance vector (zeros beyond the rank)
+    var = np.concatenate([var, np.zeros(n - len(var))])
+    var = np.sqrt(n) * var / np.linalg.norm(var)  # step 3
+    delta = np.linalg.norm(var - 1) / np.sqrt(2 * (n - np.sqrt(n)))  # step 4
+    k = (n - delta**2 * (n - np.sqrt(n)))**2 / n  # step 5
+    return (n * (k / n) - 1) / (n - 1)  # step 6
+
+
+@pytest.mark.parametrize("name", CLOUDS)
+def test_equals_the_isoscore_package(name):
+    ref = pytest.importorskip("IsoScore.IsoScore", reason="the isoscore package (test extra 'reference') is "
+                                                           "not installed")
+    X = CLOUDS[name]
+    # the package mixes float32 constants (torch.sqrt of an integer tensor) into float64: agreement ~1e-8
+    assert abs(iso.isoscore(X) - float(ref.IsoScore(X))) < 1e-6
+
+
+@pytest.mark.parametrize("name", CLOUDS)
+def test_equals_the_papers_steps_and_the_participation_ratio(name):
+    X = CLOUDS[name]
+    assert abs(iso.isoscore(X) - paper_transcription(X)) < 1e-9
+    lam = np.linalg.eigvalsh(np.cov(X, rowvar=False))
+    assert abs(iso.isoscore(X) - (iso.participation_ratio(lam) - 1) / (X.shape[1] - 1)) < 1e-9
+
+
+def test_planted_extremes():
+    rng = np.random.default_rng(1)
+    assert iso.isoscore(rng.normal(size=(20000, 10))) > 0.98  # isotropic
+    line = np.outer(rng.normal(size=500), rng.normal(size=16))
+    assert iso.isoscore(line + 1e-6 * rng.normal(size=line.shape)) < 1e-6  # rank one
+    k, n = 4, 20  # an isotropic 4-dimensional subspace of R^20 uses 4 of 20 dimensions: (k - 1) / (n - 1)
+    Q = np.linalg.qr(rng.normal(size=(n, k)))[0]
+    assert abs(iso.isoscore(rng.normal(size=(40000, k)) @ Q.T) - (k - 1) / (n - 1)) < 0.01
+    # a shared offset (what makes random cosines large) changes nothing
+    X = rng.normal(size=(500, 8))
+    assert abs(iso.isoscore(X + 100.0) - iso.isoscore(X)) < 1e-9
+
+
+def test_replicates_equal_recomputing_on_the_resampled_points():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(90, 7)) * np.arange(1, 8) + 5.0
+    unit = np.repeat(np.arange(30), 3)  # 30 sentences of 3 tokens
+    W = rng.multinomial(30, np.full(30, 1 / 30), size=4).astype(float)
+    rep = iso.isoscore_replicates(X, unit, W)
+    direct = [iso.isoscore(np.repeat(X, W[b][unit].astype(int), axis=0)) for b in range(len(W))]
+    np.testing.assert_allclose(rep, direct, atol=1e-10)
+    small = iso.BLOCK_ELEMENTS
+    try:  # Gram blocks of a few rows: the same numbers
+        iso.BLOCK_ELEMENTS = 200
+        np.testing.assert_allclose(iso.isoscore_replicates(X, unit, W), rep, atol=1e-10)
+    finally:
+        iso.BLOCK_ELEMENTS = small
+
+
+def test_cli_on_a_tiny_model_writes_every_layer_with_intervals(tmp_path):
+    run_main(iso.main, ["--model", "tiny-bert", "--n-sentences", "30", "--n-tokens", "80", "--resamples", "50",
+                        "--out", str(tmp_path)])
+    doc = json.loads((tmp_path / "results" / "isoscore" / "tiny-bert.json").read_text())
+    assert [r["layer"] for r in doc["layers"]] == [0, 1, 2]
+    # tiny-bert's sentence vector is [CLS]: at the embedding layer the same vector for every sentence
+    first = doc["layers"][0]["sentence"]
+    assert first["isoscore"] is None and first["total_variance"] == 0 and "no variance" in first["note"]
+    assert "/layers/0/sentence/isoscore" in doc["nulls"]["paths"]
+    for row in doc["layers"]:
+        for level in ("token", "sentence")[:1 if row["layer"] == 0 else 2]:
+            s = row[level]
+            assert 0 <= s["isoscore"] <= 1 and s["dimension"] == 32 and "note" not in s
+            lo, hi = s["isoscore_ci"]
+            assert 0 <= lo <= hi <= 1
+    assert doc["layers"][0]["sentence"]["n_points"] == 30 and doc["bootstrap"]["unit"] == "sentence"
+    assert (tmp_path / "figures" / "isoscore.png").exists()
+
+
+def test_too_few_tokens_is_one_error_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_main(iso.main, ["--model", "tiny-bert", "--n-tokens", "2", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1

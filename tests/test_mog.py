@@ -250,7 +250,7 @@ def test_train_save_load_through_registry(tmp_path, monkeypatch):
     torch.testing.assert_close(enc.forward(ids, torch.ones_like(ids)).hidden, model.mog(ids).hidden)
     from probes.errors import ProbeError
     with pytest.raises(ProbeError, match="fusion"):
-        train(TrainConfig(**{**cfg.__dict__, "fusion": "max"}))
+        train(TrainConfig(**{**cfg.__dict__, "fusion": "max", "overwrite": True}))
 
 
 # --------------------------------------------------------------------------- analysis CLIs

@@ -51,19 +51,25 @@ $(STAMP): pyproject.toml
 
 # Every sentence analysis draws the same seeded sample, so each model is extracted once and cached. Each analysis
 # writes results only (--no-figures); analyses.summary.figures draws every figure once at the end.
+# Each step is timed by /usr/bin/time into $(OUT)/timing.tsv (step, wall s, user s, sys s, peak RSS KiB), printed at
+# the end; where /usr/bin/time is missing the steps run untimed.
+TIMING  = $(OUT)/timing.tsv
+step    = $(if $(wildcard /usr/bin/time),/usr/bin/time -a -o $(TIMING) -f "$(1)	%e	%U	%S	%M")
 demo: $(STAMP)
-	$(PY) -m analyses.anisotropy --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
-	$(PY) -m analyses.transitions --no-figures $(MS) --n-sentences $(SENTENCES) --out $(OUT)
-	$(PY) -m analyses.probing --no-figures $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
-	$(PY) -m analyses.similarity --no-figures $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
-	$(PY) -m analyses.redundancy --no-figures $(MS) --out $(OUT)
-	$(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
-	$(PY) -m analyses.mog --no-figures --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
-	$(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
-	$(PY) -m analyses.perplexity --no-figures --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
+	@mkdir -p $(OUT) && printf "step\twall_s\tuser_s\tsys_s\tmax_rss_kib\n" > $(TIMING)
+	$(call step,anisotropy) $(PY) -m analyses.anisotropy --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
+	$(call step,transitions) $(PY) -m analyses.transitions --no-figures $(MS) --n-sentences $(SENTENCES) --out $(OUT)
+	$(call step,probing) $(PY) -m analyses.probing --no-figures $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
+	$(call step,similarity) $(PY) -m analyses.similarity --no-figures $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
+	$(call step,redundancy) $(PY) -m analyses.redundancy --no-figures $(MS) --out $(OUT)
+	$(call step,maps) $(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
+	$(call step,mog) $(PY) -m analyses.mog --no-figures --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
+	$(call step,mog_lens) $(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
+	$(call step,perplexity) $(PY) -m analyses.perplexity --no-figures --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
-	$(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
-	$(PY) -m analyses.summary.figures --out $(OUT)
+	$(call step,topics) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
+	$(call step,figures) $(PY) -m analyses.summary.figures --out $(OUT)
+	@column -t -s "$$(printf '\t')" $(TIMING) 2>/dev/null || cat $(TIMING)
 	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"
 	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/, everything on one page: $(OUT)/report.html"
 

@@ -24,7 +24,7 @@ Tokenizer: WordPiece (lower-cased, BERT normalisation and pre-tokenisation, [PAD
 [SEP] [MASK]) trained with the ``tokenizers`` library on the same corpus, ids renumbered
 canonically (the trainer's tie order varies from run to run). The first run saves it in
 ``<out-dir>/wordpiece-<vocab-size>/`` (with the corpus hash it was trained on) and every later
-run loads it from there, so all three models share one tokenizer; each checkpoint folder gets a
+run loads it from there, so all the models share one tokenizer; each checkpoint folder gets a
 copy (Hugging Face ``PreTrainedTokenizerFast`` files).
 
 Output: ``<out-dir>/<name>/`` (``out/checkpoints/<arch>-small/`` by default), written complete or not at
@@ -35,10 +35,11 @@ files, ``train_config.json`` (the resolved config + the outcome) and ``train_log
 the S-LSTM folder with ``probes.models.slstm_encoder`` (family ``slstm``). ``--name`` is one folder name
 (no ``/``, no ``..``). Before training starts, an existing non-empty ``<out-dir>/<name>/`` is refused
 unless this recipe wrote it (its ``train_config.json``) AND ``--overwrite`` is given, so a quick run
-never replaces the committed ``checkpoints/`` models: retraining those names the folder and the flag.
+never replaces the committed ``checkpoints/`` models: retraining those names the folder and the flag
+(``scripts/train_small_models.py`` does, with the committed models' settings).
 
     $ python -m recipes.train --arch slstm      # -> out/checkpoints/slstm-small/
-    $ python -m recipes.train --arch bert --out-dir checkpoints --overwrite   # retrain checkpoints/bert-small/
+    $ python -m recipes.train --arch bert --out-dir checkpoints --overwrite   # replaces checkpoints/bert-small/
     $ python -m recipes.train --arch mog --fusion weight-gate --half-dim --name mog-small
 
 A new architecture (e.g. a causal GPT-2 recipe) adds an entry to :data:`ARCHS`.

@@ -14,11 +14,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def model_folders(root: Path) -> list[Path]:
 
 
 def build(out: Path, only: list[str] | None = None) -> list[Path]:
-    version = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M)[1]
     out.mkdir(parents=True, exist_ok=True)
     # the build uses this environment's setuptools (no isolated build environment to download): works offline
     wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out)]

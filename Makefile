@@ -88,11 +88,13 @@ recurrence-real: $(STAMP)
 		--n-sentences $(REAL_SENTENCES) --out $(REAL_OUT)
 	$(PY) -m analyses.summary.recurrence_claims --out $(REAL_OUT) --gpt2-out $(OUT)
 
-# JupyterLab on notebooks/, with this project's environment as the kernel.
+# JupyterLab on notebooks/, with this project's environment as the kernel (open the URL it prints; PORT=8899 to choose
+# the port; as root, e.g. in a container, it passes --allow-root).
 lab: $(STAMP)
 	$(PY) -m pip install -q -e ".[dev,lab]"
 	$(PY) -m ipykernel install --user --name probes-suite --display-name "probes-suite (.venv)"
-	PROBES_NB_OUT=$(abspath $(OUT)) $(PY) -m jupyter lab --notebook-dir=notebooks
+	PROBES_NB_OUT=$(abspath $(OUT)) $(PY) -m jupyter lab --notebook-dir=notebooks --no-browser \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(if $(PORT),--port $(PORT))
 
 figures: $(STAMP)
 	$(PY) -m analyses.summary.figures --out $(OUT)

@@ -128,16 +128,19 @@ class CheckpointSpec:
         raise CheckpointError(f"model '{self.name}' is a random-init entry: it has no tokenizer files of its own")
 
     def tokenizer_spec(self) -> CheckpointSpec:
-        """The entry whose tokenizer a random-init entry uses: one with tokenizer files (package, path, hub)."""
-        from probes.checkpoints.names import get_spec  # names imports this module
-
+        """The registry entry whose tokenizer a random-init entry uses: one with tokenizer files (package, path,
+        hub); the entry itself for any other source."""
         name = self.source.get("tokenizer")
         if self.source_type != "random":
             return self
         if not isinstance(name, str) or not name:
             raise CheckpointError(f"model '{self.name}': a random source needs tokenizer: <an entry with tokenizer "
                                   f"files>, not {name!r}")
-        tok = get_spec(name)
+        specs = read_registry()
+        if name not in specs:
+            raise CheckpointError(f"model '{self.name}': its tokenizer '{name}' is not a registry entry (tokenizer: "
+                                  f"names an entry with tokenizer files, e.g. minilm-l6)")
+        tok = specs[name]
         if tok.source_type == "random":
             what = "itself" if tok.name == self.name else f"'{name}', another random-init entry"
             raise CheckpointError(f"model '{self.name}': its tokenizer entry is {what}, which has no tokenizer "
@@ -306,17 +309,17 @@ def _parse_registry(path: Path) -> dict[str, CheckpointSpec]:
     try:
         raw = registry_yaml.load(path.read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        reason = " ".join(str(e).split())  # YAML errors span several lines; ours are one line
+        reason = " ".join(str(e).split()).replace('in "<unicode string>",', "at")  # YAML's span several lines
         raise CheckpointError(f"cannot read the checkpoint registry {path}: {reason}") from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"checkpoint registry {path} must be a mapping of names to entries, "
                               f"not a {type(raw).__name__}")
-    specs = {}
+    specs, root = {}, path.resolve().parent
     for name, entry in raw.items():
         name = str(name)
         if (problem := name_problem(name)) is not None:
             raise CheckpointError(f"checkpoint registry {path}: {problem}")
-        specs[name] = _parse_entry(name, entry, path)
+        specs[name] = _parse_entry(name, entry, path, root)
     return specs
 
 
@@ -359,7 +362,7 @@ def _check_source(name: str, where: str, source: dict) -> None:
     check_config(name, f"{where}: random", cfg)
 
 
-def _parse_entry(name: str, entry: dict, path: Path) -> CheckpointSpec:
+def _parse_entry(name: str, entry: dict, path: Path, root: Path) -> CheckpointSpec:
     where = f"{path}: entry '{name}'"
     if not isinstance(entry, dict):
         raise CheckpointError(f"{where} is not a mapping")
@@ -390,5 +393,5 @@ def _parse_entry(name: str, entry: dict, path: Path) -> CheckpointSpec:
     return CheckpointSpec(
         name=name, family=family, kind=kind, source=source, sentence=sentence,
         special_tokens=_flag(where, "special_tokens", entry.pop("special_tokens", True)), revision=revision,
-        description=str(description), extra=entry, root=path.resolve().parent,
+        description=str(description), extra=entry, root=root,
     )

@@ -258,6 +258,15 @@ class Result(common.AnalysisResult):
         _histogram(ax, self, level, layer)
         return ax
 
+    def last_layer_mean(self, level: str) -> stats.Sample:
+        """The last layer's mean ``level`` ("token" / "sentence") cosine with its bootstrap replicates
+        over sentences (the point value alone when the result saved none for the last layer)."""
+        point = self.layers[-1][level]["mean"]
+        reps = (self.bootstrap or {}).get("replicates") or {}
+        if reps.get("layer") != len(self.layers) - 1:
+            return stats.Sample(point)
+        return stats.Sample.saved(point, reps.get(f"{level}_mean"), self.bootstrap)
+
 
 def cosine_intervals(row: dict, tokens, token_text, sentences, weights: np.ndarray, level: float) -> dict:
     """Issue 27: percentile intervals of the mean token and sentence cosines, resampling sentences

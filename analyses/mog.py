@@ -92,6 +92,20 @@ class Result(common.AnalysisResult):
             _entropy_panel(ax, self)
         return ax
 
+    def used_bucket_weights(self) -> np.ndarray | None:
+        """(buckets with at least ``min_bucket`` sentences, L) mean w, shortest bucket first (an empty
+        bucket's w NaN); None for a model without the weight-gate."""
+        if self.w_by_bucket is None:
+            return None
+        used = np.asarray(self.bucket_counts) >= self.config["min_bucket"]
+        return np.array(self.w_by_bucket, dtype=np.float64)[used]
+
+    def smoothness_margin(self) -> list[float]:
+        """Per layer: the high-order attention's normalised row entropy minus the larger of the two
+        middle-order ones (>= 0: the high order is at least as smooth, Fig. 10)."""
+        high, qi, qp = (self.entropy_normalised[o] for o in ORDERS)
+        return [h - max(a, b) for h, a, b in zip(high, qi, qp)]
+
 
 # ----------------------------------------------------------------------------- statistics
 

@@ -116,6 +116,21 @@ class Result(common.AnalysisResult):
         ax.legend(fontsize=7)
         return ax
 
+    def measured(self) -> list[tuple[int, int]]:
+        """The (window T, overlap o) of every row."""
+        return [(row["window"], row["overlap"]) for row in self.rows]
+
+    def token_perplexity(self, window: int, overlap: int) -> stats.Sample:
+        """The token perplexity at window T and overlap o with its bootstrap replicates over documents (ratio
+        bootstrap of the NLL sums and token counts; the point value alone when the result saved none)."""
+        row = next((r for r in self.rows if (r["window"], r["overlap"]) == (window, overlap)), None)
+        if row is None:
+            raise KeyError(f"token perplexity at T={window}, o={overlap}")
+        per_doc = ((self.bootstrap or {}).get("documents") or {}).get(str(overlap))
+        if per_doc is None:
+            return stats.Sample(row["token_perplexity"])
+        return stats.Sample.of_ratio(row["token_perplexity"], per_doc["nll"], per_doc["tokens"], self.bootstrap, np.exp)
+
 
 # ----------------------------------------------------------------------------- FLOPs
 

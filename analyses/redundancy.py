@@ -257,6 +257,18 @@ class Result(common.AnalysisResult):
         ax.legend(fontsize=7, loc="upper left", title=LEGEND, title_fontsize=6.5)
         return ax
 
+    def mean_k(self, window: int, threshold: float) -> stats.Sample:
+        """The mean over windows of ``window`` tokens of k(p = ``threshold``), with its bootstrap replicates
+        over windows (the per-window k resampled; the point value alone when the result saved none).
+        KeyError when the result has no such k."""
+        for w in self.windows:
+            for j, t in enumerate(w["thresholds"] if w["window"] == window else []):
+                if abs(t["threshold"] - threshold) < 1e-9:
+                    if not isinstance(w.get("bootstrap"), dict) or "k" not in w:
+                        return stats.Sample(t["mean"])
+                    return stats.Sample.of_mean(t["mean"], np.asarray(w["k"], dtype=np.float64)[:, j], w["bootstrap"])
+        raise KeyError(f"k at n = {window}, p = {threshold}")
+
 
 def load_inputs(model, cfg: Config) -> dict:
     """``{"acts": [...]}``: one Activations per window length; only --layer's token states are cached

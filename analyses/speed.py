@@ -164,6 +164,13 @@ class Result(common.AnalysisResult):
         _time_panel(ax, [self])
         return ax
 
+    def family(self) -> str | None:
+        """The model's family: a registry model's as checkpoints.yaml gives it; a random-init model is
+        named by its family (one of RANDOM_MODELS)."""
+        if self.model.get("source") == "random init" and self.model_name in RANDOM_MODELS:
+            return self.model_name
+        return self.model.get("family")
+
 
 def check_config(cfg: Config) -> None:
     """What ``arg(min=)`` cannot say, before any model is built."""

@@ -1,6 +1,6 @@
-"""Bootstrap intervals over units and verdicts from them (issue 27). Pure numpy, no I/O.
+"""Bootstrap intervals over units, intervals over seeds, and the one verdict rule. Pure numpy/scipy, no I/O.
 
-Every interval here is a seeded percentile bootstrap over the unit a number averages (sentences,
+Every interval over units is a seeded percentile bootstrap over the unit a number averages (sentences,
 windows, documents, held-out blocks, contexts). A resample is a row of multinomial counts
 ``W[b, u]`` (how often unit u is drawn in resample b), so B resamples of a mean of per-unit values
 cost one matrix product ``W @ values / n``. The counts depend only on (n, resamples, seed): two
@@ -9,14 +9,23 @@ alike, so the difference of their replicates is the PAIRED bootstrap of the diff
 (:func:`difference_replicates`); with other units the replicates are decoupled by a seeded shuffle
 (an unpaired bootstrap).
 
+Such an interval is conditional on one trained model's weights. A claim about an architecture also
+needs the spread between models trained with other seeds: :func:`seed_interval` is the t interval of
+the mean of the per-seed differences, and :func:`decide` is the one rule that turns per-seed intervals
+and the across-seed interval into a :class:`Verdict`.
+
     >>> W = resample_weights(len(x), 1000, seed=0)
     >>> interval(W @ x / len(x))         # 95% percentile interval of the mean of x
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
+import math
 import re
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,8 +33,31 @@ RESAMPLES = 1000  # default number of bootstrap resamples
 LEVEL = 0.95  # default two-sided interval level
 SEED = 0  # default bootstrap seed
 
-HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
-SEEDS_DISAGREE, CROSSES_ZERO = "seeds disagree", "the interval crosses zero"
+# A verdict needs at least this many units behind every interval it reads. The percentile interval of a
+# mean is about mean +- 1.96 x the plug-in standard error, which is sqrt((n - 1) / n) of the unbiased one,
+# and the normal quantile stands in for Student's t with n - 1 degrees of freedom. Together a nominal 95%
+# interval covers the true mean about 93% of the time at 20 units (normal data), 90% at 10, 85% at 5 and
+# 60% at 2 (there, half the resamples draw one unit twice). From 20 units on, the shortfall is small
+# beside the intervals' other approximations; below it an interval would claim a precision it does not have.
+MIN_UNITS = 20
+
+
+class Verdict(enum.StrEnum):
+    """What the results say of a claim."""
+
+    HOLDS = "holds"  # every seed's interval and the interval over seeds lie on the claimed side of zero
+    FAILS = "does not hold"  # ... all lie on the opposite side
+    INCONCLUSIVE = "inconclusive"  # an interval crosses zero, the seeds disagree, or one seed cannot speak for all
+    UNTESTED = "not testable"  # the results needed are missing, unlike, too small or not numbers: the reason says
+
+
+HOLDS, FAILS, INCONCLUSIVE, UNTESTED = Verdict.HOLDS, Verdict.FAILS, Verdict.INCONCLUSIVE, Verdict.UNTESTED
+
+# the reasons of an inconclusive verdict
+SEEDS_DISAGREE = "seeds disagree"
+CROSSES_ZERO = "the interval crosses zero"
+ONE_SEED = "one seed: its weights are one draw of the architecture (the interval over seeds needs 2 or more)"
+ACROSS_CROSSES = "the interval over seeds crosses zero"
 
 # A model trained again with another seed is registered as ``<model>-seed1``, ``<model>-seed2``; seed 0
 # keeps the plain name.
@@ -51,15 +83,25 @@ def resample_weights(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> np
 
 def interval(replicates, level: float = LEVEL) -> np.ndarray:
     """Percentile interval of bootstrap replicates along axis 0: (2,) for (B,), (2, k) for (B, k).
-    Non-finite replicates (a degenerate resample) are left out."""
+
+    A non-finite replicate is a resample where the statistic does not exist (e.g. a mean cosine over
+    pairs of distinct sentences when every draw is the same sentence). Leaving such resamples out
+    conditions the interval on the statistic existing; once they are more than one tail's share,
+    (1 - level) / 2, of all resamples, the ends of the interval are unknown and it is NaN (no
+    interval: a result file writes null) rather than the interval of the few resamples left, which
+    with two units is zero wide and may not even hold the point estimate."""
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     r = np.asarray(replicates, dtype=np.float64)
     a = (1 - level) / 2
-    if r.ndim == 1:
-        r = r[np.isfinite(r)]
-        return np.quantile(r, [a, 1 - a]) if r.size else np.full(2, np.nan)
-    return np.nanquantile(np.where(np.isfinite(r), r, np.nan), [a, 1 - a], axis=0)
+    flat = r.ndim == 1
+    r = r.reshape(r.shape[0], int(np.prod(r.shape[1:])))  # (B, k)
+    finite = np.isfinite(r)
+    defined = finite.mean(axis=0) >= 1 - a if len(r) else np.zeros(r.shape[1], bool)  # (k,)
+    out = np.full((2, r.shape[1]), np.nan)
+    if defined.any():
+        out[:, defined] = np.nanquantile(np.where(finite, r, np.nan)[:, defined], [a, 1 - a], axis=0)
+    return out[:, 0] if flat else out
 
 
 def mean_replicates(values, weights: np.ndarray) -> np.ndarray:
@@ -117,42 +159,24 @@ def cosine_replicates(X, unit_of, n_units: int, weights: np.ndarray) -> np.ndarr
     return pairwise_cosine_replicates(*grouped_unit_sums(X, unit_of, n_units), weights)
 
 
-def difference_replicates(rep_a, rep_b, paired: bool, seed: int = SEED) -> np.ndarray:
-    """Replicates of a - b from each side's replicates. ``paired``: both were drawn with the same
-    weights over the same units (same order, same seed), so replicate b of each is the same resample;
-    else b's replicates are shuffled (seeded) so the two sides are resampled independently."""
+def aligned_replicates(rep_a, rep_b, paired: bool, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates of two sides lined up so that replicate b of each is one draw of the pair. ``paired``:
+    both were drawn with the same weights over the same units (same order, same seed), so they line up
+    as they are; else b's replicates are shuffled (seeded) so the two sides are resampled independently
+    (and both are cut to the shorter length)."""
     a, b = np.asarray(rep_a, dtype=np.float64), np.asarray(rep_b, dtype=np.float64)
-    if a.shape != b.shape:
-        raise ValueError(f"replicates differ in shape: {a.shape} vs {b.shape}")
-    if not paired:
-        b = b[np.random.default_rng([int(seed), 1]).permutation(len(b))]
+    if paired:
+        if a.shape != b.shape:
+            raise ValueError(f"paired replicates differ in shape: {a.shape} vs {b.shape}")
+        return a, b
+    n = min(len(a), len(b))
+    return a[:n], b[:n][np.random.default_rng([int(seed), 1]).permutation(n)]
+
+
+def difference_replicates(rep_a, rep_b, paired: bool, seed: int = SEED) -> np.ndarray:
+    """Replicates of a - b from each side's replicates (:func:`aligned_replicates`)."""
+    a, b = aligned_replicates(rep_a, rep_b, paired, seed)
     return a - b
-
-
-def paired_difference(a, b, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED) -> dict:
-    """Mean of a - b over units both saw (a, b aligned (n,)): point, interval, replicates."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape:
-        raise ValueError(f"paired values must align: {a.shape} vs {b.shape}")
-    W = resample_weights(len(a), resamples, seed)
-    rep = mean_replicates(a - b, W)
-    return {"point": float(np.mean(a - b)), "interval": interval(rep, level).tolist(), "replicates": rep}
-
-
-def unpaired_difference(a, b, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED) -> dict:
-    """Mean of a minus mean of b, resampling each side's units independently."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    rep_a = mean_replicates(a, resample_weights(len(a), resamples, seed))
-    rep_b = mean_replicates(b, resample_weights(len(b), resamples, seed + 1))
-    rep = rep_a - rep_b
-    return {"point": float(a.mean() - b.mean()), "interval": interval(rep, level).tolist(), "replicates": rep}
-
-
-def mean_interval(values, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED) -> dict:
-    """Point mean of per-unit values and its percentile interval."""
-    v = np.asarray(values, dtype=np.float64)
-    rep = mean_replicates(v, resample_weights(len(v), resamples, seed))
-    return {"point": v.mean(axis=0), "interval": interval(rep, level), "replicates": rep}
 
 
 def bootstrap_block(unit: str, n_units: int, resamples: int = RESAMPLES, level: float = LEVEL,
@@ -182,34 +206,185 @@ def rounded(x, digits: int = 6) -> list:
     return out.tolist()
 
 
+# ----------------------------------------------------------------------------- what a claim compares
+
+
+def pairing(block: dict | None) -> tuple | None:
+    """The pairing key of a saved bootstrap block, (units_id, seed, resamples); None when it names no units."""
+    if not isinstance(block, dict) or not block.get("units_id"):
+        return None
+    return block["units_id"], block.get("seed"), block.get("resamples")
+
+
+@dataclass(frozen=True, eq=False)
+class Sample:
+    """One model's statistic as a claim reads it: the point value and, where the result keeps per-unit
+    values, its bootstrap replicates over those units (the analyses' Results hand these out)."""
+
+    point: float | None  # None: the result holds null here
+    replicates: np.ndarray | None = None  # (B,); None: the result keeps no per-unit values (a point value)
+    n_units: int | None = None  # how many units the replicates resample
+    unit: str = ""  # what a unit is: sentence, window, document, block, context
+    pairing: tuple | None = None  # (units_id, seed, resamples): equal for two results resampled alike
+    level: float = LEVEL
+
+    @classmethod
+    def saved(cls, point, replicates, block: dict | None) -> Sample:
+        """The point and the replicates a result saved beside its ``bootstrap`` block."""
+        if replicates is None or not isinstance(block, dict):
+            return cls(point)
+        return cls(point, np.asarray(replicates, dtype=np.float64), int(block["n_units"]), str(block.get("unit", "")),
+                   pairing(block), float(block.get("level", LEVEL)))
+
+    @classmethod
+    def of_mean(cls, point, values, block: dict) -> Sample:
+        """The mean of per-unit ``values`` resampled as ``block`` says (the weights the analysis drew)."""
+        v = np.asarray(values, dtype=np.float64)
+        W = resample_weights(len(v), int(block["resamples"]), int(block["seed"]))
+        return cls(point, mean_replicates(v, W), len(v), str(block.get("unit", "")), pairing(block),
+                   float(block.get("level", LEVEL)))
+
+    @classmethod
+    def of_ratio(cls, point, numerators, denominators, block: dict, transform=None) -> Sample:
+        """sum(num) / sum(den) over units resampled as ``block`` says, then ``transform`` (e.g. np.exp)."""
+        W = resample_weights(len(numerators), int(block["resamples"]), int(block["seed"]))
+        rep = ratio_replicates(numerators, denominators, W)
+        return cls(point, rep if transform is None else transform(rep), len(numerators), str(block.get("unit", "")),
+                   pairing(block), float(block.get("level", LEVEL)))
+
+    def interval(self) -> list[float] | None:
+        """Its percentile interval; None without replicates or when :func:`interval` finds none."""
+        if self.replicates is None:
+            return None
+        iv = interval(self.replicates, self.level)
+        return iv.tolist() if np.isfinite(iv).all() else None
+
+
+@dataclass(frozen=True, eq=False)
+class Difference:
+    """``contrast(A, B)`` of two Samples, or a difference a result saved itself: the point, its replicates
+    (None: point values only) and whether they were paired over the same units."""
+
+    point: float
+    replicates: np.ndarray | None
+    paired: bool
+    level: float = LEVEL
+
+    def interval(self) -> list[float] | None:
+        if self.replicates is None:
+            return None
+        iv = interval(self.replicates, self.level)
+        return iv.tolist() if np.isfinite(iv).all() else None
+
+
+def difference(a: Sample, b: Sample, contrast=np.subtract) -> Difference:
+    """``contrast(a, b)`` (default a - b) with its replicates: paired when both Samples were resampled
+    alike (equal ``pairing``), else the sides are decoupled (:func:`aligned_replicates`)."""
+    point = float(contrast(a.point, b.point))
+    if a.replicates is None or b.replicates is None:
+        return Difference(point, None, False, a.level)
+    paired = a.pairing is not None and a.pairing == b.pairing
+    ra, rb = aligned_replicates(a.replicates, b.replicates, paired)
+    return Difference(point, contrast(ra, rb), paired, a.level)
+
+
 # ----------------------------------------------------------------------------- verdicts
 
 
-def verdict(point_diffs, intervals, claimed_sign: int) -> tuple[str, str]:
-    """(verdict, reason) over seeds. ``point_diffs`` (one per seed), ``intervals`` ((lo, hi) per
-    seed) of the compared difference; ``claimed_sign`` +1 (the claim says the difference is > 0) or
-    -1 (< 0). HOLDS when every seed's interval excludes the opposite direction (lies strictly on the
-    claimed side of 0), FAILS when every seed's interval excludes the claimed direction, else
-    INCONCLUSIVE with the reason: seeds disagree (some seed's evidence points the other way from
-    another's), or the interval crosses zero."""
+def seed_interval(differences, level: float = LEVEL) -> tuple[float, float] | None:
+    """The interval over seeds: mean +- t_{n-1} s / sqrt(n) of the per-seed differences (a Student t
+    interval, n - 1 degrees of freedom); None with fewer than two seeds.
+
+    Why a t interval and not a bootstrap over seeds (and units): with three seeds a bootstrap can draw
+    only ten distinct sets of seeds, and its percentile interval lies inside [min, max] of the seeds'
+    values, so it excludes zero whenever the seeds share a sign -- with no effect at all that happens
+    one time in four (two seeds: one in two), the very event this interval is there to rule out. The t
+    interval pays for estimating the spread from n values (t_2 = 4.30 instead of 1.96 with three
+    seeds). Each seed's difference already carries its own sampling noise over units, so the spread of
+    the seeds' differences holds both sources (the two-stage summary-statistics approach); nothing
+    more is added for the units."""
+    d = np.asarray(differences, dtype=np.float64)
+    if len(d) < 2 or not np.isfinite(d).all():
+        return None
+    from scipy.stats import t
+
+    half = float(t.ppf((1 + level) / 2, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    mean = float(d.mean())
+    return mean - half, mean + half
+
+
+class Decision(NamedTuple):
+    """The verdict of one comparison over its seeds."""
+
+    verdict: Verdict
+    reason: str
+    mean: float  # the mean of the per-seed differences
+    across: tuple[float, float] | None  # the interval over seeds (None: one seed)
+
+
+def _side(lo: float, hi: float) -> int:
+    return 1 if lo > 0 else -1 if hi < 0 else 0  # +1 above zero, -1 below, 0 crosses
+
+
+def decide(differences, intervals, claimed_sign: int, level: float = LEVEL) -> Decision:
+    """The one verdict rule. ``differences``: one point difference per seed; ``intervals``: per seed its
+    (lo, hi) bootstrap interval, or all None where the results keep no per-unit values (then each
+    seed's point difference stands in for its interval and the reason says so); ``claimed_sign``: +1
+    (the claim says the difference is > 0) or -1 (< 0).
+
+    HOLDS when every seed's interval AND the interval over seeds (:func:`seed_interval`) lie strictly on
+    the claimed side of zero; FAILS when all lie on the opposite side; else INCONCLUSIVE with the reason:
+    one seed (an interval over seeds needs two), the interval over seeds crosses zero, the seeds
+    disagree (some seed's evidence points the other way from another's), or the interval crosses zero."""
     if claimed_sign not in (1, -1):
         raise ValueError(f"claimed_sign must be +1 or -1, got {claimed_sign}")
-    ivs = [tuple(map(float, iv)) for iv in intervals]
-    pts = [float(p) for p in point_diffs]
-    if not ivs or len(ivs) != len(pts):
-        raise ValueError("need one point difference and one interval per seed")
-    if any(not (np.isfinite(lo) and np.isfinite(hi)) for lo, hi in ivs) or not np.isfinite(pts).all():
-        return INCONCLUSIVE, "an interval or difference is not a finite number"
-    side = [1 if lo > 0 else -1 if hi < 0 else 0 for lo, hi in ivs]  # +1 above 0, -1 below, 0 crosses
+    pts = [float(p) for p in differences]
+    ivs = list(intervals)
+    if not pts or len(ivs) != len(pts):
+        raise ValueError("need one point difference and one interval (or None) per seed")
+    point_only = all(iv is None for iv in ivs)
+    if not point_only and any(iv is None for iv in ivs):
+        raise ValueError("either every seed has an interval or none has")
+    ivs = [(p, p) if point_only else tuple(map(float, iv)) for p, iv in zip(pts, ivs)]
+    mean = float(np.mean(pts))
+    if not all(math.isfinite(x) for iv in ivs for x in iv) or not all(math.isfinite(p) for p in pts):
+        return Decision(INCONCLUSIVE, "an interval or difference is not a finite number", mean, None)
+    n = len(pts)
+    side = [_side(lo, hi) for lo, hi in ivs]
+    across = seed_interval(pts, level)
+    what = "point difference (point values: no per-unit values)" if point_only else "interval"
+    for want, verdict, direction in ((claimed_sign, HOLDS, "the opposite direction"),
+                                     (-claimed_sign, FAILS, "the claimed direction")):
+        if all(s == want for s in side):
+            if across is None:
+                head = f"its {what} excludes {direction}, but " if n == 1 else ""
+                return Decision(INCONCLUSIVE, head + ONE_SEED, mean, None)
+            if _side(*across) != want:
+                return Decision(INCONCLUSIVE, f"every seed's {what} excludes {direction}, but {ACROSS_CROSSES}",
+                                mean, across)
+            return Decision(verdict, f"every seed's {what} and the interval over {n} seeds exclude {direction}",
+                            mean, across)
     claimed = [s == claimed_sign for s in side]
     opposite = [s == -claimed_sign for s in side]
-    n = f" ({len(ivs)} seeds)" if len(ivs) > 1 else ""
-    if all(claimed):
-        return HOLDS, f"every interval excludes the opposite direction{n}"
-    if all(opposite):
-        return FAILS, f"every interval excludes the claimed direction{n}"
-    signs = {int(np.sign(p)) for p in pts}
-    if any(claimed) and any(opposite) or len(signs - {0}) > 1:
-        return INCONCLUSIVE, SEEDS_DISAGREE
+    if any(claimed) and any(opposite) or len({int(np.sign(p)) for p in pts} - {0}) > 1:
+        return Decision(INCONCLUSIVE, SEEDS_DISAGREE, mean, across)
     k = sum(s == 0 for s in side)
-    return INCONCLUSIVE, CROSSES_ZERO + (f" in {k} of {len(ivs)} seeds" if len(ivs) > 1 else "")
+    return Decision(INCONCLUSIVE, CROSSES_ZERO + (f" in {k} of {n} seeds" if n > 1 else ""), mean, across)
+
+
+def combine(verdicts: list[Verdict]) -> tuple[Verdict, int]:
+    """A claim over several comparisons (each compared model, window or overlap): it does not hold when
+    any comparison does not hold; else it is not testable when any is not testable; it holds when every
+    comparison holds; else it is inconclusive. Returns the verdict and the index of the deciding
+    comparison: the first with the claim's verdict."""
+    if not verdicts:
+        raise ValueError("a claim needs at least one comparison")
+    if FAILS in verdicts:
+        found = FAILS
+    elif UNTESTED in verdicts:
+        found = UNTESTED
+    elif all(v == HOLDS for v in verdicts):
+        found = HOLDS
+    else:
+        found = INCONCLUSIVE
+    return found, verdicts.index(found)

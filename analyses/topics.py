@@ -273,6 +273,15 @@ class Result(common.AnalysisResult):
         _paired_panel(ax, self)
         return ax
 
+    def mean_jsd_difference(self) -> bootstrap_stats.Sample:
+        """The mean over contexts of JSD(A) - JSD(B), paired (both continuations share the context), with its
+        bootstrap replicates over contexts (the weights the analysis drew; the point value alone without them)."""
+        d = np.asarray(self.jsd_a, dtype=np.float64) - np.asarray(self.jsd_b, dtype=np.float64)
+        block = self.statistics.get("bootstrap")
+        if not isinstance(block, dict):
+            return bootstrap_stats.Sample(float(np.mean(d)))
+        return bootstrap_stats.Sample.of_mean(float(np.mean(d)), d, block)
+
 
 def _window(lm, window: int) -> int:
     return window if window > 0 else lm.window

@@ -156,6 +156,15 @@ class Result(common.AnalysisResult):
         ax.legend(fontsize=7, title=LEGEND, title_fontsize=6.5)
         return ax
 
+    def middle_token_distance(self) -> stats.Sample:
+        """The mean token L2 change over the intermediate layers (2..L-1; every layer when L < 3) with its
+        bootstrap replicates over sentences (the point value alone when the result saved none)."""
+        middle = lambda v: v[..., 1:-1].mean(-1) if v.shape[-1] >= 3 else v.mean(-1)  # noqa: E731
+        point = middle(np.array([row["token"]["distance_mean"] for row in self.layers], dtype=np.float64))
+        reps = ((self.bootstrap or {}).get("replicates") or {}).get("token_distance_mean")
+        return stats.Sample.saved(float(point), None if reps is None else middle(np.asarray(reps, dtype=np.float64)),
+                                  self.bootstrap)
+
 
 def load_inputs(model, cfg: Config) -> dict:
     """``{"acts": ...}``: the cached activations of the seeded sentence sample (every layer's token states)."""

@@ -5,8 +5,9 @@ and records one mean (``heldout_loss`` in train_config.json). This script re-run
 the saved weights (same data, blocks, masking, batches of 32 and autocast as the record says) and
 writes, beside the model, ``heldout_blocks.csv``: one row per held-out block with its summed
 cross-entropy over the masked tokens (nats) and the number of masked tokens. Two models trained on
-the same data, tokenizer and seed score the same blocks and positions, so the claim table compares
-them paired over blocks (ratio bootstrap: sum of losses / sum of masked tokens).
+the same data, tokenizer and seed score the same blocks and positions: ``python -m analyses.mlm_loss``
+reads the file into a result (results/mlm_loss/<model>.json), and the claim table compares such results
+paired over blocks (ratio bootstrap: sum of losses / sum of masked tokens).
 
 The saved weights are float16 (the recipe's default), so the total differs from the recorded
 ``heldout_loss`` by the rounding of the weights (printed for each folder).
@@ -110,7 +111,9 @@ def block_losses(model, arch_name: str, blocks, cfg: TrainConfig, tokenizer, amp
     return sums, counts
 
 
-def writesentence_blocks(folder: Path, corpus: str | None = None) -> dict:
+def write_heldout_blocks(folder: Path, corpus: str | None = None) -> dict:
+    """Score ``folder``'s held-out blocks as its recipe did and write ``heldout_blocks.csv`` beside the model;
+    returns what was written and how it compares with the training record."""
     cfg, doc = train_config(folder, corpus)
     if cfg.split != "train":
         raise SystemExit(f"{folder}: trained on --split {cfg.split}: it has no held-out part")
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     for folder in args.folders:
-        print(json.dumps(writesentence_blocks(folder, args.corpus)), flush=True)
+        print(json.dumps(write_heldout_blocks(folder, args.corpus)), flush=True)
 
 
 if __name__ == "__main__":

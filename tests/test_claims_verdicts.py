@@ -1,212 +1,291 @@
-"""Verdicts from the evidence (issue 27): a claim holds only when the bootstrap interval of the compared
-difference excludes the opposite direction in every seed; planted models within noise are 'inconclusive'."""
+"""Verdicts from the evidence: a claim holds only when, for every compared model, every seed's bootstrap
+interval of the difference and the t interval over the seeds exclude the opposite direction; results made
+with another corpus, sample or settings, or on too few units, are not testable, with the reason."""
 
 from __future__ import annotations
 
 import json
 
+import claims_docs as docs
 import numpy as np
 import pytest
 
 from analyses import stats
 from analyses.summary import claims, evidence
 
-MODEL = {"num_layers": 4, "hidden_size": 256, "kind": "encoder"}
+
+def _claim(out, analysis: str, text: str) -> claims.Finding:
+    return next(f for f in claims.evaluate(out) if f.analysis == analysis and text in f.claim)
 
 
-def _redundancy_doc(name: str, family: str, k: np.ndarray) -> dict:
-    """A redundancy result at n = 100 with per-window k (one column per threshold 0.9, 0.98)."""
-    k = np.asarray(k, dtype=float)
-    ks = np.stack([k, k + 20], 1)
-    block = stats.bootstrap_block("window", len(k), units_id=stats.units_id([name, len(k)]))
-    return {"analysis": "redundancy", "model_name": name, "model": {**MODEL, "family": family},
-            "windows": [{"window": 100, "n_windows": len(k), "k": ks.tolist(), "bootstrap": block,
-                         "thresholds": [{"threshold": p, "mean": float(c.mean())} for p, c in zip((0.9, 0.98), ks.T)]}]}
+def _k90(out) -> claims.Finding:
+    return _claim(out, "redundancy", "90%")
 
 
-def _write(tmp_path, analysis: str, docs: list[dict]) -> None:
-    folder = tmp_path / "results" / analysis
-    folder.mkdir(parents=True, exist_ok=True)
-    for d in docs:
-        (folder / f"{d['model_name']}.json").write_text(json.dumps(d))
+def _seeded(name: str, seed: int) -> str:
+    return name if seed == 0 else f"{name}-seed{seed}"
 
 
-def _k_claim(tmp_path) -> claims.Claim:
-    return next(c for c in claims.evaluate(tmp_path) if c.analysis == "redundancy" and "90%" in c.claim)
+def _redundancy_pair(out, slstm_means, bert_means, sd: float = 3.0, **ident) -> None:
+    found = []
+    for seed, (m_s, m_b) in enumerate(zip(slstm_means, bert_means)):
+        found += [docs.redundancy(_seeded("slstm-small", seed), "slstm", docs.per_unit(m_s, 10 + seed, sd=sd)),
+                  docs.redundancy(_seeded("bert-small", seed), "bert", docs.per_unit(m_b, 20 + seed, sd=sd), **ident)]
+    docs.write(out, "redundancy", found)
 
 
-def _windows(mean: float, seed: int, n: int = 100, sd: float = 3.0) -> np.ndarray:
-    return np.random.default_rng(seed).normal(mean, sd, n).round()
+def test_a_clear_difference_in_every_seed_holds_with_the_interval_over_seeds(tmp_path):
+    _redundancy_pair(tmp_path, [40, 41, 39], [30, 30.5, 29])
+    f = _k90(tmp_path)
+    assert f.verdict == claims.HOLDS and f.n_seeds == 3
+    (c,) = f.comparisons
+    assert c.against == "slstm-small vs bert-small" and [s["seed"] for s in c.seeds] == [0, 1, 2]
+    diffs = [s["difference"] for s in c.seeds]
+    assert c.difference == pytest.approx(np.mean(diffs)) and c.interval == c.across
+    half = 4.302653 * np.std(diffs, ddof=1) / np.sqrt(3)  # t_{0.975, 2}
+    assert c.across == pytest.approx([np.mean(diffs) - half, np.mean(diffs) + half], rel=1e-5)
+    assert all(s["paired"] and s["interval"][0] > 0 for s in c.seeds)
+    assert f"slstm-small {c.seeds[0]['value_a']:.1f} [" in f.evidence and "over 3 seeds" in f.evidence
+    json.dumps(f.to_json())  # JSON-ready
 
 
-def test_a_clear_difference_holds_with_its_interval_and_seed(tmp_path):
-    _write(tmp_path, "redundancy", [_redundancy_doc("slstm-small", "slstm", _windows(40, 1)),
-                                    _redundancy_doc("bert-small", "bert", _windows(30, 2))])
-    c = _k_claim(tmp_path)
-    assert c.verdict == claims.HOLDS and c.n_seeds == 1
-    lo, hi = c.interval
-    assert 0 < lo < c.difference < hi and c.difference == pytest.approx(10, abs=1.5)
-    (seed,) = c.seeds
-    assert seed["seed"] == 0 and seed["sign"] == 1 and not seed["paired"]
-    assert seed["interval_a"][0] < seed["value_a"] < seed["interval_a"][1]
-    assert f"slstm-small {seed['value_a']:.1f} [" in c.evidence and " vs bert-small " in c.evidence
-    doc = c.to_json()
-    assert {"verdict", "difference", "interval", "seeds", "n_seeds", "reason"} <= set(doc)
-    json.dumps(doc)  # JSON-ready
+def test_one_seed_cannot_speak_for_the_architecture(tmp_path):
+    _redundancy_pair(tmp_path, [40], [30])
+    f = _k90(tmp_path)
+    (c,) = f.comparisons
+    assert f.verdict == claims.INCONCLUSIVE and stats.ONE_SEED in f.reason and c.across is None
+    assert c.interval == c.seeds[0]["interval"] and c.interval[0] > 0  # the seed's own interval excludes zero
 
 
 def test_a_difference_within_noise_is_inconclusive(tmp_path):
-    _write(tmp_path, "redundancy", [_redundancy_doc("slstm-small", "slstm", _windows(30.2, 1, sd=5)),
-                                    _redundancy_doc("bert-small", "bert", _windows(30.0, 2, sd=5))])
-    c = _k_claim(tmp_path)
-    assert c.verdict == claims.INCONCLUSIVE and c.reason == stats.CROSSES_ZERO
-    assert c.interval[0] < 0 < c.interval[1]
+    _redundancy_pair(tmp_path, [30.2, 30.1, 29.9], [30, 30, 30], sd=5)
+    f = _k90(tmp_path)
+    assert f.verdict == claims.INCONCLUSIVE and f.reason.startswith((stats.CROSSES_ZERO, stats.SEEDS_DISAGREE))
 
 
-def test_the_opposite_difference_does_not_hold(tmp_path):
-    _write(tmp_path, "redundancy", [_redundancy_doc("slstm-small", "slstm", _windows(25, 1)),
-                                    _redundancy_doc("bert-small", "bert", _windows(35, 2))])
-    assert _k_claim(tmp_path).verdict == claims.FAILS
+def test_the_opposite_difference_in_every_seed_does_not_hold(tmp_path):
+    _redundancy_pair(tmp_path, [25, 26, 24], [35, 35, 35])
+    assert _k90(tmp_path).verdict == claims.FAILS
 
 
-def test_seeds_are_grouped_and_must_agree(tmp_path):
-    docs = [_redundancy_doc("slstm-small", "slstm", _windows(40, 1)),
-            _redundancy_doc("slstm-small-seed1", "slstm", _windows(40, 3)),
-            _redundancy_doc("slstm-small-seed2", "slstm", _windows(40, 5)),
-            _redundancy_doc("bert-small", "bert", _windows(30, 2)),
-            _redundancy_doc("bert-small-seed1", "bert", _windows(30, 4)),
-            _redundancy_doc("bert-small-seed2", "bert", _windows(30, 6))]
-    _write(tmp_path, "redundancy", docs)
-    c = _k_claim(tmp_path)
-    assert c.verdict == claims.HOLDS and c.n_seeds == 3
-    assert [s["seed"] for s in c.seeds] == [0, 1, 2] and "3 seeds" in c.evidence
-    docs[2] = _redundancy_doc("slstm-small-seed2", "slstm", _windows(20, 5))  # seed 2 says the opposite
-    _write(tmp_path, "redundancy", docs)
-    c = _k_claim(tmp_path)
-    assert c.verdict == claims.INCONCLUSIVE and c.reason == stats.SEEDS_DISAGREE
+def test_seeds_that_disagree_are_inconclusive(tmp_path):
+    _redundancy_pair(tmp_path, [40, 40, 20], [30, 30, 30])
+    f = _k90(tmp_path)
+    assert f.verdict == claims.INCONCLUSIVE and f.reason == stats.SEEDS_DISAGREE
+
+
+def test_every_seed_excluding_zero_is_not_enough_when_the_seeds_scatter(tmp_path):
+    _redundancy_pair(tmp_path, [31, 40, 60], [30, 30, 30], sd=1)  # +1, +10, +30: the t interval crosses zero
+    f = _k90(tmp_path)
+    (c,) = f.comparisons
+    assert all(s["interval"][0] > 0 for s in c.seeds)
+    assert f.verdict == claims.INCONCLUSIVE and stats.ACROSS_CROSSES in f.reason and c.across[0] < 0 < c.across[1]
+
+
+def test_results_without_replicates_are_point_values(tmp_path):
+    _redundancy_pair(tmp_path, [40, 41, 39], [30, 30.5, 29])
+    for p in (tmp_path / "results" / "redundancy").glob("*.json"):
+        d = json.loads(p.read_text())
+        del d["windows"][0]["bootstrap"]
+        p.write_text(json.dumps(d))
+    f = _k90(tmp_path)
+    (c,) = f.comparisons
+    assert f.verdict == claims.HOLDS and c.point_values and "point difference" in f.reason
+    assert all(s["interval"] is None for s in c.seeds) and c.across is not None
 
 
 def test_paired_units_give_a_paired_interval():
     rng = np.random.default_rng(0)
     unit = rng.normal(30, 6, 100)  # what each window does to both models
-    a = {"model_name": "a", "windows": [], "v": unit + 0.8 + rng.normal(0, 0.5, 100)}
-    b = {"model_name": "b", "windows": [], "v": unit + rng.normal(0, 0.5, 100)}
+    a, b = unit + 0.8 + rng.normal(0, 0.5, 100), unit + rng.normal(0, 0.5, 100)
     block = stats.bootstrap_block("window", 100, units_id="sha256:same")
-    sample = lambda d: evidence.mean_sample(float(np.mean(d["v"])), d["v"], block)  # noqa: E731
-    paired = evidence.compare({"a": {0: a}}, {"b": {0: b}}, sample, 1)
-    assert paired["verdict"] == stats.HOLDS and paired["seeds"][0]["paired"]
-    other = dict(block, units_id="sha256:other")
-    sample_b = lambda d: evidence.mean_sample(float(np.mean(d["v"])), d["v"], block if d is a else other)  # noqa: E731
-    unpaired = evidence.compare({"a": {0: a}}, {"b": {0: b}}, sample_b, 1)
-    assert not unpaired["seeds"][0]["paired"] and unpaired["verdict"] == stats.INCONCLUSIVE
+    sa, sb = stats.Sample.of_mean(a.mean(), a, block), stats.Sample.of_mean(b.mean(), b, block)
+    paired = stats.difference(sa, sb)
+    assert paired.paired and paired.interval()[0] > 0
+    unpaired = stats.difference(sa, stats.Sample.of_mean(b.mean(), b, dict(block, units_id="sha256:other")))
+    assert not unpaired.paired and unpaired.interval()[0] < 0 < unpaired.interval()[1]
 
 
-def test_results_without_replicates_keep_the_point_verdict(tmp_path):
-    docs = [_redundancy_doc("slstm-small", "slstm", _windows(40, 1)), _redundancy_doc("bert-small", "bert",
-                                                                                     _windows(30, 2))]
-    for d in docs:
-        del d["windows"][0]["bootstrap"]
-    _write(tmp_path, "redundancy", docs)
-    c = _k_claim(tmp_path)
-    assert c.verdict == claims.HOLDS and c.reason == claims.POINT_ONLY and c.interval is None
+# ----------------------------------------------------------------------------- like with like, enough units
 
 
-def test_seed_names():
-    assert evidence.seed_of("bert-small-seed2") == ("bert-small", 2)
-    assert evidence.seed_of("bert-small") == ("bert-small", 0)
-    assert set(evidence.by_model([{"model_name": "x"}, {"model_name": "x-seed1"}])["x"]) == {0, 1}
+def _anisotropy(out, slstm: dict, n_units: int = 100, **slstm_ident) -> None:
+    found = []
+    for seed in range(3):
+        found += [docs.anisotropy(_seeded("slstm-small", seed), "slstm", 0.20 + 0.01 * seed, 0.46, seed=seed,
+                                  n_units=n_units, **(slstm_ident if seed == 0 else {})),
+                  docs.anisotropy(_seeded("albert-small", seed), "albert", 0.28 + 0.01 * seed, 0.74, seed=10 + seed,
+                                  n_units=n_units)]
+    found[0].update(slstm)
+    docs.write(out, "anisotropy", found)
 
 
-def _mog_folder(tmp_path, name: str, fusion: str, loss_per_token: np.ndarray) -> str:
-    """A recipe folder with its training record and per-block held-out losses (scripts/heldout_blocks.py)."""
-    folder = tmp_path / name
-    folder.mkdir()
-    cfg = {"fusion": fusion, "half_dim": False, "shared_qkv": False, "layers": 4, "steps": 300, "batch_size": 32,
-           "seq_len": 320, "corpus": "c", "split": "train", "lr": 0.001}
-    counts = np.random.default_rng(0).integers(30, 50, len(loss_per_token))  # same blocks, same masking
-    sums = counts * loss_per_token
-    record = {"config": cfg, "heldout_loss": float(sums.sum() / counts.sum()), "last_loss_mean": 6.0}
-    (folder / "train_config.json").write_text(json.dumps(record))
-    (folder / "heldout_blocks.csv").write_text("block,loss_sum,masked_tokens\n" + "".join(
-        f"{i},{s:.6f},{c}\n" for i, (s, c) in enumerate(zip(sums, counts))))
-    return f"{name}:\n  family: mog\n  kind: encoder\n  source: {{path: {folder}}}\n  sentence: cls\n"
+def test_like_results_hold(tmp_path):
+    _anisotropy(tmp_path, {})
+    assert _claim(tmp_path, "anisotropy", "token outputs").verdict == claims.HOLDS
 
 
-@pytest.mark.parametrize("gap, verdict", [(-0.05, claims.HOLDS), (0.0005, claims.INCONCLUSIVE),
-                                          (0.05, claims.FAILS)])
-def test_table2_from_held_out_blocks_paired(tmp_path, monkeypatch, gap, verdict):
-    rng = np.random.default_rng(1)
-    block = rng.normal(5.7, 0.3, 512)  # what each block does to both models
-    wg, sum_ = block + gap + rng.normal(0, 0.02, 512), block + rng.normal(0, 0.02, 512)
-    reg = _mog_folder(tmp_path, "x-wg", "weight-gate", wg) + _mog_folder(tmp_path, "x-sum", "sum", sum_)
-    (tmp_path / "reg.yaml").write_text(reg)  # x-: sorts after the repository's own mog-small-* entries
-    monkeypatch.setenv("PROBES_CHECKPOINTS", str(tmp_path / "reg.yaml"))
-    table2 = next(c for c in claims.mog_claims({}) if c.analysis == "checkpoints")
-    assert table2.verdict == verdict
-    assert table2.seeds[0]["paired"] and table2.interval is not None
-    assert "held-out MLM loss per block: x-wg " in table2.evidence
+def test_a_result_from_another_corpus_is_not_testable(tmp_path):
+    """An slstm-small result of 60 sentences of another corpus beside its baselines' results."""
+    _anisotropy(tmp_path, {}, corpus={"sha256": "0f" * 32, "n_sampled": 60}, settings={"n_sentences": 60})
+    for level in ("token outputs", "sentence vectors"):
+        f = _claim(tmp_path, "anisotropy", level)
+        assert f.verdict == claims.UNTESTED and "different corpus (sha256: " in f.reason
 
 
-def test_table2_groups_seed_variants_under_their_seed_0_model(tmp_path, monkeypatch):
-    """Seed variants of the two fusions give one comparison per seed (paired within a seed), each seed's
-    weight-gate model against the same seed's sum model."""
+def test_other_settings_are_not_testable(tmp_path):
+    _anisotropy(tmp_path, {}, settings={"n_tokens": 5000})
+    f = _claim(tmp_path, "anisotropy", "token outputs")
+    assert f.verdict == claims.UNTESTED and "different settings (n_tokens: 5000 vs 300)" in f.reason
+
+
+def test_run_settings_do_not_make_results_unlike(tmp_path):
+    _anisotropy(tmp_path, {}, settings={"batch_size": 4, "dtype": "bfloat16", "device": "cuda"})
+    assert _claim(tmp_path, "anisotropy", "token outputs").verdict == claims.HOLDS
+
+
+def test_two_sentences_are_too_few_units(tmp_path):
+    _anisotropy(tmp_path, {}, n_units=2)
+    f = _claim(tmp_path, "anisotropy", "sentence vectors")
+    assert f.verdict == claims.UNTESTED and "too few units" in f.reason and "2 sentences" in f.reason
+
+
+def test_a_null_number_is_not_testable_with_its_name(tmp_path):
+    _anisotropy(tmp_path, {})
+    path = tmp_path / "results" / "anisotropy" / "slstm-small.json"
+    d = json.loads(path.read_text())
+    d["layers"][-1]["token"]["mean"] = None
+    path.write_text(json.dumps(d))
+    f = _claim(tmp_path, "anisotropy", "token outputs")
+    assert f.verdict == claims.UNTESTED and "slstm-small's last-layer token cosine is missing (null)" in f.evidence
+
+
+def test_a_result_without_its_identity_is_not_testable(tmp_path):
+    _anisotropy(tmp_path, {})
+    path = tmp_path / "results" / "anisotropy" / "slstm-small.json"
+    d = json.loads(path.read_text())
+    del d["config"]
+    path.write_text(json.dumps(d))
+    f = _claim(tmp_path, "anisotropy", "token outputs")
+    assert f.verdict == claims.UNTESTED and "lacks 'config'" in f.reason
+
+
+def test_models_without_a_seed_in_common_are_not_testable(tmp_path):
+    docs.write(tmp_path, "redundancy", [docs.redundancy("slstm-small-seed1", "slstm", docs.per_unit(40, 1)),
+                                        docs.redundancy("bert-small", "bert", docs.per_unit(30, 2))])
+    f = _k90(tmp_path)
+    assert f.verdict == claims.UNTESTED and "no seed in common" in f.reason
+
+
+# ----------------------------------------------------------------------------- the recurrence claims
+
+
+def _ppl(out, gap: float, seeds=(0, 1, 2), overlaps=(0, 16, 32)) -> None:
+    found = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        tokens = rng.integers(500, 2000, 40).astype(float)
+        doc = rng.normal(3.5, 0.4, 40)  # how hard each document is, for both models
+        found += [docs.perplexity(_seeded("base", seed), False,
+                                  {o: doc - 0.001 * o + rng.normal(0, 0.01, 40) for o in overlaps}, tokens),
+                  docs.perplexity(_seeded("rec", seed), True,
+                                  {o: doc + gap - 0.001 * o + rng.normal(0, 0.01, 40) for o in overlaps}, tokens)]
+    docs.write(out, "perplexity", found)
+
+
+@pytest.mark.parametrize("gap, verdict", [(-0.05, claims.HOLDS), (0.05, claims.FAILS)])
+def test_perplexity_claim_is_paired_over_documents_per_window_and_overlap(tmp_path, gap, verdict):
+    _ppl(tmp_path, gap)
+    f = _claim(tmp_path, "perplexity", "equal window")
+    assert f.verdict == verdict and [c.key for c in f.comparisons] == [(128, 0), (128, 16), (128, 32)]
+    assert all(s["paired"] for s in f.seeds) and f.comparisons[0].against == "rec vs base at T=128, o=0"
+
+
+def test_claim_2_compares_recurrent_o0_with_the_base_at_t_over_10(tmp_path):
+    _ppl(tmp_path, -0.05)
+    f = _claim(tmp_path, "perplexity", "o = 0")
+    (c,) = f.comparisons
+    assert c.key == (128, 0, 16)  # T/10 = 12.8: o = 16, not the largest (32)
+    assert claims.claim2_overlap(300, [5, 10, 30, 50, 75, 200]) == 30  # the paper's Table 2
+    assert claims.claim2_overlap(128, [0]) is None
+
+
+def test_the_topic_claim_reads_the_paired_jsd_difference_the_right_way_round(tmp_path):
     rng = np.random.default_rng(3)
-    reg = ""
-    for suffix in ("", "-seed1"):
-        block = rng.normal(5.7, 0.3, 512)
-        reg += _mog_folder(tmp_path, f"x-wg{suffix}", "weight-gate", block - 0.05 + rng.normal(0, 0.02, 512))
-        reg += _mog_folder(tmp_path, f"x-sum{suffix}", "sum", block + rng.normal(0, 0.02, 512))
-    (tmp_path / "reg.yaml").write_text(reg)
-    monkeypatch.setenv("PROBES_CHECKPOINTS", str(tmp_path / "reg.yaml"))
-    table2 = next(c for c in claims.mog_claims({}) if c.analysis == "checkpoints")
-    assert table2.verdict == claims.HOLDS and table2.n_seeds == 2
-    assert [s["seed"] for s in table2.seeds] == [0, 1] and all(s["paired"] for s in table2.seeds)
-    assert [(s["a"], s["b"]) for s in table2.seeds] == [("x-wg", "x-sum"), ("x-wg-seed1", "x-sum-seed1")]
+    found = []
+    for seed in range(3):
+        ctx = rng.uniform(0.3, 0.8, 200)
+        rec, base = ctx - 0.05 + rng.normal(0, 0.02, 200), ctx + rng.normal(0, 0.02, 200)
+        a, b = _seeded("rec", seed), _seeded("base", seed)
+        found.append(docs.topics(a, b, rec, base) if seed != 1 else docs.topics(b, a, base, rec, rec_is_a=False))
+    docs.write(tmp_path, "topics", found)
+    f = _claim(tmp_path, "topics", "topic JSD")
+    (c,) = f.comparisons
+    assert f.verdict == claims.HOLDS and all(s["difference"] < 0 for s in c.seeds)
+    assert [s["a"] for s in c.seeds] == ["rec", "rec-seed1", "rec-seed2"]
 
 
-def _ppl_doc(name: str, recurrent: bool, nll_per_token: dict, tokens: np.ndarray) -> dict:
-    """A perplexity result: rows per (T, o) and the per-document NLL sums the bootstrap resamples."""
-    block = stats.bootstrap_block("document", len(tokens), units_id=stats.units_id(range(len(tokens))))
-    rows, documents = [], {}
-    for (t, o), per_doc in nll_per_token.items():
-        nll = per_doc * tokens
-        rows.append({"model": name, "recurrent": recurrent, "window": t, "overlap": o,
-                     "token_perplexity": float(np.exp(nll.sum() / tokens.sum()))})
-        documents[str(o)] = {"nll": nll.tolist(), "tokens": tokens.tolist()}
-    return {"analysis": "perplexity", "model_name": name, "rows": rows, "bootstrap": {**block, "documents": documents}}
+# ----------------------------------------------------------------------------- Table 2 from mlm_loss results
 
 
-@pytest.mark.parametrize("gap, verdict", [(-0.05, claims.HOLDS), (0.0, claims.INCONCLUSIVE)])
-def test_perplexity_claim_is_paired_over_documents(tmp_path, gap, verdict):
-    rng = np.random.default_rng(2)
-    tokens = rng.integers(500, 2000, 40).astype(float)
-    doc = rng.normal(3.5, 0.4, 40)  # how hard each document is, for both models
-    noise = lambda: rng.normal(0, 0.01, 40)  # noqa: E731
-    _write(tmp_path, "perplexity", [
-        _ppl_doc("base", False, {(128, 0): doc + noise(), (128, 32): doc - 0.01 + noise()}, tokens),
-        _ppl_doc("rec", True, {(128, 0): doc + gap + noise(), (128, 32): doc + gap - 0.01 + noise()}, tokens)])
-    equal = next(c for c in claims.evaluate(tmp_path) if c.analysis == "perplexity")
-    assert equal.verdict == verdict and all(s["paired"] for s in equal.seeds)
-    assert "T=128, o=0: rec " in equal.evidence and equal.interval is not None
+def _table2(out, gaps, steps=(300, 300), blocks=True) -> None:
+    found = []
+    for seed, gap in enumerate(gaps):
+        rng = np.random.default_rng(seed)
+        block = rng.normal(5.7, 0.3, 256)  # what each block does to both models
+        found += [docs.mlm_loss(_seeded("m-wg", seed), "weight-gate", block + gap + rng.normal(0, 0.02, 256), seed,
+                                steps=steps[0], blocks=blocks),
+                  docs.mlm_loss(_seeded("m-sum", seed), "sum", block + rng.normal(0, 0.02, 256), seed,
+                                steps=steps[1], blocks=blocks)]
+    found.append(docs.mlm_loss("m-half", "weight-gate", np.full(256, 1.0), half_dim=True))  # not Table 2's row
+    docs.write(out, "mlm_loss", found)
 
 
-def test_topic_claim_uses_the_paired_jsd_interval(tmp_path):
-    stats_ = {"mean_jsd_a": 0.30, "mean_jsd_b": 0.31, "share_a_less": 0.6, "n_contexts": 200, "n_ties": 0,
-              "sign_test_p_a_less": 0.002, "wilcoxon_p_a_less": 0.001, "mean_difference": -0.01,
-              "mean_difference_ci": [-0.03, 0.01]}
-    _write(tmp_path, "topics", [{"analysis": "topics", "model_name": "rec__base", "statistics": stats_}])
-    c = next(c for c in claims.evaluate(tmp_path) if c.analysis == "topics")
-    assert c.verdict == claims.INCONCLUSIVE and c.reason == stats.CROSSES_ZERO and c.interval == [-0.03, 0.01]
+def test_table2_holds_when_weight_gate_is_ahead_in_every_seed_and_over_seeds(tmp_path):
+    _table2(tmp_path, [-0.050, -0.052])
+    f = _claim(tmp_path, "mlm_loss", "weight-gate")
+    (c,) = f.comparisons
+    assert f.verdict == claims.HOLDS and c.against == "m-wg vs m-sum" and all(s["paired"] for s in c.seeds)
+    assert [(s["a"], s["b"]) for s in c.seeds] == [("m-wg", "m-sum"), ("m-wg-seed1", "m-sum-seed1")]
 
 
-def test_markdown_table_has_the_seeds_column(tmp_path, capsys):
-    _write(tmp_path, "redundancy", [_redundancy_doc("slstm-small", "slstm", _windows(40, 1)),
-                                    _redundancy_doc("slstm-small-seed1", "slstm", _windows(41, 3)),
-                                    _redundancy_doc("bert-small", "bert", _windows(30, 2)),
-                                    _redundancy_doc("bert-small-seed1", "bert", _windows(31, 4))])
-    claims.main(["--out", str(tmp_path), "--markdown"])
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("| paper | where | claim | verdict | seeds |")
-    row = next(ln for ln in lines if "90% of the variance" in ln)
-    assert "| holds | 2 | " in row and "seed 1: slstm-small-seed1 " in row
-    assert next(ln for ln in lines if "§6" in ln).split(" | ")[4] == "point values"  # speed: untested, no seeds
+def test_table2_of_two_scattered_seeds_is_inconclusive(tmp_path):
+    _table2(tmp_path, [0.03, 0.26])  # behind in both seeds, but two seeds this far apart say little more
+    f = _claim(tmp_path, "mlm_loss", "weight-gate")
+    assert f.verdict == claims.INCONCLUSIVE and stats.ACROSS_CROSSES in f.reason
+
+
+def test_table2_needs_models_trained_alike(tmp_path):
+    _table2(tmp_path, [-0.05, -0.05], steps=(300, 150))
+    f = _claim(tmp_path, "mlm_loss", "weight-gate")
+    assert f.verdict == claims.UNTESTED and "different training recipe (steps: 300 vs 150)" in f.reason
+
+
+def test_table2_without_block_losses_is_point_values(tmp_path):
+    _table2(tmp_path, [-0.05, -0.051], blocks=False)
+    f = _claim(tmp_path, "mlm_loss", "weight-gate")
+    assert f.comparisons[0].point_values and f.verdict == claims.HOLDS
+
+
+# ----------------------------------------------------------------------------- claims from point values
+
+
+def _speed(name: str, slope: float, family: str | None = None, source: str = "random init") -> dict:
+    model = {"source": source, **({"family": family} if family else {})}
+    return {"model_name": name, "config": {}, "model": model, "reference": "bert", "reference_median_s": {},
+            "definitions": {}, "fit_lengths": [512, 1024], "slope": slope, "intercept": 0.0, "local_slopes": [],
+            "crossover": None, "rows": [], "machine": {}}
+
+
+@pytest.mark.parametrize("slstm_slope, verdict", [(1.05, claims.HOLDS), (1.3, claims.FAILS)])
+def test_the_speed_claim_tells_families_apart_by_their_identity(tmp_path, slstm_slope, verdict):
+    docs.write(tmp_path, "speed", [_speed("slstm", slstm_slope), _speed("bert", 1.6),
+                                   _speed("my-slstm-copy", 1.7, family="hf", source="checkpoints.yaml")])
+    f = _claim(tmp_path, "speed", "linearly")
+    assert f.verdict == verdict and f.point_values and f.reason == claims.POINT_VALUES
+
+
+def test_evidence_module_reads_results_strictly(tmp_path):
+    docs.write(tmp_path, "redundancy", [docs.redundancy("slstm-small", "slstm", docs.per_unit(40, 1))])
+    typed = evidence.typed(evidence.load_all(tmp_path))
+    assert type(typed["redundancy"][0]).__name__ == "Result" and typed["redundancy"][0].model_name == "slstm-small"

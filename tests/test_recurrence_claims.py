@@ -1,61 +1,65 @@
-"""analyses.summary.recurrence_claims: the verdicts follow the numbers of planted result files."""
+"""analyses.summary.recurrence_claims: the tables' verdicts are the main claim table's, from the same
+claim declarations, on planted result files."""
 
 from __future__ import annotations
 
-import json
-
+import claims_docs as docs
+import numpy as np
 import pytest
 
+from analyses.summary import claims
 from analyses.summary.recurrence_claims import Config, main, render
 from probes.errors import ProbeError
 
 
-def _ppl(root, model, rows, trained=None):
-    path = root / "results" / "perplexity" / f"{model}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    model_doc = {"name": model, **({"recurrence": {"overlap": trained}} if trained is not None else {})}
-    path.write_text(json.dumps({"model": model_doc, "rows": [
-        {"window": T, "overlap": o, "token_perplexity": p, "word_perplexity": 1.3 * p, "flops_per_token": f}
-        for T, o, p, f in rows]}))
+def _ppl(root, base_gap: dict, window: int, n_docs: int = 40) -> None:
+    """base and rec at overlaps 0 and T/4 (recurrent minus base: ``base_gap[o]`` nats per token)."""
+    rng = np.random.default_rng(window)
+    tokens = rng.integers(500, 2000, n_docs).astype(float)
+    doc = rng.normal(3.5, 0.4, n_docs)
+    overlaps = (0, window // 4)
+    docs.write(root, "perplexity", [
+        docs.perplexity("b", False, {o: doc - 0.01 * o / window + rng.normal(0, 0.005, n_docs) for o in overlaps},
+                        tokens, window),
+        docs.perplexity("r", True, {o: doc + base_gap[o] + rng.normal(0, 0.005, n_docs) for o in overlaps}, tokens,
+                        window)])
 
 
-def _topics(root, a, b, jsd_a, jsd_b, share):
-    path = root / "results" / "topics" / f"{a}-vs-{b}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stats = {"n_contexts": 100, "mean_jsd_a": jsd_a, "mean_jsd_b": jsd_b, "mean_jsd_reference": 0.3,
-             "share_a_less": share, "n_ties": 2, "sign_test_p": 0.5, "sign_test_p_a_less": 0.25, "wilcoxon_p": 0.4,
-             "paper_direction_held": jsd_a < jsd_b and share > 0.5}
-    path.write_text(json.dumps({"statistics": stats, "model_a": {"window": 128}}))
+def _table(text: str, claim: int) -> list[str]:
+    part = text.split(f"## Claim {claim}")[1].split("## ")[0]
+    return [line for line in part.splitlines() if line.startswith("| b / r") or line.startswith("| r vs b")]
 
 
-def test_verdicts_follow_the_numbers(tmp_path):
+def test_the_tables_read_the_claims_verdicts(tmp_path):
     out = tmp_path / "real"
-    _ppl(out / "T64", "b", [(64, 0, 20.0, 3e8), (64, 16, 19.0, 4e8)])
-    _ppl(out / "T64", "r", [(64, 0, 18.5, 3e8), (64, 16, 19.5, 4e8)], trained=0)  # better at o=0, worse at 16
-    _ppl(out / "T128", "b", [(128, 0, 17.0, 3e8), (128, 32, 16.0, 4e8)])
-    _ppl(out / "T128", "r", [(128, 0, 16.5, 3e8), (128, 32, 15.9, 4e8)], trained=0)
-    _topics(out / "T128", "r", "b", 0.5, 0.6, 0.7)
-    text = render(Config(out=str(out), base="b", recurrent="r", gpt2_out=str(tmp_path / "none"), encoders=[]))
-    lines = {tuple(c.strip() for c in line.split("|")[1:4]): line for line in text.splitlines()
-             if line.startswith("| b / r")}
-    assert lines[("b / r", "64", "0")].endswith("| yes | holds |")
-    assert lines[("b / r", "64", "16")].endswith("| no (trained at o=0) | does not hold |")
-    assert "+2.63%" in lines[("b / r", "64", "16")]
-    claim2 = [line for line in text.split("## Claim 2")[1].split("## Claim 3")[0].splitlines()
-              if line.startswith("| b")]
-    assert claim2[0].endswith("| holds |")  # T=64: recurrent o=0 18.5 <= base o=16 19.0
-    assert claim2[1].endswith("| does not hold |")  # T=128: 16.5 > base o=32 16.0
-    claim3 = text.split("## Claim 3")[1]
-    assert "| r vs b | 128 | 100 | 0.5000 | 0.6000 | 0.3000 | 70.0% |" in claim3 and "| holds |" in claim3
+    _ppl(out / "T64", {0: -0.05, 16: 0.05}, 64)  # recurrent better at o = 0, worse at o = 16
+    rng = np.random.default_rng(0)
+    ctx = rng.uniform(0.3, 0.8, 100)
+    docs.write(out / "T128", "topics", [docs.topics("r", "b", ctx - 0.1 + rng.normal(0, 0.02, 100),
+                                                    ctx + rng.normal(0, 0.02, 100))])
+    _ppl(out / "T128", {0: -0.05, 32: -0.05}, 128)
+    cfg = Config(out=str(out), base="b", recurrent="r", gpt2_out=str(tmp_path / "none"), encoders=[])
+    text = render(cfg)
+    c1 = _table(text, 1)
+    assert [line.split("|")[2:4] for line in c1] == [[" 64 ", " 0 "], [" 64 ", " 16 "], [" 128 ", " 0 "],
+                                                     [" 128 ", " 32 "]]
+    assert "| yes |" in c1[0] and "| no (trained at o=0) |" in c1[1]
+    # one seed: each row's verdict is the claim's, inconclusive with its reason; the intervals say the direction
+    found = {c.key: c for f in claims.evaluate(out / "T64") for c in f.comparisons if f.analysis == "perplexity"}
+    assert f"| {found[(64, 0)].verdict} | {found[(64, 0)].reason} |" in c1[0]
+    assert all("| inconclusive | its interval excludes" in line for line in c1)
+    assert " [-" in c1[0].split("|")[10] and " [+" in c1[1].split("|")[10]
+    (c2_64, c2_128) = _table(text, 2)
+    assert "(o=16)" in c2_64 and "(o=32)" in c2_128  # the only overlap measured, the closest to T/10
+    (c3,) = _table(text, 3)
+    assert "| r vs b | 128 | 100 |" in c3 and "| inconclusive |" in c3
 
 
-def test_claim_2_compares_recurrent_o0_with_base_at_t_over_4(tmp_path):
+def test_too_few_documents_are_not_testable_in_the_tables(tmp_path):
     out = tmp_path / "real"
-    _ppl(out / "T64", "b", [(64, 0, 20.0, 3e8), (64, 16, 19.0, 4e8)])
-    _ppl(out / "T64", "r", [(64, 0, 18.5, 3e8), (64, 16, 18.4, 4e8)], trained=0)
+    _ppl(out / "T64", {0: -0.05, 16: -0.05}, 64, n_docs=7)
     text = render(Config(out=str(out), base="b", recurrent="r", window=[64], gpt2_out=str(tmp_path), encoders=[]))
-    claim2 = [line for line in text.split("## Claim 2")[1].splitlines() if line.startswith("| b")][0]
-    assert "18.50 / 24.05" in claim2 and "(o=16) 19.00" in claim2 and claim2.endswith("| holds |")
+    assert all("| not testable | too few units" in line for line in _table(text, 1) + _table(text, 2))
 
 
 def test_no_results_is_one_line_error(tmp_path):

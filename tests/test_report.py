@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import os
 import subprocess
 import sys
@@ -83,11 +82,11 @@ def test_report_shows_every_result_and_every_figure(demo_out):
 def test_claim_verdicts_come_from_the_result_files(demo_out):
     verdicts = {c.claim: c for c in claims.evaluate(demo_out)}
     aniso = next(c for c in verdicts.values() if c.analysis == "anisotropy" and "token" in c.claim)
-    assert aniso.verdict in (claims.HOLDS, claims.FAILS)
+    assert aniso.verdict == claims.INCONCLUSIVE  # one seed: one trained model does not speak for an architecture
     docs = claims.load_all(demo_out)["anisotropy"]
     values = {d["model_name"]: d["layers"][-1]["token"]["mean"] for d in docs}
-    expected = claims.HOLDS if abs(values["tiny-slstm"]) < abs(values["tiny-bert"]) else claims.FAILS
-    assert aniso.verdict == expected
+    (c,) = aniso.comparisons
+    assert c.difference == pytest.approx(abs(values["tiny-slstm"]) - abs(values["tiny-bert"]))
     for name, v in values.items():
         assert f"{name} {v:.3f}" in aniso.evidence
     page = _Page()
@@ -95,74 +94,10 @@ def test_claim_verdicts_come_from_the_result_files(demo_out):
     assert aniso.verdict in page.cells and aniso.evidence in page.cells
 
 
-def _perplexity_doc(name: str, recurrent: bool, ppl: dict) -> dict:
-    rows = [{"model": name, "recurrent": recurrent, "window": t, "overlap": o, "token_perplexity": v}
-            for (t, o), v in ppl.items()]
-    return {"analysis": "perplexity", "model_name": name, "rows": rows}
-
-
-@pytest.mark.parametrize("rec0, equal_verdict, o0_verdict", [
-    (97.5, claims.HOLDS, claims.HOLDS),  # better than base at o = 0 and than base at o = 32 (98)
-    (99.0, claims.HOLDS, claims.FAILS),  # better than base at o = 0 only
-    (101.0, claims.FAILS, claims.FAILS),
-])
-def test_perplexity_claims_follow_the_numbers(tmp_path, rec0, equal_verdict, o0_verdict):
-    folder = tmp_path / "results" / "perplexity"
-    folder.mkdir(parents=True)
-    (folder / "base.json").write_text(json.dumps(_perplexity_doc("base", False, {(128, 0): 100.0, (128, 32): 98.0})))
-    (folder / "rec.json").write_text(json.dumps(_perplexity_doc("rec", True, {(128, 0): rec0, (128, 32): 97.0})))
-    equal, o0 = [c for c in claims.evaluate(tmp_path) if c.analysis == "perplexity"]
-    assert (equal.verdict, o0.verdict) == (equal_verdict, o0_verdict)
-
-
 def test_missing_results_are_not_testable(tmp_path):
     (tmp_path / "results").mkdir()
     found = claims.evaluate(tmp_path)
     assert {c.verdict for c in found if c.analysis != "checkpoints"} == {claims.UNTESTED}
-
-
-def _mog_registry(tmp_path, monkeypatch, records: dict[str, dict]):
-    lines = []
-    for name, rec in records.items():
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "train_config.json").write_text(json.dumps(rec))
-        lines.append(f"{name}:\n  family: mog\n  kind: encoder\n  source: {{path: {folder}}}\n  sentence: cls\n")
-    lines.append("mog-absent:\n  family: mog\n  kind: encoder\n  source: {path: nowhere}\n  sentence: cls\n")
-    (tmp_path / "reg.yaml").write_text("".join(lines))
-    monkeypatch.setenv("PROBES_BUILTIN_CHECKPOINTS", str(tmp_path / "reg.yaml"))
-
-
-def _record(fusion, held, steps=300, last=6.0, half_dim=False):
-    cfg = {"fusion": fusion, "half_dim": half_dim, "shared_qkv": False, "layers": 4, "steps": steps,
-           "batch_size": 32, "seq_len": 320, "corpus": "data/train-corpus", "split": "train", "lr": 0.001}
-    return {"config": cfg, "heldout_loss": held, "last_loss_mean": last}
-
-
-@pytest.mark.parametrize("wg, sum_, sum_steps, verdict", [
-    (5.70, 5.80, 300, claims.HOLDS),
-    (5.90, 5.80, 300, claims.FAILS),
-    (5.70, 5.80, 150, claims.UNTESTED),  # a first-round sum model is no comparison for a second-round one
-])
-def test_table2_compares_held_out_losses_of_equally_trained_models(tmp_path, monkeypatch, wg, sum_, sum_steps,
-                                                                   verdict):
-    _mog_registry(tmp_path, monkeypatch, {
-        "m-wg": _record("weight-gate", wg), "m-sum": _record("sum", sum_, steps=sum_steps),
-        "m-self": _record("self-gate", 5.75), "m-half": _record("weight-gate", 1.0, half_dim=True)})
-    (tmp_path / "results").mkdir()
-    table2 = next(c for c in claims.evaluate(tmp_path) if c.analysis == "checkpoints")
-    assert table2.verdict == verdict
-    if verdict != claims.UNTESTED:
-        assert f"held-out MLM loss m-wg {wg:.3f} vs m-sum {sum_:.3f}" in table2.evidence
-        assert "m-self (self-gate) 5.750" in table2.evidence and "m-half" not in table2.evidence
-
-
-def test_table2_falls_back_to_the_training_loss(tmp_path, monkeypatch):
-    _mog_registry(tmp_path, monkeypatch, {"m-wg": _record("weight-gate", None, last=6.2),
-                                          "m-sum": _record("sum", None, last=6.1)})
-    (tmp_path / "results").mkdir()
-    table2 = next(c for c in claims.evaluate(tmp_path) if c.analysis == "checkpoints")
-    assert table2.verdict == claims.FAILS and "training, last steps MLM loss m-wg 6.200" in table2.evidence
 
 
 def test_every_model_keeps_one_colour():

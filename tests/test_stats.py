@@ -1,4 +1,5 @@
-"""analyses.stats: seeded bootstrap intervals over units, paired differences and the verdict rule."""
+"""analyses.stats: seeded bootstrap intervals over units, paired differences, the interval over seeds and the
+verdict rule."""
 
 import numpy as np
 import pytest
@@ -13,11 +14,14 @@ def test_weights_are_seeded_multinomial_counts():
     assert not np.array_equal(W, stats.resample_weights(50, 200, seed=4))
 
 
+def _mean_interval(x, resamples=1000, seed=0):
+    return stats.interval(stats.mean_replicates(x, stats.resample_weights(len(x), resamples, seed)))
+
+
 def test_mean_interval_is_deterministic_under_a_seed():
     x = np.random.default_rng(0).normal(size=80)
-    a, b = stats.mean_interval(x, 500, seed=7), stats.mean_interval(x, 500, seed=7)
-    assert np.array_equal(a["interval"], b["interval"]) and a["point"] == pytest.approx(x.mean())
-    assert a["interval"][0] < x.mean() < a["interval"][1]
+    a, b = _mean_interval(x, 500, seed=7), _mean_interval(x, 500, seed=7)
+    assert np.array_equal(a, b) and a[0] < x.mean() < a[1]
 
 
 def test_percentile_interval_covers_the_planted_mean():
@@ -33,22 +37,23 @@ def test_percentile_interval_covers_the_planted_mean():
 
 def test_interval_width_matches_the_standard_error():
     x = np.random.default_rng(2).normal(0, 1, size=400)
-    lo, hi = stats.mean_interval(x, 2000)["interval"]
+    lo, hi = _mean_interval(x, 2000)
     assert (hi - lo) == pytest.approx(2 * 1.96 * x.std() / np.sqrt(len(x)), rel=0.1)
 
 
 def test_paired_interval_is_narrower_when_units_are_correlated():
     rng = np.random.default_rng(3)
     unit = rng.normal(0, 3, size=200)  # what a unit does to both models
-    a = unit + rng.normal(0.2, 0.3, size=200)
-    b = unit + rng.normal(0.0, 0.3, size=200)
-    p = stats.paired_difference(a, b)
-    u = stats.unpaired_difference(a, b)
-    assert p["point"] == pytest.approx(u["point"])
-    width = lambda d: d["interval"][1] - d["interval"][0]  # noqa: E731
-    assert width(p) < 0.3 * width(u)
-    assert p["interval"][0] > 0  # the planted +0.2 is resolved only when paired
-    assert u["interval"][0] < 0 < u["interval"][1]
+    a, b = unit + rng.normal(0.2, 0.3, size=200), unit + rng.normal(0.0, 0.3, size=200)
+    block = stats.bootstrap_block("sentence", 200, units_id="sha256:same")
+    sa, sb = stats.Sample.of_mean(a.mean(), a, block), stats.Sample.of_mean(b.mean(), b, block)
+    paired = stats.difference(sa, sb)
+    unpaired = stats.difference(sa, stats.Sample.of_mean(b.mean(), b, dict(block, units_id="sha256:other")))
+    assert paired.paired and not unpaired.paired and paired.point == pytest.approx(unpaired.point)
+    width = lambda d: d.interval()[1] - d.interval()[0]  # noqa: E731
+    assert width(paired) < 0.3 * width(unpaired)
+    assert paired.interval()[0] > 0  # the planted +0.2 is resolved only when paired
+    assert unpaired.interval()[0] < 0 < unpaired.interval()[1]
 
 
 def test_difference_replicates_pair_by_common_weights():
@@ -58,9 +63,32 @@ def test_difference_replicates_pair_by_common_weights():
     W = stats.resample_weights(150, 1000, seed=0)
     ra, rb = stats.mean_replicates(a, W), stats.mean_replicates(b, W)
     paired = stats.interval(stats.difference_replicates(ra, rb, paired=True))
-    assert np.allclose(paired, stats.paired_difference(a, b)["interval"])
+    assert np.allclose(paired, stats.interval(stats.mean_replicates(a - b, W)))
     unpaired = stats.interval(stats.difference_replicates(ra, rb, paired=False))
     assert unpaired[1] - unpaired[0] > 3 * (paired[1] - paired[0])
+
+
+def test_an_interval_of_mostly_undefined_resamples_is_none():
+    """Two sentences: half the resamples draw one sentence twice, where a mean cosine over pairs of distinct
+    sentences does not exist. Dropping them left a zero-width interval that missed the point estimate."""
+    X = np.random.default_rng(8).normal(size=(2, 16))
+    W = stats.resample_weights(2, 1000, seed=0)
+    rep = stats.cosine_replicates(X, np.arange(2), 2, W)
+    assert 0.3 < np.mean(~np.isfinite(rep)) < 0.7
+    assert np.isnan(stats.interval(rep)).all()
+    assert np.isnan(stats.interval(np.stack([rep, rep], 1))).all()
+    assert stats.Sample(0.5, rep, 2, "sentence").interval() is None
+    few = np.r_[np.full(10, np.nan), np.linspace(0, 1, 990)]  # 1% undefined: within one tail's 2.5%
+    assert np.allclose(stats.interval(few), np.quantile(few[10:], [0.025, 0.975]))
+    assert np.isfinite(stats.interval(np.stack([few, rep], 1))[:, 0]).all()
+
+
+def test_min_units_matches_its_reason():
+    """At MIN_UNITS units the plug-in normal interval of a mean covers about 93% (nominal 95%); below, less."""
+    from scipy.stats import t
+
+    cover = lambda n: 2 * t.cdf(1.96 * np.sqrt((n - 1) / n), n - 1) - 1  # noqa: E731
+    assert 0.92 < cover(stats.MIN_UNITS) < 0.94 and cover(10) < 0.91 and cover(2) < 0.61
 
 
 def test_ratio_replicates_at_unit_weights_is_the_pooled_ratio():
@@ -90,28 +118,50 @@ def test_pairwise_cosine_replicates_reproduce_the_point_and_a_resample():
 
 
 @pytest.mark.parametrize("points, intervals, sign, expect", [
-    ([0.3], [(0.1, 0.5)], 1, (stats.HOLDS, None)),
     ([0.3, 0.2, 0.4], [(0.1, 0.5), (0.05, 0.3), (0.2, 0.6)], 1, (stats.HOLDS, None)),
-    ([-0.3, -0.2], [(-0.5, -0.1), (-0.3, -0.1)], 1, (stats.FAILS, None)),
-    ([-0.3, -0.2], [(-0.5, -0.1), (-0.3, -0.1)], -1, (stats.HOLDS, None)),
+    ([-0.3, -0.2], [(-0.5, -0.1), (-0.3, -0.1)], 1, (stats.INCONCLUSIVE, stats.ACROSS_CROSSES)),  # t_1 = 12.7
+    ([-0.3, -0.31, -0.29], [(-0.5, -0.1), (-0.4, -0.2), (-0.4, -0.2)], 1, (stats.FAILS, None)),
+    ([-0.3, -0.31, -0.29], [(-0.5, -0.1), (-0.4, -0.2), (-0.4, -0.2)], -1, (stats.HOLDS, None)),
+    ([0.3], [(0.1, 0.5)], 1, (stats.INCONCLUSIVE, stats.ONE_SEED)),
     ([0.3, -0.2], [(0.1, 0.5), (-0.3, -0.1)], 1, (stats.INCONCLUSIVE, stats.SEEDS_DISAGREE)),
     ([0.1], [(-0.1, 0.3)], 1, (stats.INCONCLUSIVE, stats.CROSSES_ZERO)),
     ([0.3, 0.1], [(0.1, 0.5), (-0.1, 0.3)], 1, (stats.INCONCLUSIVE, stats.CROSSES_ZERO + " in 1 of 2 seeds")),
     ([0.3, -0.1], [(0.1, 0.5), (-0.3, 0.1)], 1, (stats.INCONCLUSIVE, stats.SEEDS_DISAGREE)),
+    ([0.3, 0.31, 0.29], [None, None, None], 1, (stats.HOLDS, "point difference")),
+    ([0.3], [None], 1, (stats.INCONCLUSIVE, stats.ONE_SEED)),
 ])
-def test_verdict_over_seeds(points, intervals, sign, expect):
-    v, reason = stats.verdict(points, intervals, sign)
-    assert v == expect[0]
+def test_decide_over_seeds(points, intervals, sign, expect):
+    d = stats.decide(points, intervals, sign)
+    assert d.verdict == expect[0]
     if expect[1] is not None:
-        assert reason == expect[1]
+        assert expect[1] in d.reason
+    assert d.mean == pytest.approx(np.mean(points)) and (d.across is None) == (len(points) < 2)
 
 
-def test_verdict_rejects_bad_input():
+def test_decide_rejects_bad_input():
     with pytest.raises(ValueError):
-        stats.verdict([0.1], [(0, 1)], 0)
+        stats.decide([0.1], [(0, 1)], 0)
     with pytest.raises(ValueError):
-        stats.verdict([], [], 1)
-    assert stats.verdict([np.nan], [(np.nan, np.nan)], 1)[0] == stats.INCONCLUSIVE
+        stats.decide([], [], 1)
+    with pytest.raises(ValueError):
+        stats.decide([0.1, 0.2], [(0, 1), None], 1)
+    assert stats.decide([np.nan], [(np.nan, np.nan)], 1).verdict == stats.INCONCLUSIVE
+
+
+def test_seed_interval_is_the_t_interval():
+    d = [0.1, 0.3, 0.2]
+    lo, hi = stats.seed_interval(d)
+    assert (lo + hi) / 2 == pytest.approx(0.2) and (hi - lo) / 2 == pytest.approx(4.302653 * 0.1 / np.sqrt(3))
+    assert stats.seed_interval([0.1]) is None and stats.seed_interval([0.1, np.nan]) is None
+
+
+def test_combine_says_which_comparison_decides():
+    H, F, N, U = stats.HOLDS, stats.FAILS, stats.INCONCLUSIVE, stats.UNTESTED
+    assert stats.combine([H, H]) == (H, 0)
+    assert stats.combine([H, N, F]) == (F, 2)
+    assert stats.combine([H, U, N]) == (U, 1)
+    assert stats.combine([H, N]) == (N, 1)
+    assert str(F) == "does not hold" and str(U) == "not testable"
 
 
 def test_units_id_and_rounding():

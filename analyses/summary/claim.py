@@ -1,141 +1,194 @@
-"""What every claim check shares: the :class:`Claim` record, strict numbers, and the two ways a verdict is
-reached -- from point values, or from the bootstrap intervals of the compared difference per seed (issue 27,
-:mod:`analyses.summary.evidence`). The checks of each paper are in :mod:`analyses.summary.claims`.
+"""A paper's claim, declared once, and its verdict on saved results (:class:`Finding`).
+
+Two kinds of declaration:
+
+* :class:`Claim`: "A's number is smaller (larger) than B's" -- the paper, the place, the statement, the
+  analysis whose results it reads, the typed number it compares (a ``read`` of each result, one of the
+  Result classes' accessors, returning :class:`analyses.stats.Sample`), the contrast and the sign the
+  claim gives it, and the unit the intervals resample and pair on. Its ``matchups`` say what is compared
+  with what (one line of the table each); :func:`analyses.summary.evidence.compare` decides each one by
+  the one rule and :func:`analyses.stats.combine` decides the claim from them.
+* :class:`Check`: a claim about one model's curve or slope with no two-model difference to compare
+  (Fig. 9's weights, a log-log slope): a rule over point values, and the verdict says "point values".
 
     $ python -m analyses.summary.claims --out out
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
 
 from analyses import stats
-from analyses.common import read_result
-from analyses.summary import evidence
+from analyses.stats import Verdict
+from analyses.summary.evidence import (
+    INPUT_ERRORS,
+    Comparison,
+    Matchup,
+    Unreadable,
+    compare,
+    untestable_reason,
+)
 
-HOLDS, FAILS, UNTESTED = "holds", "does not hold", "not testable here"
-INCONCLUSIVE = stats.INCONCLUSIVE  # the intervals of the seeds disagree, or one crosses zero (issue 27)
-POINT_ONLY = "point values only: the results carry no bootstrap replicates (rerun the analysis)"
+POINT_VALUES = "point values: the results keep no per-unit values, so no interval"
 
 
 @dataclass(frozen=True)
-class Claim:
-    """One claim of one paper and its verdict on our results."""
+class Contrast:
+    """What a claim computes from A's and B's numbers, and how it reads."""
+
+    name: str  # e.g. "A - B"
+    fn: Callable = np.subtract
+
+
+DIFFERENCE = Contrast("A - B")
+NEARER_ZERO = Contrast("|A| - |B|", lambda a, b: np.abs(a) - np.abs(b))  # < 0: A nearer zero than B
+
+
+@dataclass
+class Finding:
+    """A claim's verdict on the results: what the claim table, the report and the forest plot show."""
 
     paper: str  # which paper (short name)
     where: str  # section / table / figure of the paper
     claim: str  # the claim, in one sentence
-    verdict: str  # HOLDS, FAILS or UNTESTED
-    evidence: str  # the numbers the verdict rests on (or why it cannot be tested)
+    verdict: Verdict
+    evidence: str  # the full evidence in words (the numbers per seed), or why it is not testable
     analysis: str  # the result folder it reads
-    # issue 27, the evidence (absent = point values only: the results carry no bootstrap replicates)
-    difference: float | None = None  # the compared difference (the deciding model pair, its first seed)
-    interval: list | None = None  # its bootstrap interval [lo, hi]
-    seeds: list | None = None  # per model pair and seed: values, their intervals, difference, interval, sign, paired
-    n_seeds: int = 0  # seeds the verdict rests on (0: point values only)
-    reason: str = ""  # why this verdict: every interval excludes ..., seeds disagree, the interval crosses zero
+    reason: str = ""  # why this verdict, in a few words
+    comparisons: list[Comparison] = field(default_factory=list)  # one per compared model (and window, ...)
+    quantity: str = ""  # the number compared
+    unit: str = ""  # the unit of pairing
+    contrast: str = ""  # e.g. "A - B"
+    claimed_sign: int = 0  # the sign the claim gives the contrast (0: a Check)
+    digits: int = 3
+
+    @property
+    def deciding(self) -> Comparison | None:
+        """The comparison that decides the verdict (:func:`analyses.stats.combine`)."""
+        if not self.comparisons:
+            return None
+        return self.comparisons[stats.combine([c.verdict for c in self.comparisons])[1]]
+
+    @property
+    def difference(self) -> float | None:
+        return None if self.deciding is None else self.deciding.difference
+
+    @property
+    def interval(self) -> list | None:
+        return None if self.deciding is None else self.deciding.interval
+
+    @property
+    def seeds(self) -> list[dict]:
+        return [s for c in self.comparisons for s in c.seeds]
+
+    @property
+    def n_seeds(self) -> int:
+        return max((len(c.seeds) for c in self.comparisons if c.verdict != stats.UNTESTED), default=0)
+
+    @property
+    def point_values(self) -> bool:
+        return self.claimed_sign == 0 or any(c.point_values for c in self.comparisons)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        doc = asdict(self)
+        doc.update(verdict=str(self.verdict), comparisons=[c.to_json() for c in self.comparisons],
+                   difference=self.difference, interval=self.interval, n_seeds=self.n_seeds)
+        return doc
 
 
-# ----------------------------------------------------------------------------- reading results
+@dataclass(frozen=True)
+class Claim:
+    """A claim that A's number is smaller (``claimed_sign`` -1) or larger (+1) than B's, in ``contrast``."""
+
+    paper: str
+    where: str
+    statement: str
+    analysis: str  # the result folder it reads
+    quantity: str  # the number compared, in words (a reason names it: "slstm-small's <quantity> is null")
+    unit: str  # what the intervals resample and the pairs match on: sentence, window, document, block, context
+    contrast: Contrast
+    claimed_sign: int
+    matchups: Callable[[list], list[Matchup]]  # the analysis's results -> what is compared with what
+    missing: str  # why it is not testable when there is nothing to compare
+    like: Callable | None = None  # result -> settings that must also agree (a training recipe)
+    digits: int = 3
+
+    def judge(self, results: dict[str, list]) -> Finding:
+        """The verdict on typed results (analysis -> Results)."""
+        found = results.get(self.analysis, [])
+        head = dict(paper=self.paper, where=self.where, claim=self.statement, analysis=self.analysis,
+                    quantity=self.quantity, unit=self.unit, contrast=self.contrast.name,
+                    claimed_sign=self.claimed_sign, digits=self.digits)
+        bad = next((r for r in found if isinstance(r, Unreadable)), None)
+        try:
+            if bad is not None:
+                raise ValueError(bad.reason)
+            matchups = self.matchups(found)
+        except INPUT_ERRORS as e:
+            why = bad.reason if bad is not None else untestable_reason(e)
+            return Finding(verdict=stats.UNTESTED, evidence=why, reason=why, **head)
+        if not matchups:
+            return Finding(verdict=stats.UNTESTED, evidence=self.missing, reason=self.missing, **head)
+        comps = [compare(m, self.quantity, self.claimed_sign, self.contrast.fn, self.like) for m in matchups]
+        verdict, k = stats.combine([c.verdict for c in comps])
+        evidence = "; ".join(evidence_text(c, self.digits, self.unit) for c in comps)
+        return Finding(verdict=verdict, evidence=evidence, reason=comps[k].reason, comparisons=comps, **head)
 
 
-def load_all(out: str | Path) -> dict[str, list[dict]]:
-    """analysis name -> the saved result documents (JSON) under ``<out>/results/<analysis>/``, each read by
-    :func:`~analyses.common.read_result` (one error line naming a damaged file)."""
-    found = {}
-    for folder in sorted((Path(out) / "results").glob("*")):
-        docs = [read_result(p) for p in sorted(folder.glob("*.json"))]
-        if docs:
-            found[folder.name] = docs
-    return found
+@dataclass(frozen=True)
+class Check:
+    """A claim decided by ``rule(results) -> (verdict, evidence)`` over point values (no per-unit values
+    exist for it, and no two-model difference): its verdict is marked "point values"."""
+
+    paper: str
+    where: str
+    statement: str
+    analysis: str
+    rule: Callable[[list], tuple[Verdict, str]]
+    missing: str
+
+    def judge(self, results: dict[str, list]) -> Finding:
+        found = [r for r in results.get(self.analysis, [])]
+        head = dict(paper=self.paper, where=self.where, claim=self.statement, analysis=self.analysis)
+        bad = next((r for r in found if isinstance(r, Unreadable)), None)
+        if bad is not None:
+            return Finding(verdict=stats.UNTESTED, evidence=bad.reason, reason=bad.reason, **head)
+        if not found:
+            return Finding(verdict=stats.UNTESTED, evidence=self.missing, reason=self.missing, **head)
+        try:
+            verdict, evidence = self.rule(found)
+        except INPUT_ERRORS as e:
+            return Finding(verdict=stats.UNTESTED, evidence=untestable_reason(e), reason=untestable_reason(e), **head)
+        reason = evidence if verdict == stats.UNTESTED else POINT_VALUES
+        return Finding(verdict=verdict, evidence=evidence, reason=reason, **head)
 
 
-class Untestable(Exception):
-    """A number a verdict needs is missing, null, non-finite or not a number: the claim is not testable."""
+# ----------------------------------------------------------------------------- the evidence in words
 
 
-def number(x, what: str = "a value") -> float:
-    """``x`` as a float when it is a finite int or float (not a bool, not text); else :class:`Untestable`."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise Untestable(f"{what} is {'missing (null)' if x is None else f'not a number ({x!r})'}")
-    if not math.isfinite(x):
-        raise Untestable(f"{what} is not finite ({x})")
-    return float(x)
+def fmt_interval(iv, digits: int) -> str:
+    return "" if iv is None else f" [{iv[0]:.{digits}f}, {iv[1]:.{digits}f}]"
 
 
-def untestable_reason(e: Exception) -> str:
-    """Why a claim's inputs cannot give a verdict, in words."""
-    if isinstance(e, Untestable):
-        return str(e)
-    if isinstance(e, KeyError):
-        return f"a result lacks {e}"
-    return f"a result is not of the expected shape ({type(e).__name__}: {e})"
-
-
-INPUT_ERRORS = (Untestable, KeyError, IndexError, TypeError, AttributeError, ValueError)
-
-
-def family(doc: dict) -> str:
-    model = doc.get("model")
-    return model.get("family", "") if isinstance(model, dict) else ""
-
-
-def size(doc: dict) -> tuple:
-    m = doc.get("model") or {}
-    return m.get("num_layers"), m.get("hidden_size")
-
-
-def split_slstm(docs: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(S-LSTM results, the Transformer encoders they are compared with) among ``docs``. As in the
-    paper, the comparison is between models of one size and recipe: the Transformer encoders with the
-    S-LSTM's depth and width (bert-small, albert-small) when any are present, else all of them."""
-    slstm = [d for d in docs if family(d) == "slstm"]
-    others = [d for d in docs if family(d) not in ("slstm", "recurrent", "mog")
-              and (d.get("model") or {}).get("kind", "encoder") == "encoder"]
-    same = [d for d in others if any(size(d) == size(s) for s in slstm)]
-    return slstm, same or others
-
-
-def fmt(pairs: list[tuple[str, float]], digits: int = 3) -> str:
-    return ", ".join(f"{n} {v:.{digits}f}" for n, v in pairs)
-
-
-def interval_claim(paper, where, claim, analysis, a_docs, b_docs, sample, claimed_sign, contrast=None,
-                    digits=3) -> Claim | None:
-    """Issue 27: the verdict from the bootstrap intervals of ``contrast(A, B)`` (default A - B) per
-    model pair and seed (:func:`analyses.summary.evidence.compare`); None when a result has no replicates."""
-    try:
-        found = evidence.compare(evidence.by_model(a_docs), evidence.by_model(b_docs), sample, claimed_sign,
-                                 contrast or (lambda a, b: a - b), digits)
-    except INPUT_ERRORS as e:
-        return Claim(paper, where, claim, UNTESTED, untestable_reason(e), analysis)
-    if found is None:
-        return None
-    return Claim(paper, where, claim, found["verdict"], found["evidence"], analysis, found["difference"],
-                 found["interval"], found["seeds"], found["n_seeds"], found["reason"])
-
-
-def compare_slstm(paper, where, claim, analysis, docs, value, better, digits=3, sample=None, claimed_sign=1,
-             contrast=None) -> Claim:
-    """S-LSTM vs every Transformer encoder on ``value(doc)``; ``better(a, b)``: a beats b. With
-    ``sample`` (doc -> analyses.summary.evidence.Sample) the verdict comes from the intervals of
-    ``contrast(S-LSTM, other)``, whose sign the claim says is ``claimed_sign`` (issue 27)."""
-    slstm, others = split_slstm(docs)
-    if not slstm or not others:
-        return Claim(paper, where, claim, UNTESTED, "needs an S-LSTM and a Transformer encoder result", analysis)
-    try:
-        values = {id(d): number(value(d), f"{d['model_name']}'s value") for d in slstm + others}
-    except INPUT_ERRORS as e:
-        return Claim(paper, where, claim, UNTESTED, untestable_reason(e), analysis)
-    if sample is not None:
-        found = interval_claim(paper, where, claim, analysis, slstm, others, sample, claimed_sign, contrast, digits)
-        if found is not None:
-            return found
-    vals = [(str(d["model_name"]), values[id(d)]) for d in slstm + others]
-    held = all(better(values[id(s)], values[id(o)]) for s in slstm for o in others)
-    return Claim(paper, where, claim, HOLDS if held else FAILS, fmt(vals, digits), analysis, reason=POINT_ONLY)
+def evidence_text(c: Comparison, digits: int, unit: str = "") -> str:
+    """'slstm-small 0.199 [0.190, 0.210] vs bert-small 0.276 [0.270, 0.283], difference -0.077 [...] (paired)'
+    per seed, then the interval over seeds and the verdict with its reason."""
+    if c.verdict == stats.UNTESTED and not c.seeds:
+        return f"{c.against}: not testable ({c.reason})"
+    parts = []
+    for r in c.seeds:
+        head = f"seed {r['seed']}: " if len(c.seeds) > 1 else ""
+        values = (f"{r['a']} {r['value_a']:.{digits}f}{fmt_interval(r['interval_a'], digits)} vs {r['b']} "
+                  f"{r['value_b']:.{digits}f}{fmt_interval(r['interval_b'], digits)}, " if "value_a" in r else
+                  f"{r['a']} - {r['b']}: ")
+        paired = f" (paired over {r['units']} {unit}s)" if r["paired"] and r.get("units") else ""
+        parts.append(f"{head}{values}difference {r['difference']:+.{digits}f}"
+                     f"{fmt_interval(r['interval'], digits)}{paired}")
+    n = len(c.seeds)
+    over = f"; over {n} seeds {c.difference:+.{digits}f}{fmt_interval(c.across, digits)} (t interval)" if c.across \
+        else ""
+    points = " (point values)" if c.point_values else ""
+    return ", ".join(parts) + over + f" ({n} seed{'s' if n > 1 else ''}{points}: {c.verdict}, {c.reason})"

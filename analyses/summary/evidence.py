@@ -1,202 +1,260 @@
-"""Verdicts from the evidence (issue 27): bootstrap intervals of compared differences, per seed.
+"""What a verdict rests on: typed results read strictly, like compared with like, and one comparison per
+compared model with its per-seed differences, the interval over seeds and the verdict.
 
-A model trained with other seeds is registered as ``<model>-seed1``, ``<model>-seed2`` (seed 0 is
-the plain name); :func:`by_model` groups a model with its seed variants. For each pair of models
-compared and each seed both have, the difference of the claim's statistic gets a bootstrap
-interval from the replicates the analyses saved (:mod:`analyses.stats`): paired when both results
-resampled the same units (same ``units_id``, seed and number of resamples), else unpaired. The
-verdict over seeds is :func:`analyses.stats.verdict`; over several model pairs a claim holds when
-every pair holds and does not hold when any pair does not.
+A model trained with other seeds is registered as ``<model>-seed1``, ``<model>-seed2`` (seed 0 is the
+plain name); :func:`by_model` groups a model with its seed variants. A comparison (:class:`Matchup`) holds,
+per seed both models have, the two :class:`analyses.stats.Sample` the claim's typed accessor read (or a
+difference a result saved itself, paired: topics). :func:`compare` then
+
+1. checks that every result it reads was computed like the others (:func:`unlike`: the same corpus and
+   sample, the same settings that change the numbers) and rests on at least
+   :data:`analyses.stats.MIN_UNITS` units; else the comparison is not testable, with the reason;
+2. takes per seed the difference and its bootstrap interval (:func:`analyses.stats.difference`: paired
+   when both results resampled the same units);
+3. decides by the one rule, :func:`analyses.stats.decide` (every seed's interval and the interval over
+   seeds); where a result keeps no per-unit values the per-seed evidence is the point difference, and
+   the comparison says "point values".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from analyses import stats
+from analyses.common import read_result
+from analyses.stats import Verdict
 
-seed_of = stats.seed_of  # "bert-small-seed2" -> ("bert-small", 2)
+seed_of = stats.seed_of
+
+# Config keys that say where and how fast a result was computed, not what it measures: the run's models
+# (a result names its own model), the device, the batch size, the forward and cache precision (float
+# rounding: about 1e-3 relative with a float16 cache, far inside the intervals compared) and drawing.
+RUN_KEYS = frozenset({"model", "model_a", "model_b", "device", "device_map", "batch_size", "dtype", "cache_dtype",
+                      "figures", "out"})
+# Corpus keys that say which texts were read: the corpus's content hash, the sample drawn from it (its
+# hash and size), the split and documents scored, the caller's texts. Its name or path may differ.
+CORPUS_KEYS = ("source", "sha256", "split", "sample_sha256", "n_sampled", "n_texts", "documents")
 
 
-def by_model(docs: list[dict]) -> dict[str, dict[int, dict]]:
-    """model -> seed -> its result document."""
-    out: dict[str, dict[int, dict]] = {}
-    for d in docs:
-        base, seed = seed_of(d["model_name"])
-        out.setdefault(base, {})[seed] = d
-    return out
+# ----------------------------------------------------------------------------- reading results
+
+
+class Untestable(Exception):
+    """A number a verdict needs is missing, null, non-finite or not a number: the claim is not testable."""
+
+
+INPUT_ERRORS = (Untestable, KeyError, IndexError, TypeError, AttributeError, ValueError)
+
+
+def number(x, what: str = "a value") -> float:
+    """``x`` as a float when it is a finite int or float (not a bool, not text); else :class:`Untestable`."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise Untestable(f"{what} is {'missing (null)' if x is None else f'not a number ({x!r})'}")
+    if not np.isfinite(x):
+        raise Untestable(f"{what} is not finite ({x})")
+    return float(x)
+
+
+def untestable_reason(e: Exception) -> str:
+    """Why a claim's inputs cannot give a verdict, in words."""
+    if isinstance(e, Untestable):
+        return str(e)
+    if isinstance(e, KeyError):
+        return f"a result lacks {e}"
+    return f"a result is not of the expected shape ({type(e).__name__}: {e})"
+
+
+def load_all(out: str | Path) -> dict[str, list[dict]]:
+    """analysis name -> the saved result documents (JSON) under ``<out>/results/<analysis>/``, each read by
+    :func:`~analyses.common.read_result` (one error line naming a damaged file)."""
+    found = {}
+    for folder in sorted((Path(out) / "results").glob("*")):
+        docs = [read_result(p) for p in sorted(folder.glob("*.json"))]
+        if docs:
+            found[folder.name] = docs
+    return found
 
 
 @dataclass
-class Sample:
-    """One model's statistic: the point value and its bootstrap replicates (None: no bootstrap saved)."""
+class Unreadable:
+    """A saved document that is not a result of its analysis (a key its Result needs is missing)."""
 
-    point: float
-    replicates: np.ndarray | None = None
-    pairing: tuple | None = None  # (units_id, seed, resamples): equal for two results resampled alike
-    level: float = stats.LEVEL
-
-    def interval(self) -> list[float] | None:
-        return None if self.replicates is None else stats.interval(self.replicates, self.level).tolist()
+    model_name: str
+    reason: str
 
 
-def pairing(block: dict | None) -> tuple | None:
-    """The pairing key of a saved bootstrap block (None when it names no units)."""
-    if not isinstance(block, dict) or not block.get("units_id"):
-        return None
-    return block["units_id"], block.get("seed"), block.get("resamples")
+def typed(docs: dict[str, list[dict]]) -> dict[str, list]:
+    """The documents of each registered analysis as its Result objects (an :class:`Unreadable` where a
+    document lacks a key its Result needs: the claims that read it are not testable, with that reason)."""
+    import analyses
+
+    out = {}
+    for name, found in docs.items():
+        if name not in analyses.ANALYSES:
+            continue
+        cls = analyses.get(name).Result
+        out[name] = []
+        for doc in found:
+            try:
+                out[name].append(cls.from_json(doc))
+            except (KeyError, TypeError) as e:
+                what = f"lacks {e}" if isinstance(e, KeyError) else f"is not of its shape ({e})"
+                out[name].append(Unreadable(str(doc.get("model_name")), f"the {name} result of "
+                                                                       f"{doc.get('model_name')} {what}"))
+    return out
 
 
-def mean_sample(point: float, values, block: dict) -> Sample:
-    """A Sample of the mean of per-unit ``values`` resampled as ``block`` says (same weights as the analysis)."""
-    v = np.asarray(values, dtype=np.float64)
-    W = stats.resample_weights(len(v), int(block["resamples"]), int(block["seed"]))
-    return Sample(point, stats.mean_replicates(v, W), pairing(block), float(block.get("level", stats.LEVEL)))
+def by_model(results: list) -> dict[str, dict[int, object]]:
+    """model -> seed -> its result."""
+    out: dict[str, dict[int, object]] = {}
+    for r in results:
+        base, seed = seed_of(r.model_name)
+        out.setdefault(base, {})[seed] = r
+    return out
 
 
-def _fmt_iv(iv, digits: int) -> str:
-    return "" if iv is None else f" [{iv[0]:.{digits}f}, {iv[1]:.{digits}f}]"
+def family(result) -> str:
+    """The model's registry family as its result's identity records it ("" when it records none)."""
+    model = getattr(result, "model", None)
+    return str(model.get("family", "")) if isinstance(model, dict) else ""
 
 
-def compare(groups_a: dict[str, dict[int, dict]], groups_b: dict[str, dict[int, dict]], sample, claimed_sign: int,
-            contrast=lambda a, b: a - b, digits: int = 3) -> dict | None:
-    """The interval verdict of "every model of A beats every model of B" (claimed_sign: the sign the
-    claim gives ``contrast(A, B)``). ``sample(doc) -> Sample``. None when some result has no
-    replicates (the caller falls back to the point values). Returns a dict: verdict, reason,
-    difference, interval (of the deciding pair's first seed), n_seeds, seeds (per pair and seed:
-    models, values, intervals, difference, interval, sign, paired) and evidence (text)."""
-    comparisons = []
-    for a_name, a_seeds in groups_a.items():
-        for b_name, b_seeds in groups_b.items():
-            common = sorted(set(a_seeds) & set(b_seeds))
-            pairs = [(s, s) for s in common] or [(sa, sb) for sa in sorted(a_seeds) for sb in sorted(b_seeds)]
-            rows = []
-            for sa, sb in pairs:
-                da, db = a_seeds[sa], b_seeds[sb]
-                xa, xb = sample(da), sample(db)
-                if xa.replicates is None or xb.replicates is None:
-                    return None
-                paired = xa.pairing is not None and xa.pairing == xb.pairing
-                n = min(len(xa.replicates), len(xb.replicates))
-                ra, rb = xa.replicates[:n], xb.replicates[:n]
-                if not paired:
-                    rb = rb[np.random.default_rng([stats.SEED, 1]).permutation(n)]
-                diff = contrast(ra, rb)
-                point = float(contrast(xa.point, xb.point))
-                iv = stats.interval(diff, xa.level).tolist()
-                rows.append({"seed": sa if sa == sb else [sa, sb], "a": da["model_name"], "b": db["model_name"],
-                             "value_a": xa.point, "interval_a": xa.interval(), "value_b": xb.point,
-                             "interval_b": xb.interval(), "difference": point, "interval": iv,
-                             "sign": int(np.sign(point)), "paired": paired})
-            v, reason = stats.verdict([r["difference"] for r in rows], [r["interval"] for r in rows], claimed_sign)
-            comparisons.append({"a": a_name, "b": b_name, "verdict": v, "reason": reason, "seeds": rows})
-    if not comparisons:
-        return None
-    verdicts = [c["verdict"] for c in comparisons]
-    if all(v == stats.HOLDS for v in verdicts):
-        decide = comparisons[0]
-    else:
-        decide = next((c for c in comparisons if c["verdict"] == stats.FAILS),
-                      next(c for c in comparisons if c["verdict"] != stats.HOLDS))
-    verdict = decide["verdict"]
-    n_seeds = max(len(c["seeds"]) for c in comparisons)
-    return {"verdict": verdict, "reason": decide["reason"] if len(comparisons) == 1 or verdict != stats.HOLDS
-            else "every pair holds", "difference": decide["seeds"][0]["difference"],
-            "interval": decide["seeds"][0]["interval"], "n_seeds": n_seeds,
-            "seeds": [r for c in comparisons for r in c["seeds"]],
-            "evidence": "; ".join(_pair_text(c, digits) for c in comparisons)}
+# ----------------------------------------------------------------------------- like with like
 
 
-def _pair_text(c: dict, digits: int) -> str:
-    """'slstm-small 0.199 [0.190, 0.210] vs bert-small 0.276 [0.270, 0.283], difference -0.077 [...]'
-    per seed, then how many seeds and the pair's verdict reason."""
-    parts = []
-    for r in c["seeds"]:
-        head = f"seed {r['seed']}: " if len(c["seeds"]) > 1 else ""
-        parts.append(f"{head}{r['a']} {r['value_a']:.{digits}f}{_fmt_iv(r['interval_a'], digits)} vs {r['b']} "
-                     f"{r['value_b']:.{digits}f}{_fmt_iv(r['interval_b'], digits)}, difference "
-                     f"{r['difference']:+.{digits}f}{_fmt_iv(r['interval'], digits)}"
-                     f"{' (paired)' if r['paired'] else ''}")
-    n = len(c["seeds"])
-    reason = c["reason"].replace(f" ({n} seeds)", "")  # the count is said once, here
-    return ", ".join(parts) + f" ({n} seed{'s' if n > 1 else ''}: {c['verdict']}, {reason})"
+def like_key(result) -> dict:
+    """What must be equal between two results for a comparison of their numbers to mean something: the
+    texts (:data:`CORPUS_KEYS` of the corpus identity) and every setting that changes the numbers (the
+    recorded config without :data:`RUN_KEYS`)."""
+    corpus = result.corpus if isinstance(result.corpus, dict) else {}
+    config = result.config if isinstance(result.config, dict) else {}
+    return {"corpus": {k: corpus[k] for k in CORPUS_KEYS if k in corpus},
+            "settings": {k: v for k, v in config.items() if k not in RUN_KEYS}}
 
 
-# ----------------------------------------------------------------------------- the statistics' samples
+def _short(x) -> str:
+    text = "absent" if x is None else str(x)
+    return text[:19] + "..." if len(text) > 22 else text
 
 
-def _block(doc: dict, *path) -> dict | None:
-    x = doc
-    for p in path:
-        x = x.get(p) if isinstance(x, dict) else None
-    return x if isinstance(x, dict) else None
+def unlike(a: str, key_a: dict, b: str, key_b: dict) -> str | None:
+    """Why results ``a`` and ``b`` cannot be compared (the first difference of their :func:`like_key`, in
+    words), or None when they are alike."""
+    for part, what in (("corpus", "corpus"), ("settings", "settings"), ("recipe", "training recipe")):
+        x, y = key_a.get(part, {}), key_b.get(part, {})
+        for k in [*x, *(k for k in y if k not in x)]:
+            if x.get(k) != y.get(k):
+                return f"{a} and {b} were computed with a different {what} ({k}: {_short(x.get(k))} vs " \
+                       f"{_short(y.get(k))})"
+    return None
 
 
-def anisotropy_sample(level: str):
-    """Sample of the last layer's mean ``level`` ("token" / "sentence") cosine of an anisotropy result."""
-    def get(doc: dict) -> Sample:
-        point = float(doc["layers"][-1][level]["mean"])
-        block = _block(doc, "bootstrap")
-        reps = (block or {}).get("replicates") or {}
-        if f"{level}_mean" not in reps or reps.get("layer") != len(doc["layers"]) - 1:
-            return Sample(point)
-        return Sample(point, np.asarray(reps[f"{level}_mean"], dtype=np.float64), pairing(block),
-                      float(block.get("level", stats.LEVEL)))
-    return get
+# ----------------------------------------------------------------------------- comparisons
 
 
-def middle_layers(values: np.ndarray) -> np.ndarray:
-    """Mean over the intermediate layers (2..L-1; all layers when L < 3) along the last axis."""
-    return values[..., 1:-1].mean(-1) if values.shape[-1] >= 3 else values.mean(-1)
+@dataclass
+class Pair:
+    """One seed of a comparison: model A's and model B's numbers, or a difference a result saved itself."""
+
+    seed: int
+    a: str  # model A's result name
+    b: str  # model B's
+    results: tuple  # the results it reads (checked like with like)
+    sample_a: stats.Sample | None = None
+    sample_b: stats.Sample | None = None
+    saved: stats.Sample | None = None  # A - B as one result saved it (paired over its units)
 
 
-def transitions_sample(doc: dict) -> Sample:
-    """Sample of the mean token L2 change over the intermediate layers of a transitions result."""
-    point = float(middle_layers(np.array([lyr["token"]["distance_mean"] for lyr in doc["layers"]], float)))
-    block = _block(doc, "bootstrap")
-    reps = ((block or {}).get("replicates") or {}).get("token_distance_mean")
-    if reps is None:
-        return Sample(point)
-    return Sample(point, middle_layers(np.asarray(reps, dtype=np.float64)), pairing(block),
-                  float(block.get("level", stats.LEVEL)))
+@dataclass
+class Matchup:
+    """What one line of the claim table compares: A against one compared model (at one window, overlap, ...)."""
+
+    against: str  # the compared model (and where), e.g. "bert-small", "gpt2-small-base, T=128, o=30"
+    pairs: list[Pair]  # one per seed both sides have
+    seeds_note: str = ""  # why there is no pair (seeds in common), when ``pairs`` is empty
+    key: tuple = ()  # where in the results, for a table: e.g. (T, o) or (T, recurrent o, base o)
 
 
-def redundancy_sample(window: int, threshold: float):
-    """Sample of the mean k(p) over windows of n = ``window`` tokens (per-window k resampled)."""
-    def get(doc: dict) -> Sample:
-        for w in doc["windows"]:
-            if w["window"] != window:
-                continue
-            for j, t in enumerate(w["thresholds"]):
-                if abs(t["threshold"] - threshold) < 1e-9:
-                    block = w.get("bootstrap")
-                    if not isinstance(block, dict) or "k" not in w:
-                        return Sample(float(t["mean"]))
-                    return mean_sample(float(t["mean"]), np.asarray(w["k"], float)[:, j], block)
-        raise KeyError(f"k at n = {window}, p = {threshold}")
-    return get
+@dataclass
+class Comparison:
+    """The verdict of one matchup, with what it rests on (JSON-ready)."""
+
+    against: str
+    verdict: Verdict
+    reason: str
+    claimed_sign: int
+    difference: float | None = None  # the deciding difference: the mean over seeds (one seed: that seed's)
+    interval: list | None = None  # its interval: over seeds (t), or the one seed's bootstrap interval
+    across: list | None = None  # the interval over seeds (None: one seed)
+    point_values: bool = False  # the results keep no per-unit values: per-seed evidence is the point difference
+    seeds: list = field(default_factory=list)  # per seed: a, b, values, intervals, difference, interval, paired
+    key: tuple = ()  # the matchup's key
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "verdict": str(self.verdict)}
 
 
-def perplexity_sample(doc: dict, row: dict) -> Sample:
-    """Sample of a perplexity row's token perplexity (ratio bootstrap over documents)."""
-    point = float(row["token_perplexity"])
-    block = _block(doc, "bootstrap")
-    per_doc = ((block or {}).get("documents") or {}).get(str(row["overlap"]))
-    if per_doc is None:
-        return Sample(point)
-    W = stats.resample_weights(len(per_doc["nll"]), int(block["resamples"]), int(block["seed"]))
-    reps = np.exp(stats.ratio_replicates(per_doc["nll"], per_doc["tokens"], W))
-    return Sample(point, reps, pairing(block), float(block.get("level", stats.LEVEL)))
+def _checked(sample: stats.Sample, name: str, quantity: str) -> stats.Sample:
+    number(sample.point, f"{name}'s {quantity}")
+    if sample.replicates is not None and (sample.n_units or 0) < stats.MIN_UNITS:
+        raise Untestable(f"too few units: {name}'s {quantity} rests on {sample.n_units} {sample.unit or 'unit'}s "
+                         f"(a verdict needs at least {stats.MIN_UNITS} for its interval to mean something)")
+    return sample
 
 
-def verdict_of_differences(named: list[tuple[str, float, list | None]], claimed_sign: int) -> dict | None:
-    """The interval verdict over seeds from saved differences and intervals [(name, difference,
-    interval)] (e.g. topics' paired mean JSD difference); None when one has no interval."""
-    if not named or any(iv is None for _, _, iv in named):
-        return None
-    v, reason = stats.verdict([d for _, d, _ in named], [iv for _, _, iv in named], claimed_sign)
-    return {"verdict": v, "reason": reason, "difference": named[0][1], "interval": list(named[0][2]),
-            "n_seeds": len(named), "seeds": [{"seed": seed_of(n)[1], "model": n, "difference": d, "interval": list(iv),
-                                              "sign": int(np.sign(d)), "paired": True} for n, d, iv in named]}
+def compare(matchup: Matchup, quantity: str, claimed_sign: int, contrast=np.subtract, like=None) -> Comparison:
+    """The verdict of one matchup (see the module docstring). ``quantity`` names the number in reasons;
+    ``contrast(A, B)`` is what the claim gives the sign ``claimed_sign``; ``like(result) -> dict`` adds
+    claim-specific settings that must agree (merged into :func:`like_key`)."""
+    untested = lambda why: Comparison(matchup.against, stats.UNTESTED, why, claimed_sign, key=matchup.key)  # noqa: E731
+    if not matchup.pairs:
+        return untested(matchup.seeds_note or "no seed in common")
+    keys = {}
+    for p in matchup.pairs:
+        for r in p.results:
+            keys[r.model_name] = {**like_key(r), **(like(r) if like else {})}
+    first = next(iter(keys))
+    for name, key in keys.items():
+        if (why := unlike(first, keys[first], name, key)) is not None:
+            return untested(why)
+    diffs = []
+    try:
+        for p in matchup.pairs:
+            if p.saved is not None:
+                s = _checked(p.saved, p.a, quantity)
+                diffs.append(stats.Difference(float(s.point), s.replicates, True, s.level))
+            else:
+                a, b = _checked(p.sample_a, p.a, quantity), _checked(p.sample_b, p.b, quantity)
+                diffs.append(stats.difference(a, b, contrast))
+    except INPUT_ERRORS as e:
+        return untested(untestable_reason(e))
+    point_values = any(d.replicates is None for d in diffs)
+    intervals = [None if point_values else d.interval() for d in diffs]
+    if not point_values and any(iv is None for iv in intervals):
+        return untested(f"no interval: most resamples of {quantity} are undefined (too few or degenerate units)")
+    decision = stats.decide([d.point for d in diffs], intervals, claimed_sign)
+    rows = []
+    for p, d, iv in zip(matchup.pairs, diffs, intervals):
+        row = {"seed": p.seed, "a": p.a, "b": p.b, "difference": d.point, "interval": iv,
+               "sign": int(np.sign(d.point)), "paired": d.paired}
+        if p.saved is None:
+            row.update(value_a=float(p.sample_a.point), interval_a=None if point_values else p.sample_a.interval(),
+                       value_b=float(p.sample_b.point), interval_b=None if point_values else p.sample_b.interval())
+        units = p.saved or p.sample_a
+        row.update(units=units.n_units, unit=units.unit)
+        rows.append(row)
+    across = None if decision.across is None else list(decision.across)
+    one = len(rows) == 1
+    return Comparison(matchup.against, decision.verdict, decision.reason, claimed_sign,
+                      rows[0]["difference"] if one else decision.mean, rows[0]["interval"] if one else across,
+                      across, point_values, rows, matchup.key)
+
+
+def seed_pairs(a: dict[int, object], b: dict[int, object]) -> tuple[list[tuple[int, object, object]], str]:
+    """[(seed, A's result, B's result)] for every seed both groups have, and, when there is none, why."""
+    common = sorted(set(a) & set(b))
+    note = "" if common else f"no seed in common (A has seeds {sorted(a)}, B has {sorted(b)})"
+    return [(s, a[s], b[s]) for s in common], note

@@ -6,12 +6,15 @@ Reads what ``make recurrence-real`` wrote under ``--out`` (default out/real-lms)
 ``results/{anisotropy,transitions}/<model>.json``; and, for the small GPT-2 pair side by side,
 the demo's results under ``--gpt2-out`` (default out; a cell is "-" where a result is missing).
 
-Claims (recurrence paper §4.2 Tables 1-2, §5.3.1):
+The claims and their verdicts are those of the main claim table, from the same declarations
+(:data:`analyses.summary.claims.RECURRENCE_CLAIMS`, recurrence paper §4.2 Tables 1-2, §5.3.1), each
+table row one of a claim's comparisons:
 
 1. recurrent perplexity < base perplexity at equal window T and overlap o;
-2. the recurrent model at o = 0 is as good as the base at a larger overlap (o = T/4), at fewer FLOPs;
-3. topic JSD(context, continuation) of the recurrent model < the base's, with A < B in more than
-   half of the contexts (sign test p-value reported).
+2. the recurrent model at o = 0 is as good as the base at overlap T/10 (the paper's Table 2: 30 of 300
+   tokens; the measured overlap closest to it);
+3. topic JSD(context, continuation) of the recurrent model < the base's, paired over contexts (the
+   share A < B, the sign test and the Wilcoxon p-value are shown beside it).
 
 Plus the anisotropy table (Ethayarajh 2019: upper layers of GPT-2 nearly collinear): mean cosine of
 random tokens per layer, and the mean cosine between a token's consecutive-layer states.
@@ -23,11 +26,11 @@ Writes <out>/results/recurrence-claims.md and prints it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyses.common import arg, atomic_write, parse_config, run_main
+from analyses.common import arg, atomic_write, parse_config, read_result, run_main
+from analyses.summary import claims as claims_mod
 from probes.errors import ProbeError
 
 
@@ -45,62 +48,70 @@ class Config:
     gpt2_recurrent: str = arg("gpt2-small-recurrent", "the small recurrent GPT-2")
 
 
-def _read(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.exists() else None
+def _read(root: Path, analysis: str, stem: str):
+    """The typed result ``<root>/results/<analysis>/<stem>.json`` read strictly, or None when it is missing."""
+    import analyses
 
-
-def _ppl_rows(root: Path, model: str) -> dict[int, dict]:
-    doc = _read(root / "results" / "perplexity" / f"{model}.json")
-    return {} if doc is None else {int(r["overlap"]): r for r in doc["rows"]}
+    path = root / "results" / analysis / f"{stem}.json"
+    if not path.exists():
+        return None
+    try:
+        return analyses.get(analysis).Result.from_json(read_result(path))
+    except (KeyError, TypeError) as e:
+        raise ProbeError(f"{path} is not a {analysis} result (it lacks {e}); run the analysis again") from None
 
 
 def _fmt(x, spec=".2f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _verdict(ok: bool | None) -> str:
-    return "-" if ok is None else ("holds" if ok else "does not hold")
+def _row(result, window: int, overlap: int) -> dict:
+    return next(r for r in result.rows if (r["window"], r["overlap"]) == (window, overlap))
+
+
+def _difference(c, digits: int) -> str:
+    if c.difference is None:
+        return "-"
+    iv = "" if c.interval is None else f" [{c.interval[0]:+.{digits}f}, {c.interval[1]:+.{digits}f}]"
+    return f"{c.difference:+.{digits}f}{iv}"
+
+
+def _judged(index: int, results: dict):
+    """The comparisons of recurrence claim ``index`` on ``results`` (analysis -> typed Results)."""
+    return claims_mod.RECURRENCE_CLAIMS[index].judge(results).comparisons
 
 
 def perplexity_claims(cfg: Config) -> tuple[list[str], list[str]]:
-    """Markdown lines of claim 1 (equal T, o) and claim 2 (recurrent o = 0 vs base o = T/4)."""
+    """Markdown lines of claim 1 (equal T, o) and claim 2 (recurrent o = 0 vs base o closest to T/10)."""
     c1 = ["| model pair | T | o | base token ppl | recurrent token ppl | change | base word ppl | "
-          "recurrent word ppl | trained at this o | claim 1 |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    c2 = ["| model pair | T | recurrent o=0: token / word ppl, GFLOPs/token | base o=T/4: token / word ppl, "
-          "GFLOPs/token | claim 2 |", "|---|---:|---|---|---|"]
-    pairs = [(f"{cfg.base} / {cfg.recurrent}", Path(cfg.out) / f"T{T}", cfg.base, cfg.recurrent, T)
-             for T in cfg.window]
-    gpt2 = Path(cfg.gpt2_out)
-    g_base = _ppl_rows(gpt2, cfg.gpt2_base)
-    if g_base:
-        T = next(iter(g_base.values()))["window"]
-        pairs.append((f"{cfg.gpt2_base} / {cfg.gpt2_recurrent}", gpt2, cfg.gpt2_base,
-                      cfg.gpt2_recurrent, T))
+          "recurrent word ppl | trained at this o | recurrent - base [95% interval] | claim 1 | why |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|"]
+    c2 = ["| model pair | T | recurrent o=0: token / word ppl, GFLOPs/token | base at o closest to T/10: token / word "
+          "ppl, GFLOPs/token | recurrent - base [95% interval] | claim 2 | why |", "|---|---:|---|---|---|---|---|"]
+    pairs = [(f"{cfg.base} / {cfg.recurrent}", Path(cfg.out) / f"T{T}", cfg.base, cfg.recurrent) for T in cfg.window]
+    pairs.append((f"{cfg.gpt2_base} / {cfg.gpt2_recurrent}", Path(cfg.gpt2_out), cfg.gpt2_base, cfg.gpt2_recurrent))
     found = False
-    for label, root, base_name, rec_name, T in pairs:
-        base, rec = _ppl_rows(root, base_name), _ppl_rows(root, rec_name)
-        trained = None
-        doc = _read(root / "results" / "perplexity" / f"{rec_name}.json")
-        if doc is not None:
-            trained = doc["model"].get("recurrence", {}).get("overlap")
-        for o in sorted(set(base) & set(rec)):
-            found = True
-            b, r = base[o], rec[o]
+    for label, root, base_name, rec_name in pairs:
+        base, rec = _read(root, "perplexity", base_name), _read(root, "perplexity", rec_name)
+        if base is None or rec is None:
+            continue
+        found = True
+        results = {"perplexity": [base, rec]}
+        trained = (rec.model.get("recurrence") or {}).get("overlap")
+        for c in _judged(0, results):
+            (T, o), b, r = c.key, _row(base, *c.key), _row(rec, *c.key)
             change = 100 * (r["token_perplexity"] / b["token_perplexity"] - 1)
             at = "yes" if trained == o else f"no (trained at o={trained})"
             c1.append(f"| {label} | {T} | {o} | {b['token_perplexity']:.2f} | {r['token_perplexity']:.2f} | "
-                      f"{change:+.2f}% | {b['word_perplexity']:.2f} | {r['word_perplexity']:.2f} | "
-                      f"{at} | "
-                      f"{_verdict(r['token_perplexity'] < b['token_perplexity'])} |")
-        larger = [o for o in base if o > 0]
-        if 0 in rec and larger:
-            o = min(larger, key=lambda x: abs(x - T // 4))
-            r, b = rec[0], base[o]
+                      f"{change:+.2f}% | {b['word_perplexity']:.2f} | {r['word_perplexity']:.2f} | {at} | "
+                      f"{_difference(c, 2)} | {c.verdict} | {c.reason} |")
+        for c in _judged(1, results):
+            T, _, o = c.key
+            r, b = _row(rec, T, 0), _row(base, T, o)
             c2.append(f"| {label} | {T} | {r['token_perplexity']:.2f} / {r['word_perplexity']:.2f}, "
                       f"{r['flops_per_token'] / 1e9:.4f} | (o={o}) {b['token_perplexity']:.2f} / "
-                      f"{b['word_perplexity']:.2f}, {b['flops_per_token'] / 1e9:.4f} | "
-                      f"{_verdict(r['token_perplexity'] <= b['token_perplexity'])} |")
+                      f"{b['word_perplexity']:.2f}, {b['flops_per_token'] / 1e9:.4f} | {_difference(c, 2)} | "
+                      f"{c.verdict} | {c.reason} |")
     if not found:
         raise ProbeError(f"no perplexity results of {cfg.base} and {cfg.recurrent} under {cfg.out}/T*/: "
                          "run `make recurrence-real` first")
@@ -109,19 +120,20 @@ def perplexity_claims(cfg: Config) -> tuple[list[str], list[str]]:
 
 def topic_claims(cfg: Config) -> list[str]:
     lines = ["| model pair (A = recurrent, B = base) | T | contexts | mean JSD A | mean JSD B | real continuation | "
-             "A < B | ties | sign test p (two-sided / A < B) | Wilcoxon p (two-sided) | claim 3 |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+             "A < B | ties | sign test p (two-sided / A < B) | Wilcoxon p (two-sided) | A - B [95% interval] | "
+             "claim 3 | why |", "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|"]
     runs = [(Path(cfg.out) / f"T{T}", cfg.recurrent, cfg.base) for T in cfg.window]
     runs.append((Path(cfg.gpt2_out), cfg.gpt2_recurrent, cfg.gpt2_base))
     for root, a, b in runs:
-        doc = _read(root / "results" / "topics" / f"{a}-vs-{b}.json")
-        if doc is None:
+        result = _read(root, "topics", f"{a}-vs-{b}")
+        if result is None:
             continue
-        s = doc["statistics"]
-        lines.append(f"| {a} vs {b} | {doc['model_a']['window']} | {s['n_contexts']} | {s['mean_jsd_a']:.4f} | "
-                     f"{s['mean_jsd_b']:.4f} | {s['mean_jsd_reference']:.4f} | {100 * s['share_a_less']:.1f}% | "
-                     f"{s['n_ties']} | {s['sign_test_p']:.3g} / {s['sign_test_p_a_less']:.3g} | "
-                     f"{s['wilcoxon_p']:.3g} | {_verdict(s['paper_direction_held'])} |")
+        s = result.statistics
+        for c in _judged(2, {"topics": [result]}):
+            lines.append(f"| {a} vs {b} | {result.model_a['window']} | {s['n_contexts']} | {s['mean_jsd_a']:.4f} | "
+                         f"{s['mean_jsd_b']:.4f} | {s['mean_jsd_reference']:.4f} | {100 * s['share_a_less']:.1f}% | "
+                         f"{s['n_ties']} | {s['sign_test_p']:.3g} / {s['sign_test_p_a_less']:.3g} | "
+                         f"{s['wilcoxon_p']:.3g} | {_difference(c, 4)} | {c.verdict} | {c.reason} |")
     return lines
 
 
@@ -129,29 +141,28 @@ def anisotropy_table(cfg: Config) -> list[str]:
     lines = ["| model | layers | token cosine: embeddings / middle / highest (layer) / last | "
              "intra-sentence (last) | consecutive-layer cosine, upper half (mean) |",
              "|---|---:|---|---:|---:|"]
-    root = Path(cfg.out) / "results"
+    root = Path(cfg.out)
     for m in cfg.encoders:
-        an, tr = _read(root / "anisotropy" / f"{m}.json"), _read(root / "transitions" / f"{m}.json")
+        an, tr = _read(root, "anisotropy", m), _read(root, "transitions", m)
         if an is None:
             continue
-        layers = an["layers"]
-        cos = [lay["token"]["mean"] for lay in layers]
+        cos = [lay["token"]["mean"] for lay in an.layers]
         top = max(range(1, len(cos)), key=lambda i: cos[i])
         upper = "-"
         if tr is not None:
-            tl = tr["layers"]
-            vals = [lay["token"]["cosine_mean"] for lay in tl[len(tl) // 2:] if lay.get("token")]
+            vals = [lay["token"]["cosine_mean"] for lay in tr.layers[len(tr.layers) // 2:] if lay.get("token")]
             upper = _fmt(sum(vals) / len(vals), ".3f") if vals else "-"
-        lines.append(f"| {m} | {len(layers) - 1} | {cos[0]:.3f} / {cos[len(cos) // 2]:.3f} / {cos[top]:.3f} ({top}) / "
-                     f"{cos[-1]:.3f} | {_fmt(layers[-1].get('intra_sentence_similarity'), '.3f')} | {upper} |")
+        lines.append(f"| {m} | {len(an.layers) - 1} | {cos[0]:.3f} / {cos[len(cos) // 2]:.3f} / {cos[top]:.3f} "
+                     f"({top}) / {cos[-1]:.3f} | {_fmt(an.layers[-1].get('intra_sentence_similarity'), '.3f')} | "
+                     f"{upper} |")
     return lines
 
 
 def render(cfg: Config) -> str:
     c1, c2 = perplexity_claims(cfg)
     parts = ["## Claim 1: recurrent perplexity < base at equal window T and overlap o", "", *c1, "",
-             "## Claim 2: recurrent at o = 0 as good as the base at a larger overlap (o = T/4)", "", *c2, "",
-             "## Claim 3: topic JSD recurrent < base, A < B in more than half of the contexts", "",
+             "## Claim 2: recurrent at o = 0 as good as the base at overlap T/10 (the measured overlap closest to it)",
+             "", *c2, "", "## Claim 3: topic JSD recurrent < base, paired over contexts", "",
              *topic_claims(cfg), "", "## Anisotropy (Ethayarajh 2019): mean cosine of random tokens by layer", "",
              *anisotropy_table(cfg), ""]
     return "\n".join(parts)

@@ -1,0 +1,106 @@
+"""The claims' forest plot: per claim and compared model, each seed's difference with its 95% bootstrap
+interval, the t interval over the seeds, the zero line and the side of zero the claim says (shaded).
+
+One panel per comparison (the numbers of different claims have different units, so no common axis): a
+row per seed (a dot with its interval; a hollow dot where the results keep no per-unit values) and, with
+two or more seeds, a row "over seeds" (a diamond with the t interval). The panel's title names the claim
+and the models; its right corner the verdict.
+
+    >>> from analyses.summary import claims
+    >>> fig = claims_figure(claims.evaluate("out"))       # a matplotlib Figure
+    $ python -m analyses.summary.claims --out out --figure docs/claims.png
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED
+
+VERDICT_COLORS = {HOLDS: "#2e7d32", FAILS: "#c62828", INCONCLUSIVE: "#ef6c00", UNTESTED: "#757575"}
+CLAIMED_SHADE = "#c8e6c9"  # the side of zero the claim says
+
+
+def drawn(found: list) -> list[tuple]:
+    """(finding, comparison) of every comparison with at least one seed's difference: the panels, in order."""
+    return [(f, c) for f in found for c in f.comparisons if c.seeds]
+
+
+def _panel(ax, f, c) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    rows = list(c.seeds)
+    n = len(rows)
+    ys = list(range(n, 0, -1))  # seed rows from the top; the row over seeds at 0
+    for y, r in zip(ys, rows):
+        iv = r["interval"]
+        xerr = None if iv is None else [[r["difference"] - iv[0]], [iv[1] - r["difference"]]]
+        ax.errorbar([r["difference"]], [y], xerr=xerr, fmt="o", ms=4, color="#37474f", capsize=2, lw=1,
+                    mfc="white" if iv is None else "#37474f", label=f"seed {r['seed']}")
+    labels = [f"seed {r['seed']}" for r in rows]
+    if c.across is not None:
+        lo, hi = c.across
+        ax.errorbar([c.difference], [0], xerr=[[c.difference - lo], [hi - c.difference]], fmt="D", ms=5,
+                    color=VERDICT_COLORS[c.verdict], capsize=3, lw=1.6, label="over seeds (t interval)")
+        labels.append("over seeds")
+        ys.append(0)
+    xs = [x for r in rows for x in ([r["difference"]] + list(r["interval"] or []))] + list(c.across or [])
+    lo, hi = min(xs + [0.0]), max(xs + [0.0])
+    pad = 0.08 * (hi - lo) or 0.1 * max(abs(lo), abs(hi), 1e-12)
+    lo, hi = lo - pad, hi + pad
+    ax.set_xlim(lo, hi)
+    if c.claimed_sign > 0:
+        ax.axvspan(0, hi, color=CLAIMED_SHADE, alpha=0.6, lw=0, zorder=0)
+    else:
+        ax.axvspan(lo, 0, color=CLAIMED_SHADE, alpha=0.6, lw=0, zorder=0)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(ys, labels, fontsize=6.5)
+    ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
+    ax.tick_params(axis="x", labelsize=6.5)
+    ax.xaxis.set_major_locator(MaxNLocator(6))
+    ax.set_xlabel(f"{f.contrast} of {f.quantity}" + (" (point values)" if c.point_values else ""), fontsize=6.5)
+    ax.set_title(f"{f.paper} {f.where}\n{c.against}", fontsize=7, loc="left")
+    ax.text(0.99, 1.04, str(c.verdict), transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5,
+            color=VERDICT_COLORS[c.verdict], fontweight="bold")
+
+
+def claims_figure(found: list, fig=None, columns: int = 2):
+    """The forest plot of ``found`` (:func:`analyses.summary.claims.evaluate`) on ``fig`` (default: a new
+    matplotlib Figure, not registered with pyplot). Returns the Figure."""
+    from matplotlib.figure import Figure
+
+    panels = drawn(found)
+    cols = 1 if len(panels) <= 3 else columns
+    grid_rows = max(1, math.ceil(len(panels) / cols))
+    heights = [max(len(c.seeds) + (c.across is not None) for _, c in panels[i * cols:(i + 1) * cols]) + 2.2
+               for i in range(grid_rows)] if panels else [2]
+    fig = fig or Figure(figsize=(4.2 * cols, 0.26 * sum(heights) + 0.5))
+    if not panels:
+        ax = fig.add_subplot()
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no claim compares two models with these results", ha="center", va="center")
+        return fig
+    gs = fig.add_gridspec(grid_rows, cols, height_ratios=heights, hspace=1.2, wspace=0.4,
+                          top=1 - 0.95 / fig.get_figheight())
+    for k, (f, c) in enumerate(panels):
+        _panel(fig.add_subplot(gs[k // cols, k % cols]), f, c)
+    fig.suptitle("The claims' differences per seed (95% bootstrap intervals) and over seeds (95% t interval); "
+                 "shaded: the side the claim says", fontsize=8, y=1 - 0.1 / fig.get_figheight(), va="top")
+    return fig
+
+
+def write_claims_figure(found: list, path: str | Path) -> Path:
+    """Draw :func:`claims_figure` to ``path`` (.png at 200 dpi, or .pdf), atomically. Returns the path."""
+    import io
+
+    from analyses.common import atomic_write
+
+    path = Path(path)
+    fig = claims_figure(found)
+    buf = io.BytesIO()
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    fig.savefig(buf, format=fmt, dpi=200, bbox_inches="tight", **({"metadata": {"CreationDate": None}}
+                                                                      if fmt == "pdf" else {}))
+    atomic_write(path, buf.getvalue())
+    return path

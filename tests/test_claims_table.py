@@ -1,0 +1,96 @@
+"""The claim table a reader takes in at a glance (one line per claim and compared model) and the forest plot
+of the per-seed differences: what they show is the findings' numbers."""
+
+from __future__ import annotations
+
+import claims_docs as docs
+import numpy as np
+import pytest
+
+from analyses.summary import claims
+from analyses.summary.claims_figure import VERDICT_COLORS, claims_figure, drawn
+
+
+@pytest.fixture
+def out(tmp_path):
+    """Redundancy of an S-LSTM against two encoders on three seeds, one of them unlike the others."""
+    found = []
+    for seed in range(3):
+        name = lambda m, seed=seed: m if seed == 0 else f"{m}-seed{seed}"  # noqa: E731
+        found += [docs.redundancy(name("slstm-small"), "slstm", docs.per_unit(40 + seed, 10 + seed)),
+                  docs.redundancy(name("bert-small"), "bert", docs.per_unit(30, 20 + seed)),
+                  docs.redundancy(name("albert-small"), "albert", docs.per_unit(30, 30 + seed),
+                                  settings={"n_sentences": 60} if seed == 2 else None)]
+    docs.write(tmp_path, "redundancy", found)
+    return tmp_path
+
+
+def test_one_line_per_claim_and_compared_model(out, capsys):
+    claims.main(["--out", str(out), "--markdown"])
+    text = capsys.readouterr().out
+    lines = text.split("\n\n<details>")[0].splitlines()
+    assert lines[0] == "| paper | where | claim | A vs B | verdict | difference [95% interval] | seeds | why |"
+    k90 = next(f for f in claims.evaluate(out) if "90%" in f.claim)
+    first = next(i for i, ln in enumerate(lines) if "90% of the variance" in ln)
+    albert, bert = lines[first], lines[first + 1]
+    assert "slstm-small vs albert-small | not testable |" in albert and "different settings" in albert
+    c = next(c for c in k90.comparisons if c.against.endswith("bert-small") and "albert" not in c.against)
+    assert bert.startswith("| | | |") and f"| holds | A - B = {c.difference:+.1f} [{c.across[0]:+.1f}, " in bert
+    assert "| 3 (3 of 3 exclude 0) |" in bert
+    assert k90.verdict == claims.UNTESTED  # one compared model is not testable: the claim is not
+    speed = next(ln for ln in lines if "§6" in ln)
+    assert "| - | not testable | - | - | no speed result" in speed
+    details = text.split("<details>")[1]
+    assert "</details>" in details and k90.evidence in details and len(text.split("</details>")[1].strip()) == 0
+
+
+def test_the_forest_plot_draws_each_seeds_difference_and_the_interval_over_seeds(out):
+    found = claims.evaluate(out)
+    fig = claims_figure(found)
+    panels = drawn(found)
+    axes = fig.axes
+    assert len(axes) == len(panels) == 2  # 90% and 98%, each against bert-small; albert-small has no seeds drawn
+    for ax, (_, c) in zip(axes, panels):
+        bars = ax.containers
+        assert len(bars) == len(c.seeds) + 1  # the seeds and the interval over them
+        for bar, s in zip(bars, c.seeds):
+            x = bar.lines[0].get_xdata()[0]
+            assert x == pytest.approx(s["difference"])
+            seg = bar.lines[2][0].get_segments()[0]
+            assert [seg[0][0], seg[1][0]] == pytest.approx(s["interval"])
+        over = bars[-1].lines[2][0].get_segments()[0]
+        assert [over[0][0], over[1][0]] == pytest.approx(c.across)
+        assert any(abs(line.get_xdata()[0]) < 1e-12 for line in ax.lines if len(set(line.get_xdata())) == 1)
+        span = ax.patches[0]
+        shade = sorted([span.get_x(), span.get_x() + span.get_width()])
+        assert shade[0] == 0 if c.claimed_sign > 0 else shade[1] == 0  # the side the claim says
+        assert any(t.get_text() == str(c.verdict) and t.get_color() == VERDICT_COLORS[c.verdict] for t in ax.texts)
+
+
+def test_the_figure_command_writes_an_image(out, capsys):
+    path = out / "claims.png"
+    claims.main(["--out", str(out), "--figure", str(path)])
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "not testable" in capsys.readouterr().out
+
+
+def test_an_empty_figure_says_so():
+    fig = claims_figure([])
+    assert "no claim compares two models" in fig.axes[0].texts[0].get_text()
+
+
+def test_point_value_claims_are_marked(tmp_path):
+    w = np.linspace(0.45, 0.55, 6).tolist()
+    doc = {**docs.identity("mog-small", "mog", settings={"min_bucket": 10}), "fusion": "weight-gate", "n_layers": 6,
+           "bucket_labels": ["a", "b"], "bucket_counts": [20, 20], "w_by_bucket": [w, [x + 0.01 for x in w]],
+           "w_layer_mean": w, "spearman_length": None, "claims": {}, "slot_weights": None, "entropy": {},
+           "entropy_normalised": {o: [0.5] * 6 for o in ("attention_high", "attention_middle_qi",
+                                                           "attention_middle_qp")}, "example": {}}
+    docs.write(tmp_path, "mog", [doc])
+    found = {f.claim: f for f in claims.evaluate(tmp_path) if f.analysis == "mog"}
+    rise = next(f for c, f in found.items() if "rises" in c)
+    longer = next(f for c, f in found.items() if "longer" in c)
+    assert rise.verdict == claims.HOLDS and rise.point_values and rise.reason == claims.POINT_VALUES
+    assert longer.verdict == claims.HOLDS and "+0.0100" in longer.evidence
+    line = claims.table_lines(rise)[0]
+    assert line["difference"] == "point values" and line["verdict"] == claims.HOLDS

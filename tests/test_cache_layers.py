@@ -62,9 +62,9 @@ def test_no_token_states_for_a_maps_only_entry(tmp_path, tiny_bert):
 
 
 def test_an_entry_of_every_layer_keeps_its_key(tmp_path):
-    """The key of a full entry is what it was before ``layers`` existed (CACHE_FORMAT 4), so
-    existing caches stay valid: tiny-bert on 300 seeded sentences, float16."""
+    """The key of a full entry is what it would be without ``layers`` (CACHE_FORMAT 5: keys over the model's config
+    and tokenizer files), so entries of every layer keep their keys: tiny-bert on 300 seeded sentences, float16."""
     texts = sample_sentences(load_corpus(), 300, seed=0)
     acts = extract("tiny-bert", texts, cache_dir=None, progress=False)
-    assert acts.meta["key"] == "50d54b5553b774dc888759e0"
+    assert acts.meta["key"] == "ecb265f5d2ad2e72225ae13e"
     assert "hidden_layers" not in acts.meta and acts.hidden_layers is None

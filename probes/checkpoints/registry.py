@@ -36,8 +36,8 @@ REGISTRY_PATH = resources.builtin_registry()  # checkpoints.yaml, shipped inside
 SENTENCE_VECTORS = ("cls", "mean", "last", "g")
 KINDS = ("encoder", "causal")
 SOURCES = ("package", "path", "hub", "random")
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # one safe path component (a model name, a pair's name)
 MAX_NAME = 100  # characters (ASCII: bytes) of a model name: it names folders and files, pairs of names too
-SAFE_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}")  # one safe path component
 NOT_SETTINGS = ("fetch", "requested", "prefix", "weights", "base")  # extra fields that are no state setting
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a package source names a top-level module
 
@@ -325,10 +325,11 @@ def _parse_registry(path: Path) -> dict[str, CheckpointSpec]:
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a model (it names cache and result folders and files), or None."""
-    if SAFE_NAME.fullmatch(name) and ".." not in name:
+    safe = bool(SAFE_NAME.fullmatch(name)) and ".." not in name
+    if safe and len(name) <= MAX_NAME:
         return None
     shown = repr(name) if len(name) <= 60 else f"{name[:40]!r}... ({len(name)} characters)"
-    if len(name) > MAX_NAME and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) and ".." not in name:
+    if safe:
         return f"model name {shown} is too long: names become folder and file names, at most {MAX_NAME} characters"
     return (f"model name {shown} is not allowed: names become folder names, so use letters, digits, '.', '_' and "
             f"'-' only (no '..', not starting with '.' or '-', at most {MAX_NAME} characters)")

@@ -374,16 +374,18 @@ def table_lines(f: Finding) -> list[dict]:
 
 
 def markdown_table(found: list[Finding]) -> str:
-    """The README's claim table: one line per claim and compared model (the verdict, the deciding difference with
-    its 95% interval: the mean over seeds with the t interval when there are several seeds, else the one seed's
-    difference with its bootstrap interval; the seeds and how many of their own intervals exclude zero), then
-    the full evidence of every claim folded in a <details> element."""
+    """The README's claim table: one line per claim and compared model -- the claim's verdict on its first line,
+    then each comparison's verdict and its deciding difference with its 95% interval (the mean over seeds with the
+    t interval when there are several seeds, else the one seed's difference with its bootstrap interval), the
+    seeds and how many of their own intervals exclude zero -- then the full evidence of every claim folded in a
+    <details> element."""
     cell = lambda x: str(x).replace("|", "\\|")  # noqa: E731
-    lines = ["| paper | where | claim | A vs B | verdict | difference [95% interval] | seeds | why |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| paper | where | claim | verdict | A vs B | this comparison | difference [95% interval] | seeds | why |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for f in found:
         for i, ln in enumerate(table_lines(f)):
-            head = f"| {cell(f.paper)} | {cell(f.where)} | {cell(f.claim)} |" if i == 0 else "| | | |"
+            head = f"| {cell(f.paper)} | {cell(f.where)} | {cell(f.claim)} | **{f.verdict}** |" if i == 0 \
+                else "| | | | |"
             lines.append(f"{head} {cell(ln['compared'])} | {ln['verdict']} | {cell(ln['difference'])} | "
                          f"{cell(ln['seeds'])} | {cell(ln['why'])} |")
     details = ["", "<details><summary>The evidence behind each verdict (every seed's numbers with their 95% "

@@ -46,7 +46,8 @@ from probes.errors import ProbeError
 from probes.io import atomic_text
 from probes.precision import float32_face
 
-CACHE_FORMAT = 4  # bump when the layout on disk changes: older entries are re-extracted (3: checksums; 4: float16)
+CACHE_FORMAT = 5  # bump when the layout on disk or the key changes: older entries are re-extracted (3: checksums;
+# 4: float16; 5: keys over every input of the states: config and tokenizer files, settings, forward code versions)
 CHECK_BLOCK = 16 * 2**20  # bytes per checksummed block of an entry's files
 QUICK_STRIDE = 8  # PROBES_CACHE_VERIFY=quick checks every QUICK_STRIDE-th block (+ first, last) of big files
 # what a damaged entry raises when read (EOFError: an emptied .npy; SyntaxError: a garbled .npy header)

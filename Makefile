@@ -68,6 +68,8 @@ demo: $(STAMP)
 	$(call step,perplexity) $(PY) -m analyses.perplexity --no-figures --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
 	$(call step,topics) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
+	$(call step,mlm_loss) $(PY) -m analyses.mlm_loss --no-figures --model mog-small-wg --model mog-small-sum --model mog-small-wg-seed1 \
+		--model mog-small-sum-seed1 --model mog-small-selfgate --out $(OUT)
 	$(call step,figures) $(PY) -m analyses.summary.figures --out $(OUT)
 	@column -t -s "$$(printf '\t')" $(TIMING) 2>/dev/null || cat $(TIMING)
 	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"

@@ -4,5 +4,7 @@
   of the weights it names;
 * :mod:`.names`: every name that is not an entry (``hf:org/name``, a model folder, ``name?sentence=mean``) and
   :func:`get_spec`, the one resolver;
-* :mod:`.loaders`: family -> loader (imported by name, so this layer never imports ``probes.models``).
+* :mod:`.loaders`: family -> loader (imported by name, so this layer never imports ``probes.models``);
+* :mod:`.identity`: what a fingerprint hashes (a folder's weight and input files, forward code versions);
+* :mod:`.registry_yaml`: the registry's YAML reader (no aliases, no repeated keys).
 """

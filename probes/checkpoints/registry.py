@@ -5,8 +5,12 @@ source is located through the installed distribution's file list (the folder hol
 ``config.json`` beside weight files), never by importing the module. Names must be safe path
 components (they name cache and result folders); relative ``path`` sources resolve against the
 folder of the registry file that names them. A spec's :meth:`CheckpointSpec.fingerprint`
-identifies the weights cheaply (package version, file hashes, hub revision or random-init config),
-so the activation cache can be looked up without loading the model.
+identifies everything its states depend on, cheaply (the folder's weight files and every other file a loader
+reads, the hub revision, or the random-init config and its tokenizer entry's files; the entry's settings; the
+version of the suite's own forward code: :mod:`probes.checkpoints.identity`), so the activation cache can be
+looked up without loading the model. The file is read by :mod:`probes.checkpoints.registry_yaml` (safe, no
+aliases, no repeated keys) and every field is checked before anything runs (strict booleans, a random source's
+sizes and tokenizer entry, a base that is not itself, names of at most MAX_NAME characters).
 
 The registry is the repository's checkpoints.yaml plus the user's own files: ``PROBES_CHECKPOINTS=FILE``
 (several joined by ``os.pathsep``) or ``--registry FILE`` on any CLI add their entries, so naming a model

@@ -128,7 +128,8 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer 0..L: {"layer", "token": {isoscore, isoscore_ci, n_points, dimension,
     #                     total_variance[, note]}, "sentence": {...}}
-    bootstrap: dict | None = None  # analyses.stats.bootstrap_block of the intervals
+    bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates": the last layer's token and sentence
+    #                                IsoScore per resample (two models on the same sentences pair resample by resample)
 
     @style.themed
     def plot(self, ax=None, level: str = "token"):
@@ -159,11 +160,11 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     boot = stats.bootstrap_block("sentence", acts.n_texts, cfg.resamples, seed=cfg.seed,
                                  units_id=stats.units_id(acts.texts))
     weights = stats.resample_weights(acts.n_texts, cfg.resamples, cfg.seed)
-    layers = []
+    layers, last = [], {}
     for lyr in tqdm(range(acts.n_layers + 1), desc=f"isoscore {acts.meta['model']['name']}", unit="layer"):
         row = {"layer": lyr}
         for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
-            rep = isoscore_replicates(X, unit_of, weights)
+            rep = last[level] = isoscore_replicates(X, unit_of, weights)
             row[level] = {"isoscore": isoscore(X), "isoscore_ci": stats.interval(rep, boot["level"]).tolist(),
                           "n_points": len(X), "dimension": X.shape[1], "total_variance": float(np.var(X, 0).sum())}
             if not row[level]["total_variance"] > 0:  # e.g. [CLS] at the embedding layer: one vector for all
@@ -185,7 +186,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                          "IsoScore from the covariance of the resampled points, (PR - 1) / (n - 1)",
         },
         layers=layers,
-        bootstrap=boot,
+        bootstrap={**boot, "replicates": {"layer": acts.n_layers, **{k: stats.rounded(v) for k, v in last.items()}}},
     )
 
 

@@ -280,6 +280,25 @@ def _stat_panel(ax, results: list[Result], stat: str, relative: bool) -> None:
             ax.fill_between(x, ci[:, 0], ci[:, 1], color=color, alpha=0.15, lw=0)
     ax.set_ylabel(STAT_LABELS[stat], fontsize=8)
     ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings, L = output)", fontsize=8)
+    if not relative:
+        integer_ticks(ax)
+
+
+def integer_ticks(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def mark_recurrence(ax, res: Result, relative: bool = False) -> None:
+    """A dotted line where a recurrent model's h_prev enters: before the output of block l_ins (hidden[l_ins])."""
+    l_ins = (res.model.get("recurrence") or {}).get("l_ins")
+    if l_ins is not None:
+        L = len(res.layers) - 1
+        x = (l_ins - 0.5) / L if relative else l_ins - 0.5
+        ax.axvline(x, color=style.model_color(res.model_name), ls=":", lw=1)
+        ax.text(x, 0.02, f" h_prev enters\n (block {l_ins})", transform=ax.get_xaxis_transform(), va="bottom",
+                fontsize=6.5, color=style.model_color(res.model_name))
 
 
 @style.themed
@@ -293,6 +312,8 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     axes = fig.subplots(1, 3, sharex=True)
     for ax, stat in zip(axes, ("kl", "ce", "top1")):
         _stat_panel(ax, results, stat, relative)
+    for res in results:
+        mark_recurrence(axes[-1], res, relative)
     style.legend(axes, 2 * len(results), fontsize=7)
     return fig
 
@@ -331,7 +352,11 @@ def plot_difference(results: list[Result], fig=None, stat: str = "ce"):
             ax.plot(x, diff[0], marker="o", ms=3, color=color, ls="-" if lens == "logit" else "--",
                     label=f"{style.display_name(res.model_name)} - {style.display_name(first.model_name)} ({lens})")
             ax.fill_between(x, diff[1][0], diff[1][1], color=color, alpha=0.2, lw=0)
+    for res in results[1:]:
+        if paired_difference(first, res, "logit", stat) is not None:
+            mark_recurrence(ax, res)
     ax.set_xlabel("layer l (0 = embeddings, L = output)", fontsize=8)
+    integer_ticks(ax)
     ax.set_ylabel(f"difference in {STAT_LABELS[stat]}", fontsize=8)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)

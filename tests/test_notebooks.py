@@ -59,6 +59,22 @@ assert np.isclose(result.statistics["mean_jsd_a"], np.mean(result.jsd_a))
 assert aniso.model_name == trans.model_name == "my-model" and len(aniso.layers) == acts.n_layers + 1
 assert acts.meta["model"]["fingerprint"]["object"].endswith("BertModel") and len(fig.axes) == 4
 """,
+    "isoscore": """
+assert len(result.layers) == acts.n_layers + 1
+rows = isoscore.table_rows(result)
+assert all(np.isnan(r[k]) or 0 <= r[k] <= 1 for r in rows for k in ("token_isoscore", "sentence_isoscore"))
+assert 0 < rows[-1]["token_isoscore"] <= 1
+""",
+    "intrinsic_dimension": """
+assert len(result.layers) == acts.n_layers + 1
+rows = intrinsic_dimension.table_rows(result)
+assert rows[-1]["token_twonn"] > 0 and rows[-1]["sentence_mle"] > 0 and all(r["token_duplicates"] >= 0 for r in rows)
+""",
+    "lens": """
+for res in results:
+    assert res.layers[-1]["final"] and res.layers[-1]["logit"]["kl"] == 0 and res.layers[-1]["logit"]["top1"] == 1
+    assert all(0 <= row["top1"] <= 1 and row["kl"] >= -1e-9 for row in lens.table_rows(res))
+""",
     "transitions": """
 assert len(result.layers) == acts.n_layers == result.n_layers
 assert all(r["token"]["distance_mean"] >= 0 and r["sentence"]["distance_mean"] >= 0 for r in result.layers)

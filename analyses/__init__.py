@@ -1,19 +1,13 @@
-"""analyses: one module per analysis; each reads cached Activations (or probes.models.lm /
-probes.capture.timing outputs) and writes results and figures. Analyses never run a model themselves
-and never import recipes/.
+"""analyses: one module per analysis, each ending in one declaration, ``ANALYSIS = Analysis(...)``
+(:mod:`analyses.analysis`): its kind of input (:mod:`analyses.inputs`, which owns the options that apply and
+how inputs are made), its Config, ``compute(cfg, **inputs) -> Result``, ``table_rows``, its figures with their
+captions and the tiny run the contract test makes. The command line (``python -m analyses.<name>``,
+``probes <name>``), the Python call (``<name>.run(model, texts)``), ``probes figures``, the report and
+tests/test_contract.py all read the declarations listed in :data:`ANALYSES`: adding an analysis is one module
+and one line here (docs/adding-an-analysis.md).
 
-The one contract every entry of :data:`ANALYSES` keeps (checked once for all by tests/test_contract.py):
-
-* ``Config``: a dataclass that composes the shared option groups (:class:`analyses.common.AnalysisConfig`:
-  models, corpus, run settings, sentence bounds) and adds the analysis's own; its CLI accepts every
-  shared flag (one that cannot apply is refused with one ``error:`` line when given a non-default value);
-* ``load_inputs(model, cfg) -> dict``: the only place the analysis asks probes for activations or an LM
-  (``model``: a name or resolved CheckpointSpec; a pairwise analysis takes the pair);
-* ``compute(cfg, **inputs) -> Result``: a :class:`analyses.common.AnalysisResult` with one ``identity``
-  (model as requested and as resolved, corpus identity or the caller's texts, the settings used) that
-  round-trips through JSON (``Result.from_json(r.to_json())``);
-* ``table_rows(result)``, ``figures(results, out)`` and ``main(argv)`` (``python -m analyses.<name>``,
-  :func:`analyses.data.run_analysis`).
+Analyses read cached Activations (or an LM, or models built for timing) and never import recipes/; the LM
+analyses' ``compute`` runs the LM it is given, and speed's times its runners.
 
     $ python -c "import analyses; print(analyses.get('anisotropy').compute)"
 """
@@ -21,9 +15,8 @@ The one contract every entry of :data:`ANALYSES` keeps (checked once for all by 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
 
-# name -> module path; `python -m analyses.<name>` runs each
+# name -> the module that declares it (imported on first use: ``probes --help`` imports none of them)
 ANALYSES = {
     "anisotropy": "analyses.anisotropy",
     "transitions": "analyses.transitions",
@@ -36,11 +29,12 @@ ANALYSES = {
     "perplexity": "analyses.perplexity",
     "topics": "analyses.topics",
     "speed": "analyses.speed",
+    "mlm_loss": "analyses.mlm_loss",
 }
 
 
-def get(name: str) -> ModuleType:
-    """The analysis module registered as ``name`` (imported on first use)."""
+def get(name: str):
+    """The :class:`~analyses.analysis.Analysis` registered as ``name`` (its module imported on first use)."""
     if name not in ANALYSES:
         raise KeyError(f"no analysis {name!r}; analyses: {', '.join(ANALYSES)}")
-    return importlib.import_module(ANALYSES[name])
+    return importlib.import_module(ANALYSES[name]).ANALYSIS

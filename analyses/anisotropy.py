@@ -23,21 +23,17 @@ out/figures/anisotropy-layers.{png,pdf} (the per-layer statistics, one line per 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from analyses import common, stats, style
-from analyses.common import (
-    SentenceConfig,
-    activations_identity,
-    arg,
-    mark_final_norm,
-    run_main,
-    save_drawings,
-)
-from probes.capture.activations import Activations
+from analyses.analysis import Analysis, Figure
+from analyses.common import SentenceConfig, activations_identity, mark_final_norm
+from analyses.inputs import Sentences
+from probes.capture.activations import Activations, layer_index
+from probes.config import arg, progress
 from probes.errors import ProbeError
 
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
@@ -240,7 +236,7 @@ def draw_sample(acts: Activations, cfg: Config) -> Sample:
     return Sample(tokens, groups, types, random_groups, keep)
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's anisotropy statistics: the saved document's keys, in order."""
     headline_layer: int  # layer drawn in the Fig. 6 histograms (0 = embeddings)
@@ -258,6 +254,12 @@ class Result(common.AnalysisResult):
         _histogram(ax, self, level, layer)
         return ax
 
+    def headline(self) -> dict[str, str]:
+        last = self.layers[-1]
+        return {f"{level} cosine, last layer": f"mean {last[level]['mean']:.3f}, "
+                                                f"{100 * last[level]['frac_negative']:.1f}% below 0"
+                for level in ("token", "sentence")}
+
     def last_layer_mean(self, level: str) -> stats.Sample:
         """The last layer's mean ``level`` ("token" / "sentence") cosine with its bootstrap replicates
         over sentences (the point value alone when the result saved none for the last layer)."""
@@ -269,7 +271,7 @@ class Result(common.AnalysisResult):
 
 
 def cosine_intervals(row: dict, tokens, token_text, sentences, weights: np.ndarray, level: float) -> dict:
-    """Issue 27: percentile intervals of the mean token and sentence cosines, resampling sentences
+    """Percentile intervals of the mean token and sentence cosines, resampling sentences
     (the token sample's pairs among resampled sentences; see analyses.stats.pairwise_cosine_replicates),
     added to ``row`` as token_mean_ci, sentence_mean_ci and baseline_cosine_ci. Returns the replicates."""
     n = weights.shape[1]
@@ -280,27 +282,19 @@ def cosine_intervals(row: dict, tokens, token_text, sentences, weights: np.ndarr
     return rep
 
 
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"acts": ...}``: the cached activations of the seeded sentence sample (every layer's token states)."""
-    from analyses.data import load_sentence_inputs
-
-    return load_sentence_inputs(model, cfg)
-
-
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """Per-layer cosine distributions and Ethayarajh statistics for one model's activations (every
     layer's token states: activations made with ``extract(layers=[...])`` are refused, naming the
-    first layer they lack)."""
+    first layer they lack). The result records the number of token occurrences drawn as ``n_tokens`` (fewer
+    than asked for when the sentences hold fewer usable tokens)."""
     cfg = cfg or Config()
     L = acts.n_layers
-    layer = cfg.layer if cfg.layer >= 0 else L + 1 + cfg.layer
-    if not 0 <= layer <= L:
-        raise ProbeError(f"--layer {cfg.layer} is out of range for a model with {L} layers (0..{L}, or -1)")
+    layer = layer_index(cfg.layer, L, f"--layer {cfg.layer}")
     sample = draw_sample(acts, cfg)
     boot = stats.bootstrap_block("sentence", acts.n_texts, seed=cfg.seed, units_id=stats.units_id(acts.texts))
     weights, token_text = stats.resample_weights(acts.n_texts, boot["resamples"], cfg.seed), acts.text_index()
     layers = []
-    for lyr in tqdm(range(L + 1), desc=f"anisotropy {acts.meta['model']['name']}", unit="layer"):
+    for lyr in progress()(range(L + 1), desc=f"anisotropy {acts.meta['model']['name']}", unit="layer"):
         H = np.asarray(acts.layer_hidden(lyr))  # (N, d)
         tok = cosine_summary(H[sample.tokens], cfg.bins, cfg.exact_limit)
         sen = cosine_summary(acts.sentence[lyr], cfg.bins, cfg.exact_limit)
@@ -319,7 +313,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
         row.update(intra_sentence_similarity=intra, intra_sentence_adjusted=intra - tok.mean)
         layers.append(row)
     return Result(
-        identity=activations_identity(acts, cfg),
+        identity=activations_identity(acts, dataclasses.replace(cfg, n_tokens=len(sample.tokens))),
         headline_layer=layer,
         definitions={
             "layers": "0 = embedding output, l = output of layer l",
@@ -340,10 +334,10 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     )
 
 
-def table_rows(result: Result | dict) -> list[dict]:
+def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows, one per layer: token and sentence cosine summaries, then Ethayarajh's statistics."""
     rows = []
-    for row in Result.from_json(result).layers:
+    for row in result.layers:
         flat = {"layer": row["layer"]}
         for level in ("token", "sentence"):
             s = row[level]
@@ -391,7 +385,6 @@ def plot(results: list[Result], fig=None, layer: int | None = None):
 
     ``fig``: a Figure or SubFigure to draw into (default: a new figure); ``layer`` overrides each
     result's headline layer. Returns the figure. One panel on one Axes: ``result.plot(ax=ax)``."""
-    results = [Result.from_json(r) for r in results]
     fig = style.new_figure(fig, (2.6 * len(results) + 0.6, 4.4))
     axes = fig.subplots(2, len(results), squeeze=False, sharex=True)
     for col, res in enumerate(results):
@@ -414,7 +407,6 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
     l = 0..L, or the relative depth l / L when ``relative_depth`` (default: when the models differ in
     depth); the axis label says which. A statistic a layer lacks (no token type met the
     self-similarity bounds) is a gap. ``fig``: a Figure or SubFigure to draw into. Returns the figure."""
-    results = [Result.from_json(r) for r in results]
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
     fig = style.new_figure(fig, (11, 2.6))
     axes = fig.subplots(1, len(LAYER_PANELS))
@@ -429,7 +421,7 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
             ci = [row.get(f"{key}_ci") for row in res.layers]
             if all(ci) and not style.seed_of(res.model_name)[1]:  # bootstrap band over sentences (seed 0 only)
                 ax.fill_between(x, *np.array(ci, dtype=float).T, color=color, alpha=0.2, lw=0)
-            mark_final_norm(ax, res.to_json(), x, y, color)
+            mark_final_norm(ax, res, x, y, color)
     for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
         ax.set_title(title, fontsize=9)
         ax.set_ylabel(LAYER_UNITS[key], fontsize=8)
@@ -438,25 +430,26 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Draw and save both anisotropy figures (the histograms of the seed-0 models only; the layer
-    figure draws every seed, in its model's colour)."""
-    results = [Result.from_json(r) for r in results]
-    first_seeds = [r for r in results if not style.seed_of(r.model_name)[1]] or results
-    return (save_drawings(first_seeds, out, (("anisotropy", plot),))
-            + save_drawings(results, out, (("anisotropy-layers", plot_layers),)))
+def first_seeds(results: list[Result]) -> list[Result]:
+    """The seed-0 models' results (Fig. 6 draws one column per model; the layer figure draws every seed)."""
+    return [r for r in results if not style.seed_of(r.model_name)[1]] or results
 
 
-# ----------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("anisotropy", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="anisotropy",
+    inputs=Sentences(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows,
+    figures=(
+        Figure("anisotropy", plot, "Cosine similarity of random pairs of token (top) and sentence (bottom) vectors "
+               "at the last layer (S-LSTM paper Fig. 6). Mass near 1 = a narrow cone (anisotropic); near 0 = spread "
+               "out.", select=first_seeds),
+        Figure("anisotropy-layers", plot_layers, "Ethayarajh's statistics by layer (relative depth l/L when the "
+               "models differ in depth): mean cosine of random tokens (the anisotropy baseline), self-similarity, "
+               "intra-sentence similarity and maximum explainable variance."),
+    ),
+    example=("--model", "tiny-bert", "--n-sentences", "12", "--n-tokens", "40"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
+    ANALYSIS.main()

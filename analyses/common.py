@@ -1,14 +1,17 @@
-"""What every analysis shares: config groups, result files, figures (the CLI helpers come from probes.config).
+"""What every analysis shares: config bases, result files, figures (the CLI helpers come from probes.config).
 
 * A config is a dataclass whose fields are declared with :func:`probes.config.arg` (default, one line
-  of help, valid range); :func:`probes.config.parse_config` builds the validated CLI from it.
-  :class:`AnalysisConfig` composes the groups every analysis shares (models + corpus, run settings,
-  sentence bounds); :class:`SentenceConfig` adds the sentence sample's size.
+  of help, valid range); :func:`probes.config.parse_config` builds the validated CLI from it. Each kind of
+  input has its Config base (:class:`SentenceConfig`, :class:`WindowConfig`, :class:`LMConfig`,
+  :class:`LMPairConfig`, :class:`TimedConfig`, defined with the kinds in :mod:`analyses.inputs`), composed
+  of the probes.config groups that kind uses.
 * Every result is an :class:`AnalysisResult`: one :class:`Identity` (model as requested and as resolved,
   corpus identity or the caller's texts, the settings actually used) saved flat at the top, then the numbers.
+  In a notebook it shows as a few lines (:meth:`AnalysisResult.summary`), not as its every number.
 * :func:`write_result` writes ``<out>/results/<analysis>/<model>.json`` and ``.csv`` atomically;
   the JSON holds the numbers and everything that produced them (config, model identity,
   corpus identity, package versions). No timestamps: equal inputs give byte-identical files.
+  :func:`read_results` reads them back as the analysis's Result objects.
 * :func:`save_figure` writes PNG + PDF into ``<out>/figures/``.
 * :func:`run_main` turns a user error into one line on stderr and exit code 2 (see probes.config).
 * Result JSON is strict: a non-finite number is written as null and listed under ``nulls``.
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import hashlib
 import io
 import json
 import math
@@ -29,10 +31,16 @@ from typing import ClassVar
 
 import numpy as np
 
+from analyses.inputs import (
+    CALLER_TEXTS,
+    LMConfig,
+    LMPairConfig,
+    SentenceConfig,
+    TimedConfig,
+    WindowConfig,
+    caller_texts,
+)
 from probes.config import (
-    ModelsConfig,
-    RunConfig,
-    SampleConfig,
     arg,
     check_device,
     check_writable,
@@ -43,39 +51,14 @@ from probes.config import (
 from probes.errors import ProbeError
 from probes.io import atomic_write, provenance, strict_json
 
-# The config -> CLI helpers and the atomic write live in probes/ (both sides use them); they are
-# re-exported here so an analysis imports everything it needs from one module.
-__all__ = ["AnalysisConfig", "AnalysisResult", "CALLER_TEXTS", "Identity", "ModelsConfig", "Result", "RunConfig",
-           "SampleConfig", "SentenceConfig", "activations_identity", "arg", "atomic_write", "caller_texts",
+# The config -> CLI helpers and the atomic write live in probes/ (both sides use them), the Config bases in
+# analyses.inputs (with the kinds of input they belong to); they are re-exported here so an analysis imports
+# everything it needs from one module.
+__all__ = ["AnalysisResult", "CALLER_TEXTS", "Identity", "LMConfig", "LMPairConfig", "Result", "SentenceConfig",
+           "TimedConfig", "WindowConfig", "activations_identity", "arg", "atomic_write", "caller_texts",
            "check_device", "check_reached", "check_writable", "config_dict", "mark_final_norm", "parse_config",
            "provenance", "read_result", "read_results", "result_paths", "run_main", "save_drawings", "save_figure",
            "settings_used", "unique", "write_result"]
-
-
-@dataclasses.dataclass
-class AnalysisConfig(SampleConfig, RunConfig, ModelsConfig):
-    """The option groups every analysis composes: models and corpus, run settings (seed, batch size,
-    device, dtypes, device map, out) and the sentence length bounds. Every analysis CLI accepts the same
-    shared flags; one that cannot apply to an analysis is listed in ``NOT_APPLICABLE``: a non-default
-    value is refused with one line (:meth:`check_applicable`) and the result does not record it."""
-
-    NOT_APPLICABLE: ClassVar[tuple[str, ...]] = ()
-
-    def check_applicable(self, analysis: str) -> None:
-        """ProbeError (one line) if a shared option this analysis cannot honour has a non-default value."""
-        defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
-                    for f in dataclasses.fields(self)}
-        for name in self.NOT_APPLICABLE:
-            if getattr(self, name) != defaults[name]:
-                raise ProbeError(f"--{name.replace('_', '-')} does not apply to analyses.{analysis} "
-                                 f"(leave it at {defaults[name]})")
-
-
-@dataclasses.dataclass
-class SentenceConfig(AnalysisConfig):
-    """The sentence-level analyses' common fields: the shared groups and the size of the sentence sample."""
-
-    n_sentences: int = arg(5000, "random sentences (the same sample and cache for every sentence analysis)", min=1)
 
 
 # ----------------------------------------------------------------------------- results on disk
@@ -137,8 +120,6 @@ class Result:
     def from_json(cls, doc):
         if isinstance(doc, cls):
             return doc
-        if isinstance(doc, Result):  # the same class seen twice (``python -m`` runs a module as __main__)
-            doc = doc.to_json()
         fields = dataclasses.fields(cls)
         required = [f.name for f in fields
                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
@@ -151,7 +132,6 @@ class Result:
 
 # ----------------------------------------------------------------------------- identity
 
-CALLER_TEXTS = "texts given by the caller"
 IDENTITY_FIELDS = ("model_name", "model_requested", "config", "model", "activations", "corpus")
 
 
@@ -203,6 +183,7 @@ class AnalysisResult(Result):
     key on disk where saved files already use another name (similarity: model -> models)."""
 
     identity: Identity
+    ANALYSIS: ClassVar[str] = ""  # the analysis whose Result this is (set by its declaration, analyses.analysis)
     IDENTITY_KEYS: ClassVar[dict] = {}
     SIDE_FILES: ClassVar[dict] = {}  # field -> file suffix: saved as JSON lines beside the result (write_result)
 
@@ -215,8 +196,6 @@ class AnalysisResult(Result):
     def from_json(cls, doc):
         if isinstance(doc, cls):
             return doc
-        if isinstance(doc, Result):  # the same class seen twice (``python -m`` runs a module as __main__)
-            doc = doc.to_json()
         if isinstance(doc.get("identity"), Identity):
             return super().from_json(doc)
         return super().from_json({**doc, "identity": Identity.from_json(doc, cls.IDENTITY_KEYS)})
@@ -228,15 +207,57 @@ class AnalysisResult(Result):
     activations = property(lambda self: self.identity.activations)
     corpus = property(lambda self: self.identity.corpus)
 
+    # ------------------------------------------------------------------------- display
+    # Each analysis's Result is declared ``@dataclass(repr=False)``, so that these, not a dataclass repr of
+    # every number (tens of thousands of characters), show when a Result is the last line of a notebook cell.
 
-def caller_texts(texts) -> dict:
-    """The corpus identity of inputs the caller gave (not a suite sample): their count and sha256
-    (texts joined by newlines; token-id inputs as JSON)."""
-    data = "\n".join(t if isinstance(t, str) else json.dumps([int(i) for i in t]) for t in texts)
-    return {"source": CALLER_TEXTS, "n_texts": len(texts), "sha256": hashlib.sha256(data.encode("utf-8")).hexdigest()}
+    def headline(self) -> dict[str, str]:
+        """A few numbers that say what the result found, as label -> formatted value (each analysis's own)."""
+        return {}
+
+    def summary(self) -> dict[str, str]:
+        """What the result is: analysis, model, inputs, layers, then :meth:`headline`."""
+        layers = self.model.get("num_layers") if isinstance(self.model, dict) else None
+        rows = {"analysis": self.ANALYSIS or _analysis_of(type(self)), "model": self.model_name,
+                "inputs": _inputs_text(self.corpus)}
+        if isinstance(layers, int):
+            rows["layers"] = f"0..{layers} (0 = embeddings)"
+        return {**rows, **self.headline()}
+
+    def __repr__(self) -> str:
+        rows = self.summary()
+        head = f"<{rows.pop('analysis')} result: {rows.pop('model')}"
+        return head + "".join(f"; {k} {v}" for k, v in rows.items() if v) + ">"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>{escape(v)}</td>"
+                       "</tr>" for k, v in self.summary().items() if v)
+        return f"<table>{rows}</table>"
 
 
-# config field -> key of the corpus block of a suite sentence sample (analyses.data.sentence_activations)
+def _analysis_of(cls: type) -> str:
+    """The analysis a Result class belongs to: its module's name below ``analyses`` (``analyses.maps.common``: maps)."""
+    parts = cls.__module__.split(".")
+    return parts[1] if parts[0] == "analyses" and len(parts) > 1 else parts[-1]
+
+
+def _inputs_text(corpus) -> str:
+    """A result's inputs in words: the caller's texts, a corpus's sentence sample or windows, or the corpus."""
+    if not isinstance(corpus, dict):
+        return ""
+    if corpus.get("source") == CALLER_TEXTS:
+        return f"{corpus.get('n_texts')} texts given by the caller"
+    if corpus.get("unit") == "sentence":
+        return f"{corpus.get('n_sampled')} sentences of corpus {corpus.get('requested', corpus.get('name'))}"
+    if isinstance(corpus.get("windows"), dict):
+        sizes = ", ".join(f"{n} of {length}" for length, n in corpus["windows"].items())
+        return f"token windows ({sizes} tokens) of corpus {corpus.get('name')}"
+    return f"corpus {corpus.get('name')}" + (f" ({corpus['split']} part)" if corpus.get("split") else "")
+
+
+# config field -> key of the corpus block of a suite sentence sample (probes.config.SampleConfig.draw)
 SAMPLE_FIELDS = {"corpus": "requested", "n_sentences": "n_requested", "min_words": "min_words",
                  "max_words": "max_words"}
 
@@ -338,8 +359,13 @@ def write_result(out: str | os.PathLike, analysis: str, model: str, result: Resu
     return json_path, csv_path
 
 
-def read_results(out: str | os.PathLike, analysis: str, models: list[str] | None = None) -> list[dict]:
-    """Saved result JSONs of one analysis (all models, or the named ones in that order)."""
+def read_results(out: str | os.PathLike, analysis: str, models: list[str] | None = None) -> list[AnalysisResult]:
+    """The saved results of registered analysis ``analysis`` (all models, or the named ones in that order) as
+    its Result objects: each file read strictly (:func:`read_result`); a file of another layout (written by
+    another version of the suite) is one error line naming it."""
+    from analyses import get
+
+    cls = get(analysis).Result
     folder = Path(out) / "results" / analysis
     if models is None:
         paths = sorted(folder.glob("*.json"))
@@ -348,7 +374,14 @@ def read_results(out: str | os.PathLike, analysis: str, models: list[str] | None
     missing = [p for p in paths if not p.exists()]
     if missing:
         raise ProbeError(f"no saved result {missing[0]}: run python -m analyses.{analysis} first")
-    return [read_result(p) for p in dict.fromkeys(paths)]
+    results = []
+    for p in dict.fromkeys(paths):
+        try:
+            results.append(cls.from_json(read_result(p)))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ProbeError(f"{p} does not have the layout this version reads (missing {e}); run python -m "
+                             f"analyses.{analysis} again") from None
+    return results
 
 
 # a string that reads as a decimal number: a number stored as text ("0.1", "1e-3"; not "12", which may be a name)
@@ -413,7 +446,7 @@ def save_figure(fig, out: str | os.PathLike, name: str) -> list[Path]:
     return paths
 
 
-def save_drawings(results: list[dict], out: str | os.PathLike, drawings) -> list[Path]:
+def save_drawings(results: list, out: str | os.PathLike, drawings) -> list[Path]:
     """For each ``(name, draw)`` in ``drawings``: ``fig = draw(results)``, save it as
     ``<out>/figures/<name>.{png,pdf}`` and close it. Returns the paths."""
     import matplotlib.pyplot as plt
@@ -426,18 +459,18 @@ def save_drawings(results: list[dict], out: str | os.PathLike, drawings) -> list
     return paths
 
 
-def mark_final_norm(ax, result: dict, x, y, color=None) -> None:
+def mark_final_norm(ax, result: AnalysisResult, x, y, color=None) -> None:
     """Circle the last layer's point when the model's hidden[L] includes a final norm that the
     other layers lack (``model.final_norm_on_last_hidden``, e.g. GPT-2's ln_f): that step is a
     convention of the library, not the model's last layer alone."""
-    if result.get("model", {}).get("final_norm_on_last_hidden", False):
+    if result.model.get("final_norm_on_last_hidden", False):
         ax.plot([x[-1]], [y[-1]], ls="none", marker="s", ms=8, mfc="none", mew=1.0, color=color,
-                label=f"{result['model_name']}: last layer after the final norm")
+                label=f"{result.model_name}: last layer after the final norm")
 
 
 def config_dict(cfg) -> dict:
     """The resolved config for a result file. ``out`` and ``figures`` are left out: where results are
     written, and whether they are drawn at once, do not change them, and equal runs must give
     byte-identical files wherever they are written."""
-    skip = {"out", "figures", *getattr(cfg, "NOT_APPLICABLE", ())}
+    skip = {"out", "figures"}
     return _jsonable({k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip})

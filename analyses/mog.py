@@ -36,9 +36,12 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from analyses import common, style
-from analyses.common import activations_identity, arg, run_main, save_drawings
+from analyses.analysis import Analysis, Figure
+from analyses.common import activations_identity
+from analyses.inputs import Sentences
 from analyses.style import model_color
 from probes.capture.activations import Activations
+from probes.config import arg
 from probes.errors import ProbeError
 
 ORDERS = ("attention_high", "attention_middle_qi", "attention_middle_qp")
@@ -60,7 +63,7 @@ class Config(common.SentenceConfig):
                                   "(or the closest length)", min=1)
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """Numbers of one model (prose lives only in ``definitions``; nothing reads numbers from it)."""
 
@@ -91,6 +94,14 @@ class Result(common.AnalysisResult):
         else:
             _entropy_panel(ax, self)
         return ax
+
+    def headline(self) -> dict[str, str]:
+        out = {"fusion": self.fusion}
+        if self.w_layer_mean is not None:
+            out["mean w by layer"] = ", ".join(f"{w:.3f}" for w in self.w_layer_mean)
+        smooth = self.claims.get("high_smoother_than_middle") or []
+        out["high order smoother than middle"] = f"in {sum(smooth)} of {len(smooth)} layers"
+        return out
 
     def used_bucket_weights(self) -> np.ndarray | None:
         """(buckets with at least ``min_bucket`` sentences, L) mean w, shortest bucket first (an empty
@@ -150,26 +161,6 @@ def layer_claims(w_layer: np.ndarray) -> dict:
             "rising_layer_steps_share": float(np.mean(steps > 0)) if L > 1 else None,
             "dip_at_layer_4": bool(w_layer[3] < w_layer[2]) if L >= 4 else None,
             "w4_minus_w3": float(w_layer[3] - w_layer[2]) if L >= 4 else None}
-
-
-def require_family(spec, family: str, analysis: str, what: str) -> None:
-    """Before any model runs (``check_model`` of this module and of analyses.mog_lens): ProbeError unless ``spec``
-    is of ``family``; anything else would be extracted and cached whole before failing."""
-    if spec.family != family:
-        raise ProbeError(f"model '{spec.name}' is of family {spec.family}: {analysis} needs {what}, "
-                         f"registered with family {family}")
-
-
-def check_model(spec, cfg: Config) -> None:
-    require_family(spec, "mog", "analyses.mog", "a Graph-Transformer")
-
-
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"acts": ...}``: the cached activations of the seeded sentence sample with their maps; maps only:
-    the cache entry keeps no token states (a third of the bytes or less)."""
-    from analyses.data import load_sentence_inputs
-
-    return load_sentence_inputs(model, cfg, maps=True, layers=())
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
@@ -293,7 +284,7 @@ def _entropy_panel(a, result: Result) -> None:
 def plot(results: list[Result], fig=None):
     """Fig. 9: mean w per layer (x), one line per length bucket, one panel per weight-gate model.
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
-    res = [r for r in map(Result.from_json, results) if r.w_by_bucket is not None]
+    res = [r for r in results if r.w_by_bucket is not None]
     if not res:
         raise ProbeError("no weight-gate Graph-Transformer among the results: Fig. 9 needs one")
     fig = style.new_figure(fig, (3.3 * len(res), 2.8))
@@ -309,7 +300,6 @@ def plot(results: list[Result], fig=None):
 def plot_attention(result: Result, fig=None):
     """Fig. 10: the three attention matrices of the example sentence + mean row entropy per layer.
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
-    result = Result.from_json(result)
     fig = style.new_figure(fig, (13, 3.3))
     axes = fig.subplots(1, 4)
     ex = result.example
@@ -326,25 +316,23 @@ def plot_attention(result: Result, fig=None):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Fig. 9 for all weight-gate models together, Fig. 10 per model."""
-    results = [Result.from_json(r) for r in results]
-    drawings = [(f"mog-attention-{r.model_name}", lambda rs, r=r: plot_attention(r)) for r in results]
-    if any(r.w_by_bucket is not None for r in results):
-        drawings.insert(0, ("mog-subgraph-weights", plot))
-    return save_drawings(results, out, drawings)
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("mog", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="mog",
+    # before any model runs, a model of another family is refused: it would be extracted and cached whole first;
+    # maps only: the cache entry keeps no token states
+    inputs=Sentences(maps=True, token_states=False, family="mog", needs="analyses.mog needs a Graph-Transformer"),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows,
+    figures=(
+        Figure("mog-subgraph-weights", plot, "Graph-Transformer Fig. 9: mean weight w of the high-order part by "
+               "layer, one line per sentence-length bucket; the paper finds w larger for longer sentences and rising "
+               "with depth.", select=lambda rs: [r for r in rs if r.w_by_bucket is not None]),
+        Figure("mog-attention-{}", plot_attention, "Graph-Transformer Fig. 10: the high-order and two middle-order "
+               "attention matrices of one sentence, and each order's mean row entropy by layer (higher = smoother).",
+               each=lambda r: r.model_name, single=True),
+    ),
+    example=("--model", "tiny-mog", "--n-sentences", "12"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
+    ANALYSIS.main()

@@ -1,6 +1,8 @@
-"""The MoG lens statistics: how much of each layer's attention-logit variance comes from each term
-of the Graph-Transformer paper's Eq. 14 (pp, pi, ip, ii) and from the biases, per layer and
-sentence-length bucket, for any BERT-style model registered with family ``mog-lens``.
+"""MoG lens: which terms of Eq. 14 make up each layer's attention logits? (Graph-Transformer paper)
+
+How much of each layer's attention-logit variance comes from each term of the Graph-Transformer paper's
+Eq. 14 (pp, pi, ip, ii) and from the biases, per layer and sentence-length bucket, for any BERT-style model
+registered with family ``mog-lens``.
 
 From the maps of :mod:`probes.models.mog_lens` (no model runs here): for term t, its share of the logit
 variance is sum cov_t / sum var_logit, pooled over every query row (specials included) of every
@@ -24,9 +26,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analyses import common, style
-from analyses.common import activations_identity, arg, run_main, save_drawings
+from analyses.analysis import Analysis, Figure
+from analyses.common import activations_identity
+from analyses.inputs import Sentences
+from analyses.mog import bucket_labels, bucket_of
 from analyses.style import model_color
 from probes.capture.activations import Activations
+from probes.config import arg
 from probes.errors import ProbeError
 from probes.models.mog_lens import TERMS
 
@@ -43,7 +49,7 @@ class Config(common.SentenceConfig):
                            min=1)
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """Shares of one model: share[bucket][layer][term]; bucket "all" pools every sentence."""
 
@@ -56,6 +62,12 @@ class Result(common.AnalysisResult):
     variance_ratio: list  # (buckets, L, 6) sum var_t / sum var_logit
     definitions: dict = field(default_factory=dict)
 
+    def headline(self) -> dict[str, str]:
+        last = self.share[0][-1]
+        if last is None:
+            return {}
+        return {"shares at the last layer (all sentences)": ", ".join(f"{t} {v:.3f}" for t, v in zip(self.terms, last))}
+
     @style.themed
     def plot(self, ax=None):
         """The headline panel on one Axes (a new figure when None): each term's share of the logit
@@ -67,24 +79,8 @@ class Result(common.AnalysisResult):
         return ax
 
 
-def check_model(spec, cfg: Config) -> None:
-    from analyses.mog import require_family
-
-    require_family(spec, "mog-lens", "analyses.mog_lens", "a MoG-lens entry")
-
-
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"acts": ...}``: the cached activations of the seeded sentence sample with their maps; maps only:
-    the cache entry keeps no token states (a third of the bytes or less)."""
-    from analyses.data import load_sentence_inputs
-
-    return load_sentence_inputs(model, cfg, maps=True, layers=())
-
-
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """Pooled term shares per length bucket and layer."""
-    from analyses.mog import bucket_labels, bucket_of
-
     cfg = cfg or Config()
     if "mog_lens_cov" not in acts.maps or "mog_lens_var" not in acts.maps:
         raise ProbeError(f"model '{acts.meta['model']['name']}' has no MoG lens maps: use a registry entry of "
@@ -145,7 +141,6 @@ def _shares_panel(a, r: Result) -> None:
 def plot(results: list[Result], fig=None):
     """Share of each term per layer (all sentences), one panel per model. ``fig``: a Figure or
     SubFigure to draw into (default: a new figure). Returns the figure."""
-    results = [Result.from_json(r) for r in results]
     fig = style.new_figure(fig, (3.4 * len(results), 2.8))
     axes = np.ravel(fig.subplots(1, len(results), squeeze=False))
     for a, r in zip(axes, results):
@@ -155,19 +150,19 @@ def plot(results: list[Result], fig=None):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """The mog-lens figure (dicts are read with Result.from_json)."""
-    results = [Result.from_json(r) for r in results]
-    return save_drawings(results, out, (("mog-lens", plot),))
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("mog_lens", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="mog_lens",
+    inputs=Sentences(maps=True, token_states=False, family="mog-lens",
+                     needs="analyses.mog_lens needs a MoG-lens entry"),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows,
+    figures=(
+        Figure("mog-lens", plot, "The MoG lens: share of each Eq. 14 term (r_p r_p, r_p r_i, r_i r_p, r_i r_i, bias) "
+               "in the variance of the attention logits, per layer; r_p r_p large = attention mostly recomputes the "
+               "previous layer's input."),
+    ),
+    example=("--model", "tiny-bert-lens", "--n-sentences", "12"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
+    ANALYSIS.main()

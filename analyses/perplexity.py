@@ -51,34 +51,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from analyses import common, stats, style
-from analyses.common import (
-    AnalysisConfig,
-    Identity,
-    arg,
-    atomic_write,
-    run_main,
-    save_drawings,
-    settings_used,
-)
+from analyses.analysis import Analysis, Figure
+from analyses.common import Identity, settings_used
+from analyses.inputs import LM, LMConfig
 from analyses.style import model_color
 from probes.capture.windows import check_window, windowed_nll
+from probes.config import arg, progress
 from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
 from probes.errors import ProbeError
-from probes.models.lm import load_lm, need_causal
 
 
 @dataclass
-class Config(AnalysisConfig):
+class Config(LMConfig):
     """Token- and word-level perplexity and FLOPs/token of windowed (overlapped) execution."""
-
-    # an LM's forward pass runs in float32 (probes.models.lm), caches nothing and reads documents, not sentences
-    NOT_APPLICABLE = ("dtype", "cache_dtype", "device_map", "min_words", "max_words")
 
     model: list[str] = arg(["gpt2-small-base", "gpt2-small-recurrent"], "causal LMs from checkpoints.yaml")
     window: int = arg(0, "window T in tokens (0: each model's own: its recurrence training window, else its "
@@ -92,7 +81,7 @@ class Config(AnalysisConfig):
     batch_size: int = arg(16, "windows per forward pass (plain models)", min=1)
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's perplexities: the saved document's keys, in order (prose only in ``definitions``). The
     identity's model is the LM's (probes.models.lm describe); its corpus the split and documents evaluated."""
@@ -102,7 +91,7 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose: what every number means (nothing reads numbers from it)
     rows: list[dict]  # per overlap: model, recurrent, window, overlap, token/word perplexity, nll_per_token,
     #                   scored_tokens, words, windows, tokens_processed, flops_per_token, and the bootstrap
-    #                   intervals (over documents, issue 27) token_perplexity_ci, word_perplexity_ci, nll_per_token_ci
+    #                   intervals (over documents) token_perplexity_ci, word_perplexity_ci, nll_per_token_ci
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "documents": overlap -> per-document nll, tokens
 
     @style.themed
@@ -115,6 +104,10 @@ class Result(common.AnalysisResult):
         _perplexity_panel(ax, [self], key)
         ax.legend(fontsize=7)
         return ax
+
+    def headline(self) -> dict[str, str]:
+        return {f"T={r['window']}, o={r['overlap']}": f"token perplexity {r['token_perplexity']:.2f}, word "
+                                                      f"perplexity {r['word_perplexity']:.2f}" for r in self.rows}
 
     def measured(self) -> list[tuple[int, int]]:
         """The (window T, overlap o) of every row."""
@@ -185,7 +178,7 @@ def resolve_window(lm, cfg: Config) -> int:
 
 
 def document_intervals(row: dict, per_doc: list[tuple], names: list, seed: int, boot: dict | None) -> dict:
-    """Issue 27: percentile intervals of the row's perplexities, resampling documents (ratio bootstrap:
+    """Percentile intervals of the row's perplexities, resampling documents (ratio bootstrap:
     resampled NLL sums over resampled token or word counts), added to ``row`` as token_perplexity_ci,
     word_perplexity_ci and nll_per_token_ci. Returns the bootstrap block with every overlap's
     per-document values (so two models on the same documents can be compared paired)."""
@@ -212,7 +205,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
     for o in cfg.overlap:
         nll_sum, n_tok, n_words, n_win, processed, fl = 0.0, 0, 0, 0, 0, 0.0
         per_doc = []  # (NLL sum, scored tokens, words) per document: the bootstrap's units
-        for _, ids, words in tqdm(docs, desc=f"perplexity {lm.name} T={T} o={o}", unit="doc"):
+        for _, ids, words in progress()(docs, desc=f"perplexity {lm.name} T={T} o={o}", unit="doc"):
             r = windowed_nll(lm, ids, T, o, cfg.batch_size)
             per_doc.append((float(r["nll"].sum()), len(r["nll"]), words))
             nll_sum += float(r["nll"].sum())
@@ -254,14 +247,14 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
 
 
 def table_rows(result: Result) -> list[dict]:
-    return [dict(r) for r in Result.from_json(result).rows]
+    return [dict(r) for r in result.rows]
 
 
 def markdown_table(results: list[Result]) -> str:
     """Tables 1-2: one row per (model, overlap)."""
     lines = ["| model | window T | overlap o | token ppl | word ppl | FLOPs/token | scored tokens |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    for res in map(Result.from_json, results):
+    for res in results:
         for r in res.rows:
             lines.append(f"| {r['model']} | {r['window']} | {r['overlap']} | {r['token_perplexity']:.2f} | "
                          f"{r['word_perplexity']:.2f} | {r['flops_per_token']:.3g} | {r['scored_tokens']} |")
@@ -293,7 +286,6 @@ def plot(results: list[Result], fig=None):
     """Token- and word-level perplexity against overlap, one line per model in its colour (dashed:
     a recurrent model). ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns
     the figure."""
-    results = [Result.from_json(r) for r in results]
     fig = style.new_figure(fig, (7.4, 2.9))
     axes = fig.subplots(1, 2)
     for ax, key in zip(axes, PANELS):
@@ -308,7 +300,7 @@ def plot_flops(results: list[Result], fig=None):
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     fig = style.new_figure(fig, (4.2, 3.0))
     ax = fig.subplots()
-    for res in map(Result.from_json, results):
+    for res in results:
         rows = sorted(res.rows, key=lambda r: r["overlap"])
         xs, ys = [r["flops_per_token"] for r in rows], [r["word_perplexity"] for r in rows]
         ax.plot(xs, ys, marker="o", ms=4, color=model_color(res.model_name), ls="--" if rows[0]["recurrent"] else "-",
@@ -321,45 +313,26 @@ def plot_flops(results: list[Result], fig=None):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Both perplexity figures and the Markdown table (dicts are read with Result.from_json)."""
-    results = [Result.from_json(r) for r in results]
-    paths = save_drawings(results, out, (("perplexity", plot), ("perplexity-flops", plot_flops)))
-    table = Path(out) / "results" / "perplexity" / "table.md"
-    atomic_write(table, markdown_table(results).encode("utf-8"))
-    return paths + [table]
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def check_model(spec, cfg: Config) -> None:
-    """Only causal LMs (checked for every model before any work)."""
-    need_causal(spec)
-
-
 def check_config(cfg: Config) -> None:
     if not cfg.overlap:
         raise ProbeError("give at least one --overlap")
 
 
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"lm": ...}``: the causal LM with its head (a name or a resolved spec), on ``cfg.device``."""
-    return {"lm": load_lm(model, cfg.device)}
-
-
-def summarise(results: list) -> str:
-    """Tables 1-2 as Markdown, printed by the CLI."""
-    return markdown_table([Result.from_json(d) for d in results])
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("perplexity", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="perplexity",
+    inputs=LM(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
+    figures=(
+        Figure("perplexity", plot, "Token perplexity per window T and overlap o (recurrence paper Tables 1-2): lower "
+               "is better; compare recurrent and base at equal (T, o)."),
+        Figure("perplexity-flops", plot_flops, "Perplexity against FLOPs per token: overlap buys context with "
+               "compute; recurrence buys it with a small module."),
+    ),
+    tables={"table.md": markdown_table},
+    summary=markdown_table,  # Tables 1-2, printed after a run
+    example=("--model", "tiny-gpt2", "--n-documents", "2", "--max-tokens", "80", "--overlap", "0"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
+    ANALYSIS.main()

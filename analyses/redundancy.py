@@ -1,8 +1,5 @@
 """Redundancy: how many principal components does a window of running text need? (S-LSTM §7.2, Table 6)
 
-(Over 400 lines: one analysis with its window sampling, statistic, typed result, two figures and
-Table 6.)
-
 Windows of exactly n tokens (n = 100 and 300 by default) are cut from the running text of one
 document (never across documents) and encoded as one sequence each; the model adds its own
 special tokens ([CLS] ... [SEP] for BERT, none for GPT-2), which are left out of H. For each
@@ -26,24 +23,16 @@ out/figures/redundancy-spectrum.{png,pdf} (the mean r_k curves).
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from analyses import common, stats, style
-from analyses.common import (
-    AnalysisConfig,
-    Identity,
-    arg,
-    atomic_write,
-    caller_texts,
-    run_main,
-    save_drawings,
-    settings_used,
-)
-from probes.capture.activations import Activations
+from analyses.analysis import Analysis, Figure
+from analyses.common import Identity, caller_texts, settings_used
+from analyses.inputs import WindowConfig, Windows, non_special_counts
+from probes.capture.activations import Activations, layer_index
+from probes.config import arg
 from probes.errors import ProbeError
 
 THRESHOLDS = (0.90, 0.92, 0.94, 0.96, 0.98)
@@ -51,10 +40,8 @@ TOLERANCE = 1e-12  # r_k >= p - TOLERANCE: a ratio that is p up to rounding coun
 
 
 @dataclass
-class Config(AnalysisConfig):
+class Config(WindowConfig):
     """Principal components needed to keep 90-98% of a token window's variance (S-LSTM Table 6)."""
-
-    NOT_APPLICABLE = ("min_words", "max_words")  # windows of running text, not sentences
 
     layer: int = arg(-1, "layer whose states form H (0 = embeddings, -1 = last)")
     window_length: list[int] = arg([100, 300], "window length n in tokens (special tokens not counted)", min=2)
@@ -112,68 +99,13 @@ def components_needed(H: np.ndarray, thresholds=THRESHOLDS, center: bool = True)
     return k_from_ratio(cumulative_variance(H, center), thresholds)
 
 
-# ----------------------------------------------------------------------------- data: token windows
-
-
-def check_window_lengths(model, windows: list[int], tokenizer=None) -> object:
-    """Raise ProbeError if a window of n tokens plus the model's special tokens exceeds its limit.
-    Returns the tokenizer (loaded if not given): no weights are read."""
-    import probes
-
-    tok = tokenizer if tokenizer is not None else probes.load_tokenizer(model)
-    for n in windows:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-            raise ProbeError(f"--window-length {n}: a window needs at least 2 tokens")
-        if n + tok.n_special > tok.max_length:
-            extra = f" plus its {tok.n_special} special tokens" if tok.n_special else ""
-            raise ProbeError(f"--window-length {n} is too long for model '{getattr(model, 'name', model)}': "
-                             f"{n} tokens{extra} = "
-                             f"{n + tok.n_special} > its limit of {tok.max_length} tokens; "
-                             f"use --window-length {tok.max_length - tok.n_special} or less")
-    return tok
-
-
-def window_activations(model: str, corpus: str, windows: list[int], n_windows: int, seed: int,
-                       out: str = "out", batch_size: int = 16, device: str = "cpu",
-                       tokenizer=None, dtype: str | None = None, cache_dtype: str = "float16",
-                       device_map: str | None = None, layers: tuple[int, ...] | None = None) -> list[Activations]:
-    """For each n in ``windows``: ``n_windows`` seeded non-overlapping windows of exactly n token ids
-    from the running text of ``corpus`` (see probes.corpus.token_windows), encoded by ``model``
-    (cached under out/cache). Every length is checked against the model's limit before anything
-    is extracted. Returns one Activations per window length, in order."""
-    from probes.capture.extract import extract
-    from probes.checkpoints.names import get_spec
-    from probes.corpus import load_corpus, token_windows
-
-    spec = get_spec(model)
-    tok = check_window_lengths(spec, windows, tokenizer)
-    if n_windows < 1:
-        raise ProbeError(f"--n-windows must be at least 1, got {n_windows}")
-    corp = load_corpus(corpus)
-    encode = functools.lru_cache(maxsize=None)(tok.encode)  # each paragraph is tokenized once for all n
-    result = []
-    for n in windows:
-        ids = token_windows(corp, encode, n, n_windows, seed)
-        corpus_id = {**corp.identity(), "unit": "token window of running text", "window": n,
-                     "n_windows": len(ids), "seed": seed,
-                     "sampling": "probes.corpus.token_windows: non-overlapping, within one document"}
-        acts = extract(spec, ids, batch_size=batch_size, cache_dir=Path(out) / "cache", device=device,
-                       dtype=dtype, cache_dtype=cache_dtype, device_map=device_map, layers=layers, corpus=corpus_id)
-        got, _ = window_matrices(acts, 0, load=False)
-        if got != n:  # the encoder must add its own special tokens and flag exactly those
-            raise ProbeError(f"model '{spec.name}': windows of {n} ids came back with {got} non-special tokens")
-        result.append(acts)
-    return result
-
-
 # ----------------------------------------------------------------------------- compute
 
 
 def window_matrices(acts: Activations, layer: int, load: bool = True) -> tuple[int, list[np.ndarray]]:
     """(n, [H_t]): every text's non-special token states at ``layer``, each (n, d) float64, with one
     n for all texts (else ProbeError). ``load=False`` only checks and returns (n, [])."""
-    kept = np.concatenate([[0], np.cumsum(~np.asarray(acts.special))])
-    counts = kept[acts.offsets[1:]] - kept[acts.offsets[:-1]]  # non-special tokens per text
+    counts = non_special_counts(acts)
     if len(counts) == 0:
         raise ProbeError("no windows in the activations")
     n = int(counts[0])
@@ -201,7 +133,7 @@ def _one_blas_thread():
 
 
 def k_intervals(ks: np.ndarray, units: str, seed: int = stats.SEED) -> tuple[list, dict]:
-    """Issue 27: percentile intervals of the mean k(p) over windows (resampling windows), one [lo, hi]
+    """Percentile intervals of the mean k(p) over windows (resampling windows), one [lo, hi]
     per threshold, and the bootstrap block (the per-window k stay in the result for paired use)."""
     boot = stats.bootstrap_block("window", len(ks), seed=seed, units_id=units)
     rep = stats.mean_replicates(ks, stats.resample_weights(len(ks), boot["resamples"], seed))  # (B, n_p)
@@ -232,7 +164,7 @@ def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: b
     }
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's Table 6 numbers: the saved document's keys, in order. The identity's activations
     are a list (per window length: its cache entry); its corpus has "windows": length -> windows."""
@@ -257,6 +189,11 @@ class Result(common.AnalysisResult):
         ax.legend(fontsize=7, loc="upper left", title=LEGEND, title_fontsize=6.5)
         return ax
 
+    def headline(self) -> dict[str, str]:
+        return {f"k({_pct(t['threshold'])}), n = {w['window']}": f"{t['mean']:.2f} ± {t['std']:.2f} (of at most "
+                                                                 f"{w['max_components']})"
+                for w in self.windows for t in w["thresholds"][:1]}
+
     def mean_k(self, window: int, threshold: float) -> stats.Sample:
         """The mean over windows of ``window`` tokens of k(p = ``threshold``), with its bootstrap replicates
         over windows (the per-window k resampled; the point value alone when the result saved none).
@@ -270,18 +207,9 @@ class Result(common.AnalysisResult):
         raise KeyError(f"k at n = {window}, p = {threshold}")
 
 
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"acts": [...]}``: one Activations per window length; only --layer's token states are cached
-    (float32: a 13-layer model's entry is 13 times smaller)."""
-    return {"acts": window_activations(model, cfg.corpus, cfg.window_length, cfg.n_windows, cfg.seed,
-                                       out=cfg.out, layers=(cfg.layer,), **cfg.extract_kwargs())}
-
-
 def check_config(cfg: Config) -> None:
-    """Bad thresholds and every model's window lengths fail before anything is extracted."""
+    """Bad thresholds fail before anything is extracted (each model's window lengths: the Windows kind)."""
     k_from_ratio(np.ones(1), cfg.threshold)
-    for name in dict.fromkeys(cfg.model):
-        check_window_lengths(name, cfg.window_length)
 
 
 def compute(cfg: Config | None = None, *, acts: Activations | list[Activations]) -> Result:
@@ -291,9 +219,7 @@ def compute(cfg: Config | None = None, *, acts: Activations | list[Activations])
     if not acts_list:
         raise ProbeError("no activations given")
     L = acts_list[0].n_layers
-    layer = cfg.layer if cfg.layer >= 0 else L + 1 + cfg.layer
-    if not 0 <= layer <= L:
-        raise ProbeError(f"--layer {cfg.layer} is out of range for a model with {L} layers (0..{L}, or -1)")
+    layer = layer_index(cfg.layer, L, f"--layer {cfg.layer}")
     windows = [window_stats(a, layer, cfg.threshold, cfg.center) for a in acts_list]
     first = acts_list[0].meta
     corpus = first.get("corpus")
@@ -330,9 +256,8 @@ def compute(cfg: Config | None = None, *, acts: Activations | list[Activations])
     )
 
 
-def table_rows(result: Result | dict) -> list[dict]:
+def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows, one per (window length, threshold)."""
-    result = Result.from_json(result)
     rows = []
     for w in result.windows:
         for t in w["thresholds"]:
@@ -365,7 +290,6 @@ def _pct(p: float) -> str:
 
 def markdown_table(results: list[Result]) -> str:
     """Table 6: rows = models (one block per window length), columns = thresholds, "mean ± std" of k."""
-    results = [Result.from_json(r) for r in results]
     ps = _thresholds(results)
     lines = ["# Principal components k needed to keep a fraction p of a window's variance (S-LSTM Table 6)", "",
              "| Length | Model | " + " | ".join(_pct(p) for p in ps) + " |",
@@ -417,7 +341,7 @@ def _k_panel(ax, results: list[Result], n: int) -> None:
                 **style.seed_style(r.model_name))
         if not style.seed_of(r.model_name)[1]:  # seed variants: a line each, one band
             ax.fill_between(p, m - s, m + s, color=c, alpha=0.15, lw=0)
-        if len(w.get("k_mean_ci") or []) == len(p):  # the bootstrap interval of the mean over windows (issue 27)
+        if len(w.get("k_mean_ci") or []) == len(p):  # the bootstrap interval of the mean over windows
             ax.vlines(p, *np.array(w["k_mean_ci"], dtype=float).T, color=c, lw=2.0, alpha=0.9)
     ax.set_xticks([100 * p for p in _thresholds(results)])
     ax.set_title(f"n = {n} tokens", fontsize=9)
@@ -430,7 +354,6 @@ def _k_panel(ax, results: list[Result], n: int) -> None:
 def plot(results: list[Result], fig=None):
     """k versus p: one panel per window length, one line per model in its colour (mean ± std over
     windows). ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
-    results = [Result.from_json(r) for r in results]
     sizes, axes, fig = _panels(results, fig)
     for ax, n in zip(axes, sizes):
         _k_panel(ax, results, n)
@@ -442,7 +365,6 @@ def plot(results: list[Result], fig=None):
 @style.themed
 def plot_spectrum(results: list[Result], fig=None):
     """Mean r_k (cumulative explained variance) against k: one panel per window length."""
-    results = [Result.from_json(r) for r in results]
     sizes, axes, fig = _panels(results, fig)
     for ax, n in zip(axes, sizes):
         ps = set()
@@ -466,25 +388,20 @@ def plot_spectrum(results: list[Result], fig=None):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Draw and save both redundancy figures and write Table 6 (Markdown)."""
-    results = [Result.from_json(r) for r in results]
-    paths = save_drawings(results, out, (("redundancy", plot), ("redundancy-spectrum", plot_spectrum)))
-    table = Path(out) / "results" / "redundancy" / "table6.md"
-    atomic_write(table, markdown_table(results).encode("utf-8"))
-    return paths + [table]
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("redundancy", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="redundancy",
+    inputs=Windows(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
+    figures=(
+        Figure("redundancy", plot, "Principal components k needed to keep a fraction p of a token window's variance "
+               "(S-LSTM Table 6): higher = less redundant features."),
+        Figure("redundancy-spectrum", plot_spectrum, "Cumulative explained variance r_k of one window's states "
+               "against k."),
+    ),
+    tables={"table6.md": markdown_table},
+    example=("--model", "tiny-bert", "--window-length", "8", "--n-windows", "3"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
+    ANALYSIS.main()

@@ -45,16 +45,11 @@ import numpy as np
 import torch
 
 from analyses import common, style
-from analyses.common import (
-    AnalysisConfig,
-    Identity,
-    arg,
-    run_main,
-    save_drawings,
-    settings_used,
-    unique,
-)
-from probes.capture.timing import TimingConfig, build_runner, machine, time_models
+from analyses.analysis import Analysis, Figure
+from analyses.common import Identity, settings_used
+from analyses.inputs import TimedConfig, Timing
+from probes.capture.timing import TimingConfig, machine, time_models
+from probes.config import arg
 from probes.errors import ProbeError
 
 RANDOM_MODELS = ("slstm", "bert", "albert")
@@ -62,11 +57,8 @@ DEFAULT_LENGTHS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
 
 
 @dataclass
-class Config(AnalysisConfig):
+class Config(TimedConfig):
     """Forward time versus sequence length: the S-LSTM against a Transformer of the same width and depth."""
-
-    # random token ids (no corpus, no sentences), --batch sequences per pass, float32 forwards, nothing cached
-    NOT_APPLICABLE = ("corpus", "batch_size", "dtype", "cache_dtype", "device_map", "min_words", "max_words")
 
     model: list[str] = arg(["slstm", "bert"], "slstm | bert | albert (random init at --width/--layers) or "
                                               "checkpoints.yaml names")
@@ -135,7 +127,7 @@ def crossover(lengths, model_times, ref_times) -> dict:
 # ----------------------------------------------------------------------------- compute
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's timings: the saved document's keys, in order. The identity's model says how the model
     was built (random init: architecture and sizes; else its description)."""
@@ -151,6 +143,12 @@ class Result(common.AnalysisResult):
     rows: list[dict]  # per length: median_s, min_s, max_s, samples_s, loops_per_sample, tokens_per_s,
     #                   speedup_vs_reference; or {"length", "skipped": why} beyond the model's limit
     machine: dict  # "before" / "after": platform and load
+
+    def headline(self) -> dict[str, str]:
+        out = {"log-log slope": "n/a" if self.slope is None else f"{self.slope:.2f}"}
+        if self.crossover is not None:
+            out[f"against {self.reference}"] = self.crossover["note"]
+        return out
 
     def timed_rows(self) -> list[dict]:
         """The rows of the lengths that were timed (not skipped)."""
@@ -179,25 +177,6 @@ def check_config(cfg: Config) -> None:
     reference = cfg.reference or cfg.model[-1]
     if reference not in cfg.model:
         raise ProbeError(f"--reference {reference!r} is not one of the --model names {cfg.model}")
-
-
-def resolve_model(name: str):
-    """A random-init architecture (slstm, bert, albert) stays a name; any other is a checkpoints.yaml entry."""
-    from probes.checkpoints.names import get_spec
-
-    return name if name in RANDOM_MODELS else get_spec(name)
-
-
-def pairs(cfg: Config) -> list[tuple[str, ...]]:
-    """One unit: every model, timed together (interleaved, in one run)."""
-    return [tuple(unique(cfg.model))]
-
-
-def load_inputs(models, cfg: Config) -> dict:
-    """``{"runners": [...]}``: each model (a random-init name, a registry name or a resolved spec) built
-    for timing by probes.capture.timing, with --seed's random weights."""
-    models = models if isinstance(models, (list, tuple)) else [models]
-    return {"runners": [build_runner(m, cfg.timing()) for m in models]}
 
 
 def compute(cfg: Config | None = None, *, runners: list, progress: bool = True) -> dict[str, Result]:
@@ -268,10 +247,10 @@ def compute(cfg: Config | None = None, *, runners: list, progress: bool = True) 
     return results
 
 
-def table_rows(result: Result | dict) -> list[dict]:
+def table_rows(result: Result) -> list[dict]:
     """One CSV row per length (a skipped length has empty timings)."""
     keys = ("length", "median_s", "min_s", "max_s", "loops_per_sample", "tokens_per_s", "speedup_vs_reference")
-    return [{k: row.get(k) for k in keys} for row in Result.from_json(result).rows]
+    return [{k: row.get(k) for k in keys} for row in result.rows]
 
 
 # ----------------------------------------------------------------------------- plots
@@ -305,7 +284,6 @@ def plot(results: list[Result], fig=None):
     """Fig. 5-style: time vs length (log-log, fitted slopes) and the speed-up against the reference;
     one colour per model. ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns
     the figure."""
-    results = [Result.from_json(r) for r in results]
     fig = style.new_figure(fig, (10, 3.8))
     ax, bx = fig.subplots(1, 2)
     _time_panel(ax, results)
@@ -335,7 +313,6 @@ def plot(results: list[Result], fig=None):
 def plot_slopes(results: list[Result], fig=None):
     """Local slopes d log t / d log n between consecutive lengths (1 = linear, 2 = quadratic).
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
-    results = [Result.from_json(r) for r in results]
     fig = style.new_figure(fig, (5, 3.4))
     ax = fig.subplots()
     for res in results:
@@ -355,20 +332,10 @@ def plot_slopes(results: list[Result], fig=None):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Draw and save the time / speed-up figure and the local-slope figure."""
-    results = [Result.from_json(r) for r in results]
-    return save_drawings(results, out, (("speed", plot), ("speed-slopes", plot_slopes)))
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
 def summary(results: dict[str, Result]) -> list[str]:
     """One line per model: its slope and where it overtakes the reference."""
     lines = []
     for name, res in results.items():
-        res = Result.from_json(res)
         slope = "n/a" if res.slope is None else f"{res.slope:.2f}"
         line = f"{name}: slope {slope} on n >= {res.config['fit_min_length']}"
         if res.crossover is not None:
@@ -379,18 +346,28 @@ def summary(results: dict[str, Result]) -> list[str]:
     return lines
 
 
-def summarise(results: list) -> str:
-    """The CLI's summary lines (see :func:`summary`)."""
-    return "".join(line + "\n" for line in summary({d["model_name"]: d for d in results}))
+def summarise(results: list[Result]) -> str:
+    """The command line's summary lines (see :func:`summary`)."""
+    return "".join(line + "\n" for line in summary({r.model_name: r for r in results}))
 
 
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("speed", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="speed",
+    # one unit: every model built for timing (random-init architectures by name) and timed together
+    inputs=Timing(random_models=RANDOM_MODELS),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config, summary=summarise,
+    figures=(
+        Figure("speed", plot, "Forward time against sequence length (log-log, with the fitted slopes) and the "
+               "speed-up against the reference model, measured side by side (S-LSTM paper Table 5, Fig. 5)."),
+        Figure("speed-slopes", plot_slopes, "Local slopes d log t / d log n between consecutive lengths: 1 = "
+               "linear, 2 = quadratic growth of the forward time."),
+    ),
+    deterministic=False,  # timings
+    example=("--model", "slstm", "--model", "bert", "--width", "16", "--layers", "1", "--heads", "2",
+             "--intermediate", "32", "--vocab-size", "64", "--lengths", "8", "--lengths", "16", "--repeats", "1",
+             "--warmup", "0", "--min-time", "0"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
+    ANALYSIS.main()

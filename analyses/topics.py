@@ -1,7 +1,6 @@
 """Topic propagation: do continuations stay on the context's topic? (recurrence paper §5.3.1)
 
-(Over 400 lines: one analysis with its five steps below, its long definitions block, its typed
-result and its two figures; generation and windows live in probes.models.lm and probes.capture.windows.)
+Generation and windows live in probes.models.lm and probes.capture.windows; the steps:
 
 1. **LDA.** gensim ``LdaModel`` with K = 20 topics (``--topics``), ``random_state = seed``,
    ``minimum_probability = 0``, fitted on the TRAIN part of the corpus (the first 90% of every
@@ -43,36 +42,27 @@ out/figures/topics.{png,pdf} (paired JSDs, A against B) and topics-differences.{
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from analyses import common, style
 from analyses import stats as bootstrap_stats
-from analyses.common import (
-    AnalysisConfig,
-    Identity,
-    arg,
-    run_main,
-    save_drawings,
-    settings_used,
-)
+from analyses.analysis import Analysis, Figure
+from analyses.common import CALLER_TEXTS, Identity, settings_used
+from analyses.inputs import LMPair, LMPairConfig
 from analyses.style import model_color
 from probes.capture.windows import check_fits, check_window, greedy_windowed
-from probes.corpus import corpus_split, load_corpus
+from probes.config import arg, progress
+from probes.corpus import Corpus, corpus_split, load_corpus
 from probes.errors import ProbeError
-from probes.models.lm import load_lm, need_causal
 
 
 @dataclass
-class Config(AnalysisConfig):
+class Config(LMPairConfig):
     """Topic JSD between contexts and greedy continuations of a recurrent model (A) and a baseline (B)."""
-
-    # the pair is --model-a / --model-b; an LM's forward pass runs in float32 (probes.models.lm), caches
-    # nothing, and contexts are token spans, not sentences
-    NOT_APPLICABLE = ("model", "dtype", "cache_dtype", "device_map", "min_words", "max_words")
 
     model_a: str = arg("gpt2-small-recurrent", "model A (the recurrent model), a causal LM from checkpoints.yaml")
     model_b: str = arg("gpt2-small-base", "model B (the baseline), a causal LM from checkpoints.yaml")
@@ -209,7 +199,7 @@ def sample_spans(doc_ids: list[list[int]], length: int, n: int, seed: int) -> li
 
 
 def jsd_intervals(jsd_a, jsd_b, seed: int = 0) -> dict:
-    """Issue 27: percentile intervals over contexts of mean JSD A, mean JSD B and (paired: both
+    """Percentile intervals over contexts of mean JSD A, mean JSD B and (paired: both
     continuations share the context) of their difference A - B: mean_jsd_a_ci, mean_jsd_b_ci,
     mean_difference, mean_difference_ci and the bootstrap block."""
     a, b = np.asarray(jsd_a, dtype=np.float64), np.asarray(jsd_b, dtype=np.float64)
@@ -244,7 +234,7 @@ def paired_statistics(jsd_a: np.ndarray, jsd_b: np.ndarray) -> dict:
 # ----------------------------------------------------------------------------- compute
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One A-vs-B comparison: the saved document's keys, in order (prose only in ``definitions``). The
     identity's model_name is "<A>-vs-<B>"; its model the pair, saved as model_a / model_b (each LM's
@@ -273,6 +263,12 @@ class Result(common.AnalysisResult):
         _paired_panel(ax, self)
         return ax
 
+    def headline(self) -> dict[str, str]:
+        s = self.statistics
+        return {"mean topic JSD": f"A {s['mean_jsd_a']:.4f}, B {s['mean_jsd_b']:.4f}, real continuation "
+                                  f"{s.get('mean_jsd_reference', float('nan')):.4f}",
+                "A < B": f"in {100 * s['share_a_less']:.1f}% of {s.get('n_contexts', len(self.jsd_a))} contexts"}
+
     def mean_jsd_difference(self) -> bootstrap_stats.Sample:
         """The mean over contexts of JSD(A) - JSD(B), paired (both continuations share the context), with its
         bootstrap replicates over contexts (the weights the analysis drew; the point value alone without them)."""
@@ -287,8 +283,9 @@ def _window(lm, window: int) -> int:
     return window if window > 0 else lm.window
 
 
-def compute(cfg: Config | None = None, *, lm_a, lm_b) -> Result:
-    """The comparison, with the per-context records (``continuations``, saved as JSON lines)."""
+def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = None) -> Result:
+    """The comparison, with the per-context records (``continuations``, saved as JSON lines); ``corpus``: the
+    documents (default: ``cfg.corpus``), the LDA fitted on their train part, the contexts drawn from the rest."""
     cfg = cfg or Config()
     Ta = _window(lm_a, cfg.window_a)
     Tb = cfg.window_b if cfg.window_b > 0 else Ta
@@ -299,7 +296,9 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b) -> Result:
     for lm, T, o in ((lm_a, Ta, cfg.overlap_a), (lm_b, Tb, cfg.overlap_b)):
         check_window(T, o)
         check_fits(lm, T)
-    full = load_corpus(cfg.corpus)
+    full = load_corpus(cfg.corpus) if corpus is None else corpus
+    if full.name == CALLER_TEXTS:  # the caller's texts (from Python): the config's corpus did not apply
+        cfg = dataclasses.replace(cfg, corpus=CALLER_TEXTS)
     train, held = corpus_split(full, "train"), corpus_split(full, "heldout")
 
     lda, dictionary = fit_lda(training_chunks([d.text for d in train.documents], cfg.lda_chunk_words), cfg)
@@ -310,7 +309,7 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b) -> Result:
     contexts = torch.tensor([doc_ids[d][s:s + C] for d, s in spans], dtype=torch.long)
     reference = [doc_ids[d][s + C:s + C + N] for d, s in spans]
     cont_a, cont_b = [], []
-    for b in tqdm(range(0, len(spans), cfg.batch_size), desc="continuations", unit="batch"):
+    for b in progress()(range(0, len(spans), cfg.batch_size), desc="continuations", unit="batch"):
         ctx = contexts[b:b + cfg.batch_size]
         cont_a += greedy_windowed(lm_a, ctx, N, Ta, cfg.overlap_a).tolist()
         if same_tok:
@@ -377,13 +376,11 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b) -> Result:
 
 
 def table_rows(result: Result) -> list[dict]:
-    result = Result.from_json(result)
     return [{"index": i, "jsd_a": a, "jsd_b": b, "jsd_reference": r}
             for i, (a, b, r) in enumerate(zip(result.jsd_a, result.jsd_b, result.jsd_reference))]
 
 
 def summary_line(result: Result) -> str:
-    result = Result.from_json(result)
     s = result.statistics
     held = "held" if s["paper_direction_held"] else "did not hold"
     return (f"{result.model_name}: mean topic JSD A {s['mean_jsd_a']:.4f} vs B {s['mean_jsd_b']:.4f} "
@@ -400,7 +397,6 @@ def plot(results: list[Result], fig=None):
     """Paired JSDs: A's against B's per context (below the diagonal: A stays closer to the topic);
     points in A's colour, each axis label in its model's colour. ``fig``: a Figure or SubFigure to
     draw into (default: a new figure). Returns the figure."""
-    results = [Result.from_json(r) for r in results]
     fig = style.new_figure(fig, (3.4 * len(results) + 0.4, 3.3))
     for ax, res in zip(np.ravel(fig.subplots(1, len(results), squeeze=False)), results):
         _paired_panel(ax, res)
@@ -431,7 +427,7 @@ def plot_differences(results: list[Result], fig=None):
     fig = style.new_figure(fig, (4.2, 2.9))
     ax = fig.subplots()
     bins = np.linspace(-1, 1, 41)
-    for res in map(Result.from_json, results):
+    for res in results:
         diff = np.asarray(res.jsd_a) - np.asarray(res.jsd_b)
         ax.hist(diff, bins=bins, alpha=0.6, color=model_color(res.model["a"]["name"]), label=res.model_name)
     ax.axvline(0, color="k", lw=0.7)
@@ -441,46 +437,31 @@ def plot_differences(results: list[Result], fig=None):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Both topic figures, from saved results (each result holds its paired JSDs; dicts are read with
-    Result.from_json)."""
-    results = [Result.from_json(r) for r in results]
-    return save_drawings(results, out, (("topics", plot), ("topics-differences", plot_differences)))
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def pairs(cfg: Config) -> list[tuple[str, str]]:
-    """The one pair of a run: (--model-a, --model-b)."""
-    return [(cfg.model_a, cfg.model_b)]
-
-
-def check_model(spec, cfg: Config) -> None:
-    """Only causal LMs (both checked before any work)."""
-    need_causal(spec)
-
-
-def load_inputs(pair, cfg: Config) -> dict:
-    """``{"lm_a", "lm_b"}``: both causal LMs with their heads on ``cfg.device`` (one object when A is B)."""
-    a, b = pair
-    lm_a = load_lm(a, cfg.device)
-    return {"lm_a": lm_a, "lm_b": lm_a if b == a else load_lm(b, cfg.device)}
-
-
-def summarise(results: list) -> str:
-    """One line per comparison, printed by the CLI."""
+def summarise(results: list[Result]) -> str:
+    """One line per comparison, printed by the command line."""
     return "".join(summary_line(r) + "\n" for r in results)
 
 
-def main(argv: list[str] | None = None) -> None:
-    import sys
+def check(cfg: Config) -> None:
+    """Before any model loads: A and B are two models (a model compared with itself ties on every context)."""
+    if cfg.model_a == cfg.model_b:
+        raise ProbeError(f"--model-a and --model-b are both {cfg.model_a!r}: topics compares two different models")
 
-    from analyses.data import run_analysis
 
-    run_analysis("topics", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="topics",
+    inputs=LMPair(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows, summary=summarise, check=check,
+    figures=(
+        Figure("topics", plot, "Jensen-Shannon divergence (base 2) between the LDA topics of a context and of its "
+               "greedy continuation (recurrence paper §5.3.1): lower = the continuation stays on topic."),
+        Figure("topics-differences", plot_differences, "Per context, JSD(A) - JSD(B): below zero, A (recurrent) "
+               "stayed closer to the topic."),
+    ),
+    example=("--model-a", "tiny-gpt2-recurrent", "--model-b", "tiny-gpt2", "--n-contexts", "4",
+             "--continuation-tokens", "3", "--topics", "3", "--lda-passes", "1", "--lda-iterations", "5"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
-
+    ANALYSIS.main()

@@ -26,15 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyses import common, stats, style
-from analyses.common import (
-    SentenceConfig,
-    activations_identity,
-    arg,
-    mark_final_norm,
-    run_main,
-    save_drawings,
-)
+from analyses.analysis import Analysis, Figure
+from analyses.common import SentenceConfig, activations_identity, mark_final_norm
+from analyses.inputs import Sentences
 from probes.capture.activations import Activations
+from probes.config import arg
 from probes.errors import ProbeError
 
 BLOCK_TOKENS = 4096  # tokens per block when streaming the (memory-mapped) hidden states: bounded memory
@@ -116,7 +112,7 @@ def _summary(values: np.ndarray) -> dict:
 
 def transition_intervals(layers: list[dict], per_text: dict, used: np.ndarray, n_texts: int, seed: int,
                          units: str) -> dict:
-    """Issue 27: percentile intervals of every layer's mean distance and cosine, resampling texts (one
+    """Percentile intervals of every layer's mean distance and cosine, resampling texts (one
     weight matrix over all texts, so token and sentence levels, and two models on the same texts, see
     the same resamples). ``per_text``: level -> (distances, cosines), each (L, texts); the token level
     covers the texts ``used``. Adds {level}_{quantity}_mean_ci to each row of ``layers``; returns the
@@ -136,7 +132,7 @@ def transition_intervals(layers: list[dict], per_text: dict, used: np.ndarray, n
     return {**boot, "replicates": {"token_distance_mean": stats.rounded(token_distance)}}
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's layer transitions: the saved document's keys, in order."""
     n_layers: int  # L
@@ -144,7 +140,7 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer l = 1..L: {"layer", "token": {distance_mean, distance_std, cosine_mean,
     #                     cosine_std}, "sentence": {the same}}, and {level}_{distance,cosine}_mean_ci (bootstrap
-    #                     over texts, issue 27)
+    #                     over texts)
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates": token_distance_mean (B, L)
 
     @style.themed
@@ -156,6 +152,11 @@ class Result(common.AnalysisResult):
         ax.legend(fontsize=7, title=LEGEND, title_fontsize=6.5)
         return ax
 
+    def headline(self) -> dict[str, str]:
+        tok = ", ".join(f"{row['token']['distance_mean']:.3g}" for row in self.layers)
+        cos = np.mean([row["sentence"]["cosine_mean"] for row in self.layers])
+        return {"token L2 change, layers 1..L": tok, "sentence cosine(input, output), mean over layers": f"{cos:.3f}"}
+
     def middle_token_distance(self) -> stats.Sample:
         """The mean token L2 change over the intermediate layers (2..L-1; every layer when L < 3) with its
         bootstrap replicates over sentences (the point value alone when the result saved none)."""
@@ -164,13 +165,6 @@ class Result(common.AnalysisResult):
         reps = ((self.bootstrap or {}).get("replicates") or {}).get("token_distance_mean")
         return stats.Sample.saved(float(point), None if reps is None else middle(np.asarray(reps, dtype=np.float64)),
                                   self.bootstrap)
-
-
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"acts": ...}``: the cached activations of the seeded sentence sample (every layer's token states)."""
-    from analyses.data import load_sentence_inputs
-
-    return load_sentence_inputs(model, cfg)
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
@@ -212,10 +206,10 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     )
 
 
-def table_rows(result: Result | dict) -> list[dict]:
+def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows, one per layer l = 1..L."""
     rows = []
-    for row in Result.from_json(result).layers:
+    for row in result.layers:
         flat = {"layer": row["layer"]}
         for level in ("token", "sentence"):
             flat.update({f"{level}_{k}": v for k, v in row[level].items()})
@@ -250,9 +244,9 @@ def _transition_panel(ax, results: list[Result], level: str, quantity: str, rela
         if not style.seed_of(res.model_name)[1]:  # seed variants: a line each, one band
             ax.fill_between(x, m - s, m + s, color=color, alpha=0.15, lw=0)
         ci = [row.get(f"{level}_{quantity}_mean_ci") for row in res.layers]
-        if all(ci):  # the bootstrap interval of the mean over texts (issue 27): a bar at each layer
+        if all(ci):  # the bootstrap interval of the mean over texts: a bar at each layer
             ax.vlines(x, *np.array(ci, dtype=float).T, color=color, lw=2.0, alpha=0.9)
-        mark_final_norm(ax, res.to_json(), x, m, color)
+        mark_final_norm(ax, res, x, m, color)
     ax.set_title(f"{level} representations", fontsize=9)
     ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)", fontsize=8)
     ax.set_ylabel(QUANTITIES[quantity], fontsize=8)
@@ -271,7 +265,6 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None, qu
     l = 1..L, or the relative depth l / L when ``relative_depth`` (default: only when the models
     differ in depth); the axis label says which. ``fig``: a Figure or SubFigure to draw into
     (default: a new figure). Returns the figure."""
-    results = [Result.from_json(r) for r in results]
     if quantity not in QUANTITIES:
         raise ProbeError(f"quantity must be one of {', '.join(QUANTITIES)}, got {quantity!r}")
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
@@ -288,22 +281,19 @@ def plot_cosines(results: list[Result], fig=None, relative_depth: bool | None = 
     return plot(results, fig, relative_depth, quantity="cosine")
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Draw and save the Fig. 7-style distance figure and the cosine figure."""
-    results = [Result.from_json(r) for r in results]
-    return save_drawings(results, out, (("transitions", plot), ("transitions-cosines", plot_cosines)))
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("transitions", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="transitions",
+    inputs=Sentences(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows,
+    figures=(
+        Figure("transitions", plot, "L2 change of token (left) and sentence (right) states from each layer's input "
+               "to its output (S-LSTM Fig. 7): smooth curves = weight-shared models, small values = little change "
+               "per layer."),
+        Figure("transitions-cosines", plot_cosines, "Cosine between each layer's input and output states."),
+    ),
+    example=("--model", "tiny-bert", "--n-sentences", "12"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
+    ANALYSIS.main()

@@ -4,11 +4,15 @@
   and, for numbers, the range a user may give (``min``/``max``) or a list of ``choices``;
   :func:`parse_config` builds the argparse CLI from it and rejects an out-of-range value at parse
   time (one ``error:`` line, exit status 2), so flags, docs and checks never drift apart.
-* Common groups are dataclasses to inherit from: :class:`ModelsConfig` (model list, corpus),
-  :class:`RunConfig` (seed, batch size, device, dtypes, device map, out; ``extract_kwargs()`` gives
-  the extraction keywords) and :class:`SampleConfig` (the sentence length bounds);
-  ``class Config(SampleConfig, RunConfig, ModelsConfig)`` lists the models first. A subclass may
-  override a field (e.g. its default) by declaring it again; the field keeps its place.
+* Common groups are small dataclasses to inherit from, each with the behaviour of its fields:
+  :class:`ModelsConfig` (the model list), :class:`CorpusConfig`, :class:`RunConfig` (seed, batch size,
+  device, out), :class:`CaptureConfig` (the run settings plus the forward and cache dtypes and the device
+  map; ``extract_kwargs()`` gives the extraction keywords) and :class:`SampleConfig` (a corpus's sentence
+  sample: ``draw(corpus, seed)``); ``class Config(SampleConfig, CaptureConfig, CorpusConfig, ModelsConfig)``
+  lists the models first. A subclass may override a field (e.g. its default) by declaring it again; the
+  field keeps its place. :func:`check_values` makes the CLI's range checks on a config built in Python.
+* :func:`progress` is the tqdm class of every progress bar (a notebook widget only where ipywidgets is
+  installed).
 * :func:`run_main` runs an entry point: a user error (:class:`probes.errors.ProbeError`, an
   ``OSError`` such as an unwritable ``--out``, a corrupt JSON file, a bad ``--device``) becomes one
   ``error: ...`` line on stderr and exit status 2; ``PROBES_DEBUG=1`` shows the traceback instead.
@@ -159,27 +163,70 @@ def unique(names: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- common groups
+# One small dataclass per concern; a config inherits the groups it uses, listed last-first
+# (``class C(SampleConfig, CaptureConfig, CorpusConfig, ModelsConfig)``) so that its flags, and the keys
+# of a result's recorded config, come in the order of the groups below.
 
 
 @dataclasses.dataclass
 class ModelsConfig:
-    """Which models and which corpus."""
+    """Which models."""
 
     model: list[str] = arg(["minilm-l6"], "a model: a name from checkpoints.yaml or a --registry file, a model "
                                           "folder (save_pretrained, with its tokenizer), or hf:org/name")
+
+    def models(self) -> list[str]:
+        """The models of the run, each once (a repeated --model is computed once), in the order given."""
+        return unique(self.model)
+
+
+@dataclasses.dataclass
+class CorpusConfig:
+    """Which corpus."""
+
     corpus: str = arg("default", "corpus: 'default' (embedded), a folder of .txt, a .txt or a .jsonl")
 
 
 @dataclasses.dataclass
-class RunConfig:
-    """How a run is carried out: seed, batch size, device, number formats and output root."""
+class SeedConfig:
+    """The seed of every random choice."""
 
     seed: int = arg(0, "seed for every random choice", min=0, max=2**32 - 1)
+
+
+@dataclasses.dataclass
+class BatchConfig:
+    """Inputs per forward pass."""
+
     batch_size: int = arg(32, "texts per forward pass", min=1)
+
+
+@dataclasses.dataclass
+class DeviceConfig:
+    """Where the model runs."""
+
     device: str = arg("cpu", "torch device: cpu, cuda, cuda:N, mps, or auto (cuda, else mps, else cpu)")
+
+
+@dataclasses.dataclass
+class OutConfig:
+    """Where results go, and whether they are drawn at once."""
+
     out: str = arg("out", "output root: cache/, results/ and figures/ go below it")
     figures: bool = arg(True, "draw this analysis's figures after writing its results (--no-figures: results "
                               "only; python -m analyses.summary.figures draws every figure later)")
+
+
+@dataclasses.dataclass
+class RunConfig(OutConfig, DeviceConfig, BatchConfig, SeedConfig):
+    """How a run is carried out: seed, batch size, device and output root."""
+
+
+@dataclasses.dataclass
+class CaptureConfig(RunConfig):
+    """A run that captures states: the run settings and the number formats of the forward pass and the cache,
+    and how a model too big for one device is spread over several."""
+
     dtype: str = arg("float32", "dtype of the model's forward pass (states are cast to float32 after it)",
                      choices=["float32", "bfloat16", "float16"])
     cache_dtype: str = arg("float16", "how cached states are stored: float16 (half the bytes; falls back to "
@@ -197,10 +244,44 @@ class RunConfig:
 
 @dataclasses.dataclass
 class SampleConfig:
-    """Which sentences a corpus sample may draw: their length bounds in whitespace-separated words."""
+    """A seeded sample of a corpus's sentences: how many, and their length bounds in whitespace-separated words."""
 
     min_words: int = arg(5, "shortest sentence drawn, in whitespace-separated words", min=1)
     max_words: int = arg(60, "longest sentence drawn, in words (verse or dialogue corpora may want more)", min=1)
+    n_sentences: int = arg(5000, "random sentences (the same sample and cache for every sentence analysis)", min=1)
+
+    def draw(self, corpus, seed: int) -> tuple[list[str], dict]:
+        """(texts, identity): ``n_sentences`` distinct sentences of ``corpus`` (a name, a path or a loaded
+        :class:`probes.corpus.Corpus`) drawn with ``seed`` (:func:`probes.corpus.sample_sentences`), and what a
+        result records about them: the corpus identity, the sampling and the sample's sha256."""
+        import hashlib
+
+        from probes.corpus import Corpus, load_corpus, sample_sentences
+
+        corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+        texts = sample_sentences(corp, self.n_sentences, seed=seed, min_words=self.min_words, max_words=self.max_words)
+        ident = {**corp.identity(), "unit": "sentence", "n_sampled": len(texts), "seed": seed,
+                 "min_words": self.min_words, "max_words": self.max_words,
+                 "requested": corpus if isinstance(corpus, str) else corp.name, "n_requested": self.n_sentences,
+                 # which sentences were drawn: sha256 of the sample, one sentence per line, in order
+                 "sample_sha256": hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()}
+        return texts, ident
+
+
+def check_values(cfg) -> None:
+    """ProbeError (one line naming the setting) unless every field of config dataclass ``cfg`` is in the range or
+    among the choices its :func:`arg` declares: the checks the CLI makes at parse time, for a config built in
+    Python (``Config(n_tokens=0)``)."""
+    for f in dataclasses.fields(cfg):
+        meta, value = f.metadata, getattr(cfg, f.name)
+        for x in value if isinstance(value, (list, tuple)) else [value]:
+            if meta.get("choices") and x not in meta["choices"]:
+                raise ProbeError(f"{f.name}={x!r} is not one of {', '.join(map(str, meta['choices']))}")
+            if isinstance(x, (int, float)) and not isinstance(x, bool):
+                if meta.get("min") is not None and x < meta["min"]:
+                    raise ProbeError(f"{f.name} must be >= {meta['min']}, got {x}")
+                if meta.get("max") is not None and x > meta["max"]:
+                    raise ProbeError(f"{f.name} must be <= {meta['max']}, got {x}")
 
 
 # ----------------------------------------------------------------------------- checks before work
@@ -251,6 +332,18 @@ def check_writable(out: str | os.PathLike) -> None:
 
 
 # ----------------------------------------------------------------------------- running
+
+
+def progress():
+    """The tqdm class for progress bars: ``tqdm.auto`` (a widget in Jupyter) where ipywidgets is installed, else
+    the text bar. (``tqdm.auto`` without ipywidgets warns "IProgress not found" in Jupyter, then draws text.)"""
+    import importlib.util
+
+    if importlib.util.find_spec("ipywidgets") is None:
+        from tqdm import tqdm
+    else:
+        from tqdm.auto import tqdm
+    return tqdm
 
 
 def run_main(main, argv: list[str] | None = None) -> None:

@@ -93,7 +93,7 @@ def test_result_file_says_how_it_was_computed_and_figures_redraw(tmp_path):
     import matplotlib.pyplot as plt
     from matplotlib.patches import StepPatch
 
-    fig = anisotropy.plot_layers([doc, gpt])
+    fig = anisotropy.plot_layers([anisotropy.Result.from_json(d) for d in (doc, gpt)])
     for ax, (key, _) in zip(fig.axes, anisotropy.LAYER_PANELS):
         model_lines = [ln for ln in ax.get_lines() if ln.get_label() in ("tiny-bert", "tiny-gpt2")]
         for ln, res in zip(model_lines, (doc, gpt)):
@@ -104,7 +104,7 @@ def test_result_file_says_how_it_was_computed_and_figures_redraw(tmp_path):
     marks = [ln.get_label() for ln in fig.axes[0].get_lines() if "final norm" in ln.get_label()]
     assert marks == ["tiny-gpt2: last layer after the final norm"]
     plt.close(fig)
-    fig = anisotropy.plot([doc])
+    fig = anisotropy.plot([anisotropy.Result.from_json(doc)])
     for ax, level in zip(fig.axes, ("token", "sentence")):
         (patch,) = [p for p in ax.patches if isinstance(p, StepPatch)]
         counts = np.asarray(doc["layers"][doc["headline_layer"]][level]["counts"], float)

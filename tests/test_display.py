@@ -1,17 +1,20 @@
-"""Display objects in the scikit-learn manner (issue 25, item 2), for every analysis in analyses.ANALYSES:
+"""Display objects in the scikit-learn manner, for every analysis in analyses.ANALYSES:
 
 * ``Result.plot(ax=None)`` draws the headline panel on the one Axes it is given (or a new one) and
   returns that Axes; two analyses share ``plt.subplots(1, 2)`` side by side;
-* every module-level ``plot*`` function takes ``fig=`` (a Figure or a SubFigure) and draws only there;
+* every figure its declaration lists (``Analysis.figures``) takes ``fig=`` (a Figure or a SubFigure) and draws
+  only there, and every module-level ``plot*`` figure function is one of them (so each is drawn and tested);
 * no plot call changes matplotlib's global rcParams (the theme is a context manager).
 
-Results are read from small saved documents (the on-disk layout every version must read back), so
-no model runs here.
+Results are read from small saved documents (the on-disk layout every version must read back), so no
+model runs here; an analysis without such a document (a new one) is drawn from its declaration's tiny run.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import tempfile
 
 import matplotlib
 import numpy as np
@@ -143,29 +146,32 @@ def speed(name="m-i"):
             "crossover": None, "rows": rows, "machine": {}}
 
 
+# a saved document of each analysis (the layout every version must read back)
 BUILDERS = {f.__name__: f for f in (anisotropy, transitions, redundancy, similarity, probing, maps, mog, mog_lens,
                                     perplexity, topics, speed)}
-# the multi-panel figures of each analysis (a new one must be listed here, and so tested)
-FIGURES = {"anisotropy": ["plot", "plot_layers"], "transitions": ["plot", "plot_cosines"],
-           "redundancy": ["plot", "plot_spectrum"], "similarity": ["plot", "plot_overview"],
-           "probing": ["plot", "plot_selectivity"], "maps": ["plot", "plot_examples", "plot_token_maps"],
-           "mog": ["plot", "plot_attention"], "mog_lens": ["plot"], "perplexity": ["plot", "plot_flops"],
-           "topics": ["plot", "plot_differences"], "speed": ["plot", "plot_slopes"]}
 NAMES = list(analyses.ANALYSES)
 
 
 def _module(name: str):
-    return analyses.get(name) if hasattr(analyses, "get") else __import__(f"analyses.{name}", fromlist=["_"])
+    return __import__(analyses.ANALYSES[name], fromlist=["_"])
 
 
+@functools.cache
 def _result(name: str):
-    return _module(name).Result.from_json(BUILDERS[name]())
+    """A result of ``name``: its saved document above, else its declaration's tiny run (``Analysis.example``)."""
+    decl = analyses.get(name)
+    if name in BUILDERS:
+        return decl.Result.from_json(BUILDERS[name]())
+    from probes.config import parse_config
+
+    cfg = parse_config(decl.Config, [*decl.example, "--out", tempfile.mkdtemp(prefix=f"display-{name}-")])
+    unit = decl.inputs.units(cfg)[0]
+    return decl.inputs.results(decl.compute(cfg, **decl.inputs.load(tuple(map(decl.inputs.resolve, unit)), cfg)))[0]
 
 
-def _draw(fn, result, **kw):
-    """Call a module-level figure function with one result or a list of them, as it takes."""
-    first = next(iter(inspect.signature(fn).parameters))
-    return fn(result if first == "result" else [result], **kw)
+def _axes(fig) -> list:
+    """The Axes of a Figure or SubFigure, those of its nested subfigures included."""
+    return [*fig.axes, *(ax for sub in fig.subfigs for ax in _axes(sub))]
 
 
 def _drawn(ax) -> int:
@@ -173,26 +179,27 @@ def _drawn(ax) -> int:
 
 
 def test_every_analysis_is_covered():
-    assert sorted(NAMES) == sorted(BUILDERS) == sorted(FIGURES)
+    assert set(BUILDERS) <= set(NAMES)
     for name in NAMES:
         mod = _module(name)
         own = sorted(n for n, f in vars(mod).items()  # panel helpers (first argument: an Axes) aside
                      if n.startswith("plot") and callable(f) and getattr(f, "__module__", "").startswith(mod.__name__)
                      and n != "plot_result" and next(iter(inspect.signature(f).parameters)) != "ax")
-        assert own == sorted(FIGURES[name]), f"{name}: figure functions {own} (list new ones in FIGURES)"
+        declared = sorted({f.draw.__name__ for f in analyses.get(name).figures})
+        assert own == declared, f"{name}: figure functions {own}, declared {declared} (declare each in ANALYSIS)"
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_plots_leave_rcparams_unchanged(name):
-    mod, result = _module(name), _result(name)
+    result = _result(name)
     before = dict(matplotlib.rcParams)
     ax = result.plot()
     assert dict(matplotlib.rcParams) == before, f"{name}: Result.plot changed rcParams"
     assert _drawn(ax) > 0
     plt.close(ax.figure)
-    for fn in FIGURES[name]:
-        fig = _draw(getattr(mod, fn), result)
-        assert dict(matplotlib.rcParams) == before, f"{name}.{fn} changed rcParams"
+    for figure in analyses.get(name).figures:
+        fig = figure.render([result])
+        assert dict(matplotlib.rcParams) == before, f"{name}: {figure.name} changed rcParams"
         plt.close(fig)
 
 
@@ -218,19 +225,19 @@ def test_two_analyses_side_by_side():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_figures_draw_into_a_given_subfigure(name):
-    mod, result = _module(name), _result(name)
-    fig = plt.figure(figsize=(12, 4))
-    left, right = fig.subfigures(1, 2)
-    for fn in FIGURES[name][:1]:
-        assert _draw(getattr(mod, fn), result, fig=right) is right
-    assert right.axes and not left.axes
-    with pytest.raises(TypeError, match="fig= takes"):
-        _draw(getattr(mod, FIGURES[name][0]), result, fig=right.axes[0])
-    plt.close(fig)
+    result = _result(name)
+    for figure in analyses.get(name).figures:
+        fig = plt.figure(figsize=(12, 4))
+        left, right = fig.subfigures(1, 2)
+        assert figure.render([result], fig=right) is right
+        assert _axes(right) and not _axes(left)
+        with pytest.raises(TypeError, match="fig= takes"):
+            figure.render([result], fig=_axes(right)[0])
+        plt.close(fig)
 
 
 def test_seed_variants_share_their_models_colour_and_differ_by_line_style(tmp_path, monkeypatch):
-    """Issue 27: a model's seeds (``<model>-seedN``) are drawn in its colour, seed 0 solid and the others
+    """A model's seeds (``<model>-seedN``) are drawn in its colour, seed 0 solid and the others
     dashed / dotted, with one std band (seed 0's); Fig. 6's histograms keep one column per model."""
     from analyses import anisotropy as an
     from analyses import style
@@ -238,7 +245,7 @@ def test_seed_variants_share_their_models_colour_and_differ_by_line_style(tmp_pa
 
     assert style.model_color("bert-small-seed2") == style.model_color("bert-small")
     assert [style.seed_style(f"m{s}")["linestyle"] for s in ("", "-seed1", "-seed2")] == ["-", "--", ":"]
-    docs = [transitions("m-b"), transitions("m-b-seed1"), transitions("m-b-seed2")]
+    docs = [tr.Result.from_json(d) for d in (transitions("m-b"), transitions("m-b-seed1"), transitions("m-b-seed2"))]
     fig = tr.plot(docs)
     ax = fig.axes[0]
     lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("m-b")]
@@ -246,9 +253,7 @@ def test_seed_variants_share_their_models_colour_and_differ_by_line_style(tmp_pa
     assert len({ln.get_color() for ln in lines}) == 1
     assert len(ax.collections) == 1  # the std band of seed 0 only (no bootstrap bars in these documents)
     plt.close(fig)
-    drawn = {}
-    monkeypatch.setattr(an, "save_drawings", lambda results, out, plots: drawn.update(
-        {n: [r.model_name for r in results] for n, _ in plots}) or [])
-    an.figures([anisotropy("m-a"), anisotropy("m-a-seed1"), anisotropy("m-c")], str(tmp_path))
+    results = [an.Result.from_json(anisotropy(n)) for n in ("m-a", "m-a-seed1", "m-c")]
+    drawn = {stem: [r.model_name for r in group] for stem, (_, group) in an.ANALYSIS.figure_files(results).items()}
     assert drawn == {"anisotropy": ["m-a", "m-c"], "anisotropy-layers": ["m-a", "m-a-seed1", "m-c"]}
     plt.close("all")

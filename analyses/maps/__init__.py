@@ -34,14 +34,11 @@ gate shares by layer for models with gate maps).
 from __future__ import annotations
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from analyses import style
-from analyses.common import (
-    activations_identity,
-    run_main,
-    save_figure,
-)
+from analyses.analysis import Analysis, Figure
+from analyses.common import activations_identity
+from analyses.inputs import Sentences
 from analyses.maps.common import (
     GRID_DECIMALS,
     MAP_TITLES,
@@ -65,6 +62,7 @@ from analyses.maps.gates import (
 )
 from analyses.style import model_color
 from probes.capture.activations import Activations
+from probes.config import progress
 from probes.errors import ProbeError
 
 # ----------------------------------------------------------------------------- map statistics
@@ -188,14 +186,6 @@ def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]
     }
 
 
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"acts": ...}``: the cached activations of the seeded sentence sample with their maps; maps only:
-    the cache entry keeps no token states (a third of the bytes or less)."""
-    from analyses.data import load_sentence_inputs
-
-    return load_sentence_inputs(model, cfg, maps=True, layers=())
-
-
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """Example maps and the corpus locality summary of every map in ``acts``."""
     cfg = cfg or Config()
@@ -205,7 +195,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
         raise ProbeError("no sentence has a token left once special tokens are dropped; try --keep-special")
     maps = {}
     axes = {name: map_token_axes(acts, name) for name in names}
-    for name in tqdm(names, desc=f"maps {acts.meta['model']['name']}", unit="map"):
+    for name in progress()(names, desc=f"maps {acts.meta['model']['name']}", unit="map"):
         if axes[name] == 1:
             maps[name] = summarise_token_map(acts, name, cfg, examples)
         else:
@@ -274,7 +264,7 @@ def table_rows(result: Result) -> list[dict]:
     offset profile. Per-token maps: one per (map, layer, component, statistic) with its value (the mean,
     or for weights over tokens the entropy, masses and the position profile). Every row has every column."""
     rows = []
-    for name, m in Result.from_json(result).maps.items():
+    for name, m in result.maps.items():
         if not is_pair_map(m) and not is_token_map(m):  # not summarised
             continue
         if is_token_map(m):
@@ -312,7 +302,6 @@ def plot(results: list[Result], fig=None):
     which has no attention). Each model has its colour (analyses.style.model_color); models of
     different depth share the by-layer axis as relative depth. ``fig``: a Figure or SubFigure to draw
     into (default: a new figure). Returns the figure."""
-    results = [Result.from_json(r) for r in results]
     pair, gates = list(_summaries(results)), gate_maps(results)
     n = (2 if pair or not gates else 0) + (1 if gates else 0)
     fig = style.new_figure(fig, (5 * n, 3.4))
@@ -329,7 +318,6 @@ def plot(results: list[Result], fig=None):
 def plot_result(result: Result, ax=None):
     """``Result.plot``: one model's local share by layer (or, without token-pair maps, its gate
     shares) on one Axes (a new figure when None). Returns the Axes."""
-    result = Result.from_json(result)
     ax = style.one_axes(ax, (4.4, 3.2))
     if not list(_summaries([result])) and gate_maps([result]):
         plot_gate_shares(ax, gate_maps([result]))
@@ -401,7 +389,6 @@ def plot_examples(result: Result, fig=None):
     draw into (default: a new figure). Returns the figure."""
     from matplotlib.colors import PowerNorm
 
-    result = Result.from_json(result)
     kinds = [(n, m) for n, m in result.maps.items() if is_pair_map(m)]
     if not kinds:
         return plot_token_maps(result, fig)
@@ -460,38 +447,25 @@ def plot_examples(result: Result, fig=None):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Draw and save maps-<model> for each result and maps-locality for all of them (dicts are read
-    with Result.from_json)."""
-    import matplotlib.pyplot as plt
-
-    results = [Result.from_json(r) for r in results]
-    paths = []
-    for res in results:
-        fig = plot_examples(res)
-        paths += save_figure(fig, out, f"maps-{res.model_name}")
-        plt.close(fig)
-        kinds = list(res.maps.values())
-        if any(map(is_pair_map, kinds)) and any(map(is_token_map, kinds)):  # both: the per-token ones apart
-            fig = plot_token_maps(res)
-            paths += save_figure(fig, out, f"maps-{res.model_name}-tokens")
-            plt.close(fig)
-    fig = plot(results)
-    paths += save_figure(fig, out, "maps-locality")
-    plt.close(fig)
-    return paths
+def both_kinds(result: Result) -> bool:
+    """Whether a result holds token-pair maps and per-token maps (the per-token ones get a figure of their own)."""
+    kinds = list(result.maps.values())
+    return any(map(is_pair_map, kinds)) and any(map(is_token_map, kinds))
 
 
-# ----------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("maps", sys.modules[__name__], argv)
-
-
-if __name__ == "__main__":
-    run_main(main)
+EXAMPLES = ("One sentence's maps: attention averaged over heads and layers and as a layer x head grid (ConvBERT Fig. "
+            "2); for the S-LSTM its gates, for the Graph-Transformer its per-order attentions.")
+ANALYSIS = Analysis(
+    name="maps",
+    inputs=Sentences(maps=True, token_states=False),  # maps only: the cache entry keeps no token states
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows,
+    figures=(
+        Figure("maps-{}", plot_examples, EXAMPLES, each=lambda r: r.model_name, single=True),
+        Figure("maps-{}-tokens", plot_token_maps, EXAMPLES, each=lambda r: r.model_name if both_kinds(r) else None,
+               single=True),
+        Figure("maps-locality", plot, "Attention mass by relative offset i - j and the share within the local window "
+               "per layer: how diagonal (local) each model's maps are (ConvBERT Fig. 2)."),
+    ),
+    example=("--model", "tiny-bert", "--n-sentences", "8", "--examples", "1"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line

@@ -1,6 +1,5 @@
 """``python -m analyses.maps``."""
 
-from analyses.maps import main
-from probes.config import run_main
+from analyses.maps import ANALYSIS
 
-run_main(main)
+ANALYSIS.main()

@@ -78,7 +78,7 @@ class Config(SentenceConfig):
     keep_special: bool = arg(False, "keep special-token rows/columns (default: drop them, renormalise rows)")
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's maps: the saved document's keys, in order (prose only in ``definitions``).
 
@@ -90,6 +90,16 @@ class Result(common.AnalysisResult):
     maps_captured: list[str]  # map kinds, "attention" first
     examples: list[dict]  # per example sentence: text_index, text, kept tokens
     maps: dict[str, dict]  # map kind -> summary
+
+    def headline(self) -> dict[str, str]:
+        out = {}
+        for name, m in self.maps.items():
+            if is_pair_map(m):
+                out[f"{MAP_TITLES.get(name, name)}: local share"] = (f"{m['local_share_overall']:.3f} (uniform maps "
+                                                                      f"{m['local_share_uniform']:.3f})")
+            elif is_token_map(m):
+                out[MAP_TITLES.get(name, name)] = f"{m['kind']}, {len(m.get('components', []))} components"
+        return out
 
     def plot(self, ax=None):
         """The headline panel on one Axes (a new figure when None): the local share by layer of each

@@ -238,8 +238,6 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
     import matplotlib.pyplot as plt
     from matplotlib.colors import TwoSlopeNorm
 
-    if isinstance(result, dict):  # a saved document
-        result = Result.from_json(result)
     kinds = [(n, m) for n, m in result.maps.items() if is_token_map(m)]
     ex = result.examples[example]
     tokens = ex["tokens"]

@@ -1,8 +1,5 @@
 """Probing: what each layer makes linearly readable (Conneau et al. 2018; Hewitt & Liang 2019).
 
-(Over 400 lines: one analysis with its probe, intervals, control tasks, typed result and two
-figures; the task definitions live in ``analyses.probing.tasks``.)
-
 For every task (see ``analyses.probing.tasks``: sent_len, word_content, bigram_shift, source on the
 model's sentence vector; position, token_identity on token vectors) and every layer l = 0..L:
 
@@ -28,8 +25,10 @@ model's sentence vector; position, token_identity on token vectors) and every la
   task's label distribution, probed the same way on the same split; selectivity = task accuracy -
   control accuracy, with a paired bootstrap interval over the same test sentences.
 
-No model runs here: the sentence sample's cached activations come from ``analyses.data``, and for
-bigram_shift also those of the perturbed sentences (same cache, same extraction path).
+No model runs here: the inputs (:class:`ProbingInputs`) are the sentence sample's cached activations, for
+bigram_shift also those of the perturbed sentences (same cache, same extraction path), and for source each
+sentence's document. From Python, ``probing.run(model, texts)`` builds the same inputs; a task the texts
+cannot give (source: a list of texts has no documents) is skipped and the result says why.
 
     $ python -m analyses.probing --model minilm-l6 [--model slstm-small] [--task sent_len --task position]
           [--corpus PATH] [--n-sentences 2000] [--seed 0] [--out out]
@@ -46,12 +45,14 @@ import sys
 from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from analyses import common, style
-from analyses.common import SentenceConfig, activations_identity, arg, run_main, save_drawings
+from analyses.analysis import Analysis, Figure
+from analyses.common import SentenceConfig, activations_identity
 from analyses.probing import tasks as pt
+from analyses.probing.inputs import ProbingInputs, check_tasks
 from probes.capture.activations import Activations
+from probes.config import arg, progress
 from probes.errors import ProbeError
 
 LEVEL = 0.95  # interval coverage
@@ -163,7 +164,7 @@ def probe_layers(layers, labels: np.ndarray, groups: np.ndarray, cfg: Config,
     rows = []
     # every layer's probes in one batch: the solver's fixed cost per iteration is paid once, not per layer
     fitted = fit_probe_layers([layers[lyr] for lyr in range(len(layers))], labels, train, test, groups, cfg, control)
-    for lyr, fit in enumerate(tqdm(fitted, desc=desc, unit="layer", leave=False)):
+    for lyr, fit in enumerate(progress()(fitted, desc=desc, unit="layer", leave=False)):
         cfit = None
         if control is not None:
             fit, cfit = fit
@@ -186,15 +187,6 @@ def probe_layers(layers, labels: np.ndarray, groups: np.ndarray, cfg: Config,
 # ----------------------------------------------------------------------------- tasks -> results
 
 
-def check_tasks(tasks: list[str]) -> list[str]:
-    bad = [t for t in tasks if t not in pt.TASKS]
-    if bad:
-        raise ProbeError(f"unknown task {bad[0]!r}; tasks: {', '.join(pt.TASKS)}")
-    if not tasks:
-        raise ProbeError(f"no task given; tasks: {', '.join(pt.TASKS)}")
-    return list(dict.fromkeys(tasks))
-
-
 def make_task(name: str, acts: Activations, cfg: Config, doc_of: np.ndarray | None = None,
               doc_names: list[str] | None = None) -> pt.Task:
     """Build one task's labels from the sampled texts (and their documents, for source)."""
@@ -207,7 +199,8 @@ def make_task(name: str, acts: Activations, cfg: Config, doc_of: np.ndarray | No
         return pt.bigram_shift(acts.texts, s, m)
     if name == "source":
         if doc_of is None:
-            raise ProbeError("task source needs the documents of the sampled sentences (a corpus)")
+            raise ProbeError("task source needs each sentence's document: sentences drawn from a corpus (a corpus "
+                             "name or path as texts=, not a list of texts)")
         return pt.source(doc_of, doc_names, s, m)
     if name == "position":
         return pt.position(acts, s, cfg.position_bins, cfg.max_items)
@@ -241,7 +234,7 @@ class TaskLayers:
         return X
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's probing results: the identity (model, config, corpus), the scikit-learn version,
     definitions, and per task its build numbers and per-layer rows."""
@@ -250,6 +243,17 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose (and n_layers, kept here for the files' layout; nothing reads it)
     tasks: list[dict]  # per task: task, level ("sentence" / "token"), sizes, classes, balance, layers (rows)
     skipped: list[dict] = field(default_factory=list)  # tasks the data could not build: task, reason
+
+    def headline(self) -> dict[str, str]:
+        out = {}
+        for t in self.tasks:
+            best = max(t["layers"], key=lambda r: r["accuracy"])
+            small = f", only {t['n_test']} test items" if t.get("small_test") else ""
+            out[t["task"]] = (f"best accuracy {best['accuracy']:.3f} at layer {best['layer']} (majority "
+                              f"{best['majority']:.3f}{small})")
+        if self.skipped:
+            out["skipped"] = "; ".join(f"{s['task']}: {s['reason']}" for s in self.skipped)
+        return out
 
     @style.themed
     def plot(self, ax=None, task: str | None = None, key: str = "accuracy"):
@@ -292,8 +296,8 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
         raise ProbeError("no probing task could be built from these sentences: "
                          + "; ".join(f"{s['task']}: {s['reason']}" for s in skipped))
     for s in skipped:
-        tqdm.write(f"probing {acts.meta['model']['name']}: skipped task {s['task']}: {s['reason']}; or leave it out "
-                   "with --task", file=sys.stderr)
+        progress().write(f"probing {acts.meta['model']['name']}: skipped task {s['task']}: {s['reason']}; or leave "
+                         "it out (--task, or task= from Python)", file=sys.stderr)
     out = []
     for task in tasks:
         control = None
@@ -306,9 +310,9 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
                  "n_classes": len(task.classes), "classes": task.classes, "balance": task.balance(),
                  "notes": task.notes, "layers": rows}
         if entry["small_test"]:
-            tqdm.write(f"probing {acts.meta['model']['name']}: task {task.name} has only {sizes['n_test']} test items "
-                       f"(< --min-test-items {cfg.min_test_items}): marked small; use more sentences (--n-sentences)",
-                       file=sys.stderr)
+            progress().write(f"probing {acts.meta['model']['name']}: task {task.name} has only {sizes['n_test']} "
+                             f"test items (< --min-test-items {cfg.min_test_items}): marked small; use more sentences "
+                             "(--n-sentences, or more texts from Python)", file=sys.stderr)
         if control is not None:
             entry["control_balance"] = {c: int(k) for c, k in zip(task.classes, np.bincount(control, minlength=len(
                 task.classes)))}
@@ -336,10 +340,9 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
                   definitions=definitions, tasks=out, skipped=skipped)
 
 
-def table_rows(result: Result | dict) -> list[dict]:
+def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows, one per (task, layer); control columns are empty for sentence tasks."""
-    res = Result.from_json(result)
-    rows = [{"task": t["task"], **row} for t in res.tasks for row in t["layers"]]
+    rows = [{"task": t["task"], **row} for t in result.tasks for row in t["layers"]]
     keys = list(dict.fromkeys(k for row in rows for k in row))
     return [{k: row.get(k) for k in keys} for row in rows]
 
@@ -405,64 +408,32 @@ def plot(results: list[Result], fig=None):
     """Held-out accuracy against relative depth, one panel per task, one line per model (band: 95%
     interval; dashed: majority baseline; dotted: control task). ``fig``: a Figure or SubFigure to draw
     into (default: a new figure). Returns the figure."""
-    return _panels([Result.from_json(r) for r in results], "accuracy", pt.TASKS, fig)
+    return _panels(results, "accuracy", pt.TASKS, fig)
 
 
 @style.themed
 def plot_selectivity(results: list[Result], fig=None):
     """Selectivity (task - control accuracy) of the token-level tasks against relative depth."""
-    return _panels([Result.from_json(r) for r in results], "selectivity", pt.TOKEN_TASKS, fig)
+    return _panels(results, "selectivity", pt.TOKEN_TASKS, fig)
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Draw and save the accuracy and the selectivity figures."""
-    results = [Result.from_json(r) for r in results]
-    return save_drawings(results, out, (("probing", plot), ("probing-selectivity", plot_selectivity)))
+ANALYSIS = Analysis(
+    name="probing",
+    inputs=ProbingInputs(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows,
+    figures=(
+        Figure("probing", plot, "Held-out accuracy of a linear probe per layer (relative depth) with its 95% "
+               "bootstrap band; dashed: the majority baseline, dotted: the control task (token tasks). Higher than "
+               "the control = the layer encodes the property, not just word identities."),
+        Figure("probing-selectivity", plot_selectivity, "Selectivity = task accuracy - control accuracy per layer "
+               "(Hewitt & Liang 2019); near 0: the probe could as well be memorising word types."),
+    ),
+    example=("--model", "tiny-bert", "--n-sentences", "40", "--max-items", "40", "--n-boot", "10", "--task",
+             "sent_len", "--task", "position", "--cv-folds", "2", "--cs", "1.0", "--sent-len-bins", "2",
+             "--position-bins", "2", "--min-per-class", "3"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def documents_of(corpus: str, texts: list[str]) -> tuple[np.ndarray, list[str]]:
-    """(T,) document index of each sampled text (its first occurrence, as the sampler keeps) and the
-    corpus's document names."""
-    from probes.corpus import load_corpus, sentences
-
-    corp = load_corpus(corpus)
-    first: dict[str, int] = {}
-    for doc, s in sentences(corp):
-        first.setdefault(s, doc)
-    return np.array([first[t] for t in texts], np.int64), [d.name for d in corp.documents]
-
-
-def load_inputs(model, cfg: Config) -> dict:
-    """Everything :func:`compute` reads for ``model`` (a name or a resolved spec), from the activation
-    cache (extracted on a miss): ``compute(cfg, **load_inputs(model, cfg))``."""
-    from analyses.data import load_sentence_inputs, text_activations
-
-    check_tasks(cfg.task)
-    acts = load_sentence_inputs(model, cfg)["acts"]
-    shifted = None
-    if "bigram_shift" in cfg.task:
-        perturbed = pt.bigram_shift_plan(acts.texts, cfg.seed)[2]
-        if perturbed:
-            # BigramShift reads the perturbed texts' sentence vectors only: no token states cached
-            shifted = text_activations(model, perturbed, out=cfg.out, layers=(), **cfg.extract_kwargs())
-    doc_of, doc_names = documents_of(cfg.corpus, acts.texts) if "source" in cfg.task else (None, None)
-    return {"acts": acts, "shifted": shifted, "doc_of": doc_of, "doc_names": doc_names}
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("probing", sys.modules[__name__], argv)
-
-
-__all__ = ["Config", "Result", "bootstrap_interval", "compute", "documents_of", "figures", "fit_probe",
-           "fit_probe_layers", "load_inputs", "main", "make_task", "plot", "plot_selectivity", "probe_layers", "split",
+__all__ = ["ANALYSIS", "Config", "ProbingInputs", "Result", "bootstrap_interval", "compute", "fit_probe",
+           "fit_probe_layers", "main", "make_task", "plot", "plot_selectivity", "probe_layers", "run", "split",
            "table_rows"]
-
-if __name__ == "__main__":
-    run_main(main)

@@ -1,6 +1,5 @@
 """``python -m analyses.probing``."""
 
-from analyses.probing import main
-from probes.config import run_main
+from analyses.probing import ANALYSIS
 
-run_main(main)
+ANALYSIS.main()

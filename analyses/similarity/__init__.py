@@ -39,13 +39,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from analyses import common, style
-from analyses.common import Identity, SentenceConfig, arg, caller_texts, run_main, save_drawings, settings_used
+from analyses.analysis import Analysis, Figure
+from analyses.common import Identity, SentenceConfig, caller_texts, settings_used
+from analyses.inputs import Pairs
 from analyses.similarity.measures import DISTANCES, MEASURES, similarity_matrices
 from analyses.similarity.words import align_words, word_states
 from probes.capture.activations import Activations
+from probes.config import arg, progress
 from probes.errors import ProbeError
 
 UNITS = ("sentence", "token")
@@ -69,7 +71,7 @@ class Config(SentenceConfig):
     batch_rows: int = arg(4096, "CKA/SVCCA: rows per mini-batch of the streamed sums", min=1)
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """Similarity matrices of one model pair: ``matrices[measure][block]``, block "ab" is
     (L_A+1, L_B+1), "aa" (L_A+1, L_A+1), "bb" (L_B+1, L_B+1); row/column l = layer l (0 = embeddings).
@@ -100,6 +102,13 @@ class Result(common.AnalysisResult):
 
     def matrix(self, measure: str, block: str = "ab") -> np.ndarray:
         return np.asarray(self.matrices[measure][block], float)
+
+    def headline(self) -> dict[str, str]:
+        out = {"units": f"{self.n_units} {self.unit} units"}
+        for m in self.measures:
+            ab = self.matrix(m, "ab")
+            out[f"{m.upper()} last x last layer"] = f"{ab[-1, -1]:.3f} (A x B, max {np.nanmax(ab):.3f})"
+        return out
 
     @style.themed
     def plot(self, ax=None, measure: str | None = None, block: str = "ab", colorbar: bool = True):
@@ -142,23 +151,6 @@ def units(acts_a: Activations, acts_b: Activations, cfg: Config, rng) -> tuple[n
             word_states(acts_b, words.tokens_b, words.starts_b), summary)
 
 
-def pairs(cfg: Config) -> list[tuple[str, str]]:
-    """The model pairs of a run: the first --model with every other (alone: with itself)."""
-    models = list(dict.fromkeys(cfg.model))  # a repeated --model is computed once, as in every analysis
-    ref = models[0]
-    return [(ref, b) for b in models[1:] or [ref]]
-
-
-def load_inputs(pair, cfg: Config) -> dict:
-    """``{"acts_a", "acts_b"}``: the cached activations of the seeded sentence sample for both models of
-    ``pair`` (names or resolved specs); the same object twice for a model with itself."""
-    from analyses.data import load_sentence_inputs
-
-    a, b = pair
-    acts_a = load_sentence_inputs(a, cfg)["acts"]
-    return {"acts_a": acts_a, "acts_b": acts_a if b == a else load_sentence_inputs(b, cfg)["acts"]}
-
-
 def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activations) -> Result:
     """Every measure for the layer pairs A x B, A x A and B x B of two models on the same texts
     (pass the same activations twice for self-similarity only)."""
@@ -175,7 +167,7 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
     La, Lb = XA.shape[0], XB.shape[0]
     total = La * (La + 1) // 2 + (0 if same else La * Lb + Lb * (Lb + 1) // 2)
     name_a, name_b = acts_a.meta["model"]["name"], acts_b.meta["model"]["name"]
-    with tqdm(total=total, desc=f"similarity {name_a} x {name_b} ({cfg.unit})", unit="pair") as bar:
+    with progress()(total=total, desc=f"similarity {name_a} x {name_b} ({cfg.unit})", unit="pair") as bar:
         aa = similarity_matrices(XA, None, progress=lambda: bar.update(1), **kw)
         ab = aa if same else similarity_matrices(XA, XB, progress=lambda: bar.update(1), **kw)
         bb = aa if same else similarity_matrices(XB, None, progress=lambda: bar.update(1), **kw)
@@ -274,7 +266,6 @@ def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], titl
 def plot(results: list[Result], fig=None, measures: list[str] | None = None):
     """Per result and measure, one row of heatmaps: A x A | A x B | B x B (colour clipped to [0, 1]).
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
-    results = [Result.from_json(r) for r in results]
     rows = [(r, m) for r in results for m in (measures or r.measures)]
     fig = style.new_figure(fig, (10.5, 3.1 * len(rows)))
     axes = fig.subplots(len(rows), 3, squeeze=False)
@@ -290,7 +281,7 @@ def plot(results: list[Result], fig=None, measures: list[str] | None = None):
 def plot_overview(results: list[Result], fig=None, measure: str = "cka"):
     """Two rows per (model A, unit): on top A x A, then A x B for every B; below each A x B, B x B.
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
-    results = [Result.from_json(r) for r in results if measure in Result.from_json(r).measures]
+    results = [r for r in results if measure in r.measures]
     if not results:
         raise ProbeError(f"no result holds the measure {measure!r}")
     groups: dict[tuple[str, str], list[Result]] = {}
@@ -314,26 +305,20 @@ def plot_overview(results: list[Result], fig=None, measure: str = "cka"):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """One figure per saved pair (every measure) and one CKA overview per reference model and unit."""
-    results = [Result.from_json(r) for r in results]
-    drawings = [(f"similarity-{r.name}", lambda _, r=r: plot([r])) for r in results]
-    for a, unit in dict.fromkeys((r.model_a, r.unit) for r in results if "cka" in r.measures):
-        group = [r for r in results if (r.model_a, r.unit) == (a, unit)]
-        drawings.append((f"similarity-{a}__{unit}", lambda _, g=group: plot_overview(g)))
-    return save_drawings(results, out, drawings)
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("similarity", sys.modules[__name__], argv)
-
-
-if __name__ == "__main__":
-    run_main(main)
+ANALYSIS = Analysis(
+    name="similarity",
+    inputs=Pairs(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
+    figures=(
+        Figure("similarity-{}__{}__{}", plot, "One row of heatmaps per measure computed (linear CKA debiased, "
+               "SVCCA, RSA: the row titles say which): every layer of the first model against every layer of the "
+               "second (A x B, middle), and each model against itself (A x A, B x B); relative depth on the axes; "
+               "1 = the same geometry.", each=lambda r: (r.model_a, r.model_b, r.unit)),
+        Figure("similarity-{}__{}", plot_overview, "Linear CKA (debiased) of the reference model against itself (top "
+               "left) and against every other model (top row), with each other model against itself below it; 1 = "
+               "the same geometry up to rotation and scale, 0 = unrelated.",
+               select=lambda rs: [r for r in rs if "cka" in r.measures], each=lambda r: (r.model_a, r.unit)),
+    ),
+    example=("--model", "tiny-bert", "--model", "tiny-albert", "--n-sentences", "12", "--rsa-units", "8"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line

@@ -1,6 +1,5 @@
 """``python -m analyses.similarity``."""
 
-from analyses.similarity import main
-from probes.config import run_main
+from analyses.similarity import ANALYSIS
 
-run_main(main)
+ANALYSIS.main()

@@ -1,27 +1,22 @@
 """Redraw every figure and table from saved results, without running any model, then the report.
 
-Each analysis module exposes ``Result.from_json`` and ``figures(results, out) -> paths``; this walks
-``<out>/results/<analysis>/*.json``, reads each saved result back into its Result, calls ``figures``
-for every analysis that has results, and writes the one-page report ``<out>/report.html``
-(:mod:`analyses.summary.report`).
+For every analysis in :data:`analyses.ANALYSES` that has results under ``<out>/results/<analysis>/``, read
+them back as its Result objects (:func:`analyses.common.read_results`) and draw the figures and tables its
+declaration lists (:meth:`analyses.analysis.Analysis.save_figures`); then write the one-page report
+``<out>/report.html`` (:mod:`analyses.summary.report`).
 
     $ python -m analyses.summary.figures [--out out] [--model minilm-l6 --model tiny-bert]
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import analyses
 from analyses.common import arg, parse_config, read_results, run_main, unique
 from analyses.summary.report import write_report
 from probes.errors import ProbeError
-
-ANALYSES = (  # modules under analyses/ that save results and draw figures
-    "anisotropy", "redundancy", "transitions", "maps", "speed", "perplexity", "topics", "probing", "similarity",
-    "mog", "mog_lens",
-)
 
 
 @dataclass
@@ -33,19 +28,16 @@ class Config:
 
 
 def redraw(out: str, models: list[str] | None = None) -> list[Path]:
-    """Redraw every analysis that has saved results; returns the figure paths."""
+    """Redraw every analysis that has saved results; returns the figure and table paths."""
     paths = []
-    for name in ANALYSES:
+    for name in analyses.ANALYSES:
         saved = {p.stem for p in (Path(out) / "results" / name).glob("*.json")}
         wanted = [m for m in models if m in saved] if models else None  # analyses without them are skipped
         if not saved or wanted == []:
             continue
-        module = importlib.import_module(f"analyses.{name}")
+        results = read_results(out, name, wanted)
         try:
-            results = read_results(out, name, wanted)
-            if hasattr(module, "Result"):
-                results = [module.Result.from_json(r) for r in results]
-            paths += module.figures(results, out)
+            paths += analyses.get(name).save_figures(results, out)
         except (KeyError, TypeError, IndexError) as e:  # a result written by another version of the suite
             raise ProbeError(f"the saved {name} results under {out}/results/{name} do not have the layout this "
                              f"version draws (missing {e}); run python -m analyses.{name} again") from None

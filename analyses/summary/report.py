@@ -4,7 +4,8 @@ The page opens offline (figures are embedded as PNG data, no scripts, no fonts f
 for whoever's results they are: at the top, one row per model in the results (family, layers, width,
 what was run; a folder or ``hf:`` model under the name the user gave); then the papers' claims whose
 inputs are in the folder and what the results say about each (:mod:`analyses.summary.claims`), the rest
-named in one line; then, per analysis, its figures with a caption saying what to read in them, its
+named in one line; then, per analysis, its figures with the caption its declaration gives each (what to
+read in it; :class:`analyses.analysis.Figure`), its
 tables (the Markdown tables the analysis writes, else the CSVs, each titled with its model, scrolling
 sideways when wide, a missing value an empty cell with a footnote), and per model the provenance block
 (model fingerprint, corpus hash, settings, package versions) folded away. Built with Jinja2 from
@@ -29,66 +30,22 @@ from pathlib import Path
 from analyses.common import arg, atomic_write, parse_config, read_result, run_main
 from analyses.summary import claims as claims_mod
 
-# What to read in each figure, by file name (without extension); a figure not listed gets none.
-CAPTIONS = {
-    "anisotropy": "Cosine similarity of random pairs of token (top) and sentence (bottom) vectors at the last "
-                  "layer (S-LSTM paper Fig. 6). Mass near 1 = a narrow cone (anisotropic); near 0 = spread out.",
-    "anisotropy-layers": "Ethayarajh's statistics by layer (relative depth l/L when the models differ in depth): "
-                         "mean cosine of random tokens (the anisotropy "
-                         "baseline), self-similarity, intra-sentence similarity and maximum explainable variance.",
-    "redundancy": "Principal components k needed to keep a fraction p of a token window's variance (S-LSTM "
-                  "Table 6): higher = less redundant features.",
-    "redundancy-spectrum": "Cumulative explained variance r_k of one window's states against k.",
-    "transitions": "L2 change of token (left) and sentence (right) states from each layer's input to its output "
-                   "(S-LSTM Fig. 7): smooth curves = weight-shared models, small values = little change per layer.",
-    "transitions-cosines": "Cosine between each layer's input and output states.",
-    "maps-locality": "Attention mass by relative offset i - j and the share within the local window per layer: "
-                     "how diagonal (local) each model's maps are (ConvBERT Fig. 2).",
-    "perplexity": "Token perplexity per window T and overlap o (recurrence paper Tables 1-2): lower is better; "
-                  "compare recurrent and base at equal (T, o).",
-    "perplexity-flops": "Perplexity against FLOPs per token: overlap buys context with compute; recurrence buys it "
-                        "with a small module.",
-    "topics": "Jensen-Shannon divergence (base 2) between the LDA topics of a context and of its greedy "
-              "continuation (recurrence paper §5.3.1): lower = the continuation stays on topic.",
-    "topics-differences": "Per context, JSD(A) - JSD(B): below zero, A (recurrent) stayed closer to the topic.",
-    "maps-": "One sentence's maps: attention averaged over heads and layers and as a layer x head grid (ConvBERT "
-             "Fig. 2); for the S-LSTM its gates, for the Graph-Transformer its per-order attentions.",
-    "probing": "Held-out accuracy of a linear probe per layer (relative depth) with its 95% bootstrap band; dashed: "
-               "the majority baseline, dotted: the control task (token tasks). Higher than the control = the layer "
-               "encodes the property, not just word identities.",
-    "probing-selectivity": "Selectivity = task accuracy - control accuracy per layer (Hewitt & Liang 2019); near 0: "
-                           "the probe could as well be memorising word types.",
-    "similarity-": "Linear CKA (debiased) between every layer of the first model (rows) and every layer of the other "
-                   "(columns, relative depth); 1 = the same geometry up to rotation and scale, 0 = unrelated.",
-    "mog-subgraph-weights": "Graph-Transformer Fig. 9: mean weight w of the high-order part by layer, one line per "
-                            "sentence-length bucket; the paper finds w larger for longer sentences and rising with "
-                            "depth.",
-    "mog-attention-": "Graph-Transformer Fig. 10: the high-order and two middle-order attention matrices of one "
-                      "sentence, and each order's mean row entropy by layer (higher = smoother).",
-    "mog-lens": "The MoG lens: share of each Eq. 14 term (r_p r_p, r_p r_i, r_i r_p, r_i r_i, bias) in the variance "
-                "of the attention logits, per layer; r_p r_p large = attention mostly recomputes the previous "
-                "layer's input.",
-}
+
+def owner(stem: str, analyses: list[str]) -> str | None:
+    """The analysis a figure file belongs to: the longest of ``analyses`` whose name (``mog_lens`` as ``mog-lens``)
+    is the file's name or starts it followed by '-' (``mog-lens`` belongs to mog_lens, not to mog)."""
+    names = [a for a in analyses if stem == a.replace("_", "-") or stem.startswith(a.replace("_", "-") + "-")]
+    return max(names, key=len) if names else None
 
 
-SIMILARITY_PAIR = ("One row of heatmaps per measure computed (linear CKA debiased, SVCCA, RSA: the row titles say "
-                   "which): every layer of the first model against every layer of the second (A x B, middle), and "
-                   "each model against itself (A x A, B x B); relative depth on the axes; 1 = the same geometry.")
-SIMILARITY_OVERVIEW = ("Linear CKA (debiased) of the reference model against itself (top left) and against every other "
-                       "model (top row), with each other model against itself below it; 1 = the same geometry up to "
-                       "rotation and scale, 0 = unrelated.")
+def caption(stem: str, results: list = ()) -> str:
+    """What to read in the figure file named ``stem``: the caption its analysis's declaration gives the figure
+    (``results``, the analysis's Results, tell apart figures of one name pattern); "" for a figure of no
+    registered analysis."""
+    import analyses
 
-
-def caption(stem: str) -> str:
-    """The caption of a figure: its own, else that of the longest key ending in '-' that starts it.
-    similarity-<A>__<B>__<unit> (one pair, every measure) and similarity-<A>__<unit> (the CKA overview)
-    each get their own."""
-    if stem.startswith("similarity-"):
-        return SIMILARITY_PAIR if stem.count("__") == 2 else SIMILARITY_OVERVIEW
-    if stem in CAPTIONS:
-        return CAPTIONS[stem]
-    keys = [k for k in CAPTIONS if k.endswith("-") and stem.startswith(k)]
-    return CAPTIONS[max(keys, key=len)] if keys else ""
+    name = owner(stem, list(analyses.ANALYSES))
+    return analyses.get(name).caption(stem, results) if name is not None else ""
 
 
 @dataclass
@@ -168,17 +125,26 @@ def _png_width(path: Path) -> int:
     return int.from_bytes(head[16:20], "big") if head[:8] == b"\x89PNG\r\n\x1a\n" else 0
 
 
-def _figures(out: Path, analysis: str, analyses: list[str]) -> list[dict]:
-    """The figures of ``analysis``: PNGs named after it (``mog_lens`` -> ``mog-lens*``), each given to
-    the analysis with the longest matching name (``mog-lens`` belongs to mog_lens, not to mog)."""
-    def owner(stem: str) -> str | None:
-        names = [a for a in analyses if stem == a.replace("_", "-") or stem.startswith(a.replace("_", "-") + "-")]
-        return max(names, key=len) if names else None
-
+def _figures(out: Path, analysis: str, analyses: list[str], results: list = ()) -> list[dict]:
+    """The figures of ``analysis`` (:func:`owner`), each with its caption (``results``: the analysis's Results)."""
     figs = sorted((out / "figures").glob("*.png"))
     # shown at half their pixel width: saved at 200 dpi, so every figure keeps its size in inches (~100 px each)
-    return [{"name": p.stem, "src": _png(p), "caption": caption(p.stem), "width": _png_width(p) // 2}
-            for p in figs if owner(p.stem) == analysis]
+    return [{"name": p.stem, "src": _png(p), "caption": caption(p.stem, results), "width": _png_width(p) // 2}
+            for p in figs if owner(p.stem, analyses) == analysis]
+
+
+def _typed(analysis: str, docs: list[dict]) -> list:
+    """The documents as the registered analysis's Results (they tell its figures' captions apart); none for an
+    analysis not registered or documents it cannot read."""
+    import analyses
+
+    if analysis not in analyses.ANALYSES:
+        return []
+    cls = analyses.get(analysis).Result
+    try:
+        return [cls.from_json(doc) for doc in docs]
+    except (KeyError, TypeError, AttributeError):
+        return []
 
 
 def _provenance(doc: dict) -> str:
@@ -200,7 +166,8 @@ def sections(out: str | Path) -> list[dict]:
         results = [{"name": shown_name(read[p.stem]), "file": str(p.relative_to(out)),
                     "provenance": _provenance(read[p.stem])} for p in docs]
         names = {stem: shown_name(doc) for stem, doc in read.items()}
-        secs.append({"analysis": folder.name, "figures": _figures(out, folder.name, analyses),
+        typed = _typed(folder.name, list(read.values()))
+        secs.append({"analysis": folder.name, "figures": _figures(out, folder.name, analyses, typed),
                      "tables": _tables(folder, names), "results": results})
     return secs
 

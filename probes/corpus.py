@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probes import resources
+import probes.resources as resources
 from probes.errors import CorpusError, ProbeError
 
 __all__ = [

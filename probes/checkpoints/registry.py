@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from probes import resources
+import probes.resources as resources
 from probes.checkpoints import registry_yaml
 from probes.checkpoints.identity import WEIGHT_SUFFIXES, code_versions, files_sha, plain, weights_sha
 from probes.errors import CheckpointError

@@ -33,7 +33,7 @@ from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity, mark_final_norm
 from analyses.inputs import Sentences
 from probes.capture.activations import Activations, layer_index
-from probes.config import arg, progress
+from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
 
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
@@ -294,7 +294,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     boot = stats.bootstrap_block("sentence", acts.n_texts, seed=cfg.seed, units_id=stats.units_id(acts.texts))
     weights, token_text = stats.resample_weights(acts.n_texts, boot["resamples"], cfg.seed), acts.text_index()
     layers = []
-    for lyr in progress()(range(L + 1), desc=f"anisotropy {acts.meta['model']['name']}", unit="layer"):
+    for lyr in tqdm_class()(range(L + 1), desc=f"anisotropy {acts.meta['model']['name']}", unit="layer"):
         H = np.asarray(acts.layer_hidden(lyr))  # (N, d)
         tok = cosine_summary(H[sample.tokens], cfg.bins, cfg.exact_limit)
         sen = cosine_summary(acts.sentence[lyr], cfg.bins, cfg.exact_limit)

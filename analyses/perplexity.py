@@ -60,7 +60,7 @@ from analyses.common import Identity, settings_used
 from analyses.inputs import LM, LMConfig
 from analyses.style import model_color
 from probes.capture.windows import check_window, windowed_nll
-from probes.config import arg, progress
+from probes.config import arg, tqdm_class
 from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
 from probes.errors import ProbeError
 
@@ -205,7 +205,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
     for o in cfg.overlap:
         nll_sum, n_tok, n_words, n_win, processed, fl = 0.0, 0, 0, 0, 0, 0.0
         per_doc = []  # (NLL sum, scored tokens, words) per document: the bootstrap's units
-        for _, ids, words in progress()(docs, desc=f"perplexity {lm.name} T={T} o={o}", unit="doc"):
+        for _, ids, words in tqdm_class()(docs, desc=f"perplexity {lm.name} T={T} o={o}", unit="doc"):
             r = windowed_nll(lm, ids, T, o, cfg.batch_size)
             per_doc.append((float(r["nll"].sum()), len(r["nll"]), words))
             nll_sum += float(r["nll"].sum())

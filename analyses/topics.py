@@ -55,7 +55,7 @@ from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LMPair, LMPairConfig
 from analyses.style import model_color
 from probes.capture.windows import check_fits, check_window, greedy_windowed
-from probes.config import arg, progress
+from probes.config import arg, tqdm_class
 from probes.corpus import Corpus, corpus_split, load_corpus
 from probes.errors import ProbeError
 
@@ -309,7 +309,7 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = No
     contexts = torch.tensor([doc_ids[d][s:s + C] for d, s in spans], dtype=torch.long)
     reference = [doc_ids[d][s + C:s + C + N] for d, s in spans]
     cont_a, cont_b = [], []
-    for b in progress()(range(0, len(spans), cfg.batch_size), desc="continuations", unit="batch"):
+    for b in tqdm_class()(range(0, len(spans), cfg.batch_size), desc="continuations", unit="batch"):
         ctx = contexts[b:b + cfg.batch_size]
         cont_a += greedy_windowed(lm_a, ctx, N, Ta, cfg.overlap_a).tolist()
         if same_tok:

@@ -11,7 +11,7 @@
   sample: ``draw(corpus, seed)``); ``class Config(SampleConfig, CaptureConfig, CorpusConfig, ModelsConfig)``
   lists the models first. A subclass may override a field (e.g. its default) by declaring it again; the
   field keeps its place. :func:`check_values` makes the CLI's range checks on a config built in Python.
-* :func:`progress` is the tqdm class of every progress bar (a notebook widget only where ipywidgets is
+* :func:`tqdm_class` is the tqdm class of every progress bar (a notebook widget only where ipywidgets is
   installed).
 * :func:`run_main` runs an entry point: a user error (:class:`probes.errors.ProbeError`, an
   ``OSError`` such as an unwritable ``--out``, a corrupt JSON file, a bad ``--device``) becomes one
@@ -334,7 +334,7 @@ def check_writable(out: str | os.PathLike) -> None:
 # ----------------------------------------------------------------------------- running
 
 
-def progress():
+def tqdm_class():
     """The tqdm class for progress bars: ``tqdm.auto`` (a widget in Jupyter) where ipywidgets is installed, else
     the text bar. (``tqdm.auto`` without ipywidgets warns "IProgress not found" in Jupyter, then draws text.)"""
     import importlib.util

@@ -62,7 +62,7 @@ from analyses.maps.gates import (
 )
 from analyses.style import model_color
 from probes.capture.activations import Activations
-from probes.config import progress
+from probes.config import tqdm_class
 from probes.errors import ProbeError
 
 # ----------------------------------------------------------------------------- map statistics
@@ -195,7 +195,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
         raise ProbeError("no sentence has a token left once special tokens are dropped; try --keep-special")
     maps = {}
     axes = {name: map_token_axes(acts, name) for name in names}
-    for name in progress()(names, desc=f"maps {acts.meta['model']['name']}", unit="map"):
+    for name in tqdm_class()(names, desc=f"maps {acts.meta['model']['name']}", unit="map"):
         if axes[name] == 1:
             maps[name] = summarise_token_map(acts, name, cfg, examples)
         else:

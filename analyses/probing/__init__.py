@@ -52,7 +52,7 @@ from analyses.common import SentenceConfig, activations_identity
 from analyses.probing import tasks as pt
 from analyses.probing.inputs import ProbingInputs, check_tasks
 from probes.capture.activations import Activations
-from probes.config import arg, progress
+from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
 
 LEVEL = 0.95  # interval coverage
@@ -164,7 +164,7 @@ def probe_layers(layers, labels: np.ndarray, groups: np.ndarray, cfg: Config,
     rows = []
     # every layer's probes in one batch: the solver's fixed cost per iteration is paid once, not per layer
     fitted = fit_probe_layers([layers[lyr] for lyr in range(len(layers))], labels, train, test, groups, cfg, control)
-    for lyr, fit in enumerate(progress()(fitted, desc=desc, unit="layer", leave=False)):
+    for lyr, fit in enumerate(tqdm_class()(fitted, desc=desc, unit="layer", leave=False)):
         cfit = None
         if control is not None:
             fit, cfit = fit
@@ -296,7 +296,7 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
         raise ProbeError("no probing task could be built from these sentences: "
                          + "; ".join(f"{s['task']}: {s['reason']}" for s in skipped))
     for s in skipped:
-        progress().write(f"probing {acts.meta['model']['name']}: skipped task {s['task']}: {s['reason']}; or leave "
+        tqdm_class().write(f"probing {acts.meta['model']['name']}: skipped task {s['task']}: {s['reason']}; or leave "
                          "it out (--task, or task= from Python)", file=sys.stderr)
     out = []
     for task in tasks:
@@ -310,7 +310,7 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
                  "n_classes": len(task.classes), "classes": task.classes, "balance": task.balance(),
                  "notes": task.notes, "layers": rows}
         if entry["small_test"]:
-            progress().write(f"probing {acts.meta['model']['name']}: task {task.name} has only {sizes['n_test']} "
+            tqdm_class().write(f"probing {acts.meta['model']['name']}: task {task.name} has only {sizes['n_test']} "
                              f"test items (< --min-test-items {cfg.min_test_items}): marked small; use more sentences "
                              "(--n-sentences, or more texts from Python)", file=sys.stderr)
         if control is not None:

@@ -47,7 +47,7 @@ from analyses.inputs import Pairs
 from analyses.similarity.measures import DISTANCES, MEASURES, similarity_matrices
 from analyses.similarity.words import align_words, word_states
 from probes.capture.activations import Activations
-from probes.config import arg, progress
+from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
 
 UNITS = ("sentence", "token")
@@ -167,7 +167,7 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
     La, Lb = XA.shape[0], XB.shape[0]
     total = La * (La + 1) // 2 + (0 if same else La * Lb + Lb * (Lb + 1) // 2)
     name_a, name_b = acts_a.meta["model"]["name"], acts_b.meta["model"]["name"]
-    with progress()(total=total, desc=f"similarity {name_a} x {name_b} ({cfg.unit})", unit="pair") as bar:
+    with tqdm_class()(total=total, desc=f"similarity {name_a} x {name_b} ({cfg.unit})", unit="pair") as bar:
         aa = similarity_matrices(XA, None, progress=lambda: bar.update(1), **kw)
         ab = aa if same else similarity_matrices(XA, XB, progress=lambda: bar.update(1), **kw)
         bb = aa if same else similarity_matrices(XB, None, progress=lambda: bar.update(1), **kw)

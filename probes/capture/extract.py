@@ -40,7 +40,6 @@ from pathlib import Path
 
 import numpy as np
 from filelock import FileLock
-from tqdm.auto import tqdm
 
 from probes.capture import distributed, store
 from probes.capture.activations import Activations
@@ -57,6 +56,7 @@ from probes.capture.work import (
     save_done,
 )
 from probes.checkpoints.names import get_spec
+from probes.config import tqdm_class
 from probes.errors import ProbeError
 from probes.models.encoder import Encoder, runtime_changes
 from probes.precision import cache_np_dtype, dtype_name, forward_dtype
@@ -254,7 +254,8 @@ class _Capture:
         writing = lambda: cache_write_errors(self.work) if self.work is not None else contextlib.nullcontext()
         desc = f"extract {self.encoder.name}" + (f" (rank {distributed.rank()} of {distributed.world_size()})"
                                                  if distributed.launched() else "")
-        with tqdm(total=sum(len(chunks[c]) for c in mine), desc=desc, unit="text", disable=not self.progress) as bar:
+        total = sum(len(chunks[c]) for c in mine)
+        with tqdm_class()(total=total, desc=desc, unit="text", disable=not self.progress) as bar:
             for c in mine:
                 spans, rec = self.plan.spans(c), self.plan.record(c)
                 if c in done:  # finished by an earlier, interrupted run: reused only if its checksum still holds

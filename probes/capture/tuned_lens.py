@@ -33,10 +33,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from filelock import FileLock
-from tqdm.auto import tqdm
 
 from probes.capture.lens import Unembedding, chunk_tokens, n_layers, unembedding
 from probes.capture.windows import check_fits, plan
+from probes.config import tqdm_class
 from probes.errors import ProbeError
 from probes.io import atomic_write, strict_json
 
@@ -170,7 +170,8 @@ def train(lm, docs, settings: TrainSettings, folder: Path, save_every: int = 50,
     chunk = chunk_tokens(unembed.head.weight.shape[0])
     stream = _stream(docs, settings, position)
     T, o = settings.window, settings.overlap
-    bar = tqdm(total=settings.steps, initial=step, desc=f"tuned lens {lm.name}", unit="step", disable=not progress)
+    bar = tqdm_class()(total=settings.steps, initial=step, desc=f"tuned lens {lm.name}", unit="step",
+                       disable=not progress)
     while step < settings.steps:
         batch, n_tok = [], 0
         while n_tok < settings.tokens_per_step:

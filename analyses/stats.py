@@ -42,13 +42,20 @@ SEED = 0  # default bootstrap seed
 MIN_UNITS = 20
 
 
-class Verdict(enum.StrEnum):
-    """What the results say of a claim."""
+class Verdict(str, enum.Enum):
+    """What the results say of a claim. A str that prints, formats and compares as its text (what
+    enum.StrEnum does, which Python 3.10 lacks)."""
 
     HOLDS = "holds"  # every seed's interval and the interval over seeds lie on the claimed side of zero
     FAILS = "does not hold"  # ... all lie on the opposite side
     INCONCLUSIVE = "inconclusive"  # an interval crosses zero, the seeds disagree, or one seed cannot speak for all
     UNTESTED = "not testable"  # the results needed are missing, unlike, too small or not numbers: the reason says
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 HOLDS, FAILS, INCONCLUSIVE, UNTESTED = Verdict.HOLDS, Verdict.FAILS, Verdict.INCONCLUSIVE, Verdict.UNTESTED

@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 from pathlib import Path
+from typing import Any, ClassVar
 
 from probes.errors import ProbeError
 
@@ -109,6 +110,9 @@ def strict_json(doc, indent: int | None = 1) -> str:
 class JsonConfig:
     """Mixin for a dataclass saved as ``config.json``: :meth:`to_dict`, and :meth:`from_dict`, which
     ignores keys the class does not know (notes written beside the numbers, older fields)."""
+
+    # what @dataclass gives every subclass (an annotation only: the mixin itself has no fields)
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     @classmethod
     def from_dict(cls, d: dict):

@@ -138,8 +138,8 @@ def hub_name(hub_id: str, revision: str | None) -> str:
 
 
 def _hub_spec(name: str) -> CheckpointSpec:
-    hub_id, _, revision = name[len(HF_PREFIX):].partition("@")
-    revision = revision or None
+    hub_id, _, after_at = name[len(HF_PREFIX):].partition("@")
+    revision = after_at or None
     parts = hub_id.split("/")
     if not (1 <= len(parts) <= 2 and all(HUB_PART.fullmatch(p) and "--" not in p and ".." not in p
                                          and len(p) <= 96 for p in parts)) or (name.count("@") > 1):

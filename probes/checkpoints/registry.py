@@ -87,6 +87,13 @@ class CheckpointSpec:
             return path
         return None
 
+    def folder(self) -> Path:
+        """:meth:`local_path` of an entry that has one (a package or path source)."""
+        path = self.local_path()
+        if path is None:
+            raise CheckpointError(f"model '{self.name}' has no folder of its own (its source is {self.source_type})")
+        return path
+
     def fingerprint(self) -> dict:
         """What identifies the states of this entry, without loading it (goes into cache keys and results):
         the files of its folder (weights and everything else a loader reads, :mod:`.identity`), the hub revision,
@@ -100,9 +107,9 @@ class CheckpointSpec:
                 version = importlib.metadata.version(dist)
             except importlib.metadata.PackageNotFoundError:
                 version = "unknown"
-            own = {"package": dist, "version": version, **folder_identity(self.local_path())}
+            own = {"package": dist, "version": version, **folder_identity(self.folder())}
         elif kind == "path":
-            own = {"path": str(self.source["path"]), **folder_identity(self.local_path())}
+            own = {"path": str(self.source["path"]), **folder_identity(self.folder())}
             for key in ("prefix", "weights"):  # a task prefix before every text (nomic-embed: other inputs, other
                 if key in self.extra:          # states); a caveat on the weights (me5-small's dequantised Q4_0)
                     own[key] = str(self.extra[key])
@@ -126,7 +133,7 @@ class CheckpointSpec:
     def files(self) -> dict:
         """The identity of this entry's tokenizer and config files only (a random entry's tokenizer)."""
         if self.source_type in ("package", "path"):
-            return {"source": plain(self.source), "files_sha256": files_sha(self.local_path())}
+            return {"source": plain(self.source), "files_sha256": files_sha(self.folder())}
         if self.source_type == "hub":
             return {k: v for k, v in self.fingerprint().items() if k in ("hub", "revision", "commit")}
         raise CheckpointError(f"model '{self.name}' is a random-init entry: it has no tokenizer files of its own")
@@ -171,7 +178,7 @@ class CheckpointSpec:
             return str(self.source["random"].get("model_type")) if isinstance(self.source["random"], dict) else None
         cfg = None
         if self.source_type in ("package", "path"):
-            cfg = self.local_path() / "config.json"
+            cfg = self.folder() / "config.json"
         elif self.source_type == "hub":
             cfg = hub_cached_file(self.source["hub"], "config.json", self.revision)
         try:
@@ -219,7 +226,7 @@ def package_model_dir(name: str, module: str) -> Path:
     if not any(_ships(d, module) for d in dists):
         found = importlib.metadata.packages_distributions().get(module, [])
         dists = [importlib.metadata.distribution(d) for d in dict.fromkeys(found)]
-    files = [(d, f) for d in dists if _ships(d, module) for f in d.files]
+    files = [(d, f) for d in dists if _ships(d, module) for f in d.files or []]
     if not files:
         raise missing
     by_folder: dict[tuple, set] = {}
@@ -233,7 +240,7 @@ def package_model_dir(name: str, module: str) -> Path:
         raise CheckpointError(f"model '{name}': package '{module}' ships {what} with config.json and weight "
                               f"files ({', '.join(WEIGHT_SUFFIXES)}); expected exactly one")
     dist = next(d for d in dists if d.metadata["Name"] == folders[0][0])
-    path = Path(dist.locate_file(folders[0][1])).resolve()
+    path = Path(str(dist.locate_file(folders[0][1]))).resolve()
     if not path.is_dir():
         raise CheckpointError(f"model '{name}': package '{module}' lists the model folder {path}, which is missing "
                               f"(reinstall the package)")

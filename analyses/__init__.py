@@ -30,6 +30,9 @@ ANALYSES = {
     "topics": "analyses.topics",
     "speed": "analyses.speed",
     "mlm_loss": "analyses.mlm_loss",
+    "lens": "analyses.lens",
+    "intrinsic_dimension": "analyses.intrinsic_dimension",
+    "isoscore": "analyses.isoscore",
 }
 
 

@@ -40,25 +40,19 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import gammaln
-from tqdm.auto import tqdm
 
 from analyses import common, stats, style
-from analyses.common import SentenceConfig, activations_identity, arg, run_main, save_drawings
-from analyses.layer_points import LEVELS, clouds, draw_tokens, level_panel
+from analyses.analysis import Analysis, Figure
+from analyses.common import SentenceConfig, activations_identity
+from analyses.inputs import Sentences
+from analyses.layer_points import LEVELS, clouds, draw_tokens, finite, level_panel
 from probes.capture.activations import Activations
+from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
 
 BLOCK_ELEMENTS = 2**22  # distances per block of the neighbour search: 32 MiB of float64
 ESTIMATORS = {"twonn": "TwoNN (Facco et al. 2017)", "mle": "MLE (Levina and Bickel 2005)"}
 
-CAPTIONS = {
-    "intrinsic-dimension": "Intrinsic dimension of token vectors (top) and sentence vectors (bottom) at every "
-                           "layer: TwoNN (left) and the Levina-Bickel MLE (right), one line per model, band: 95% "
-                           "bootstrap interval over sentences. The number of dimensions a curved surface through "
-                           "the points needs locally, against the width of the layer (thousands of dimensions "
-                           "for a few tens of intrinsic ones is typical). Trained networks often rise in the "
-                           "first layers and fall again towards the output (Ansuini et al. 2019).",
-}
 
 
 @dataclass
@@ -176,15 +170,18 @@ def estimate(X, unit_of, cfg: Config, weights: np.ndarray, level: float) -> dict
     mu, inv = twonn_ratios(dist), mle_inverse(dist, k)
     W = weights[:, units]  # (B, N) copies of each point
     rep = {"twonn": twonn(mu, cfg.twonn_discard, W), "mle": mle(inv, cfg.mle_combine, W)}
-    return {"twonn": twonn(mu, cfg.twonn_discard), "twonn_ci": stats.interval(rep["twonn"], level).tolist(),
-            "mle": mle(inv, cfg.mle_combine), "mle_ci": stats.interval(rep["mle"], level).tolist(),
-            "n_points": len(Xd), "duplicates_removed": removed, "dimension": X.shape[1]}
+    out = {"twonn": finite(twonn(mu, cfg.twonn_discard)), "twonn_ci": finite(stats.interval(rep["twonn"], level)),
+           "mle": finite(mle(inv, cfg.mle_combine)), "mle_ci": finite(stats.interval(rep["mle"], level)),
+           "n_points": len(Xd), "duplicates_removed": removed, "dimension": X.shape[1]}
+    if out["twonn"] is None or out["mle"] is None:  # e.g. every ratio r2/r1 = 1, or a point with k equal distances
+        out["note"] = "an estimator is undefined on these points (equal neighbour distances)"
+    return out
 
 
 # ----------------------------------------------------------------------------- compute
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's intrinsic dimension per layer: the saved document's keys, in order."""
 
@@ -204,12 +201,10 @@ class Result(common.AnalysisResult):
         ax.legend(fontsize=7)
         return ax
 
-
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"acts": ...}``: the cached activations of the seeded sentence sample (every layer's token states)."""
-    from analyses.data import load_sentence_inputs
-
-    return load_sentence_inputs(model, cfg)
+    def headline(self) -> dict[str, str]:
+        last = self.layers[-1]
+        return {f"{level} TwoNN / MLE, last layer": "n/a" if last[level]["twonn"] is None
+                else f"{last[level]['twonn']:.1f} / {last[level]['mle']:.1f}" for level in LEVELS}
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
@@ -223,7 +218,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                                  units_id=stats.units_id(acts.texts))
     weights = stats.resample_weights(acts.n_texts, cfg.resamples, cfg.seed)
     layers = []
-    for lyr in tqdm(range(acts.n_layers + 1), desc=f"intrinsic dimension {acts.meta['model']['name']}",
+    for lyr in tqdm_class()(range(acts.n_layers + 1), desc=f"intrinsic dimension {acts.meta['model']['name']}",
                     unit="layer"):
         row = {"layer": lyr}
         for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
@@ -288,11 +283,6 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Draw and save the intrinsic-dimension figure."""
-    return save_drawings([Result.from_json(r) for r in results], out, (("intrinsic-dimension", plot),))
-
-
 def check_config(cfg: Config) -> None:
     """Before any work: the sentence sample must give every sentence vector ``--mle-k`` neighbours."""
     if cfg.n_sentences <= cfg.mle_k:
@@ -300,13 +290,22 @@ def check_config(cfg: Config) -> None:
                          "sentence vector; use more sentences or a smaller --mle-k")
 
 
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("intrinsic_dimension", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="intrinsic_dimension",
+    inputs=Sentences(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
+    figures=(
+        Figure("intrinsic-dimension", plot, "Intrinsic dimension of token vectors (top) and sentence vectors "
+               "(bottom) at every layer: TwoNN (left) and the Levina-Bickel MLE (right), one line per model, band: "
+               "95% bootstrap interval over sentences. The number of dimensions a curved surface through the points "
+               "needs locally, against the width of the layer (tens of intrinsic dimensions in hundreds of "
+               "coordinates is typical). Trained networks often rise in the first layers and fall again towards "
+               "the output (Ansuini et al. 2019)."),
+    ),
+    example=("--model", "tiny-bert", "--n-sentences", "16", "--n-tokens", "40", "--mle-k", "5", "--resamples",
+             "50"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
+    ANALYSIS.main()

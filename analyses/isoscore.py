@@ -33,24 +33,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from analyses import common, stats, style
-from analyses.common import SentenceConfig, activations_identity, arg, run_main, save_drawings
-from analyses.layer_points import LEVELS, clouds, draw_tokens, level_panel, plot_levels
+from analyses.analysis import Analysis, Figure
+from analyses.common import SentenceConfig, activations_identity
+from analyses.inputs import Sentences
+from analyses.layer_points import LEVELS, clouds, draw_tokens, finite, level_panel, plot_levels
 from probes.capture.activations import Activations
+from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
 
 BLOCK_ELEMENTS = 2**22  # Gram rows per block x points: 32 MiB of float64 per block
-
-CAPTIONS = {
-    "isoscore": "IsoScore (Rudman et al. 2022) of token vectors (left) and sentence vectors (right) at every "
-                "layer, one line per model, band: 95% bootstrap interval over sentences. 1 means every "
-                "principal direction carries the same variance; 0 means all variance lies on one line. Unlike "
-                "the mean cosine of random pairs, it does not depend on where the cloud's mean lies, so a model "
-                "can look anisotropic by cosine (a shared offset) and still use its dimensions evenly, or the "
-                "reverse.",
-}
 
 
 @dataclass
@@ -121,7 +114,7 @@ def isoscore_replicates(X, unit_of, weights: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- compute
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's IsoScore per layer: the saved document's keys, in order."""
 
@@ -142,12 +135,10 @@ class Result(common.AnalysisResult):
         ax.legend(fontsize=7)
         return ax
 
-
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"acts": ...}``: the cached activations of the seeded sentence sample (every layer's token states)."""
-    from analyses.data import load_sentence_inputs
-
-    return load_sentence_inputs(model, cfg)
+    def headline(self) -> dict[str, str]:
+        last = self.layers[-1]
+        return {f"{level} IsoScore, last layer": "n/a" if last[level]["isoscore"] is None
+                else f"{last[level]['isoscore']:.3f}" for level in LEVELS}
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
@@ -161,14 +152,15 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                                  units_id=stats.units_id(acts.texts))
     weights = stats.resample_weights(acts.n_texts, cfg.resamples, cfg.seed)
     layers, last = [], {}
-    for lyr in tqdm(range(acts.n_layers + 1), desc=f"isoscore {acts.meta['model']['name']}", unit="layer"):
+    for lyr in tqdm_class()(range(acts.n_layers + 1), desc=f"isoscore {acts.meta['model']['name']}", unit="layer"):
         row = {"layer": lyr}
         for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
             rep = last[level] = isoscore_replicates(X, unit_of, weights)
-            row[level] = {"isoscore": isoscore(X), "isoscore_ci": stats.interval(rep, boot["level"]).tolist(),
+            row[level] = {"isoscore": finite(isoscore(X)), "isoscore_ci": finite(stats.interval(rep, boot["level"])),
                           "n_points": len(X), "dimension": X.shape[1], "total_variance": float(np.var(X, 0).sum())}
             if not row[level]["total_variance"] > 0:  # e.g. [CLS] at the embedding layer: one vector for all
-                row[level]["note"] = "every vector is the same (no variance): IsoScore is undefined"
+                row[level].update(isoscore=None, isoscore_ci=None,
+                                  note="every vector is the same (no variance): IsoScore is undefined")
         layers.append(row)
     return Result(
         identity=activations_identity(acts, cfg),
@@ -186,7 +178,8 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                          "IsoScore from the covariance of the resampled points, (PR - 1) / (n - 1)",
         },
         layers=layers,
-        bootstrap={**boot, "replicates": {"layer": acts.n_layers, **{k: stats.rounded(v) for k, v in last.items()}}},
+        bootstrap={**boot, "replicates": {"layer": acts.n_layers,
+                                          **{k: finite(stats.rounded(v)) for k, v in last.items()}}},
     )
 
 
@@ -215,18 +208,20 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     return plot_levels(results, "isoscore", "IsoScore (1 = isotropic)", fig, relative_depth)
 
 
-def figures(results: list[Result], out: str) -> list:
-    """Draw and save the IsoScore figure."""
-    return save_drawings([Result.from_json(r) for r in results], out, (("isoscore", plot),))
-
-
-def main(argv: list[str] | None = None) -> None:
-    import sys
-
-    from analyses.data import run_analysis
-
-    run_analysis("isoscore", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="isoscore",
+    inputs=Sentences(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows,
+    figures=(
+        Figure("isoscore", plot, "IsoScore (Rudman et al. 2022) of token vectors (left) and sentence vectors (right) "
+               "at every layer, one line per model, band: 95% bootstrap interval over sentences. 1 means every "
+               "principal direction carries the same variance; 0 means all variance lies on one line. Unlike the "
+               "mean cosine of random pairs, it does not depend on where the cloud's mean lies, so a model can look "
+               "anisotropic by cosine (a shared offset) and still use its dimensions evenly, or the reverse."),
+    ),
+    example=("--model", "tiny-bert", "--n-sentences", "12", "--n-tokens", "40", "--resamples", "50"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
+    ANALYSIS.main()

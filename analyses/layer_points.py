@@ -43,6 +43,14 @@ def clouds(acts: Activations, layer: int, tokens: np.ndarray) -> dict[str, tuple
     return {"token": (X, acts.text_index()[tokens]), "sentence": (S, np.arange(acts.n_texts))}
 
 
+def finite(x):
+    """``x`` (a number or a sequence of numbers) with every non-finite number as None: a result stores None
+    (JSON null) where a statistic is undefined, so that it reads back and writes again byte for byte."""
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return [finite(v) for v in x]
+    return float(x) if x is not None and np.isfinite(x) else None
+
+
 def level_panel(ax, results: list, key: str, level: str, relative: bool, ylabel: str) -> None:
     """``row[level][key]`` against depth on ``ax``, one line per model (its colour, its seed's line style),
     with the bootstrap band ``row[level][key + "_ci"]`` of seed-0 models; the last layer is marked when the
@@ -58,7 +66,7 @@ def level_panel(ax, results: list, key: str, level: str, relative: bool, ylabel:
                        for r in res.layers], dtype=float)  # (L+1, 2); a missing interval is a gap
         if not style.seed_of(res.model_name)[1]:
             ax.fill_between(x, ci[:, 0], ci[:, 1], color=color, alpha=0.2, lw=0)
-        mark_final_norm(ax, res.to_json(), x, y, color)
+        mark_final_norm(ax, res, x, y, color)
     ax.set_title(f"{level}s", fontsize=9)
     ax.set_ylabel(ylabel, fontsize=8)
     ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)", fontsize=8)

@@ -35,44 +35,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from analyses import common, stats, style
-from analyses.common import AnalysisConfig, Identity, arg, run_main, save_drawings, settings_used
+from analyses.analysis import Analysis, Figure
+from analyses.common import Identity, settings_used
+from analyses.inputs import LM, LMConfig
 from probes.capture.lens import STATS, lens_statistics
 from probes.capture.tuned_lens import Documents, TrainSettings, tuned_translators
 from probes.capture.windows import check_window
+from probes.config import arg, tqdm_class
 from probes.corpus import corpus_split, load_corpus, sample_documents
 from probes.errors import ProbeError
-from probes.models.lm import load_lm, need_causal
 
 LENSES = ("logit", "tuned")
 STAT_LABELS = {"kl": "KL(final || layer), nats", "ce": "cross-entropy on the next token, nats",
                "top1": "top-1 agreement with the final layer"}
 MAX_DEFAULT_WINDOW = 1024  # the default window: the model's own, at most this many tokens
 
-CAPTIONS = {
-    "lens": "What each layer would predict if the model stopped there: its residual stream decoded through the "
-            "final norm and output matrix (logit lens, solid) or through a translator trained on the training "
-            "split (tuned lens, dashed), on held-out text. Left: KL from the model's own next-token distribution; "
-            "middle: cross-entropy on the actual next token; right: how often the layer's top token is the "
-            "model's. Bands: 95% bootstrap interval over windows. The last layer is the model's output (KL 0); "
-            "the earlier a curve reaches it, the earlier the prediction is formed.",
-    "lens-difference": "Paired difference in next-token cross-entropy, layer by layer, of each model minus the "
-                       "first model run on the same windows (logit lens solid, tuned lens dashed; band: 95% paired "
-                       "bootstrap interval over windows). Below zero: that model's layer predicts the held-out text "
-                       "better. For the recurrent GPT-2 against its base, the depth where the curve leaves zero is "
-                       "where its extra state (h_prev, inserted at layer l_ins) starts to change the predictions.",
-}
 
 
 @dataclass
-class Config(AnalysisConfig):
+class Config(LMConfig):
     """Logit lens and tuned lens of causal LMs: per layer the cross-entropy, KL to the final layer and top-1
     agreement on held-out text."""
-
-    # an LM's forward pass runs in float32 (probes.models.lm), caches nothing and reads documents, not sentences
-    NOT_APPLICABLE = ("dtype", "cache_dtype", "device_map", "min_words", "max_words")
 
     model: list[str] = arg(["gpt2-small-base", "gpt2-small-recurrent"], "causal LMs from checkpoints.yaml")
     tuned: bool = arg(True, "also the tuned lens (translators trained on the train split, saved under <out>/lens)")
@@ -90,16 +75,6 @@ class Config(AnalysisConfig):
 
 
 # ----------------------------------------------------------------------------- inputs
-
-
-def check_model(spec, cfg: Config) -> None:
-    """Only causal LMs (checked for every model before any work)."""
-    need_causal(spec)
-
-
-def load_inputs(model, cfg: Config) -> dict:
-    """``{"lm": ...}``: the causal LM with its head (a name or a resolved spec), on ``cfg.device``."""
-    return {"lm": load_lm(model, cfg.device)}
 
 
 def resolve_window(lm, cfg: Config) -> int:
@@ -144,7 +119,7 @@ def translators(lm, cfg: Config, T: int, progress: bool = True):
 # ----------------------------------------------------------------------------- compute
 
 
-@dataclass
+@dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's lens statistics: the saved document's keys, in order. The identity's model is the LM's
     (probes.models.lm describe); its corpus the held-out documents evaluated."""
@@ -168,6 +143,11 @@ class Result(common.AnalysisResult):
         _stat_panel(ax, [self], stat, relative=False)
         ax.legend(fontsize=7)
         return ax
+
+    def headline(self) -> dict[str, str]:
+        mid = self.layers[(len(self.layers) - 1) // 2]
+        return {f"{lens} lens, layer {mid['layer']}": f"KL {mid[lens]['kl']:.3f} nats, top-1 {mid[lens]['top1']:.3f}"
+                for lens in self.lenses}
 
 
 def window_sums(per_doc: list[dict], lens: str) -> tuple[dict, np.ndarray]:
@@ -200,7 +180,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
         lenses["tuned"], record = translators(lm, cfg, T)
         tuned_record = {k: record[k] for k in ("key", "settings", "split", "loss", "kl_first_step", "kl_last_step")}
     per_doc = [lens_statistics(lm, ids, T, cfg.overlap, lenses, cfg.batch_size)
-               for _, ids in tqdm(docs, desc=f"lens {lm.name} T={T} o={cfg.overlap}", unit="doc")]
+               for _, ids in tqdm_class()(docs, desc=f"lens {lm.name} T={T} o={cfg.overlap}", unit="doc")]
     units = [(name, int(w)) for (name, _), doc in zip(docs, per_doc) for w in range(doc["n_windows"])]
     boot = stats.bootstrap_block("window", len(units), cfg.resamples, seed=cfg.seed, units_id=stats.units_id(units))
     W = stats.resample_weights(len(units), cfg.resamples, cfg.seed)
@@ -365,26 +345,38 @@ def plot_difference(results: list[Result], fig=None, stat: str = "ce"):
     return fig
 
 
-def figures(results: list[Result], out: str) -> list:
-    """The lens figure, and the paired difference figure when two or more models were run."""
-    results = [Result.from_json(r) for r in results]
-    drawings = (("lens", plot),) + ((("lens-difference", plot_difference),) if len(results) > 1 else ())
-    return save_drawings(results, out, drawings)
-
-
 def check_config(cfg: Config) -> None:
     if cfg.window:
         check_window(cfg.window, cfg.overlap)
 
 
-def main(argv: list[str] | None = None) -> None:
-    import sys
+def several(results: list) -> list:
+    """The results the difference figure draws: two or more models (each against the first)."""
+    return results if len(results) > 1 else []
 
-    from analyses.data import run_analysis
 
-    run_analysis("lens", sys.modules[__name__], argv)
-
+ANALYSIS = Analysis(
+    name="lens",
+    inputs=LM(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
+    figures=(
+        Figure("lens", plot, "What each layer would predict if the model stopped there: its residual stream decoded "
+               "through the final norm and output matrix (logit lens, solid) or through a translator trained on the "
+               "training split (tuned lens, dashed), on held-out text. Left: KL from the model's own next-token "
+               "distribution; middle: cross-entropy on the actual next token; right: how often the layer's top "
+               "token is the model's. Bands: 95% bootstrap interval over windows. The last layer is the model's "
+               "output (KL 0); the earlier a curve reaches it, the earlier the prediction is formed."),
+        Figure("lens-difference", plot_difference, "Paired difference in next-token cross-entropy, layer by layer, "
+               "of each model minus the first model run on the same windows (logit lens solid, tuned lens dashed; "
+               "band: 95% paired bootstrap interval over windows). Below zero: that model's layer predicts the "
+               "held-out text better. For the recurrent GPT-2 against its base, the depth where the curve leaves "
+               "zero is where its extra state (h_prev, inserted at block l_ins, dotted) changes the predictions.",
+               select=several),
+    ),
+    example=("--model", "tiny-gpt2", "--n-documents", "2", "--max-tokens", "60", "--window", "24", "--train-steps",
+             "2", "--train-tokens", "30", "--resamples", "50"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
 if __name__ == "__main__":
-    run_main(main)
-
+    ANALYSIS.main()

@@ -39,6 +39,7 @@ not masked).
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -79,7 +80,8 @@ class ConvKernelCapture:
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
-        self.layers = [layer.attention.self for layer in model.encoder.layer]
+        encoder: Any = model.encoder  # a transformers ConvBertEncoder (nn.Module attributes are untyped)
+        self.layers = [layer.attention.self for layer in encoder.layer]
         first = self.layers[0]
         self.heads = int(first.num_attention_heads)  # after head_ratio: num_attention_heads // head_ratio
         self.kernel_size = int(first.conv_kernel_size)

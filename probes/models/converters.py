@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -80,14 +81,16 @@ def _varint(buf: memoryview, i: int) -> tuple[int, int]:
     raise FormatError(f"protobuf varint longer than {MAX_VARINT} bytes")
 
 
-def pb_fields(buf: memoryview | bytes) -> Iterator[tuple[int, int, object]]:
+def pb_fields(buf: memoryview | bytes) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) of each field of one protobuf message: an int for varints, a
-    memoryview of the bytes for the other wire types."""
+    memoryview of the bytes for the other wire types (typed Any: callers check the wire type, which
+    decides it)."""
     buf = memoryview(buf)
     i, n = 0, len(buf)
     while i < n:
         key, i = _varint(buf, i)
         num, wire = key >> 3, key & 7
+        value: int | memoryview
         if wire == 0:
             value, i = _varint(buf, i)
         elif wire == 1:
@@ -213,7 +216,7 @@ def onnx_bert_state(inits: dict[str, np.ndarray], nodes: list[OnnxNode]) -> dict
             continue
         bias = next((i for i in node.inputs if i.startswith(prefix) and i.endswith(".bias")), None)
         other = next((i for i in node.inputs if i != bias), None)
-        matmul = producer.get(other)
+        matmul = producer.get(other) if other is not None else None
         if bias is None or matmul is None or matmul.op != "MatMul":
             continue
         weight = next((i for i in matmul.inputs if i in inits and not i.startswith(prefix)), None)

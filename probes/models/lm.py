@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -48,6 +49,11 @@ from probes.checkpoints.names import get_spec
 from probes.checkpoints.registry import CheckpointSpec
 from probes.errors import CheckpointError
 from probes.models.hf import has_final_norm
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from probes.models.recurrent import RecurrentLM
 
 # ----------------------------------------------------------------------------- loading
 
@@ -57,8 +63,8 @@ class LM:
     """A causal LM ready to score and generate: plain (``recurrent`` False) or recurrent GPT-2."""
 
     spec: CheckpointSpec
-    model: torch.nn.Module  # a transformers causal LM, or a probes.models.recurrent.RecurrentLM
-    tokenizer: object  # a transformers tokenizer
+    model: PreTrainedModel | RecurrentLM  # a transformers causal LM, or a recurrent one around it
+    tokenizer: PreTrainedTokenizerBase
     fingerprint: dict
     recurrent: bool
 
@@ -90,13 +96,16 @@ class LM:
         return self.tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
 
     def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(list(ids))
+        return self.tokenizer.decode(list(ids))  # type: ignore[return-value]  # one list of ids: one str
 
     def sizes(self) -> dict:
         """What a FLOP count needs: non-embedding parameters, layers, width, and the recurrence
         module's FFN parameters (0 for a plain model)."""
         cfg = self.base.config
-        ffn = sum(p.numel() for p in self.model.recurrence.ffn.parameters()) if self.recurrent else 0
+        ffn = 0
+        if self.recurrent:
+            rec = cast("RecurrentLM", self.model).recurrence
+            ffn = sum(p.numel() for p in rec.ffn.parameters())
         return {"non_embedding_parameters": non_embedding_parameters(self.base), "n_layer": cfg.num_hidden_layers,
                 "d_model": cfg.hidden_size, "recurrence_ffn_parameters": ffn}
 
@@ -157,7 +166,7 @@ def load_lm(name, device: str | torch.device = "cpu", tokenizer=None, model_name
     from probes.models.user import is_model_object, object_spec
 
     if is_model_object(name):  # a loaded transformers causal LM with its head
-        spec = object_spec(name, tokenizer, model_name)
+        spec: CheckpointSpec = object_spec(name, tokenizer, model_name)
         if spec.kind != "causal" or getattr(name, "get_output_embeddings", lambda: None)() is None:
             raise CheckpointError(f"{type(name).__name__} is not a causal language model with its head: perplexity "
                                   "and generation need one (e.g. AutoModelForCausalLM)")
@@ -223,7 +232,7 @@ def load_recurrent_tokenizer(spec: CheckpointSpec):
 
 def non_embedding_parameters(model) -> int:
     """Parameters of a causal LM minus its input/position embeddings and an untied output matrix."""
-    skip = set()
+    skip: set[int] = set()
     emb = model.get_input_embeddings()
     skip.update(id(p) for p in emb.parameters())
     out = model.get_output_embeddings()

@@ -200,7 +200,7 @@ class MoGLayer(nn.Module):
         if self.fusion == "weight-gate":
             fused, w = weight_gate(high, middle, low)
             weight = w.mean(-1)[:, None]  # (B, 1, n)
-        elif self.fusion == "self-gate":
+        elif self.self_gate is not None:  # fusion "self-gate"
             fused, A = self.self_gate(high, middle, low)
             weight = A.flatten(-2).transpose(1, 2)  # (B, 9, n)
         else:
@@ -249,8 +249,9 @@ class MoG(nn.Module):
         key_bias = torch.zeros(attention_mask.shape, dtype=x.dtype, device=x.device)
         key_bias = key_bias.masked_fill(attention_mask == 0, float("-inf"))[:, None, None]  # (B, 1, 1, n)
         r_f, r_p = x, torch.zeros_like(x)  # reading 2: r_p^0 = 0
-        hs, maps = [x], {k: [] for k in ("attention_high", "attention_middle_qi", "attention_middle_qp",
-                                         "subgraph_weight")}
+        hs: list[torch.Tensor] = [x]
+        map_names = ("attention_high", "attention_middle_qi", "attention_middle_qp", "subgraph_weight")
+        maps: dict[str, list[torch.Tensor]] = {k: [] for k in map_names}
         for layer in self.layers:
             out, m = layer(r_f, r_p, key_bias)
             r_f, r_p = out, r_f  # next layer: r_p <- this layer's input, r_f <- its output

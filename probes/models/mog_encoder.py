@@ -86,7 +86,11 @@ def _resolve(spec: CheckpointSpec, weights: bool):
     from probes.models.hf import HFTokenizer
 
     if spec.source_type == "random":
-        tok = load_tokenizer(spec.source["tokenizer"]).tokenizer  # the Hugging Face tokenizer
+        loaded = load_tokenizer(spec.source["tokenizer"])
+        if not isinstance(loaded, HFTokenizer):
+            raise CheckpointError(f"model '{spec.name}': its tokenizer entry '{spec.source['tokenizer']}' has no "
+                                  f"Hugging Face tokenizer ({type(loaded).__name__})")
+        tok = loaded.tokenizer  # the Hugging Face tokenizer
         try:
             cfg = MoGConfig.from_dict({"pad_id": tok.pad_token_id or 0, **dict(spec.source["random"]),
                                        "vocab_size": len(tok)})
@@ -99,7 +103,7 @@ def _resolve(spec: CheckpointSpec, weights: bool):
         return model, HFTokenizer(spec, tok, cfg.max_positions), cfg
     if spec.source_type != "path":
         raise CheckpointError(f"model '{spec.name}': family mog loads path or random sources, not {spec.source_type}")
-    folder = spec.local_path()
+    folder = spec.folder()
     try:
         cfg = MoGConfig.from_dict(read_config(folder))
         model = load_pretrained(folder).mog if weights else None

@@ -34,6 +34,8 @@ Registry: family ``mog-lens`` with the wrapped model's own source (loaded by ``p
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import torch
 
 from probes.checkpoints.registry import CheckpointSpec
@@ -52,7 +54,15 @@ def _heads(x: torch.Tensor, H: int) -> torch.Tensor:
     return x.view(B, n, H, -1).transpose(1, 2)
 
 
-def lens_terms(attn: torch.nn.Module, r_p: torch.Tensor, r_i: torch.Tensor) -> dict[str, torch.Tensor]:
+class SelfAttention(Protocol):
+    """What the lens reads of a BERT self-attention module."""
+
+    num_attention_heads: int
+    query: torch.nn.Linear
+    key: torch.nn.Linear
+
+
+def lens_terms(attn: SelfAttention, r_p: torch.Tensor, r_i: torch.Tensor) -> dict[str, torch.Tensor]:
     """The six logit terms (each (B, H, n, n)) of one BERT self-attention module (``query``, ``key``
     Linear layers, ``num_attention_heads``) for inputs r_p + r_i, both (B, n, d). float64 inside."""
     H = attn.num_attention_heads
@@ -83,7 +93,7 @@ def row_statistics(terms: dict[str, torch.Tensor], mask: torch.Tensor) -> tuple[
 
 def check_supported(model) -> None:
     """Refuse models whose logits are not q k^T of the layer input (pre-LN, relative positions, ...)."""
-    cfg = model.config
+    cfg = getattr(model, "config", None)
     layers = getattr(getattr(model, "encoder", None), "layer", None)
     ok = (layers is not None and all(hasattr(lay, "attention") and hasattr(lay.attention, "self")
                                      and hasattr(lay.attention.self, "query") for lay in layers)
@@ -97,8 +107,10 @@ def check_supported(model) -> None:
 class LensEncoder(Encoder):
     """A BERT-style HF encoder plus the lens maps (and its own attention) when maps are asked for."""
 
+    model: Any  # the inner encoder's transformers model, BERT-style (check_supported)
+
     def __init__(self, inner: Encoder, spec: CheckpointSpec | None = None):
-        check_supported(inner.model)
+        check_supported(getattr(inner, "model", inner))  # an encoder without a transformers model is refused
         self.inner, self.spec = inner, spec or inner.spec
         for k in ("tokenizer", "fingerprint", "num_layers", "hidden_size", "num_heads", "max_length", "pad_id",
                   "device", "dtype", "model"):

@@ -56,11 +56,15 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
 
 from probes.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 ATTN_NAME = "probes_recurrent"
 # the version of the recurrence module's forward: in every cache key of family recurrent; bump it when a change
@@ -224,7 +228,7 @@ class RecurrentOutput:
 class RecurrentLM(nn.Module):
     """A causal LM + :class:`RecurrenceModule`. ``forward(window, h_prev)`` runs one window."""
 
-    def __init__(self, lm: nn.Module, cfg: RecurrenceConfig, fast: bool = False):
+    def __init__(self, lm: PreTrainedModel, cfg: RecurrenceConfig, fast: bool = False):
         super().__init__()
         model_type = lm.config.model_type
         if model_type not in ADAPTERS:
@@ -240,7 +244,7 @@ class RecurrentLM(nn.Module):
         self.recurrence = RecurrenceModule(L, lm.config.hidden_size, cfg)
         lm.set_attn_implementation(ATTN_NAME)
         self.adapter = adapter = ADAPTERS[model_type]
-        blocks = lm.get_submodule(adapter.blocks)
+        blocks = cast(nn.ModuleList, lm.get_submodule(adapter.blocks))  # every adapter's blocks are a ModuleList
         self.block = blocks[cfg.l_ins - 1]
         self.attn = getattr(self.block, adapter.attn)
         self.norm = getattr(self.block, adapter.norm)
@@ -251,7 +255,7 @@ class RecurrentLM(nn.Module):
         self.attn.register_forward_hook(self._drop_slot)
 
     @classmethod
-    def with_weights(cls, lm: nn.Module, cfg: RecurrenceConfig, path: str | Path) -> RecurrentLM:
+    def with_weights(cls, lm: PreTrainedModel, cfg: RecurrenceConfig, path: str | Path) -> RecurrentLM:
         from safetensors.torch import load_file
 
         model = cls(lm, cfg)
@@ -278,9 +282,9 @@ class RecurrentLM(nn.Module):
         for p in self.lm.parameters():
             p.requires_grad_(not frozen)
 
-    def _slot_rotation(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin (1, 1, d_h) of position ``slot_position`` from the model's own rotary embedding."""
-        rotary = self.lm.get_submodule(self.adapter.rotary)
+    def _slot_rotation(self, hidden: torch.Tensor, path: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (1, 1, d_h) of position ``slot_position`` from the model's own rotary embedding (at ``path``)."""
+        rotary = self.lm.get_submodule(path)
         pos = torch.full((1, 1), self.config.slot_position, dtype=torch.long, device=hidden.device)
         if self.adapter.rotary_by_layer_type:
             return rotary(hidden, pos, self.attn.layer_type)
@@ -294,12 +298,13 @@ class RecurrentLM(nn.Module):
         slot = self.norm(self._h_prev.to(hidden.dtype)).unsqueeze(1)  # (B, 1, d): an input of this block
         hidden = torch.cat([slot, hidden], dim=1)  # (B, 1 + n, d)
         module._probes_slot = True
-        if self.adapter.rotary is not None:
+        if (rotary := self.adapter.rotary) is not None:
             if kwargs.get("position_embeddings") is None:
                 raise CheckpointError(f"{type(module).__name__} got no position_embeddings keyword: "
                                       "probes.models.recurrent cannot place h_prev's key")
             cos, sin = kwargs["position_embeddings"]  # (B or 1, n, d_h) each
-            slot_cos, slot_sin = (t.to(cos.dtype).expand(cos.shape[0], 1, -1) for t in self._slot_rotation(hidden))
+            slot_cos, slot_sin = (t.to(cos.dtype).expand(cos.shape[0], 1, -1)
+                                  for t in self._slot_rotation(hidden, rotary))
             kwargs = {**kwargs, "position_embeddings": (torch.cat([slot_cos, cos], dim=1),
                                                         torch.cat([slot_sin, sin], dim=1))}
         if args:

@@ -175,7 +175,8 @@ class SLSTMBlock(nn.Module):
         """One step. ux: (B, n, 7d) = U x (precomputed); m: (B, n, 1) float mask; lengths (B, 1)."""
         d, B, n = self.d, state.h.shape[0], state.h.shape[1]
         h, c, g, gc = state.h, state.c, state.g, state.gc
-        h_left, h_right, c_left, c_right = 0, 0, 0, 0
+        h_left, h_right = torch.zeros_like(h), torch.zeros_like(h)
+        c_left, c_right = torch.zeros_like(c), torch.zeros_like(c)
         for k in range(1, self.window + 1):  # neighbours: h_{i-k}, h_{i+k} (zero beyond the text)
             h_left, h_right = h_left + _shift(h, k), h_right + _shift(h, -k)
             c_left, c_right = c_left + _shift(c, k), c_right + _shift(c, -k)
@@ -280,7 +281,7 @@ class SLSTM(nn.Module):
 class SLSTMLMHead(nn.Module):
     """dense -> GELU -> LayerNorm -> tied token embeddings + bias (the implementation's SlstmLMHead)."""
 
-    def __init__(self, d: int, vocab_size: int, weight: nn.Parameter, eps: float):
+    def __init__(self, d: int, vocab_size: int, weight: torch.Tensor, eps: float):
         super().__init__()
         self.dense = nn.Linear(d, d)
         self.layer_norm = nn.LayerNorm(d, eps=eps)

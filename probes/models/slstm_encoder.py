@@ -153,7 +153,7 @@ def _resolve(spec: CheckpointSpec, weights: bool):
         tok = hf_tokenizer(spec)
         fields = dict(spec.source["random"])
         cfg = SLSTMConfig.from_dict({"pad_id": tok.pad_token_id or 0, **fields, "vocab_size": len(tok)})
-        tokenizer = HFTokenizer(spec, tok, cfg.max_positions)
+        tokenizer: Tokenizer = HFTokenizer(spec, tok, cfg.max_positions)
         model = None
         if weights:
             torch.manual_seed(int(spec.source.get("seed", 0)))
@@ -162,7 +162,7 @@ def _resolve(spec: CheckpointSpec, weights: bool):
     if spec.source_type != "path":
         raise CheckpointError(f"model '{spec.name}': family slstm loads path or random sources, not "
                               f"{spec.source_type}")
-    folder = spec.local_path()
+    folder = spec.folder()
     if (folder / "config.json").is_file():
         from probes.models.slstm import load_pretrained
 

@@ -195,8 +195,8 @@ def fairseq_to_native(ckpt: object, num_layers: int | None = None) -> tuple[SLST
             out[f"slstm.block.sent_norm.{k}"] = fill(3, d)
     head = "encoder.lm_head."
     ignored = sorted(k for k in state if k.startswith(("classification_heads.", "encoder.lm_head_")))
-    notes = {"fairseq_args": {k: v for k, v in args.items() if isinstance(v, (int, float, str, bool))},
-             "ignored_keys": ignored}
+    plain_args = {k: v for k, v in args.items() if isinstance(v, (int, float, str, bool))}
+    notes: dict[str, object] = {"fairseq_args": plain_args, "ignored_keys": ignored}
     if f"{head}dense.weight" in state:
         for k in ("dense.weight", "dense.bias", "layer_norm.weight", "layer_norm.bias", "bias"):
             out[f"lm_head.{k}"] = f(head + k)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from typing import Any
 
 import torch
 
@@ -85,7 +86,7 @@ def is_model_object(model) -> bool:
 def weights_sha256(model: torch.nn.Module, skip: tuple[str, ...] = ()) -> str:
     """sha256 over every parameter and buffer of ``model`` (non-persistent buffers too: the forward reads them)
     whose name does not start with one of ``skip``: each tensor's name, dtype, shape and bytes, in name order."""
-    tensors = dict(model.named_parameters())
+    tensors: dict[str, torch.Tensor] = dict(model.named_parameters())
     tensors.update(model.named_buffers())
     h = hashlib.sha256()
     for name, t in sorted(tensors.items()):
@@ -99,8 +100,9 @@ def weights_sha256(model: torch.nn.Module, skip: tuple[str, ...] = ()) -> str:
 
 def config_sha256(model: torch.nn.Module) -> str:
     """sha256 of the config (without where it came from) and the attention implementation."""
-    doc = {k: v for k, v in model.config.to_dict().items() if k not in CONFIG_PLACE}
-    doc["attention"] = getattr(model.config, "_attn_implementation", None)
+    config: Any = model.config  # a transformers config (is_model_object)
+    doc = {k: v for k, v in config.to_dict().items() if k not in CONFIG_PLACE}
+    doc["attention"] = getattr(config, "_attn_implementation", None)
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=repr).encode()).hexdigest()
 
 

@@ -11,6 +11,7 @@ import errno
 import json
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -256,3 +257,30 @@ def test_a_file_system_without_fallocate_still_gets_files_of_the_full_size(tmp_p
     w = pw.WorkArrays.create(tmp_path / "w", {"hidden": (2, 5, 3)}, "float32")
     w.close()
     assert np.load(tmp_path / "w" / "hidden.npy").shape == (2, 5, 3)
+
+
+def test_checksums_from_memory_equal_those_read_back_and_sha256_entries_still_read(tmp_path, monkeypatch):
+    import probes.capture.store as ps
+
+    monkeypatch.setattr(ps, "CHECK_BLOCK", 1000)  # blocks that cross the header and the buffers' ends
+    data = np.arange(2345, dtype=np.float16)
+    (tmp_path / "w").mkdir()
+    w = pw.WorkArrays.create(tmp_path / "w", {"map.x": data.shape}, "float16")
+    part = w.stage({"map.x": (0, len(data))})
+    part["map.x"][...] = data
+    w.commit(part, {"map.x": (0, len(data))})
+    path = tmp_path / "w" / "map.x.npy"
+    from_memory = ps.file_blocks(path, w.contents()["map.x.npy"])
+    w.close()
+    assert from_memory == ps.file_blocks(path) and len(from_memory["blocks"]) == 5
+    enc = probes.load("tiny-bert")
+    monkeypatch.setattr(ps, "CHECKSUM", "sha256")  # an entry written before CRC-32 blocks
+    old = run(enc, cache_dir=tmp_path / "c")
+    monkeypatch.setattr(ps, "CHECKSUM", "crc32")
+    doc = json.loads((tmp_path / "c" / "tiny-bert" / old.meta["key"] / "meta.json").read_text())
+    assert doc["checksums"]["algorithm"] == "sha256"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a checksum mismatch would warn and extract again
+        again = run(enc, cache_dir=tmp_path / "c")
+    assert again.meta["key"] == old.meta["key"]
+    np.testing.assert_array_equal(np.asarray(again.hidden), np.asarray(old.hidden))

@@ -9,9 +9,9 @@ output arrays (``dest``, see :mod:`probes.capture.work`), in the chunk's text or
     dest["map.<name>"]  # flat, each text's (layers, K, n_t[, n_t]) in turn; only with maps
 
 Per kept layer the real tokens are gathered once, rounded once to the storage dtype (by torch) and scattered
-into their rows; no copy of all layers is made. Sentence vectors are pooled in float32 from a scratch copy
-(the encoder's outputs are never changed). With float16 storage every state, sentence vector and map is
-checked first (:func:`probes.precision.float16_problem`); one that float16 cannot hold raises
+into their rows; no copy of all layers is made. Sentence vectors are pooled in float32 from a scratch copy of
+one layer at a time (the encoder's outputs are never changed). With float16 storage every state, sentence
+vector and map is checked (:func:`probes.precision.float16_problem`); one that float16 cannot hold raises
 :class:`NotFloat16`, and the capture starts again in float32.
 """
 
@@ -114,14 +114,16 @@ def sentence_vectors(encoder: Encoder, hidden: Sequence[torch.Tensor], mask: tor
         rows = torch.arange(len(lengths), device=lengths.device)
         return torch.stack([h[rows, lengths - 1].float() for h in hidden])
     keep = mask & ~special  # mean over real, non-special tokens; all real tokens if a text has none
-    keep = torch.where(keep.any(1, keepdim=True), keep, mask)[:, :, None]  # (B, n, 1)
-    count = keep.sum(1, dtype=torch.float32)  # (B, 1)
-    scratch = torch.empty(hidden[0].shape, dtype=torch.float32, device=hidden[0].device)  # (B, n, d)
-    zero = torch.zeros((), dtype=torch.float32, device=hidden[0].device)
+    keep = torch.where(keep.any(1, keepdim=True), keep, mask)  # (B, n)
+    count = keep.sum(1, dtype=torch.float32)[:, None]  # (B, 1)
+    B, n, d = hidden[0].shape
+    left_out = torch.nonzero(~keep.reshape(-1)).flatten()  # (B n) positions that do not count: zeroed
+    scratch = torch.empty((B * n, d), dtype=torch.float32, device=hidden[0].device)
     out = []
-    for h in hidden:  # the sum of the kept positions with zeros elsewhere: the same sum as over the masked batch
-        torch.where(keep, h.float(), zero, out=scratch)
-        out.append(scratch.sum(1) / count)
+    for h in hidden:  # the sum over the batch with zeros where a token does not count, as over the masked batch
+        scratch.copy_(h.reshape(B * n, d))
+        scratch.index_fill_(0, left_out, 0.0)
+        out.append(scratch.view(B, n, d).sum(1) / count)
     return torch.stack(out)
 
 

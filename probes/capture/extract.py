@@ -331,14 +331,14 @@ class _Capture:
         plan = self.plan
         try:
             store.check_complete(done, len(plan.chunks), plan.n_texts, plan.n_tokens)
+            meta = plan.meta(self.encoder, self.settings, self.key, done, self.state)
+            acts = plan.activations(self.encoder, meta, arrays.result())
+            if self.entry is None:
+                return acts
+            store.finalise_entry(self.work, self.entry, acts, self.progress, arrays.contents())
+            del acts
         finally:
             arrays.close()
-        meta = plan.meta(self.encoder, self.settings, self.key, done, self.state)
-        acts = plan.activations(self.encoder, meta, arrays.result())
-        if self.entry is None:
-            return acts
-        store.finalise_entry(self.work, self.entry, acts, self.progress)
-        del acts
         # the bytes were checksummed as they were written (chunk digests, then finalise_entry's file blocks):
         # reading them back to check them again buys nothing, so the entry is opened without verification
         return read_entry(self.entry, verify=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass
+from itertools import chain
 
 import numpy as np
 import torch
@@ -57,8 +58,8 @@ class CapturePlan:
         shapes = {"hidden": (layers, int(offsets[-1]), d), "sentence": (L + 1, len(toks), d),
                   **{f"map.{m}": (int(o[-1]),) for m, o in map_offsets.items()}}
         per_text = 4 * (layers * d * lengths + (L + 1) * d + sum(map_sizes(spec, lengths) for spec in maps.values()))
-        token_ids = np.fromiter((i for t in toks for i in t.ids), np.int64, int(offsets[-1]))
-        special = np.fromiter((s for t in toks for s in t.special), bool, int(offsets[-1]))
+        token_ids = np.fromiter(chain.from_iterable(t.ids for t in toks), np.int64, int(offsets[-1]))
+        special = np.fromiter(chain.from_iterable(t.special for t in toks), bool, int(offsets[-1]))
         return cls(inputs, toks, cut, lengths, offsets, token_ids, special, maps, map_offsets, keep, shapes,
                    split_chunks(per_text, chunk_bytes))
 

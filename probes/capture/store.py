@@ -14,7 +14,7 @@ The Python API's cache is a per-user folder (:func:`user_cache_dir`: ``PROBES_CA
   token asked for was written.
 * Locking: one process at a time writes an entry (:func:`entry_lock`, ``<cache>/.locks/<model>.<key>.lock``,
   filelock); a second process waits, then reads the finished entry.
-* Checking: every file is checksummed (sha256 per 16 MiB block, and meta.json's content) when written and
+* Checking: every file is checksummed (CRC-32 per 16 MiB block, and meta.json's content by sha256) when written and
   checked by :func:`read_entry`; a damaged entry is removed with a warning and extracted again
   (:func:`open_entry`). ``PROBES_CACHE_VERIFY=quick`` checks sizes, headers, files up to 8 blocks entirely and
   every 8th block of bigger ones instead of every byte; the activations then say so
@@ -34,6 +34,7 @@ import os
 import shutil
 import sys
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,13 @@ from probes.precision import float32_face
 CACHE_FORMAT = 5  # bump when the layout on disk or the key changes: older entries are re-extracted (3: checksums;
 # 4: float16; 5: keys over every input of the states: config and tokenizer files, settings, forward code versions)
 CHECK_BLOCK = 16 * 2**20  # bytes per checksummed block of an entry's files
+# the block checksums detect accidental damage (a torn or lost write, a flipped bit, a zeroed block; CRC-32 misses
+# random damage to a block with probability 2**-32) at 2.4x the speed of sha256 here, which every cache hit pays
+# to verify; neither was ever a defence against someone who can write the cache (they could rewrite meta.json).
+# New entries record crc32; entries written with sha256 blocks are still read.
+CHECKSUMS = {"crc32": lambda parts: f"{_crc32(parts):08x}",
+             "sha256": lambda parts: _sha256(parts).hexdigest()[:32]}
+CHECKSUM = "crc32"
 QUICK_STRIDE = 8  # PROBES_CACHE_VERIFY=quick checks every QUICK_STRIDE-th block (+ first, last) of big files
 # what a damaged entry raises when read (EOFError: an emptied .npy; SyntaxError: a garbled .npy header)
 CORRUPT = (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError)
@@ -128,17 +136,21 @@ def cache_key(spec: CheckpointSpec, inputs: list[str] | list[list[int]], setting
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool) -> None:
+def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool,
+                   contents: dict[str, list] | None = None) -> None:
     """Write the small arrays and meta.json (with the checksums of every file) into ``work``, then rename it
-    to ``entry``: the entry appears complete, in one step. ``acts`` holds the work folder's big arrays."""
+    to ``entry``: the entry appears complete, in one step. ``acts`` holds the work folder's big arrays;
+    ``contents``: {file name: its bytes as buffers in memory} for files whose bytes this process still holds
+    (they are checksummed from memory instead of read back)."""
     small = {"offsets": acts.offsets, "token_ids": acts.token_ids, "special": acts.special,
              **{f"map.{m}.offsets": o for m, o in acts.map_offsets.items()}}
     with cache_write_errors(work):
         for name, arr in small.items():
             np.save(work / f"{name}.npy", arr, allow_pickle=False)
         doc = {"meta": acts.meta, "texts": acts.texts, "tokens": acts.tokens}
-        doc["checksums"] = {"algorithm": "sha256", "block_bytes": CHECK_BLOCK, "doc": doc_digest(doc),
-                            "files": {p.name: file_blocks(p) for p in sorted(work.glob("*.npy"))}}
+        contents = contents or {}
+        doc["checksums"] = {"algorithm": CHECKSUM, "block_bytes": CHECK_BLOCK, "doc": doc_digest(doc),
+                            "files": {p.name: file_blocks(p, contents.get(p.name)) for p in sorted(work.glob("*.npy"))}}
         atomic_text(work / "meta.json", json.dumps(doc, ensure_ascii=False))
         (work / "done.json").unlink()
         shutil.rmtree(entry, ignore_errors=True)
@@ -190,13 +202,47 @@ def check_complete(done: dict, n_chunks: int, n_texts: int, n_tokens: int) -> No
                            f"{tokens} of {n_tokens} tokens written; the cache entry is not finalised")
 
 
-def file_blocks(path: Path) -> dict:
-    """{"bytes": size, "blocks": [sha256 of each CHECK_BLOCK bytes of the file, header included]}."""
+def file_blocks(path: Path, contents: list | None = None) -> dict:
+    """{"bytes": size, "blocks": [checksum of each CHECK_BLOCK bytes of the file, header included]}; ``contents``:
+    the file's bytes as buffers in memory (checksummed instead of reading the file; their size must be its)."""
+    size = path.stat().st_size
+    digest = CHECKSUMS[CHECKSUM]
+    if contents is not None and sum(memoryview(c).nbytes for c in contents) == size:
+        return {"bytes": size, "blocks": [digest(parts) for parts in _blocks(contents, CHECK_BLOCK)]}
     blocks = []
     with open(path, "rb") as f:
         for data in iter(lambda: f.read(CHECK_BLOCK), b""):
-            blocks.append(hashlib.sha256(data).hexdigest()[:32])
-    return {"bytes": path.stat().st_size, "blocks": blocks}
+            blocks.append(digest([data]))
+    return {"bytes": size, "blocks": blocks}
+
+
+def _blocks(contents: list, block: int):
+    """The concatenation of ``contents`` (buffers) cut into runs of ``block`` bytes, each a list of views."""
+    run, room = [], block
+    for c in contents:
+        view = memoryview(c).cast("B")
+        while len(view):
+            run.append(view[:room])
+            view, room = view[room:], room - len(run[-1])
+            if room == 0:
+                yield run
+                run, room = [], block
+    if run:
+        yield run
+
+
+def _crc32(parts) -> int:
+    value = 0
+    for p in parts:
+        value = zlib.crc32(p, value)
+    return value
+
+
+def _sha256(parts):
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p)
+    return h
 
 
 def doc_digest(doc: dict) -> str:
@@ -223,11 +269,11 @@ def verify_mode() -> str:
 def verify_entry(entry: Path, doc: dict, full: bool) -> None:
     """ValueError unless the entry's files match the checksums recorded when it was written."""
     sums = doc.get("checksums")
-    if not isinstance(sums, dict) or sums.get("algorithm") != "sha256":
+    if not isinstance(sums, dict) or sums.get("algorithm") not in CHECKSUMS:
         raise ValueError("the entry has no checksums")
     if sums.get("doc") != doc_digest(doc):
         raise ValueError("meta.json does not match its checksum")
-    block, files = int(sums["block_bytes"]), sums["files"]
+    block, files, digest = int(sums["block_bytes"]), sums["files"], CHECKSUMS[sums["algorithm"]]
     expected = {"offsets", "token_ids", "special", "hidden", "sentence",
                 *(f"map.{m}{x}" for m in doc["meta"].get("maps", {}) for x in ("", ".offsets"))}
     if set(files) != {f"{n}.npy" for n in expected}:
@@ -246,7 +292,7 @@ def verify_entry(entry: Path, doc: dict, full: bool) -> None:
             for i in pick:
                 f.seek(i * block)
                 n = f.readinto(buf)
-                if hashlib.sha256(memoryview(buf)[:n]).hexdigest()[:32] != blocks[i]:
+                if digest([memoryview(buf)[:n]]) != blocks[i]:
                     raise ValueError(f"{name} does not match its checksum (bytes {i * block}..{i * block + n})")
 
 

@@ -10,7 +10,8 @@ is an ``OSError``, never a ``SIGBUS``: the files' space is reserved when they ar
 a cache write into one :class:`~probes.errors.ProbeError` line, with the work folder left to resume.
 
 ``done.json`` records the finished chunks (:func:`save_done`) with their checksums (:func:`chunk_digest`, from
-the staging buffer: the same bytes as the chunk's part of the files) and the :class:`StoreState` (the storage
+the staging buffer: the same bytes as the chunk's part of the files; a single chunk's files are checksummed from
+it too, :meth:`WorkArrays.contents`) and the :class:`StoreState` (the storage
 dtype, and why float32 when float16 was asked for); an interrupted extraction reopens it (:func:`open_work`).
 """
 
@@ -71,6 +72,8 @@ class WorkArrays:
         self.fds: dict[str, int] = {}
         self.header: dict[str, int] = {}  # bytes of each file's .npy header: where its data starts
         self.buffers: dict[str, np.ndarray] = {}  # staging, reused from chunk to chunk
+        self.heads: dict[str, bytes] = {}  # each created file's .npy header
+        self.whole: dict[str, np.ndarray] = {}  # arrays whose every byte the last commit wrote (one chunk)
 
     # ------------------------------------------------------------------ opening
 
@@ -84,7 +87,7 @@ class WorkArrays:
                                                         "fortran_order": False, "shape": shape})
             fd = work._open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
             _write_all(fd, memoryview(head.getvalue()), 0)
-            work.header[name] = head.tell()
+            work.header[name], work.heads[name] = head.tell(), head.getvalue()
             reserve(fd, work.header[name], work.nbytes(name))
         return work
 
@@ -147,6 +150,10 @@ class WorkArrays:
         item = self.dtype.itemsize
         for name, shape in self.shapes.items():
             start, stop = spans[name]
+            if (start, stop) == (0, shape[chunk_axis(shape)]):
+                self.whole[name] = staged[name]
+            else:
+                self.whole.pop(name, None)
             if stop == start:
                 continue
             arr = staged[name]
@@ -157,6 +164,11 @@ class WorkArrays:
             for lead in range(shape[0]):
                 at = self.header[name] + (lead * shape[1] + start) * row
                 _write_all(self.fds[name], memoryview(arr[lead]).cast("B"), at)
+
+    def contents(self) -> dict[str, list]:
+        """{file name: [header, data]} of the files whose bytes are all still in memory (a capture of one chunk
+        whose files this process created): checksummed from memory, not read back."""
+        return {f"{k}.npy": [self.heads[k], a] for k, a in self.whole.items() if k in self.heads}
 
     def read(self, spans: Spans) -> dict[str, np.ndarray]:
         """The chunk's parts of the arrays as they are now (read-only views of the files)."""
@@ -179,7 +191,7 @@ class WorkArrays:
         """Close the files (the staging buffers go too)."""
         for fd in self.fds.values():
             os.close(fd)
-        self.fds, self.buffers = {}, {}
+        self.fds, self.buffers, self.whole = {}, {}, {}
 
 
 def _write_all(fd: int, data: memoryview, offset: int) -> None:

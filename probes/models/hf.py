@@ -112,11 +112,12 @@ class HFTokenizer(Tokenizer):
         enc = self.tokenizer(list(texts), add_special_tokens=self.spec.special_tokens, truncation=False,
                              return_special_tokens_mask=True, return_attention_mask=False, verbose=False)
         out = []
-        for ids, sp in zip(enc["input_ids"], enc["special_tokens_mask"]):
+        for k, (ids, sp) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
             if self.prefix_ids:
                 at = next((i for i, s in enumerate(sp) if not s), len(sp) // 2)  # an empty text: [CLS] | [SEP]
                 ids, sp = ids[:at] + self.prefix_ids + ids[at:], sp[:at] + [1] * len(self.prefix_ids) + sp[at:]
-            tokens = self.tokenizer.convert_ids_to_tokens(ids)
+            # a fast tokenizer's encoding holds the token strings already (the vocabulary's, as convert_ids_to_tokens)
+            tokens = enc.tokens(k) if enc.is_fast and not self.prefix_ids else self.tokenizer.convert_ids_to_tokens(ids)
             out.append(Tokenized(ids=ids, special=[bool(s) for s in sp], tokens=tokens))
         return out
 

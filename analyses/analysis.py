@@ -36,9 +36,13 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analyses.inputs import Inputs
 from probes.errors import ProbeError
+
+if TYPE_CHECKING:
+    from analyses.common import AnalysisResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +113,7 @@ class Analysis:
     name: str
     inputs: Inputs
     Config: type
-    Result: type
+    Result: type[AnalysisResult]
     compute: Callable
     table_rows: Callable
     figures: tuple[Figure, ...] = ()
@@ -202,7 +206,7 @@ class Analysis:
         """figure file name -> (its Figure, the results it draws), for these results."""
         return {stem: (fig, group) for fig in self.figures for stem, group in fig.groups(results).items()}
 
-    def caption(self, stem: str, results: list = ()) -> str:
+    def caption(self, stem: str, results: Sequence = ()) -> str:
         """The caption of the figure file named ``stem`` (its results tell apart figures of one name pattern)."""
         files = self.figure_files(list(results)) if results else {}
         if stem in files:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -119,9 +120,9 @@ class Claim:
     def judge(self, results: dict[str, list]) -> Finding:
         """The verdict on typed results (analysis -> Results)."""
         found = results.get(self.analysis, [])
-        head = dict(paper=self.paper, where=self.where, claim=self.statement, analysis=self.analysis,
-                    quantity=self.quantity, unit=self.unit, contrast=self.contrast.name,
-                    claimed_sign=self.claimed_sign, digits=self.digits)
+        head: dict[str, Any] = dict(paper=self.paper, where=self.where, claim=self.statement, analysis=self.analysis,
+                                    quantity=self.quantity, unit=self.unit, contrast=self.contrast.name,
+                                    claimed_sign=self.claimed_sign, digits=self.digits)  # Finding's fields
         bad = next((r for r in found if isinstance(r, Unreadable)), None)
         try:
             if bad is not None:
@@ -152,7 +153,7 @@ class Check:
 
     def judge(self, results: dict[str, list]) -> Finding:
         found = [r for r in results.get(self.analysis, [])]
-        head = dict(paper=self.paper, where=self.where, claim=self.statement, analysis=self.analysis)
+        head: dict[str, Any] = dict(paper=self.paper, where=self.where, claim=self.statement, analysis=self.analysis)
         bad = next((r for r in found if isinstance(r, Unreadable)), None)
         if bad is not None:
             return Finding(verdict=stats.UNTESTED, evidence=bad.reason, reason=bad.reason, **head)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def typed(docs: dict[str, list[dict]]) -> dict[str, list]:
     document lacks a key its Result needs: the claims that read it are not testable, with that reason)."""
     import analyses
 
-    out = {}
+    out: dict[str, list] = {}
     for name, found in docs.items():
         if name not in analyses.ANALYSES:
             continue
@@ -197,7 +198,9 @@ class Comparison:
         return {**asdict(self), "verdict": str(self.verdict)}
 
 
-def _checked(sample: stats.Sample, name: str, quantity: str) -> stats.Sample:
+def _checked(sample: stats.Sample | None, name: str, quantity: str) -> stats.Sample:
+    if sample is None:
+        raise Untestable(f"{name}'s {quantity} is missing")
     number(sample.point, f"{name}'s {quantity}")
     if sample.replicates is not None and (sample.n_units or 0) < stats.MIN_UNITS:
         raise Untestable(f"too few units: {name}'s {quantity} rests on {sample.n_units} {sample.unit or 'unit'}s "
@@ -221,14 +224,17 @@ def compare(matchup: Matchup, quantity: str, claimed_sign: int, contrast=np.subt
         if (why := unlike(first, keys[first], name, key)) is not None:
             return untested(why)
     diffs = []
+    checked: list[tuple[stats.Sample, stats.Sample | None]] = []  # (the saved difference or A, B) of each pair
     try:
         for p in matchup.pairs:
             if p.saved is not None:
                 s = _checked(p.saved, p.a, quantity)
-                diffs.append(stats.Difference(float(s.point), s.replicates, True, s.level))
+                diffs.append(stats.Difference(number(s.point), s.replicates, True, s.level))
+                checked.append((s, None))
             else:
                 a, b = _checked(p.sample_a, p.a, quantity), _checked(p.sample_b, p.b, quantity)
                 diffs.append(stats.difference(a, b, contrast))
+                checked.append((a, b))
     except INPUT_ERRORS as e:
         return untested(untestable_reason(e))
     point_values = any(d.replicates is None for d in diffs)
@@ -236,14 +242,13 @@ def compare(matchup: Matchup, quantity: str, claimed_sign: int, contrast=np.subt
     if not point_values and any(iv is None for iv in intervals):
         return untested(f"no interval: most resamples of {quantity} are undefined (too few or degenerate units)")
     decision = stats.decide([d.point for d in diffs], intervals, claimed_sign)
-    rows = []
-    for p, d, iv in zip(matchup.pairs, diffs, intervals):
+    rows: list[dict[str, Any]] = []
+    for p, d, iv, (units, other) in zip(matchup.pairs, diffs, intervals, checked):
         row = {"seed": p.seed, "a": p.a, "b": p.b, "difference": d.point, "interval": iv,
                "sign": int(np.sign(d.point)), "paired": d.paired}
-        if p.saved is None:
-            row.update(value_a=float(p.sample_a.point), interval_a=None if point_values else p.sample_a.interval(),
-                       value_b=float(p.sample_b.point), interval_b=None if point_values else p.sample_b.interval())
-        units = p.saved or p.sample_a
+        if other is not None:  # A's and B's own numbers (units is A's sample, other B's)
+            row.update(value_a=number(units.point), interval_a=None if point_values else units.interval(),
+                       value_b=number(other.point), interval_b=None if point_values else other.interval())
         row.update(units=units.n_units, unit=units.unit)
         rows.append(row)
     across = None if decision.across is None else list(decision.across)
@@ -253,7 +258,10 @@ def compare(matchup: Matchup, quantity: str, claimed_sign: int, contrast=np.subt
                       across, point_values, rows, matchup.key)
 
 
-def seed_pairs(a: dict[int, object], b: dict[int, object]) -> tuple[list[tuple[int, object, object]], str]:
+R = TypeVar("R")
+
+
+def seed_pairs(a: dict[int, R], b: dict[int, R]) -> tuple[list[tuple[int, R, R]], str]:
     """[(seed, A's result, B's result)] for every seed both groups have, and, when there is none, why."""
     common = sorted(set(a) & set(b))
     note = "" if common else f"no seed in common (A has seeds {sorted(a)}, B has {sorted(b)})"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def owner(stem: str, analyses: list[str]) -> str | None:
     return max(names, key=len) if names else None
 
 
-def caption(stem: str, results: list = ()) -> str:
+def caption(stem: str, results: Sequence = ()) -> str:
     """What to read in the figure file named ``stem``: the caption its analysis's declaration gives the figure
     (``results``, the analysis's Results, tell apart figures of one name pattern); "" for a figure of no
     registered analysis."""
@@ -96,7 +97,7 @@ def _models(docs: dict[str, list[dict]]) -> list[dict]:
     """One row per model in the results: name (as given), family, kind, layers, width and what was run."""
     rows: dict[str, dict] = {}
 
-    def add(desc: dict, analysis: str, shown: str | None = None) -> None:
+    def add(desc: object, analysis: str, shown: str | None = None) -> None:
         if not isinstance(desc, dict) or not desc.get("name"):
             return
         name = str(desc["name"])
@@ -125,7 +126,7 @@ def _png_width(path: Path) -> int:
     return int.from_bytes(head[16:20], "big") if head[:8] == b"\x89PNG\r\n\x1a\n" else 0
 
 
-def _figures(out: Path, analysis: str, analyses: list[str], results: list = ()) -> list[dict]:
+def _figures(out: Path, analysis: str, analyses: list[str], results: Sequence = ()) -> list[dict]:
     """The figures of ``analysis`` (:func:`owner`), each with its caption (``results``: the analysis's Results)."""
     figs = sorted((out / "figures").glob("*.png"))
     # shown at half their pixel width: saved at 200 dpi, so every figure keeps its size in inches (~100 px each)
@@ -178,7 +179,8 @@ def present_claims(claims: list, docs: dict[str, list[dict]]) -> tuple[list, lis
     checkpoints' training records only when a model it names has results there)."""
     present = {str(doc.get("model_name", "")) for found in docs.values() for doc in found}
     present |= {row["name"] for row in _models(docs)}
-    shown, untestable = [], []
+    shown: list = []
+    untestable: list = []
     for c in claims:
         here = (c.analysis in docs) if c.analysis != "checkpoints" else any(
             m and re.search(rf"(?<![\w.-]){re.escape(m)}(?![\w.-])", c.evidence) for m in present)

@@ -117,7 +117,7 @@ def test_figures_plot_the_result_numbers(acts_template, tmp_path):
     assert isinstance(res, Result) and am.Result.from_json(res) is res
     with pytest.raises(KeyError, match="entropy"):
         am.Result.from_json({k: v for k, v in res.to_json().items() if k != "entropy"})
-    paths = am.figures([res.to_json()], str(tmp_path))
+    paths = am.ANALYSIS.save_figures([am.Result.from_json(res.to_json())], str(tmp_path))
     assert {p.name for p in paths} == {"mog-subgraph-weights.png", "mog-subgraph-weights.pdf",
                                        "mog-attention-tiny-mog.png", "mog-attention-tiny-mog.pdf"}
 

@@ -189,7 +189,7 @@ def test_result_json_round_trip(tmp_path):
             assert got[key] == pytest.approx(want[key], abs=1e-8)  # saved to 8 decimals
     again, _ = write_result(tmp_path / "b", "anisotropy", "planted", back, an.table_rows(back))
     assert again.read_bytes() == path.read_bytes()  # read back and written again: the same file
-    assert an.table_rows(doc) == an.table_rows(back)
+    assert an.table_rows(an.Result.from_json(doc)) == an.table_rows(back)
     with pytest.raises(KeyError, match="layers"):
         an.Result.from_json({k: v for k, v in doc.items() if k != "layers"})
 
@@ -202,7 +202,7 @@ def test_plot_draws_the_histograms_in_the_model_colour():
     matplotlib.use("Agg")
     res = an.compute(an.Config(n_tokens=100, bins=20), acts=planted_activations())
     other = renamed(res, "again")
-    fig = an.plot([res, other.to_json()])  # a saved document (dict) draws too
+    fig = an.plot([res, an.Result.from_json(other.to_json())])  # a saved document, read back, draws too
     assert len(fig.axes) == 4
     assert fig.axes[0].get_title() == "planted (layer 1)"
     for ax, (name, level) in zip(fig.axes, [("planted", "token"), ("again", "token"), ("planted", "sentence"),

@@ -338,14 +338,15 @@ def test_mixed_run_tiny_bert_and_tiny_slstm(tmp_path):
 
 
 def test_result_round_trips_through_its_json_file_byte_for_byte(tmp_path):
-    from analyses.common import read_results, write_result
+    from analyses.common import read_result, read_results, write_result
 
     for acts in (planted_activations(), planted_token_activations()):
         res = mp.compute(mp.Config(examples=2, max_offset=W), acts=acts)
         name = acts.meta["model"]["name"]
         first, _ = write_result(tmp_path / "a", "maps", name, res, mp.table_rows(res))
-        doc = read_results(tmp_path / "a", "maps", [name])[0]
-        back = mp.Result.from_json(doc)
+        back = read_results(tmp_path / "a", "maps", [name])[0]  # typed: the analysis's Result
+        doc = read_result(first)
+        assert isinstance(back, mp.Result) and back == mp.Result.from_json(doc)
         assert list(back.to_json()) == [k for k in doc if k not in ("analysis", "provenance", "nulls")]
         second, _ = write_result(tmp_path / "b", "maps", name, back, mp.table_rows(back))
         assert first.read_bytes() == second.read_bytes()
@@ -359,7 +360,7 @@ def test_locality_figure_plots_the_result_values_in_the_model_colour():
     from analyses.style import model_color
 
     res = mp.compute(mp.Config(examples=1, max_offset=W), acts=planted_activations())
-    fig = mp.plot([res.to_json()])  # a saved dict is read with Result.from_json
+    fig = mp.plot([mp.Result.from_json(res.to_json())])  # a saved document, read back
     ax_p, ax_s = fig.axes
     a = res.maps["attention"]
     np.testing.assert_allclose(ax_p.lines[0].get_xdata(), a["offsets"])

@@ -26,7 +26,7 @@ assert shares and all(0 <= v <= 1 + 1e-6 for v in shares)
 """,
     "probing": """
 rows = probing.table_rows(result)
-assert {r["layer"] for r in rows} == set(range(inputs["acts"].n_layers + 1))
+assert {r["layer"] for r in rows} == set(range(result.definitions["n_layers"] + 1))
 assert rows and all(0 <= r["accuracy"] <= 1 and 0 <= r["majority"] <= 1 for r in rows)
 """,
     "similarity": """

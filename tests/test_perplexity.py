@@ -100,7 +100,7 @@ def test_figures_plot_the_result_values_in_each_models_colour():
     from analyses.style import model_color
 
     results = [planted_result("gpt2-small-base"), planted_result("gpt2-small-recurrent", base=40.0)]
-    fig = pp.plot([results[0], results[1].to_json()])  # a saved dict is read with Result.from_json
+    fig = pp.plot([results[0], pp.Result.from_json(results[1].to_json())])  # a saved document, read back
     for ax, key in zip(fig.axes, ("token_perplexity", "word_perplexity")):
         assert ax.get_ylabel() and ax.get_xlabel()
         for line, res in zip(ax.lines, results):

@@ -14,6 +14,7 @@ import pytest
 
 from analyses import redundancy as rd
 from analyses.common import write_result
+from analyses.inputs import check_window_lengths
 from analyses.style import model_color
 from probes.capture.activations import Activations
 from probes.errors import ProbeError
@@ -156,7 +157,7 @@ def test_compute_table_and_plots_on_planted_windows():
     assert len(rows) == 10 and rows[0]["window"] == 10 and rows[0]["threshold"] == 0.9
     assert all(r["k_max"] <= (2 if r["window"] == 10 else 3) for r in rows)
     other = renamed(res, "other", windows=res.windows[:1])
-    table = rd.markdown_table([res, other.to_json()])  # a saved document (dict) works too
+    table = rd.markdown_table([res, rd.Result.from_json(other.to_json())])  # a saved document, read back, too
     assert "| n=10 | planted |" in table and "|  | other |" in table and "| n=14 | planted |" in table
     assert "| 90% | 92% | 94% | 96% | 98% |" in table and " ± " in table
     fig = rd.plot([res, other])
@@ -194,11 +195,11 @@ def test_result_json_round_trip(tmp_path):
 
 
 def test_window_longer_than_the_model_allows_is_an_error_before_extraction():
-    tok = rd.check_window_lengths("tiny-bert", [100, 510])  # 510 + [CLS] + [SEP] = 512: fits
+    tok = check_window_lengths("tiny-bert", [100, 510])  # 510 + [CLS] + [SEP] = 512: fits
     assert tok.n_special == 2 and tok.max_length == 512
     with pytest.raises(ProbeError, match="--window-length 511 is too long .* 513 > its limit of 512"):
-        rd.check_window_lengths("tiny-bert", [100, 511], tok)
-    assert rd.check_window_lengths("tiny-gpt2", [512]).n_special == 0  # no special tokens: all 512 fit
+        check_window_lengths("tiny-bert", [100, 511], tok)
+    assert check_window_lengths("tiny-gpt2", [512]).n_special == 0  # no special tokens: all 512 fit
 
 
 def test_too_long_window_on_the_command_line_is_one_line(tmp_path):

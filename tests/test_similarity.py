@@ -302,7 +302,7 @@ def test_plot_draws_the_matrices():
     a = fake_acts("a", [["w"]] * n, [[0]] * n, 6, 0)
     b = fake_acts("b", [["w"]] * n, [[0]] * n, 5, 1, L=4)
     res = sim.compute(sim.Config(n_sentences=n, measure=["cka", "rsa"]), acts_a=a, acts_b=b)
-    fig = sim.plot([res.to_json()])
+    fig = sim.plot([sim.Result.from_json(res.to_json())])
     heat = [ax for ax in fig.axes if ax.images]
     assert len(heat) == 6  # 2 measures x (A x A, A x B, B x B)
     np.testing.assert_allclose(heat[1].images[0].get_array(), res.matrix("cka", "ab"))
@@ -450,5 +450,6 @@ def test_stacked_float32_sums_equal_the_float64_closed_form():
 
 def test_a_repeated_model_is_computed_once_as_in_every_analysis():
     cfg = sim.Config(model=["tiny-bert", "tiny-slstm", "tiny-bert", "tiny-slstm"])
-    assert sim.pairs(cfg) == [("tiny-bert", "tiny-slstm")]
-    assert sim.pairs(sim.Config(model=["tiny-bert", "tiny-bert"])) == [("tiny-bert", "tiny-bert")]
+    units = sim.ANALYSIS.inputs.units
+    assert units(cfg) == [("tiny-bert", "tiny-slstm")]
+    assert units(sim.Config(model=["tiny-bert", "tiny-bert"])) == [("tiny-bert", "tiny-bert")]

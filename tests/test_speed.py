@@ -80,7 +80,7 @@ def test_bad_reference_is_an_error():
         speed.check_config(speed.Config(model=["slstm", "bert"], reference="gpt2", lengths=[8], width=8, layers=1))
     cfg = speed.Config(model=["slstm", "bert"], reference="gpt2", lengths=[8], width=8, layers=1)
     with pytest.raises(ProbeError, match="--reference"):
-        speed.compute(cfg, **speed.load_inputs(("slstm", "bert"), cfg))
+        speed.compute(cfg, **speed.ANALYSIS.inputs.load(("slstm", "bert"), cfg))
 
 
 def fake_timings(monkeypatch):
@@ -99,7 +99,7 @@ def fake_timings(monkeypatch):
     monkeypatch.setattr(speed, "machine", lambda: {"platform": "fake"})
     cfg = speed.Config(model=["slstm", "bert"], lengths=[8, 16, 32, 64], repeats=3, width=8, layers=1, heads=2,
                        intermediate=16, vocab_size=50, fit_min_length=8)
-    return speed.compute(cfg, **speed.load_inputs(tuple(cfg.model), cfg), progress=False)
+    return speed.compute(cfg, **speed.ANALYSIS.inputs.load(tuple(cfg.model), cfg), progress=False)
 
 
 def test_result_json_round_trip(tmp_path, monkeypatch):
@@ -133,7 +133,7 @@ def test_plots_draw_the_timings_in_the_model_colours(monkeypatch):
     matplotlib.use("Agg")
     results = fake_timings(monkeypatch)
     slstm, bert = results["slstm"], results["bert"]
-    fig = speed.plot([slstm, bert.to_json()])  # a saved document (dict) draws too
+    fig = speed.plot([slstm, speed.Result.from_json(bert.to_json())])  # a saved document, read back, draws too
     time_ax, speedup_ax = fig.axes
     lines = {ln.get_label(): ln for ln in time_ax.get_lines()}
     measured = lines["slstm (slope 1.00)"]

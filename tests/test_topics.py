@@ -168,7 +168,7 @@ def test_figures_plot_the_paired_jsds_in_the_models_colours():
     from analyses.style import model_color
 
     res = planted_result()
-    fig = tp.plot([res.to_json()])  # a saved dict is read with Result.from_json
+    fig = tp.plot([tp.Result.from_json(res.to_json())])  # a saved document, read back
     ax = fig.axes[0]
     points = ax.collections[0]
     np.testing.assert_allclose(points.get_offsets(), np.c_[res.jsd_b, res.jsd_a])  # x = B, y = A

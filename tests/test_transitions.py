@@ -138,7 +138,7 @@ def test_plot_draws_the_result_values_in_the_model_colours():
 
     matplotlib.use("Agg")
     res = tr.compute(tr.Config(), acts=planted_activations())
-    fig = tr.plot([res, renamed(res, "again").to_json()])  # a saved dict draws too
+    fig = tr.plot([res, tr.Result.from_json(renamed(res, "again").to_json())])  # a saved document, read back, too
     assert [ax.get_title() for ax in fig.axes] == ["token representations", "sentence representations"]
     assert fig.axes[0].get_xlabel().startswith("layer l")
     for ax, level in zip(fig.axes, ("token", "sentence")):

@@ -220,6 +220,8 @@ def _blocks(contents: list, block: int):
     """The concatenation of ``contents`` (buffers) cut into runs of ``block`` bytes, each a list of views."""
     run, room = [], block
     for c in contents:
+        if memoryview(c).nbytes == 0:  # an array with no elements (no token states kept: layers=()) adds no bytes
+            continue
         view = memoryview(c).cast("B")
         while len(view):
             run.append(view[:room])

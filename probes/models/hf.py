@@ -14,6 +14,7 @@ import logging
 import pickle
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
@@ -41,15 +42,16 @@ def _from_pretrained(loader, spec: CheckpointSpec, **kwargs):
     """``loader.from_pretrained`` for package, path and hub sources, with clear errors."""
     common = {"trust_remote_code": False, **kwargs}
     if spec.source_type in ("package", "path"):
-        check_folder(spec.name, spec.local_path())  # config, tokenizer and weight files, before transformers runs
+        folder = spec.folder()
+        check_folder(spec.name, folder)  # config, tokenizer and weight files, before transformers runs
         try:
             with warnings.catch_warnings():  # the pickle refusal below says it in one line
                 warnings.filterwarnings("ignore", message=".*pickle.*", category=UserWarning)
-                return loader.from_pretrained(str(spec.local_path()), local_files_only=True, **common)
+                return loader.from_pretrained(str(folder), local_files_only=True, **common)
         except pickle.UnpicklingError:  # torch.load(weights_only=True) refused a pickled weight file
-            raise CheckpointError(_unpickling_problem(spec.name, spec.local_path())) from None
+            raise CheckpointError(_unpickling_problem(spec.name, folder)) from None
         except (OSError, ValueError, RuntimeError) as e:  # RuntimeError: weights of another shape than config.json
-            raise CheckpointError(f"model '{spec.name}': cannot load {spec.local_path()}: {_first_line(e)}") from None
+            raise CheckpointError(f"model '{spec.name}': cannot load {folder}: {_first_line(e)}") from None
     hub_id = spec.source["hub"]
     try:  # local cache first: no network needed once downloaded
         return loader.from_pretrained(hub_id, revision=spec.revision, local_files_only=True, **common)
@@ -147,7 +149,7 @@ class HFEncoder(Encoder):
         """``own``: a model the suite loaded, put in eval mode for good; otherwise (a caller's object) each
         forward pass runs in eval mode and the caller's train/eval flags are restored after it."""
         self.spec, self.model, self.fingerprint = spec, model.eval() if own else model, fingerprint
-        cfg = model.config
+        cfg: Any = model.config  # a transformers config (its fields depend on the architecture)
         self.num_layers = cfg.num_hidden_layers
         self.hidden_size = cfg.hidden_size
         self.num_heads = max(1, cfg.num_attention_heads // getattr(cfg, "head_ratio", 1))  # ConvBERT: rest are conv
@@ -175,10 +177,10 @@ class HFEncoder(Encoder):
                     out = run()
             else:
                 out = run()
-        hidden, att = self._outputs(out, maps)
+        hidden, att_layers = self._outputs(out, maps)
         # with a device map each layer's output stays on that layer's device: gathered on the first
         here = lambda xs: [x.to(self.device) for x in xs] if self.device_map else xs
-        att = torch.stack(here(att)) if maps else None
+        att = torch.stack(here(att_layers)) if maps else None
         return EncoderOutput(hidden=torch.stack(here(hidden)), attentions=att,
                              maps={k: v.to(self.device) for k, v in captured.items()} if self.device_map else captured)
 
@@ -221,18 +223,19 @@ def eager_attention(name: str, model: torch.nn.Module, wanted: bool):
     """With ``wanted`` (attention maps asked for), ``model`` runs eager attention inside: sdpa and flash kernels
     return no attention weights. A model loaded another way is switched for the call and switched back after."""
     current = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    if not wanted or current in (None, "eager") or not hasattr(model, "set_attn_implementation"):
+    switch = getattr(model, "set_attn_implementation", None)  # transformers models have it
+    if not wanted or current in (None, "eager") or switch is None:
         yield
         return
     try:
-        model.set_attn_implementation("eager")
+        switch("eager")
     except (ValueError, TypeError, ImportError, AttributeError) as e:
         raise ProbeError(f"model '{name}': attention maps need eager attention, and its {current} attention could "
                          f"not be switched ({_first_line(e)}): load it with attn_implementation=\"eager\"") from None
     try:
         yield
     finally:
-        model.set_attn_implementation(current)
+        switch(current)
 
 
 # model_type -> "module:Class": captures of maps besides attention (e.g. ConvBERT's convolution kernels).

@@ -98,10 +98,10 @@ def build_parser(cls, description: str | None = None, parser: argparse.ArgumentP
     for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
         tp, is_list = _base_type(hints[f.name])
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        default = _default(f)
         meta = f.metadata
         help_text = f"{meta.get('help', '')} (default: {default})".replace("%", "%%")  # argparse formats %
-        kw = {"help": help_text}
+        kw: dict[str, typing.Any] = {"help": help_text}
         if meta.get("choices"):
             kw["choices"] = meta["choices"]
         if tp in (int, float):
@@ -148,8 +148,17 @@ def config_from_namespace(cls, ns: dict):
     ns = {f.name: ns[f.name] for f in dataclasses.fields(cls)}
     for f in dataclasses.fields(cls):
         if ns[f.name] is None and _base_type(hints[f.name])[1]:
-            ns[f.name] = f.default_factory()
+            ns[f.name] = _default(f)
     return cls(**ns)
+
+
+def _default(f: dataclasses.Field) -> typing.Any:
+    """The default of a config field (its default_factory called): every option has one."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    raise TypeError(f"config field {f.name} has no default")
 
 
 def parse_config(cls, argv: list[str] | None = None, description: str | None = None):

@@ -1,4 +1,4 @@
-"""The benchmarks of issue 26, each printing one ratio line, then one summary table.
+"""The suite's speed benchmarks, each printing one ratio line, then one summary table.
 
     $ python -m benchmarks                       # or: make bench; probing, similarity and extract in turn
     $ python -m benchmarks probing|similarity|extract [...]   # one of them
@@ -6,14 +6,17 @@
 
 * probing (``benchmarks.bench_probing``): the probing protocol over a plain ``LogisticRegression()``
   loop on the same features (goal <= 1.5);
-* similarity (``benchmarks.bench_similarity``): all-pairs CKA over the float32 stacked-GEMM floor, at
-  n = 5,000 and 20,000 (goal <= 1.5);
+* similarity (``benchmarks.bench_similarity``): all-pairs CKA over the float32 floor (the stacked cross
+  products and every layer's Gram), at n = 5,000 and 20,000 (goal <= 1.5);
 * extract (``benchmarks.bench_extract``): cold extraction (writing the cache entry) over a bare forward
   loop, in CPU time (goal <= 1.03).
 
 Every benchmark runs in one thread (``OMP_NUM_THREADS=1`` and torch's intra-op threads set here, before
-numpy and torch load) and compares process CPU time over interleaved rounds. The machine's load average
-is printed at the start and at the end: quote a ratio with its load.
+numpy and torch load) and compares process CPU time over interleaved rounds (one exception, labelled:
+bench_shard's sharding ratio is of wall time, what sharding buys). The summary table has a CPU-seconds
+and a wall-seconds column, and every ratio names its clock. The CPU model, its vector units (avx2,
+avx512, amx) and the machine's load average are printed at the start, the load again at the end: quote
+a ratio with them.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from benchmarks import bench_extract, bench_pairwise, bench_probing, bench_shard, bench_similarity  # noqa: E402
-from benchmarks.bench_extract import machine_info, print_table  # noqa: E402
+from benchmarks.bench_extract import cpu_model_and_flags, load_average, machine_info, print_table  # noqa: E402
 
 RATIOS = {"probing": bench_probing, "similarity": bench_similarity, "extract": bench_extract}
 DEFAULTS = {"extract": ["--n-sentences", "300", "--repeats", "3", "--threads", "1"]}
@@ -57,8 +60,8 @@ def main(argv: list[str] | None = None) -> None:
         for module in (bench_shard, bench_pairwise):
             print()
             rows += module.run(module.Settings())
-    print(f"\nsummary ({time.perf_counter() - t0:.0f} s in all; load average at the end "
-          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    print(f"\nsummary ({time.perf_counter() - t0:.0f} s wall in all; load average at the end {load_average()}; "
+          f"{cpu_model_and_flags()[0]})")
     print_table(rows)
 
 

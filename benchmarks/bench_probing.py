@@ -95,9 +95,9 @@ def run(cfg: Settings) -> list[Row]:
     print(f"probing: protocol {ratio:.2f} x a plain LogisticRegression() loop (CPU {q:.1f} s / {p:.1f} s; "
           f"goal <= {GOAL}); {cfg.model}, {len(tasks)} tasks x {tasks[0]['X'].shape[0]} layers, items: {shapes}",
           flush=True)
-    return [Row("probing", "plain LogisticRegression() loop", p),
-            Row("probing", "probing protocol (CV over C, refit, control, intervals)", q, f"{ratio:.2f} x plain",
-                goal_text(ratio, GOAL))]
+    return [Row("probing", "plain LogisticRegression() loop", cpu_s=p),
+            Row("probing", "probing protocol (CV over C, refit, control, intervals)", cpu_s=q,
+                ratio=f"{ratio:.2f} x plain (CPU)", goal=goal_text(ratio, GOAL))]
 
 
 def main(argv: list[str] | None = None) -> None:

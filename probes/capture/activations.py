@@ -87,7 +87,7 @@ class Activations:
         return self.text_map("attention", t)
 
     @property
-    def attentions(self) -> np.ndarray | None:
+    def attentions(self) -> np.ndarray | Float32View | None:
         """All attention maps, flat (text t's (L, H, n_t, n_t) at map_offsets["attention"][t])."""
         return self.maps.get("attention")
 

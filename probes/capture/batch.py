@@ -67,7 +67,7 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: dict[
     special_np[mask_np] = chunk.special[dst]
     mask = torch.from_numpy(mask_np)
     out = encoder.forward(torch.from_numpy(ids_np), mask.long(), maps=bool(chunk.maps))
-    hidden: Sequence[torch.Tensor] = out.hidden  # (L+1, B, n, d), stacked or one tensor per layer
+    hidden: torch.Tensor | Sequence[torch.Tensor] = out.hidden  # (L+1, B, n, d), stacked or one tensor per layer
     if len(hidden) != encoder.num_layers + 1:
         raise ProbeError(f"model '{encoder.name}' returned {len(hidden)} hidden states, not "
                          f"{encoder.num_layers + 1} (the embeddings and every layer)")
@@ -100,8 +100,8 @@ def _refuse(x: torch.Tensor, what: str) -> None:
         raise NotFloat16(why)
 
 
-def sentence_vectors(encoder: Encoder, hidden: Sequence[torch.Tensor], mask: torch.Tensor, special: torch.Tensor,
-                     lengths: torch.Tensor, model_sentence: torch.Tensor | None) -> torch.Tensor:
+def sentence_vectors(encoder: Encoder, hidden: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor,
+                     special: torch.Tensor, lengths: torch.Tensor, model_sentence: torch.Tensor | None) -> torch.Tensor:
     """(L+1, B, d) float32 sentence vector per layer. hidden: L+1 of (B, n, d); mask, special (B, n) bool."""
     kind = encoder.spec.sentence
     if kind == "g":

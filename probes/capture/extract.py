@@ -37,6 +37,7 @@ import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from filelock import FileLock
@@ -45,7 +46,15 @@ from probes.capture import distributed, store
 from probes.capture.activations import Activations
 from probes.capture.batch import ChunkInputs, NotFloat16, run_batch
 from probes.capture.plan import CapturePlan
-from probes.capture.store import USER_CACHE, cache_key, entry_lock, open_entry, read_entry, user_cache_dir
+from probes.capture.store import (
+    USER_CACHE,
+    _UserCache,
+    cache_key,
+    entry_lock,
+    open_entry,
+    read_entry,
+    user_cache_dir,
+)
 from probes.capture.work import (
     StoreState,
     WorkArrays,
@@ -68,8 +77,9 @@ CHUNK_BYTES = int(os.environ.get("PROBES_CHUNK_BYTES", 256 * 2**20))
 
 
 def extract(model, inputs: list[str] | list[list[int]], *, maps: bool = False,
-            truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = USER_CACHE,
-            progress: bool = True, device: str = "cpu", corpus: dict | None = None, dtype: str | None = None,
+            truncate: bool = False, batch_size: int = 32,
+            cache_dir: str | os.PathLike | _UserCache | None = USER_CACHE, progress: bool = True,
+            device: str = "cpu", corpus: dict | None = None, dtype: str | None = None,
             cache_dtype: str = "float16", device_map: str | None = None,
             layers: list[int] | tuple[int, ...] | None = None, tokenizer=None, name: str | None = None,
             sentence: str | None = None) -> Activations:
@@ -107,8 +117,9 @@ def extract(model, inputs: list[str] | list[list[int]], *, maps: bool = False,
 
 
 def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
-             truncate: bool = False, batch_size: int = 32, cache_dir: str | os.PathLike | None = USER_CACHE,
-             progress: bool = True, device: str = "cpu", dtype: str | None = None,
+             truncate: bool = False, batch_size: int = 32,
+             cache_dir: str | os.PathLike | _UserCache | None = USER_CACHE, progress: bool = True,
+             device: str = "cpu", dtype: str | None = None,
              cache_dtype: str = "float16", device_map: str | None = None,
              layers: list[int] | tuple[int, ...] | None = None) -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
@@ -121,7 +132,7 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
     warns, and records which inputs were cut. ``cache_dir``: the activation cache folder (default: the
     per-user cache, :func:`~probes.capture.store.user_cache_dir`); None disables the cache.
     """
-    inputs = [i if isinstance(i, str) else [int(t) for t in i] for i in inputs]
+    inputs = cast("list[str] | list[list[int]]", [i if isinstance(i, str) else [int(t) for t in i] for i in inputs])
     if not inputs:
         raise ProbeError("no texts to encode: the input list is empty")
     if len({isinstance(i, str) for i in inputs}) > 1:
@@ -139,7 +150,7 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
                 "cache_dtype": stored}
     if layers is not None:  # only then part of the key: entries of every layer keep their keys
         settings["layers"] = sorted({operator.index(x) for x in layers})
-    if cache_dir is USER_CACHE:
+    if isinstance(cache_dir, _UserCache):  # USER_CACHE, the default
         cache_dir = user_cache_dir()
     if cache_dir is not None and (why := runtime_changes(model)) is not None:  # hooks: no key can see them
         warnings.warn(f"model '{spec.name}': {why}; extracted without the activation cache", stacklevel=3)
@@ -158,7 +169,10 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
             from probes.checkpoints.loaders import load  # here: a cache hit never imports model code
 
             model = load(model, device=device, dtype=run_dtype, device_map=device_map)
-        return _capture(model, inputs, settings, key, entry, batch_size, progress)
+        acts = _capture(model, inputs, settings, key, entry, batch_size, progress)
+        if acts is None:  # only a rank other than 0 under torchrun, which takes _extract_sharded
+            raise RuntimeError("a capture outside torchrun returned no activations")
+        return acts
 
 
 def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: str, entry: Path | None,
@@ -186,7 +200,9 @@ def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: st
                 model = load(model, device=device, dtype=run_dtype)
             hit = _capture(model, inputs, settings, key, entry, batch_size, progress)
         distributed.barrier()  # rank 0 has finalised the entry
-    return hit if main else read_entry(entry, full=False)  # rank 0 checked every byte
+    if main and hit is not None:
+        return hit
+    return read_entry(entry, full=False)  # rank 0 checked every byte
 
 
 def _check_batch_size(batch_size) -> int:
@@ -245,6 +261,12 @@ class _Capture:
         """The folder the entry is written in: ``<entry>.partial``."""
         return None if self.entry is None else self.entry.with_name(self.entry.name + ".partial")
 
+    def cached(self) -> tuple[Path, Path]:
+        """(entry, work) of a capture into the cache (every capture under torchrun has one)."""
+        if self.entry is None:
+            raise ProbeError("a capture without a cache has no entry to write")
+        return self.entry, self.entry.with_name(self.entry.name + ".partial")
+
     def fill(self, arrays: WorkArrays, done: dict, only: range | None = None, lock: FileLock | None = None) -> None:
         """Run every chunk not in ``done`` (a finished chunk is reused if its checksum still holds), writing
         each into ``arrays`` and recording it in ``work/done.json``. ``only``: this process's share of the
@@ -284,10 +306,10 @@ class _Capture:
         cannot hold a state, warn and start again in float32 (the whole entry). Under torchrun, rank 0 then
         checks every rank's chunks and finishes any that is missing; the other ranks return None."""
         shared = distributed.launched()  # several processes fill the same work folder, one share of chunks each
-        lock = FileLock(store.lock_path(self.entry, ".done")) if shared else None
+        lock = FileLock(store.lock_path(self.cached()[0], ".done")) if shared else None
         while True:
-            arrays, done = (open_shared_work if shared else open_work)(self.work, self.key, self.plan.shapes,
-                                                                      self.state)
+            arrays, done = (open_shared_work(self.cached()[1], self.key, self.plan.shapes, self.state) if shared
+                            else open_work(self.work, self.key, self.plan.shapes, self.state))
             problem = None
             try:
                 self.fill(arrays, done, only=distributed.shard(len(self.plan.chunks)) if shared else None, lock=lock)
@@ -335,13 +357,14 @@ class _Capture:
             acts = plan.activations(self.encoder, meta, arrays.result())
             if self.entry is None:
                 return acts
-            store.finalise_entry(self.work, self.entry, acts, self.progress, arrays.contents())
+            entry, work = self.cached()
+            store.finalise_entry(work, entry, acts, self.progress, arrays.contents())
             del acts
         finally:
             arrays.close()
         # the bytes were checksummed as they were written (chunk digests, then finalise_entry's file blocks):
         # reading them back to check them again buys nothing, so the entry is opened without verification
-        return read_entry(self.entry, verify=False)
+        return read_entry(entry, verify=False)
 
 
 def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Path | None,

@@ -44,7 +44,7 @@ class Unembedding:
     last (hidden[L] already holds the final norm's output)."""
 
     norm: torch.nn.Module
-    head: torch.nn.Module
+    head: torch.nn.Linear  # the output embeddings: weight (vocabulary, d)
     softcap: float | None = None
 
     def __call__(self, h: torch.Tensor, final: bool = False, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -110,7 +110,7 @@ def window_states(lm, x: torch.Tensor, windows: list[Window], T: int, o: int,
 
 
 def chunk_statistics(unembed: Unembedding, hidden: torch.Tensor, targets: torch.Tensor,
-                     lenses: dict) -> dict[str, np.ndarray]:
+                     lenses: dict) -> dict[str, dict[str, np.ndarray]]:
     """Per lens, {"ce", "kl", "top1"} each (L+1, c) for the c tokens of ``hidden`` (L+1, c, d) with next tokens
     ``targets`` (c,). ``lenses``: name -> None (logit lens) or a translator module with ``forward(h, layer)``."""
     L = hidden.shape[0] - 1

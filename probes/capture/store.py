@@ -287,7 +287,7 @@ def verify_entry(entry: Path, doc: dict, full: bool) -> None:
             raise ValueError(f"{name} is missing")
         if path.stat().st_size != rec["bytes"]:
             raise ValueError(f"{name} has {path.stat().st_size} bytes, not {rec['bytes']}")
-        pick = range(len(blocks))
+        pick: range | list[int] = range(len(blocks))
         if not full and len(blocks) > QUICK_STRIDE:
             pick = sorted({*range(0, len(blocks), QUICK_STRIDE), len(blocks) - 1})
         with open(path, "rb") as f:

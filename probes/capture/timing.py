@@ -20,6 +20,7 @@ import os
 import platform
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -69,9 +70,10 @@ def random_transformer(cfg: TimingConfig, kind: str, max_len: int) -> Runner:
     """A random-init BERT / ALBERT (PyTorch's scaled-dot-product attention) of the same size."""
     from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
 
-    common = dict(vocab_size=cfg.vocab_size, hidden_size=cfg.width, num_hidden_layers=cfg.layers,
-                  num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate,
-                  max_position_embeddings=max_len)
+    common: dict[str, Any] = dict(vocab_size=cfg.vocab_size, hidden_size=cfg.width, num_hidden_layers=cfg.layers,
+                                  num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate,
+                                  max_position_embeddings=max_len)  # the config fields both families have
+    model: BertModel | AlbertModel
     if kind == "bert":
         model = BertModel(BertConfig(**common), add_pooling_layer=False)
     else:
@@ -160,8 +162,9 @@ def time_models(runners: list[Runner], cfg: TimingConfig, progress: bool = True)
 def machine() -> dict:
     """The machine and its load: timings mean nothing without them."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "usable_cpus": cpus, "torch": torch.__version__, "torch_threads": torch.get_num_threads()}
+    info: dict[str, Any] = {"platform": platform.platform(),
+                            "processor": platform.processor() or platform.machine(), "usable_cpus": cpus,
+                            "torch": torch.__version__, "torch_threads": torch.get_num_threads()}
     if hasattr(os, "getloadavg"):
         info["load_average"] = [round(x, 2) for x in os.getloadavg()]
     return info

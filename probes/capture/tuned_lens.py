@@ -48,10 +48,11 @@ class Translators(torch.nn.Module):
 
     def __init__(self, n_layers: int, d: int):
         super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(n_layers))
-        for lin in self.layers:
+        linears = [torch.nn.Linear(d, d) for _ in range(n_layers)]
+        for lin in linears:
             torch.nn.init.zeros_(lin.weight)
             torch.nn.init.zeros_(lin.bias)
+        self.layers = torch.nn.ModuleList(linears)
 
     def forward(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         return h + self.layers[layer](h)
@@ -88,7 +89,8 @@ class Documents:
     that needs only the first documents of the seeded order, tokenizes nothing more)."""
 
     def __init__(self, texts: list[str], encode):
-        self.texts, self.encode, self.ids = list(texts), encode, {}
+        self.texts, self.encode = list(texts), encode
+        self.ids: dict[int, list[int]] = {}  # document index -> its token ids
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -190,7 +192,7 @@ def train(lm, docs, settings: TrainSettings, folder: Path, save_every: int = 50,
             n_tok += w.n_inputs - w.first
         position = (position[0], position[1], position[2] + 1)  # the next window to read
         opt.zero_grad(set_to_none=False)
-        sums = sum(_kl_loss(unembed, translators, hidden, chunk, 1.0 / n_tok) for hidden in batch)
+        sums = np.asarray(sum(_kl_loss(unembed, translators, hidden, chunk, 1.0 / n_tok) for hidden in batch))  # (L,)
         torch.nn.utils.clip_grad_norm_(translators.parameters(), 1.0)
         opt.step()
         sched.step()

@@ -118,8 +118,14 @@ class WorkArrays:
             raise
         return work
 
+    def _file(self, name: str) -> Path:
+        """``<folder>/<name>.npy`` (arrays on disk only)."""
+        if self.folder is None:
+            raise ValueError("work arrays in memory have no files")
+        return self.folder / f"{name}.npy"
+
     def _open(self, name: str, flags: int) -> int:
-        fd = os.open(self.folder / f"{name}.npy", flags | getattr(os, "O_BINARY", 0), 0o666)
+        fd = os.open(self._file(name), flags | getattr(os, "O_BINARY", 0), 0o666)
         self.fds[name] = fd
         return fd
 
@@ -158,7 +164,7 @@ class WorkArrays:
                 continue
             arr = staged[name]
             if len(shape) == 1:
-                _write_all(self.fds[name], memoryview(arr).cast("B"), self.header[name] + start * item)
+                _write_all(self.fds[name], arr.data.cast("B"), self.header[name] + start * item)
                 continue
             row = math.prod(shape[2:]) * item  # bytes of one (token, ...) row
             for lead in range(shape[0]):
@@ -184,7 +190,7 @@ class WorkArrays:
         """The whole arrays: in memory, or read-only memory maps of the files (sizes checked when opened)."""
         if self.memory is not None:
             return self.memory
-        return {k: np.memmap(self.folder / f"{k}.npy", self.dtype, "r", self.header[k], s) if math.prod(s)
+        return {k: np.memmap(self._file(k), self.dtype, "r", self.header[k], s) if math.prod(s)
                 else np.zeros(s, self.dtype) for k, s in self.shapes.items()}
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ and out/figures/similarity-<unit>.{png,pdf} (CKA: A x A beside A x B for every B
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -162,8 +163,8 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
         raise ProbeError(f"need at least 4 units for the debiased estimator, got {n}; use more sentences")
     rsa_rows = np.sort(rng.choice(n, size=min(cfg.rsa_units, n), replace=False))
     same = acts_a is acts_b
-    kw = dict(measures=cfg.measure, variance=cfg.svcca_variance, rsa_rows=rsa_rows, distance=cfg.rsa_distance,
-              batch_rows=cfg.batch_rows)
+    kw: dict[str, Any] = dict(measures=cfg.measure, variance=cfg.svcca_variance, rsa_rows=rsa_rows,
+                              distance=cfg.rsa_distance, batch_rows=cfg.batch_rows)  # similarity_matrices'
     La, Lb = XA.shape[0], XB.shape[0]
     total = La * (La + 1) // 2 + (0 if same else La * Lb + Lb * (Lb + 1) // 2)
     name_a, name_b = acts_a.meta["model"]["name"], acts_b.meta["model"]["name"]

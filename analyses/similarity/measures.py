@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
@@ -143,8 +144,7 @@ def pair_sums(x: Layer, y: Layer, batch_rows: int = BATCH_ROWS) -> Sums:
     return Sums(x.n, C, sx, sy, xb, ya, sab, sa, sb)
 
 
-def _stack_batch(layers: list[Layer], s: int, batch_rows: int, dtype=np.float32) -> tuple[np.ndarray, np.ndarray,
-                                                                                         np.ndarray]:
+def _stack_batch(layers: list[Layer], s: int, batch_rows: int, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
     """Rows s..s+b of every layer, centred, side by side as one ``dtype`` (b, sum d_kept) block, and their
     squared row norms (b, layers). The means are rounded to ``dtype`` before they are subtracted: a constant
     shift of a column, to which HSIC_u is exactly invariant (and the centred cross-products are re-centred
@@ -171,23 +171,24 @@ def stacked_sums(xs: list[Layer], ys: list[Layer] | None = None, batch_rows: int
     ``dtype``: of the products (float64: the exact streamed sums of :func:`pair_sums`, at ~2x the time).
     Returns ({(i, j): Sums}, [Sums of xs[i] with itself], [Sums of ys[j] with itself])."""
     same = ys is None
-    ys = xs if same else ys
+    ys = xs if ys is None else ys
     dx, dy = sum(int(a.keep.sum()) for a in xs), [int(b.keep.sum()) for b in ys]
     if dx * sum(dy) > MAX_CROSS and len(ys) > 1:  # bound the float64 cross-products: ys in groups, a pass each
-        groups, cur = [], []
+        groups: list[list[int]] = []
+        cur: list[int] = []
         for j, d in enumerate(dy):
             if cur and dx * (sum(dy[k] for k in cur) + d) > MAX_CROSS:
                 groups.append(cur)
                 cur = []
             cur.append(j)
         groups.append(cur)
-        pairs, self_y = {}, [None] * len(ys)
-        for g in groups:
-            p, self_x, sy_g = stacked_sums(xs, [ys[j] for j in g], batch_rows, dtype)
-            pairs.update({(i, g[j]): v for (i, j), v in p.items()})
-            for j, v in zip(g, sy_g):
-                self_y[j] = v
-        return pairs, self_x, self_x if same else self_y
+        pairs: dict[tuple[int, int], Sums] = {}
+        self_y_of: dict[int, Sums] = {}  # ys[j] with itself
+        for group in groups:
+            p, self_x, sy_g = stacked_sums(xs, [ys[j] for j in group], batch_rows, dtype)
+            pairs.update({(i, group[j]): v for (i, j), v in p.items()})
+            self_y_of.update(zip(group, sy_g))
+        return pairs, self_x, self_x if same else [self_y_of[j] for j in range(len(ys))]
     n = xs[0].n
     if any(a.n != n for a in [*xs, *ys]):
         raise ProbeError(f"the two representations describe different numbers of units: "
@@ -327,7 +328,8 @@ def _spearman(ra: np.ndarray | None, rb: np.ndarray | None) -> float:
 # ----------------------------------------------------------------------------- matrices over layers
 
 
-def similarity_matrices(xs: Sequence, ys: Sequence | None = None, measures: Sequence[str] = MEASURES, *,
+def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | None = None,
+                        measures: Sequence[str] = MEASURES, *,
                         variance: float = 0.99, rsa_rows: np.ndarray | None = None, distance: str = "cosine",
                         debiased: bool = True, batch_rows: int = BATCH_ROWS, progress=None,
                         dtype=np.float32) -> dict:
@@ -346,8 +348,8 @@ def similarity_matrices(xs: Sequence, ys: Sequence | None = None, measures: Sequ
         raise ProbeError(f"the SVCCA variance must be in (0, 1], got {variance}")
     same = ys is None
     lx = [Layer.of(X, batch_rows) for X in xs]
-    ly = lx if same else [Layer.of(Y, batch_rows) for Y in ys]
-    out = {m: np.zeros((len(lx), len(ly))) for m in measures}
+    ly = lx if ys is None else [Layer.of(Y, batch_rows) for Y in ys]
+    out: dict[str, Any] = {m: np.zeros((len(lx), len(ly))) for m in measures}
     want_sums = "cka" in measures or "svcca" in measures
     pairs, self_x, self_y = stacked_sums(lx, None if same else ly, batch_rows, dtype) if want_sums else ({}, [], [])
     hx, hy = [hsic(s, debiased) for s in self_x], [hsic(s, debiased) for s in self_y]

@@ -71,7 +71,8 @@ def _normalize(word: str) -> str:
 def segment_words(tokens: list[str], special, scheme: str) -> list[tuple[str, list[int]]]:
     """A text's words: (normalised string, positions of its tokens) in order; special tokens skipped."""
     words: list[list] = []
-    cur, prev_punct, pending = None, False, False
+    cur: list | None = None  # the word being read: [text, [token positions]]
+    prev_punct, pending = False, False
     for i, (tok, sp) in enumerate(zip(tokens, special)):
         if sp:
             cur, prev_punct = None, False

@@ -135,7 +135,9 @@ def choose_examples(acts: Activations, cfg: Config) -> list[int]:
 def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]) -> dict:
     """Corpus summary of one map kind over every text, plus the example maps for the figures."""
     W, w = cfg.max_offset, cfg.local_radius
-    profile = share = row_mass = None
+    profile: np.ndarray | None = None  # (L, 2W+1) summed over queries, from the first text kept on
+    share: np.ndarray | None = None  # (L, K)
+    row_mass: np.ndarray | None = None  # (L,)
     n_queries = n_texts = 0
     uniform = 0.0  # local mass of a uniform map over the same kept tokens, summed over queries
     row_sums = []
@@ -159,7 +161,7 @@ def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]
         uniform += float(((np.minimum(i + w, q - 1) - np.maximum(i - w, 0) + 1) / q).sum())
         n_queries += q
         n_texts += 1
-    if n_texts == 0:
+    if n_texts == 0 or profile is None or share is None or row_mass is None:  # all None exactly when no text
         raise ProbeError("no sentence has a token left once special tokens are dropped; try --keep-special")
     profile, share, row_mass = profile / n_queries, share / n_queries, row_mass / n_queries
     rs = np.concatenate(row_sums)
@@ -352,7 +354,7 @@ def _plot_shares(ax_s, results: list[Result]) -> None:
 
     summaries = list(_summaries(results))
     xlabel, layer_x = layer_axis([len(m["local_share"]) for _, _, m, _ in summaries])
-    baselines = {}
+    baselines: dict[str, object] = {}  # model -> its uniform-maps line
     for model, ls, m, label in summaries:
         color = model_color(model)
         share = np.asarray(m["local_share"])  # (L, K)

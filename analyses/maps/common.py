@@ -8,6 +8,7 @@ A map summary in a result says what it is by its ``token_axes`` value (2: token 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +51,7 @@ def token_labels(ax, tokens: list[str], fontsize: float) -> None:
     ax.tick_params(length=1.5, pad=1)
 
 
-def layer_axis(depths: list[int]) -> tuple[str, object]:
+def layer_axis(depths: list[int]) -> tuple[str, Callable[[int], np.ndarray]]:
     """The x axis of per-layer lines: layer number when every model has the same depth, else relative
     depth l / L (analyses.style.relative_depth). Returns (label, x(L) -> (L,) positions of layers 1..L)."""
     from analyses.style import relative_depth

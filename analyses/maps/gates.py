@@ -95,7 +95,13 @@ def summarise_token_map(acts: Activations, name: str, cfg: Config, examples: lis
     """Corpus summary of one per-token map kind (L, K, n), plus the example maps for the figure."""
     weighted = name in TOKEN_DISTRIBUTIONS
     B = cfg.position_bins
-    total = prof = ent = kept_mass = own = None
+    # sums over texts, from the first text kept on: (L, K), prof (L, K, B)
+    total: np.ndarray | None = None
+    prof: np.ndarray | None = None
+    ent: np.ndarray | None = None
+    cv: np.ndarray | None = None
+    kept_mass: np.ndarray | None = None
+    own: np.ndarray | None = None
     counts = np.zeros(B)
     n_tokens = n_texts = n_ent = 0
     captured = []
@@ -127,7 +133,8 @@ def summarise_token_map(acts: Activations, name: str, cfg: Config, examples: lis
         counts += onehot.sum(0)
         n_tokens += q
         n_texts += 1
-    if n_texts == 0:
+    if (n_texts == 0 or total is None or prof is None or ent is None or cv is None or kept_mass is None
+            or own is None):  # the sums are None exactly when no text was kept
         raise ProbeError("no sentence has a token left once special tokens are dropped; try --keep-special")
     with np.errstate(invalid="ignore", divide="ignore"):
         prof = prof / counts

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -133,8 +134,8 @@ def fit_probe_layers(layers, y: np.ndarray, train: np.ndarray, test: np.ndarray,
     out = []
     for fits in fit_layers([X[train] for X in Xs], labellings, cv, list(cfg.cs), [X[test] for X in Xs],
                            max_iter=cfg.max_iter, tol=cfg.tol, cv_tol=cfg.cv_tol or None):
-        fits = [{"pred": f.pred, "C": f.C, "n_params": f.n_params} for f in fits]
-        out.append(fits[0] if control is None else (fits[0], fits[1]))
+        found = [{"pred": f.pred, "C": f.C, "n_params": f.n_params} for f in fits]
+        out.append(found[0] if control is None else (found[0], found[1]))
     return out
 
 
@@ -172,7 +173,7 @@ def probe_layers(layers, labels: np.ndarray, groups: np.ndarray, cfg: Config,
         lo, hi = bootstrap_interval(ok, g, cfg.n_boot, cfg.seed)
         row = {"layer": lyr, "accuracy": ok.mean(), "ci_low": lo, "ci_high": hi,
                "majority": float((labels[test] == majority).mean()), "C": fit["C"], "n_params": fit["n_params"]}
-        if control is not None:
+        if control is not None and cfit is not None:  # cfit: the control task's fit, there exactly with control
             cok = (cfit["pred"] == control[test]).astype(np.float64)
             clo, chi = bootstrap_interval(cok, g, cfg.n_boot, cfg.seed)
             slo, shi = bootstrap_interval(ok - cok, g, cfg.n_boot, cfg.seed)  # paired: same resampled sentences
@@ -198,7 +199,7 @@ def make_task(name: str, acts: Activations, cfg: Config, doc_of: np.ndarray | No
     if name == "bigram_shift":
         return pt.bigram_shift(acts.texts, s, m)
     if name == "source":
-        if doc_of is None:
+        if doc_of is None or doc_names is None:
             raise ProbeError("task source needs each sentence's document: sentences drawn from a corpus (a corpus "
                              "name or path as texts=, not a list of texts)")
         return pt.source(doc_of, doc_names, s, m)
@@ -211,7 +212,7 @@ def cap_items(task: pt.Task, max_items: int, seed: int) -> pt.Task:
     if len(task.labels) <= max_items:
         return task
     keep = np.sort(np.random.default_rng([seed, 12]).choice(len(task.labels), size=max_items, replace=False))
-    sub = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in vars(task).items()}
+    sub: dict[str, Any] = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in vars(task).items()}
     return pt.Task(**sub)
 
 
@@ -230,6 +231,8 @@ class TaskLayers:
             return np.asarray(self.acts.layer_hidden(lyr, t.items))  # (n, d)
         X = np.asarray(self.acts.sentence[lyr, t.items])  # (n, d)
         if t.shifted is not None:
+            if self.shifted is None:
+                raise ProbeError("task bigram_shift needs the activations of the perturbed sentences")
             X[t.shifted] = self.shifted.sentence[lyr, t.items[t.shifted]]
         return X
 
@@ -262,7 +265,7 @@ class Result(common.AnalysisResult):
         band, the majority baseline and the control task. Returns the Axes."""
         names = [e["task"] for e in self.tasks]
         task = task or (names[0] if names else None)
-        if task not in names:
+        if task is None or task not in names:
             raise ProbeError(f"{self.model_name} has no probing task {task!r}; it has {', '.join(names) or 'none'}")
         ax = style.one_axes(ax, (3.6, 2.8))
         _task_panel(ax, [self], task, key)
@@ -302,6 +305,8 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
     for task in tasks:
         control = None
         if task.level == "token":
+            if task.types is None:
+                raise ValueError(f"token task {task.name} was built without its word types")
             control = pt.control_labels(task.types, task.labels, len(task.classes), cfg.seed)
         rows, sizes = probe_layers(TaskLayers(task, acts, shifted), task.labels, task.groups, cfg, control,
                                    desc=f"{acts.meta['model']['name']} {task.name}")
@@ -358,7 +363,7 @@ def _task_panel(ax, results: list[Result], name: str, key: str) -> None:
     """Task ``name``'s ``key`` ("accuracy" or "selectivity", a token-task statistic) against relative
     depth on ``ax``, one line per model in its colour. A task with fewer test items than the result's
     minimum (``small_test``) says so in its title."""
-    small = []
+    small: list[int] = []  # the test sizes too small to read an accuracy
     for res in results:
         entry = next((e for e in res.tasks if e["task"] == name), None)
         if entry is None:
@@ -373,7 +378,7 @@ def _task_panel(ax, results: list[Result], name: str, key: str) -> None:
             if entry["level"] == "token":  # token tasks have a control task
                 ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, color=c, label="_control")
         if entry.get("small_test"):
-            small.append(entry.get("n_test"))
+            small.append(int(entry["n_test"]))
     if key == "selectivity":
         ax.axhline(0, color="0.4", lw=0.6)
     if small:  # too few test items to read the accuracy: said where the curve is

@@ -113,6 +113,7 @@ class _Problems:
             sub = which[a:b]
             if not sub.any():
                 continue
+            sel: slice | torch.Tensor  # the group's rows: a slice (a view) or their indices
             if sub.all():  # the whole group: views, no gathers
                 sel, it = slice(a, b), None
                 Wp, labs = W[a:b], self.lab_t[a:b]

@@ -94,7 +94,8 @@ def word_units(acts: Activations) -> tuple[np.ndarray, np.ndarray, list[str], np
     special = np.asarray(acts.special, bool)
     marked = any(t[:1] in ("Ġ", "▁") for t, s in zip(flat, special) if not s)
     text_of = acts.text_index()
-    first, words = [], []
+    first: list[int] = []
+    words: list[str] = []
     for i, (tok, sp) in enumerate(zip(flat, special)):
         if sp:
             continue
@@ -166,7 +167,7 @@ def word_content(texts: list[str], seed: int, vocab: int = 1000, skip_top: int =
     sets = [set(_alpha_words(t)) for t in texts]
     df = Counter(w for s in sets for w in s)
     ranked = sorted(df, key=lambda w: (-df[w], w))[skip_top:]
-    best = ([], {}, 0)
+    best: tuple[list[str], dict, int] = ([], {}, 0)  # (kept words, sentence -> word, vocabulary size)
     k = vocab
     while k >= 2:
         kept, word_of = _word_content_classes(sets, ranked[:k], min_per_class)
@@ -264,10 +265,10 @@ def token_identity(acts: Activations, seed: int, n_types: int = 30, max_items: i
     """TokenIdentity: which of the ``n_types`` most frequent word types a word is."""
     first, text, names, types = word_units(acts)
     freq = np.bincount(types, minlength=len(names))
-    top = sorted(range(len(names)), key=lambda t: (-freq[t], names[t]))[:n_types]
-    top = [t for t in top if freq[t] >= min_per_class]
-    _check_classes("token_identity", freq[top] if top else np.array([0]), min_per_class, "word types")
-    top = np.sort(np.array(top))
+    ranked = sorted(range(len(names)), key=lambda t: (-freq[t], names[t]))[:n_types]
+    frequent = [t for t in ranked if freq[t] >= min_per_class]
+    _check_classes("token_identity", freq[frequent] if frequent else np.array([0]), min_per_class, "word types")
+    top = np.sort(np.array(frequent))
     pool = np.flatnonzero(np.isin(types, top))
     keep = np.sort(np.random.default_rng([seed, 6]).choice(pool, size=min(max_items, len(pool)), replace=False))
     labels = np.searchsorted(top, types[keep])

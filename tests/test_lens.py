@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from probes.capture import tuned_lens as tl
-from probes.capture.lens import lens_statistics, unembedding
+from probes.capture.lens import chunk_tokens, lens_statistics, unembedding
 from probes.capture.windows import windowed_nll
 from probes.config import run_main
 from probes.models.lm import load_lm
@@ -115,6 +115,21 @@ def test_chunked_decoding_equals_one_chunk(gpt2):
     tiny = lens_statistics(gpt2, ids, T=24, o=5, chunk_elements=2 * vocab)["stats"]["logit"]  # 2 tokens a chunk
     for s in ("ce", "kl", "top1"):  # float32 products of other shapes round differently: ~1e-6
         np.testing.assert_allclose(tiny[s], whole[s], atol=1e-5, rtol=0)
+
+
+def test_a_262k_vocabulary_is_decoded_a_few_tokens_at_a_time():
+    """Gemma-3's vocabulary: no (tokens x vocabulary) matrix beyond a chunk of tokens is ever made."""
+    lm = load_lm("tiny-gpt2")
+    lm.base.resize_token_embeddings(262144)  # the tied output matrix grows with it
+    rows = []
+    lm.base.get_output_embeddings().register_forward_hook(  # tokens decoded per call of the output matrix
+        lambda mod, args, out: rows.append(out.reshape(-1, out.shape[-1]).shape[0]))
+    ids = lm.encode(TEXT)
+    s = lens_statistics(lm, ids, T=64, o=0)["stats"]["logit"]
+    assert chunk_tokens(262144) == 16 and max(rows[1:]) <= 16  # rows[0]: the model's own last position
+    with torch.no_grad():  # one window; float64 softmax (float32 over 262k logits is off by ~1e-4)
+        logp = torch.log_softmax(lm.base(input_ids=torch.tensor([ids])).logits[0, :-1].double(), -1)
+    np.testing.assert_allclose(s["ce"][-1], -logp.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0], atol=1e-6)
 
 
 def test_recurrent_first_window_equals_its_plain_twin(gpt2):

@@ -1,4 +1,4 @@
-"""Probing that finishes (issue 25, item 6): a task the sentences cannot build is skipped with one line
+"""Probing that finishes: a task the sentences cannot build is skipped with one line
 naming it and the fix while the other tasks run; a task with fewer test items than --min-test-items is
 marked in its result and in the figure's panel title."""
 

@@ -127,11 +127,11 @@ def cosine_summary(X: np.ndarray, bins: int = 100, exact_limit: int = 50_000_000
     mean = s / n_pairs
     # quantile = the point where the histogram's piecewise-linear CDF reaches p (within one bin)
     cdf = np.concatenate([[0.0], np.cumsum(fine_counts) / n_pairs])
-    q = [float(np.interp(p, cdf, fine)) for p in QUANTILES]
+    read = [float(np.interp(p, cdf, fine)) for p in QUANTILES]
     counts = fine_counts.reshape(bins, -1).sum(1) if 20_000 % bins == 0 else \
         np.histogram(fine[:-1] + 1e-4 / 2, bins=edges, weights=fine_counts)[0]
     return CosineSummary(n, n_pairs, mean, np.sqrt(max(s2 / n_pairs - mean**2, 0.0)), neg / n_pairs,
-                         {str(p): v for p, v in zip(QUANTILES, q)}, "histogram (resolution 1e-4)",
+                         {str(p): v for p, v in zip(QUANTILES, read)}, "histogram (resolution 1e-4)",
                          np.asarray(counts).astype(int).tolist())
 
 

@@ -152,7 +152,8 @@ class Result(common.AnalysisResult):
 
 def window_sums(per_doc: list[dict], lens: str) -> tuple[dict, np.ndarray]:
     """Per window: {stat: (n_windows, L+1) sums over its scored targets} and (n_windows,) target counts."""
-    sums, counts = {s: [] for s in STATS}, []
+    sums: dict[str, list[np.ndarray]] = {s: [] for s in STATS}
+    counts: list[np.ndarray] = []
     for doc in per_doc:
         win = doc["window"]
         n_w = doc["n_windows"]
@@ -185,7 +186,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
     boot = stats.bootstrap_block("window", len(units), cfg.resamples, seed=cfg.seed, units_id=stats.units_id(units))
     W = stats.resample_weights(len(units), cfg.resamples, cfg.seed)
     L = int(lm.base.config.num_hidden_layers)
-    layers = [{"layer": lyr, "final": lyr == L} for lyr in range(L + 1)]
+    layers: list[dict] = [{"layer": lyr, "final": lyr == L} for lyr in range(L + 1)]
     saved = {}
     for lens in lenses:
         sums, counts = window_sums(per_doc, lens)

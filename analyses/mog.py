@@ -255,6 +255,8 @@ def _weights_panel(a, r: Result) -> None:
     """Fig. 9 for one weight-gate model on ``a``: mean w per layer, one line per length bucket."""
     import matplotlib.pyplot as plt
 
+    if r.w_by_bucket is None:  # not a weight-gate model (the callers pass only those)
+        return
     x = np.arange(1, r.n_layers + 1)
     for k, label in enumerate(r.bucket_labels):
         if r.bucket_counts[k]:

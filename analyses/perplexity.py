@@ -119,10 +119,11 @@ class Result(common.AnalysisResult):
         row = next((r for r in self.rows if (r["window"], r["overlap"]) == (window, overlap)), None)
         if row is None:
             raise KeyError(f"token perplexity at T={window}, o={overlap}")
-        per_doc = ((self.bootstrap or {}).get("documents") or {}).get(str(overlap))
+        boot = self.bootstrap or {}
+        per_doc = (boot.get("documents") or {}).get(str(overlap))
         if per_doc is None:
             return stats.Sample(row["token_perplexity"])
-        return stats.Sample.of_ratio(row["token_perplexity"], per_doc["nll"], per_doc["tokens"], self.bootstrap, np.exp)
+        return stats.Sample.of_ratio(row["token_perplexity"], per_doc["nll"], per_doc["tokens"], boot, np.exp)
 
 
 # ----------------------------------------------------------------------------- FLOPs

@@ -268,7 +268,7 @@ def _time_panel(ax, results: list[Result]) -> None:
         c = style.model_color(res.model_name)
         label = res.model_name + (f" (slope {res.slope:.2f})" if res.slope is not None else "")
         ax.plot(n, t, marker="o", ms=4, color=c, label=label)
-        if res.slope is not None:
+        if res.slope is not None and res.intercept is not None:  # fitted together
             fit = n[n >= res.config["fit_min_length"]]
             ax.plot(fit, np.exp(res.intercept) * fit ** res.slope, color=c, lw=0.8, ls="--")
     ax.set_xscale("log", base=2)

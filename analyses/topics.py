@@ -217,7 +217,7 @@ def paired_statistics(jsd_a: np.ndarray, jsd_b: np.ndarray) -> dict:
     diff = np.asarray(jsd_a) - np.asarray(jsd_b)
     less, greater = int((diff < 0).sum()), int((diff > 0).sum())
     n = len(diff)
-    out = {"n_contexts": n, "mean_jsd_a": float(np.mean(jsd_a)), "mean_jsd_b": float(np.mean(jsd_b)),
+    out: dict[str, object] = {"n_contexts": n, "mean_jsd_a": float(np.mean(jsd_a)), "mean_jsd_b": float(np.mean(jsd_b)),
            "median_difference": float(np.median(diff)), "n_a_less": less, "n_a_greater": greater,
            "n_ties": n - less - greater, "share_a_less": less / n if n else float("nan")}
     if less + greater == 0:
@@ -340,14 +340,14 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = No
             "jsd_a": float(jsd_a[i]), "jsd_b": float(jsd_b[i]), "jsd_reference": float(jsd_ref[i]),
             "top_topics": {k: [int(t) for t in np.argsort(-theta[k][i])[:3]] for k in theta},
         })
-    corpus = {**full.identity(), "lda_training": train.identity(), "contexts_from": held.identity(),
-              "same_tokenizer": same_tok}
+    corpus_block = {**full.identity(), "lda_training": train.identity(), "contexts_from": held.identity(),
+                    "same_tokenizer": same_tok}
     identity = Identity(
         model_name=f"{lm_a.name}-vs-{lm_b.name}",
-        config={**settings_used(cfg, corpus=corpus), "model_a": lm_a.name, "model_b": lm_b.name},
+        config={**settings_used(cfg, corpus=corpus_block), "model_a": lm_a.name, "model_b": lm_b.name},
         model={"a": {**lm_a.describe(), "window": Ta, "overlap": cfg.overlap_a},
                "b": {**lm_b.describe(), "window": Tb, "overlap": cfg.overlap_b}},
-        corpus=corpus)
+        corpus=corpus_block)
     return Result(
         identity=identity,
         definitions={

@@ -178,3 +178,8 @@ panel: $(STAMP)
 
 clean:
 	rm -rf $(OUT)
+
+# the type checker over probes/ and analyses/ (its settings: [tool.mypy] in pyproject.toml); CI runs it after lint
+.PHONY: typecheck
+typecheck: $(STAMP)
+	.venv/bin/mypy

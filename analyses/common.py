@@ -296,7 +296,8 @@ def activations_entry(meta: dict) -> dict:
     """The activation cache entry a result records (with the device and dtypes that produced it)."""
     # batch_size: the one that produced the cache entry (states differ by up to ~5e-6 between sizes)
     return {k: meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts", "batch_size", "device", "dtype",
-                                 "cache_dtype", "cache_dtype_fallback", "cache_verify") if k in meta}
+                                 "cache_dtype", "cache_dtype_fallback", "cache_verify", "nonfinite_states")
+            if k in meta}
 
 
 def activations_identity(acts, cfg) -> Identity:

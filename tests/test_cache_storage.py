@@ -7,6 +7,7 @@ every state is tiny (1e-9) or huge (1e6). Caches live in ``tmp_path``.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import math
@@ -134,17 +135,21 @@ def test_a_write_error_midway_is_one_line_and_the_same_command_resumes(tmp_path,
     forwards, inner = [], enc.forward
     monkeypatch.setattr(enc, "forward", lambda *a, **k: forwards.append(1) or inner(*a, **k))
     clean = run(enc, cache_dir=tmp_path / "clean", batch_size=2)
-    n_clean, real_pwrite, calls = len(forwards), os.pwrite, []
-    first_chunk = 2 + 2 * (enc.num_layers + 1)  # the two .npy headers, then chunk 0: one write per layer each
+    n_clean, real_pwrite, real_save = len(forwards), os.pwrite, pw.save_done
+    recorded = []
 
-    def failing(fd, data, offset):
-        calls.append(offset)
-        if len(calls) > first_chunk:
+    def failing(fd, data, offset):  # once chunk 0 is recorded as done, the next write fails
+        if recorded:
             raise OSError(code, os.strerror(code))
         return real_pwrite(fd, data, offset)
 
+    def saving(*a, **k):
+        real_save(*a, **k)
+        recorded.append(1)
+
     with monkeypatch.context() as m:
         m.setattr(pw.os, "pwrite", failing)
+        m.setattr(pe, "save_done", saving)
         with pytest.raises(ProbeError) as e:
             run(enc, cache_dir=tmp_path, batch_size=2)
     assert "\n" not in str(e.value) and str(e.value).startswith(start), str(e.value)
@@ -227,12 +232,22 @@ def test_work_arrays_on_disk_hold_what_the_same_chunks_hold_in_memory(tmp_path):
     (tmp_path / "w").mkdir()
     disk, memory = pw.WorkArrays.create(tmp_path / "w", shapes, "float16"), pw.WorkArrays(shapes, "float16")
     for sp in spans:
-        parts = [w.stage(sp) for w in (disk, memory)]
-        for name in shapes:
-            parts[0][name][...] = parts[1][name][...] = rng.standard_normal(parts[0][name].shape)
-        for w, part in zip((disk, memory), parts, strict=True):
-            w.commit(part, sp)
-        assert pw.chunk_digest(parts[0]) == pw.chunk_digest(disk.read(sp)) == pw.chunk_digest(memory.read(sp))
+        n_rows, n_texts = sp["hidden"][1] - sp["hidden"][0], sp["sentence"][1] - sp["sentence"][0]
+        # two texts per chunk, written in the other order (as a batch sorted by length would), and a map each
+        starts, lengths = np.array([n_rows // 2, 0]), np.array([n_rows - n_rows // 2, n_rows // 2])
+        dst = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, lengths, strict=True)])
+        layers = rng.standard_normal((3, n_rows, 4)).astype(np.float16)
+        sentence = rng.standard_normal((3, n_texts, 4)).astype(np.float16)
+        flat = rng.standard_normal(sp["map.x"][1] - sp["map.x"][0]).astype(np.float16)
+        for w in (disk, memory):
+            out = w.chunk(sp)
+            for lead in range(3):
+                out.rows("hidden", lead, layers[lead], dst, starts, lengths)
+            out.sentence[...] = sentence
+            out.run("map.x", 3, flat[3:])
+            out.run("map.x", 0, flat[:3])
+            out.commit()
+        assert pw.chunk_digest(disk.read(sp)) == pw.chunk_digest(memory.read(sp))
     disk.close()
     for name in shapes:
         loaded = np.load(tmp_path / "w" / f"{name}.npy")  # a plain .npy file
@@ -259,28 +274,53 @@ def test_a_file_system_without_fallocate_still_gets_files_of_the_full_size(tmp_p
     assert np.load(tmp_path / "w" / "hidden.npy").shape == (2, 5, 3)
 
 
-def test_checksums_from_memory_equal_those_read_back_and_sha256_entries_still_read(tmp_path, monkeypatch):
+def test_entries_with_sha256_block_checksums_are_still_read(tmp_path, monkeypatch):
     import probes.capture.store as ps
 
-    monkeypatch.setattr(ps, "CHECK_BLOCK", 1000)  # blocks that cross the header and the buffers' ends
-    data = np.arange(2345, dtype=np.float16)
-    (tmp_path / "w").mkdir()
-    w = pw.WorkArrays.create(tmp_path / "w", {"map.x": data.shape}, "float16")
-    part = w.stage({"map.x": (0, len(data))})
-    part["map.x"][...] = data
-    w.commit(part, {"map.x": (0, len(data))})
-    path = tmp_path / "w" / "map.x.npy"
-    from_memory = ps.file_blocks(path, w.contents()["map.x.npy"])
-    w.close()
-    assert from_memory == ps.file_blocks(path) and len(from_memory["blocks"]) == 5
     enc = probes.load("tiny-bert")
     monkeypatch.setattr(ps, "CHECKSUM", "sha256")  # an entry written before CRC-32 blocks
-    old = run(enc, cache_dir=tmp_path / "c")
+    old = run(enc, cache_dir=tmp_path)
     monkeypatch.setattr(ps, "CHECKSUM", "crc32")
-    doc = json.loads((tmp_path / "c" / "tiny-bert" / old.meta["key"] / "meta.json").read_text())
-    assert doc["checksums"]["algorithm"] == "sha256"
+    entry = tmp_path / "tiny-bert" / old.meta["key"]
+    assert json.loads((entry / "meta.json").read_text())["checksums"]["algorithm"] == "sha256"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a checksum mismatch would warn and extract again
-        again = run(enc, cache_dir=tmp_path / "c")
-    assert again.meta["key"] == old.meta["key"]
+        again = run(enc, cache_dir=tmp_path)
     np.testing.assert_array_equal(np.asarray(again.hidden), np.asarray(old.hidden))
+    with open(entry / "hidden.npy", "r+b") as f:  # and damage is still caught
+        f.seek(200)
+        f.write(b"\xff\xff")
+    with pytest.warns(UserWarning, match="does not match its checksum"):
+        run(enc, cache_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- NaN and inf states
+
+
+@pytest.mark.parametrize("name", ["tiny-bert", "tiny-bert?sentence=mean"])
+def test_states_that_hold_nan_are_counted_in_the_meta_with_a_warning(tmp_path, monkeypatch, name):
+    """A model whose states hold NaN: float16 storage falls back to float32, and the activations say how many
+    states of which layers are not finite, so that a result's empty statistics have their cause on record."""
+    enc = probes.load(name)
+    inner = enc.forward
+
+    def forward(input_ids, attention_mask, maps=False):
+        out = inner(input_ids, attention_mask, maps=maps)
+        hidden = out.hidden.clone()  # (L+1, B, n, d)
+        hidden[1, 0, 1, 3] = float("nan")  # the second token (not a special one) of each batch's first text
+        return dataclasses.replace(out, hidden=hidden)
+
+    monkeypatch.setattr(enc, "forward", forward)
+    with pytest.warns(UserWarning) as caught:
+        acts = run(enc, cache_dir=tmp_path, batch_size=4)
+    n_batches = math.ceil(len(TEXTS) / 4)
+    assert acts.meta["cache_dtype"] == "float32" and "NaN" in acts.meta["cache_dtype_fallback"]
+    assert int(np.isnan(np.asarray(acts.hidden[1])).any(1).sum()) == n_batches
+    sentences = int(np.isnan(np.asarray(acts.sentence[1])).any(1).sum())  # 0 when the [CLS] vector is the sentence's
+    assert sentences == (n_batches if enc.spec.sentence == "mean" else 0)
+    assert acts.meta["nonfinite_states"] == {"hidden layer 1": n_batches,
+                                             **({"sentence layer 1": sentences} if sentences else {})}
+    assert any("meta['nonfinite_states']" in str(w.message) for w in caught)
+    hit = run(enc, cache_dir=tmp_path, batch_size=4)
+    assert hit.meta["nonfinite_states"] == acts.meta["nonfinite_states"]
+    assert "nonfinite_states" in activations_entry(hit.meta)  # a result records them with its activations

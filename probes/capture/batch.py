@@ -1,14 +1,14 @@
 """One padded batch of a capture: run the encoder, check what float16 can hold, write the states in place.
 
 A chunk's texts (:class:`ChunkInputs`) run in batches (lists of their indices). :func:`run_batch` builds the
-right-padded batch in one vectorised step, runs the encoder, and writes straight into the chunk's staged
-output arrays (``dest``, see :mod:`probes.capture.work`), in the chunk's text order:
+right-padded batch in one vectorised step, runs the encoder, and writes straight into the chunk's part of the
+output arrays (``dest``, a :class:`~probes.capture.work.ChunkOut`), in the chunk's text order:
 
-    dest["hidden"]      # (layers, N_chunk, d): the chunk's tokens (the kept layers only)
-    dest["sentence"]    # (L+1, T_chunk, d)
-    dest["map.<name>"]  # flat, each text's (layers, K, n_t[, n_t]) in turn; only with maps
+    hidden      # (layers, N_chunk, d): the chunk's tokens (the kept layers only)
+    sentence    # (L+1, T_chunk, d)
+    map.<name>  # flat, each text's (layers, K, n_t[, n_t]) in turn; only with maps
 
-Per kept layer the real tokens are gathered once, rounded once to the storage dtype (by torch) and scattered
+Per kept layer the real tokens are gathered once, rounded once to the storage dtype (by torch) and written
 into their rows; no copy of all layers is made. Sentence vectors are pooled in float32 from a scratch copy of
 one layer at a time (the encoder's outputs are never changed). With float16 storage every state, sentence
 vector and map is checked (:func:`probes.precision.float16_problem`); one that float16 cannot hold raises
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from probes.capture.work import ChunkOut
 from probes.errors import ProbeError
 from probes.models.encoder import Encoder, MapSpec
 from probes.precision import float16_problem, float16_rows_ok
@@ -54,8 +55,10 @@ class ChunkInputs:
 
 
 @torch.inference_mode()  # the encoders return inference tensors
-def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: dict[str, np.ndarray]) -> None:
-    """Run texts ``idx`` of ``chunk`` as one right-padded batch and write their states into ``dest``."""
+def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: ChunkOut) -> dict[str, int]:
+    """Run texts ``idx`` of ``chunk`` as one right-padded batch and write their states through ``dest``.
+    Returns how many states hold NaN or inf, per array and layer ({"hidden layer 3": 12}; with float32
+    storage: with float16 storage they raise NotFloat16 and the capture goes on in float32)."""
     # the padded batch in one step: row r holds text idx[r]; dst = each real token's row in the chunk
     lengths = chunk.lengths[idx]
     n = int(lengths.max())
@@ -73,25 +76,39 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: dict[
                          f"{encoder.num_layers + 1} (the embeddings and every layer)")
     dev = hidden[0].device
     mask_d, special_d = mask.to(dev), torch.from_numpy(special_np).to(dev)
-    f16 = dest["sentence"].dtype == np.float16
+    f16 = dest.sentence.dtype == np.float16
     store = torch.float16 if f16 else torch.float32
     B, d = len(idx), hidden[0].shape[-1]
     real = torch.from_numpy(np.flatnonzero(mask_np)).to(dev)  # (R,) the real tokens in the flat (B n) batch
-    rows = torch.from_numpy(dst)
-    out_hidden = torch.from_numpy(dest["hidden"])  # (layers, N_c, d): a view, written in place
+    starts = chunk.offsets[idx]  # each text's first row in the chunk: its run of rows in ``dst``
+    bad: dict[str, int] = {}
     for j, layer in enumerate(range(len(hidden)) if chunk.keep is None else chunk.keep):
         x = hidden[layer].float()  # (B, n, d); float32 states: no copy
         if f16 and not float16_rows_ok(torch.linalg.vector_norm(x, dim=-1)[mask_d], d):
             _refuse(x[mask_d], f"a hidden state of layer {layer}")
-        # one gather of the real tokens, rounded once to the storage dtype, scattered into their rows
-        out_hidden[j].index_copy_(0, rows, x.reshape(B * n, d).to(store).index_select(0, real).cpu())
+        # one gather of the real tokens, rounded once to the storage dtype, written into their rows
+        rows = x.reshape(B * n, d).to(store).index_select(0, real).cpu()  # (R, d)
+        if not f16 and not bool(torch.isfinite(rows.sum())):
+            _tally(bad, f"hidden layer {layer}", rows)
+        dest.rows("hidden", j, rows.numpy(), dst, starts, lengths)
     s = sentence_vectors(encoder, hidden, mask_d, special_d, torch.as_tensor(lengths).to(dev),
                          out.sentence).cpu()  # (L+1, B, d) float32
     if f16:
         _refuse(s, "a sentence vector")
-    torch.from_numpy(dest["sentence"]).index_copy_(1, torch.from_numpy(idx), s.to(store))
+    elif not bool(torch.isfinite(s).all()):
+        for layer in range(len(s)):
+            _tally(bad, f"sentence layer {layer}", s[layer])
+    torch.from_numpy(dest.sentence).index_copy_(1, torch.from_numpy(idx), s.to(store))
     if chunk.maps:
         _write_maps(out, chunk, idx, dest, f16)
+    return bad
+
+
+def _tally(bad: dict[str, int], what: str, rows: torch.Tensor) -> None:
+    """Count the rows (states) of ``rows`` (k, d) that hold NaN or inf into ``bad[what]``."""
+    n = int((~torch.isfinite(rows)).any(-1).sum())
+    if n:
+        bad[what] = bad.get(what, 0) + n
 
 
 def _refuse(x: torch.Tensor, what: str) -> None:
@@ -127,15 +144,15 @@ def sentence_vectors(encoder: Encoder, hidden: torch.Tensor | Sequence[torch.Ten
     return torch.stack(out)
 
 
-def _write_maps(out, chunk: ChunkInputs, idx: np.ndarray, dest: dict, f16: bool) -> None:
+def _write_maps(out, chunk: ChunkInputs, idx: np.ndarray, dest: ChunkOut, f16: bool) -> None:
     """Each text's maps, padding cut off, into its run of the flat map arrays."""
     batch_maps = {m: (out.attentions if m == "attention" else out.maps[m]).float().cpu() for m in chunk.maps}
     if f16:
         for m, v in batch_maps.items():
             _refuse(v, f"map {m}")
     for m, spec in chunk.maps.items():
-        flat, offsets, v = dest[f"map.{m}"], chunk.map_offsets[m], batch_maps[m]
+        offsets, v = chunk.map_offsets[m], batch_maps[m].to(torch.float16 if f16 else torch.float32)
         for r, i in enumerate(idx):
             # (layers, B, K, n[, n]) -> this text's (layers, K, n_i[, n_i])
             cut = v[:, r][(slice(None), slice(None)) + (slice(0, int(chunk.lengths[i])),) * spec.token_axes]
-            flat[offsets[i]:offsets[i + 1]] = cut.reshape(-1).numpy()
+            dest.run(f"map.{m}", int(offsets[i]), cut.contiguous().numpy())

@@ -56,6 +56,7 @@ from probes.capture.store import (
     user_cache_dir,
 )
 from probes.capture.work import (
+    ChunkOut,
     StoreState,
     WorkArrays,
     cache_write_errors,
@@ -229,17 +230,21 @@ def batch_plan(lengths: np.ndarray, batch_size: int, padding_safe: bool) -> list
     return [run[b:b + batch_size] for run in runs for b in range(0, len(run), batch_size)]
 
 
-def _run_chunk(encoder: Encoder, chunk: ChunkInputs, dest: dict, batch_size: int, bar) -> None:
-    """Run the texts of one chunk batch by batch, writing their states into the chunk's staged arrays ``dest``
-    (see probes.capture.batch); RuntimeError if a text got no states."""
+def _run_chunk(encoder: Encoder, chunk: ChunkInputs, dest: ChunkOut, batch_size: int, bar) -> dict[str, int]:
+    """Run the texts of one chunk batch by batch, writing their states through ``dest`` (see
+    probes.capture.batch); RuntimeError if a text got no states. Returns the chunk's count of states that hold
+    NaN or inf, per array and layer (empty for a model whose states are all finite)."""
     written = np.zeros(len(chunk.lengths), dtype=bool)
+    bad: dict[str, int] = {}
     for idx in batch_plan(chunk.lengths, batch_size, encoder.padding_safe):
-        run_batch(encoder, chunk, idx, dest)
+        for k, v in run_batch(encoder, chunk, idx, dest).items():
+            bad[k] = bad.get(k, 0) + v
         written[idx] = True
         bar.update(len(idx))
     if not written.all():  # never let unwritten rows reach a cache entry
         raise RuntimeError(f"{int((~written).sum())} of {len(written)} texts of a chunk got no states "
                            f"(batch size {batch_size}); the cache entry is not finalised")
+    return bad
 
 
 @dataclass
@@ -288,17 +293,16 @@ class _Capture:
                     warnings.warn(f"chunk {c} of the interrupted extraction {self.work} is damaged; running it "
                                   "again", stacklevel=4)
                     del done[c]
-                dest = arrays.stage(spans)
-                _run_chunk(self.encoder, ChunkInputs.of(self.plan, c), dest, self.batch_size, bar)
-                with writing():
-                    arrays.commit(dest, spans)
-                done[c] = {**rec, "batch_size": self.batch_size}
+                dest = arrays.chunk(spans)
+                bad = _run_chunk(self.encoder, ChunkInputs.of(self.plan, c), dest, self.batch_size, bar)
+                dest.commit()
+                done[c] = {**rec, "batch_size": self.batch_size, **({"nonfinite": bad} if bad else {})}
                 # one process's last chunk needs no record: the entry is finalised (checksummed) right after it,
                 # and an interruption before that runs this one chunk again
                 if self.work is not None and not (only is None and c == mine[-1]):
                     with writing():
                         arrays.sync()
-                    done[c]["sha256"] = chunk_digest(dest)
+                    done[c]["sha256"] = chunk_digest(arrays.read(spans))
                     save_done(self.work, self.key, self.state, done, c, lock)
 
     def fill_stored(self) -> tuple[WorkArrays, dict] | None:
@@ -354,11 +358,16 @@ class _Capture:
         try:
             store.check_complete(done, len(plan.chunks), plan.n_texts, plan.n_tokens)
             meta = plan.meta(self.encoder, self.settings, self.key, done, self.state)
+            if "nonfinite_states" in meta:  # the model's own numbers: every statistic over them is undefined
+                where = ", ".join(f"{k}: {v}" for k, v in meta["nonfinite_states"].items())
+                warnings.warn(f"{self.encoder.name}: states that hold NaN or inf ({where}); recorded in the "
+                              "activations' meta['nonfinite_states']: a statistic over them has no value",
+                              stacklevel=4)
             acts = plan.activations(self.encoder, meta, arrays.result())
             if self.entry is None:
                 return acts
             entry, work = self.cached()
-            store.finalise_entry(work, entry, acts, self.progress, arrays.contents())
+            store.finalise_entry(work, entry, acts, self.progress)
             del acts
         finally:
             arrays.close()

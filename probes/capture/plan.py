@@ -106,6 +106,7 @@ class CapturePlan:
             "device": str(encoder.device), **({"device_map": encoder.device_map} if encoder.device_map else {}),
             "cache_dtype_requested": settings["cache_dtype"],
             "cache_dtype": state.dtype, **({"cache_dtype_fallback": state.fallback} if state.fallback else {}),
+            **({"nonfinite_states": bad} if (bad := nonfinite(done)) else {}),
         }
 
     def activations(self, encoder: Encoder, meta: dict, arrays: dict) -> Activations:
@@ -116,6 +117,16 @@ class CapturePlan:
             hidden=arrays["hidden"], sentence=arrays["sentence"],
             maps={m: arrays[f"map.{m}"] for m in self.maps}, map_offsets=self.map_offsets, hidden_layers=self.keep,
         )
+
+
+def nonfinite(done: dict) -> dict[str, int]:
+    """How many states hold NaN or inf, per array and layer ({"hidden layer 3": 12, "sentence layer 3": 2}),
+    summed over the chunks' records; empty when every state is finite."""
+    total: dict[str, int] = {}
+    for rec in done.values():
+        for k, v in rec.get("nonfinite", {}).items():
+            total[k] = total.get(k, 0) + int(v)
+    return dict(sorted(total.items(), key=lambda kv: (kv[0].split()[0], int(kv[0].split()[-1]))))
 
 
 def prepare(encoder: Encoder, inputs: list, truncate: bool) -> tuple[list[Tokenized], list[int]]:

@@ -136,21 +136,17 @@ def cache_key(spec: CheckpointSpec, inputs: list[str] | list[list[int]], setting
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool,
-                   contents: dict[str, list] | None = None) -> None:
+def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool) -> None:
     """Write the small arrays and meta.json (with the checksums of every file) into ``work``, then rename it
-    to ``entry``: the entry appears complete, in one step. ``acts`` holds the work folder's big arrays;
-    ``contents``: {file name: its bytes as buffers in memory} for files whose bytes this process still holds
-    (they are checksummed from memory instead of read back)."""
+    to ``entry``: the entry appears complete, in one step. ``acts`` holds the work folder's big arrays."""
     small = {"offsets": acts.offsets, "token_ids": acts.token_ids, "special": acts.special,
              **{f"map.{m}.offsets": o for m, o in acts.map_offsets.items()}}
     with cache_write_errors(work):
         for name, arr in small.items():
             np.save(work / f"{name}.npy", arr, allow_pickle=False)
         doc = {"meta": acts.meta, "texts": acts.texts, "tokens": acts.tokens}
-        contents = contents or {}
         doc["checksums"] = {"algorithm": CHECKSUM, "block_bytes": CHECK_BLOCK, "doc": doc_digest(doc),
-                            "files": {p.name: file_blocks(p, contents.get(p.name)) for p in sorted(work.glob("*.npy"))}}
+                            "files": {p.name: file_blocks(p) for p in sorted(work.glob("*.npy"))}}
         atomic_text(work / "meta.json", json.dumps(doc, ensure_ascii=False))
         (work / "done.json").unlink()
         shutil.rmtree(entry, ignore_errors=True)
@@ -202,35 +198,13 @@ def check_complete(done: dict, n_chunks: int, n_texts: int, n_tokens: int) -> No
                            f"{tokens} of {n_tokens} tokens written; the cache entry is not finalised")
 
 
-def file_blocks(path: Path, contents: list | None = None) -> dict:
-    """{"bytes": size, "blocks": [checksum of each CHECK_BLOCK bytes of the file, header included]}; ``contents``:
-    the file's bytes as buffers in memory (checksummed instead of reading the file; their size must be its)."""
-    size = path.stat().st_size
-    digest = CHECKSUMS[CHECKSUM]
-    if contents is not None and sum(memoryview(c).nbytes for c in contents) == size:
-        return {"bytes": size, "blocks": [digest(parts) for parts in _blocks(contents, CHECK_BLOCK)]}
-    blocks = []
+def file_blocks(path: Path) -> dict:
+    """{"bytes": size, "blocks": [checksum of each CHECK_BLOCK bytes of the file, header included]}."""
+    digest, blocks = CHECKSUMS[CHECKSUM], []
     with open(path, "rb") as f:
         for data in iter(lambda: f.read(CHECK_BLOCK), b""):
             blocks.append(digest([data]))
-    return {"bytes": size, "blocks": blocks}
-
-
-def _blocks(contents: list, block: int):
-    """The concatenation of ``contents`` (buffers) cut into runs of ``block`` bytes, each a list of views."""
-    run, room = [], block
-    for c in contents:
-        if memoryview(c).nbytes == 0:  # an array with no elements (no token states kept: layers=()) adds no bytes
-            continue
-        view = memoryview(c).cast("B")
-        while len(view):
-            run.append(view[:room])
-            view, room = view[room:], room - len(run[-1])
-            if room == 0:
-                yield run
-                run, room = [], block
-    if run:
-        yield run
+    return {"bytes": path.stat().st_size, "blocks": blocks}
 
 
 def _crc32(parts) -> int:

@@ -2,17 +2,19 @@
 
 The big arrays (``hidden``, ``sentence``, ``map.<name>``) of an entry being extracted live in ``<entry>.partial/``
 as ``.npy`` files (:class:`WorkArrays`); without a cache, in memory. A chunk's part of each array (the chunk axis:
-axis 1 of ``hidden`` (L+1, N, d) and ``sentence`` (L+1, T, d), axis 0 of a flat map) is filled in a staging
-buffer, then written to the files with plain positioned writes (``os.pwrite``), one contiguous run per leading
-index. Nothing is ever written through a writable memory map, so a disk that fills up (even by another process)
-is an ``OSError``, never a ``SIGBUS``: the files' space is reserved when they are created
-(``os.posix_fallocate``, where the file system has it), and :func:`cache_write_errors` turns any ``OSError`` of
-a cache write into one :class:`~probes.errors.ProbeError` line, with the work folder left to resume.
+axis 1 of ``hidden`` (L+1, N, d) and ``sentence`` (L+1, T, d), axis 0 of a flat map) is written batch by batch
+with plain positioned writes (``os.pwrite``), each text's rows of a layer in one run (texts that follow each
+other in one write), so the memory a capture holds does not grow with the number of texts; only the chunk's
+sentence vectors (a row per text) are staged (:class:`ChunkOut`). Nothing is ever written through a writable
+memory map, so a disk that fills up (even by another process) is an ``OSError``, never a ``SIGBUS``: the files'
+space is reserved when they are created (``os.posix_fallocate``, where the file system has it), and
+:func:`cache_write_errors` turns any ``OSError`` of a cache write into one :class:`~probes.errors.ProbeError`
+line, with the work folder left to resume.
 
-``done.json`` records the finished chunks (:func:`save_done`) with their checksums (:func:`chunk_digest`, from
-the staging buffer: the same bytes as the chunk's part of the files; a single chunk's files are checksummed from
-it too, :meth:`WorkArrays.contents`) and the :class:`StoreState` (the storage
-dtype, and why float32 when float16 was asked for); an interrupted extraction reopens it (:func:`open_work`).
+``done.json`` records the finished chunks (:func:`save_done`) with their checksums (:func:`chunk_digest` of the
+chunk's part of the files), the count of states that hold NaN or inf, if any, and the :class:`StoreState` (the
+storage dtype, and why float32 when float16 was asked for); an interrupted extraction reopens it
+(:func:`open_work`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from probes.capture import distributed
 from probes.errors import ProbeError
@@ -61,19 +64,16 @@ def chunk_axis(shape: tuple) -> int:
 
 class WorkArrays:
     """The big output arrays of one capture, as ``{name: shape}`` in one dtype: in memory (``folder`` None) or
-    ``<folder>/<name>.npy`` files. :meth:`stage` gives the arrays one chunk is written into, :meth:`commit` puts
-    them in place (a no-op in memory, where they are views of the arrays), :meth:`read` the chunk's bytes as
-    they are in the files (to check a finished chunk of an interrupted run), :meth:`result` the whole arrays
-    (in memory: themselves; on disk: read-only memory maps)."""
+    ``<folder>/<name>.npy`` files. :meth:`chunk` gives what one chunk is written through (:class:`ChunkOut`),
+    :meth:`read` the chunk's bytes as they are in the files (to check a finished chunk of an interrupted run),
+    :meth:`result` the whole arrays (in memory: themselves; on disk: read-only memory maps)."""
 
     def __init__(self, shapes: dict[str, tuple], dtype: str, folder: Path | None = None):
         self.shapes, self.dtype, self.folder = {k: tuple(s) for k, s in shapes.items()}, np.dtype(dtype), folder
         self.memory = {k: np.empty(s, self.dtype) for k, s in self.shapes.items()} if folder is None else None
         self.fds: dict[str, int] = {}
         self.header: dict[str, int] = {}  # bytes of each file's .npy header: where its data starts
-        self.buffers: dict[str, np.ndarray] = {}  # staging, reused from chunk to chunk
-        self.heads: dict[str, bytes] = {}  # each created file's .npy header
-        self.whole: dict[str, np.ndarray] = {}  # arrays whose every byte the last commit wrote (one chunk)
+        self.buffer = np.empty(0, self.dtype)  # the staged sentence vectors, reused from chunk to chunk
 
     # ------------------------------------------------------------------ opening
 
@@ -87,7 +87,7 @@ class WorkArrays:
                                                         "fortran_order": False, "shape": shape})
             fd = work._open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
             _write_all(fd, memoryview(head.getvalue()), 0)
-            work.header[name], work.heads[name] = head.tell(), head.getvalue()
+            work.header[name] = head.tell()
             reserve(fd, work.header[name], work.nbytes(name))
         return work
 
@@ -134,47 +134,24 @@ class WorkArrays:
 
     # ------------------------------------------------------------------ chunks
 
-    def stage(self, spans: Spans) -> dict[str, np.ndarray]:
-        """The arrays to write one chunk into: ``{name: (lead, stop - start, rest) or (stop - start,)}``."""
+    def chunk(self, spans: Spans) -> ChunkOut:
+        """Where the chunk with ``spans`` is written (see :class:`ChunkOut`)."""
+        shape = list(self.shapes["sentence"])
+        shape[1] = spans["sentence"][1] - spans["sentence"][0]
         if self.memory is not None:
-            return {k: a[:, slice(*spans[k])] if a.ndim > 1 else a[slice(*spans[k])] for k, a in self.memory.items()}
-        out = {}
-        for name, shape in self.shapes.items():
-            part = list(shape)
-            part[chunk_axis(shape)] = spans[name][1] - spans[name][0]
-            size = math.prod(part)
-            if name not in self.buffers or self.buffers[name].size < size:
-                self.buffers[name] = np.empty(size, self.dtype)
-            out[name] = self.buffers[name][:size].reshape(part)
-        return out
+            staged = self.memory["sentence"][:, slice(*spans["sentence"])]
+        else:
+            if self.buffer.size < math.prod(shape):
+                self.buffer = np.empty(math.prod(shape), self.dtype)
+            staged = self.buffer[:math.prod(shape)].reshape(shape)
+        return ChunkOut(self, spans, staged)
 
-    def commit(self, staged: dict[str, np.ndarray], spans: Spans) -> None:
-        """Write the staged chunk into the files (in memory it is in place already): one positioned write per
-        contiguous run (per layer of ``hidden`` and ``sentence``, one for a map)."""
-        if self.memory is not None:
-            return
-        item = self.dtype.itemsize
-        for name, shape in self.shapes.items():
-            start, stop = spans[name]
-            if (start, stop) == (0, shape[chunk_axis(shape)]):
-                self.whole[name] = staged[name]
-            else:
-                self.whole.pop(name, None)
-            if stop == start:
-                continue
-            arr = staged[name]
-            if len(shape) == 1:
-                _write_all(self.fds[name], arr.data.cast("B"), self.header[name] + start * item)
-                continue
-            row = math.prod(shape[2:]) * item  # bytes of one (token, ...) row
-            for lead in range(shape[0]):
-                at = self.header[name] + (lead * shape[1] + start) * row
-                _write_all(self.fds[name], memoryview(arr[lead]).cast("B"), at)
-
-    def contents(self) -> dict[str, list]:
-        """{file name: [header, data]} of the files whose bytes are all still in memory (a capture of one chunk
-        whose files this process created): checksummed from memory, not read back."""
-        return {f"{k}.npy": [self.heads[k], a] for k, a in self.whole.items() if k in self.heads}
+    def write(self, name: str, at: int, data: np.ndarray) -> None:
+        """``data`` into the file of ``name`` from element ``at`` on (counted in the flat array); an OSError
+        (a full disk, ...) is one line (:func:`cache_write_errors`)."""
+        with cache_write_errors(self._file(name).parent):
+            _write_all(self.fds[name], memoryview(np.ascontiguousarray(data)).cast("B"),
+                       self.header[name] + at * self.dtype.itemsize)
 
     def read(self, spans: Spans) -> dict[str, np.ndarray]:
         """The chunk's parts of the arrays as they are now (read-only views of the files)."""
@@ -194,10 +171,58 @@ class WorkArrays:
                 else np.zeros(s, self.dtype) for k, s in self.shapes.items()}
 
     def close(self) -> None:
-        """Close the files (the staging buffers go too)."""
+        """Close the files (the staging buffer goes too)."""
         for fd in self.fds.values():
             os.close(fd)
-        self.fds, self.buffers, self.whole = {}, {}, {}
+        self.fds, self.buffer = {}, np.empty(0, self.dtype)
+
+
+class ChunkOut:
+    """One chunk's way into the arrays. Token states and maps go straight in, batch by batch (:meth:`rows`,
+    :meth:`run`): in memory in place, on disk one positioned write per run of consecutive rows, so a process
+    holds no more than a batch of them. The sentence vectors (one row per text) are filled in ``sentence``
+    (L+1, T_chunk, d), a view in memory or a buffer written by :meth:`commit`. Rows are counted from the
+    chunk's start."""
+
+    def __init__(self, arrays: WorkArrays, spans: Spans, sentence: np.ndarray):
+        self.arrays, self.spans, self.sentence = arrays, spans, sentence
+
+    def rows(self, name: str, lead: int, data: np.ndarray, dst: np.ndarray, starts: np.ndarray,
+             lengths: np.ndarray) -> None:
+        """``data`` (R, ...) into rows ``dst`` (R,) of ``name[lead]``: the concatenation, in order, of runs of
+        ``lengths`` rows each starting at row ``starts`` (the same rows, as runs)."""
+        a = self.arrays
+        first = self.spans[name][0]
+        if a.memory is not None:
+            target = torch.from_numpy(a.memory[name][lead, first:first + (self.spans[name][1] - first)])
+            target.index_copy_(0, torch.from_numpy(dst), torch.from_numpy(data))
+            return
+        shape = a.shapes[name]
+        row = math.prod(shape[2:])
+        base = (lead * shape[1] + first) * row
+        # runs that follow each other in the array (texts of equal length keep their order) go in one write
+        ends = np.cumsum(lengths)
+        cut = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
+        for g0, g1 in zip(np.r_[0, cut], np.r_[cut, len(starts)], strict=True):
+            src = int(ends[g0] - lengths[g0])
+            a.write(name, base + int(starts[g0]) * row, data[src:int(ends[g1 - 1])])
+
+    def run(self, name: str, start: int, values: np.ndarray) -> None:
+        """``values`` (flat) into the flat array ``name`` from element ``start`` of the chunk on."""
+        a, at = self.arrays, self.spans[name][0] + start
+        if a.memory is not None:
+            a.memory[name][at:at + values.size] = values.reshape(-1)
+        elif values.size:
+            a.write(name, at, values)
+
+    def commit(self) -> None:
+        """Write the staged sentence vectors (in memory they are in place already): one write per layer."""
+        a = self.arrays
+        if a.memory is None:
+            L1, T = a.shapes["sentence"][:2]
+            row = math.prod(a.shapes["sentence"][2:])
+            for lead in range(L1):
+                a.write("sentence", (lead * T + self.spans["sentence"][0]) * row, self.sentence[lead])
 
 
 def _write_all(fd: int, data: memoryview, offset: int) -> None:
@@ -298,8 +323,7 @@ def save_done(work: Path, key: str, state: StoreState, done: dict, c: int, lock=
 
 
 def chunk_digest(dest: dict) -> str:
-    """sha256 over one chunk's parts of the output arrays (each contiguous per leading index), in name order:
-    the staged arrays and the same parts read back from the files give the same digest."""
+    """sha256 over one chunk's parts of the output arrays (each contiguous per leading index), in name order."""
     h = hashlib.sha256()
     for name in sorted(dest):
         arr = dest[name]

@@ -26,8 +26,9 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -164,7 +165,8 @@ class Identity:
 
     @classmethod
     def from_json(cls, doc: dict, keys: dict | None = None) -> Identity:
-        keys, parts = keys or {}, {}
+        keys = keys or {}
+        parts: dict[str, Any] = {}  # Identity's fields
         for f in IDENTITY_FIELDS:
             key = keys.get(f, f)
             if isinstance(key, tuple) and all(k in doc for k in key):
@@ -278,15 +280,16 @@ def settings_used(cfg, meta: dict | None = None, corpus: dict | None = None, req
         for f, k in (("dtype", "dtype"), ("cache_dtype", "cache_dtype_requested"), ("batch_size", "batch_size")):
             if f in d and k in meta:
                 d[f] = meta[k]
-    sample = corpus is not None and corpus.get("unit") == "sentence"
-    given = corpus is None or corpus.get("source") == CALLER_TEXTS
+    block = corpus or {}
+    sample = block.get("unit") == "sentence"
+    given = corpus is None or block.get("source") == CALLER_TEXTS
     for f, k in SAMPLE_FIELDS.items():
         if f not in d:
             continue
-        if sample and k in corpus:
-            d[f] = corpus[k]
+        if sample and k in block:
+            d[f] = block[k]
         elif sample and f == "n_sentences":
-            d[f] = corpus["n_sampled"]
+            d[f] = block["n_sampled"]
         elif given:
             del d[f]
     return d
@@ -393,7 +396,7 @@ _TEXT_KEYS = ("model_name", "name", "requested", "revision", "description", "mod
               "corpus", "config", "identity", "texts", "tokens", "note", "notes", "caption", "label", "labels")
 
 
-def _not_a_number(x: float) -> float:
+def _not_a_number(x: float | str) -> float:
     raise ValueError(f"the number {x} is not finite (result files hold null for it)")
 
 
@@ -420,6 +423,7 @@ def read_result(path: str | os.PathLike) -> dict:
 
 def _number_as_text(x, where: str = "") -> tuple[str, str] | None:
     """(path, text) of the first string that reads as a number outside _TEXT_KEYS, or None."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(x, dict):
         items = ((k, v) for k, v in x.items() if k not in _TEXT_KEYS)
     elif isinstance(x, list):

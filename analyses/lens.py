@@ -8,7 +8,8 @@ Every layer's residual stream h_l (l = 0..L, 0 = embeddings) is decoded into a n
   KL(final || lens_l) on the TRAIN split of the corpus (the first 90% of every document), which the
   evaluation (the HELD-OUT split, the last 10%) never sees (probes.capture.tuned_lens). The translators are
   saved in ``<out>/lens/<model>/<key>/`` (translators.safetensors + train_config.json) and reused while the
-  model, the training settings and the split are the same.
+  model, the training settings and the split are the same. From Python with the caller's own texts
+  (``lens.run(model, texts)``), the translators still come from ``--corpus``'s train split: keep the two apart.
 
 Layer L is the model's output itself (Hugging Face's hidden[L] already holds the final norm), so KL is 0 and
 top-1 agreement 1 there for both lenses. Per layer and lens, over every scored held-out token:

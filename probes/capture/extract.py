@@ -48,7 +48,7 @@ from probes.capture.batch import ChunkInputs, NotFloat16, run_batch
 from probes.capture.plan import CapturePlan
 from probes.capture.store import (
     USER_CACHE,
-    _UserCache,
+    UserCache,
     cache_key,
     entry_lock,
     open_entry,
@@ -79,7 +79,7 @@ CHUNK_BYTES = int(os.environ.get("PROBES_CHUNK_BYTES", 256 * 2**20))
 
 def extract(model, inputs: list[str] | list[list[int]], *, maps: bool = False,
             truncate: bool = False, batch_size: int = 32,
-            cache_dir: str | os.PathLike | _UserCache | None = USER_CACHE, progress: bool = True,
+            cache_dir: str | os.PathLike | UserCache | None = USER_CACHE, progress: bool = True,
             device: str = "cpu", corpus: dict | None = None, dtype: str | None = None,
             cache_dtype: str = "float16", device_map: str | None = None,
             layers: list[int] | tuple[int, ...] | None = None, tokenizer=None, name: str | None = None,
@@ -119,7 +119,7 @@ def extract(model, inputs: list[str] | list[list[int]], *, maps: bool = False,
 
 def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps: bool = False,
              truncate: bool = False, batch_size: int = 32,
-             cache_dir: str | os.PathLike | _UserCache | None = USER_CACHE, progress: bool = True,
+             cache_dir: str | os.PathLike | UserCache | None = USER_CACHE, progress: bool = True,
              device: str = "cpu", dtype: str | None = None,
              cache_dtype: str = "float16", device_map: str | None = None,
              layers: list[int] | tuple[int, ...] | None = None) -> Activations:
@@ -151,7 +151,7 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
                 "cache_dtype": stored}
     if layers is not None:  # only then part of the key: entries of every layer keep their keys
         settings["layers"] = sorted({operator.index(x) for x in layers})
-    if isinstance(cache_dir, _UserCache):  # USER_CACHE, the default
+    if isinstance(cache_dir, UserCache):  # USER_CACHE, the default
         cache_dir = user_cache_dir()
     if cache_dir is not None and (why := runtime_changes(model)) is not None:  # hooks: no key can see them
         warnings.warn(f"model '{spec.name}': {why}; extracted without the activation cache", stacklevel=3)

@@ -63,14 +63,14 @@ CORRUPT = (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError)
 __all__ = ["CACHE_TAG", "CACHE_TAG_TEXT", "mark_cache"]  # re-exported from probes.capture.work
 
 
-class _UserCache:
+class UserCache:
     """The default ``cache_dir`` of :func:`probes.extract`: the folder :func:`user_cache_dir` names when called."""
 
     def __repr__(self) -> str:
         return "<the user cache: PROBES_CACHE, else $XDG_CACHE_HOME/probes, else ~/.cache/probes>"
 
 
-USER_CACHE = _UserCache()
+USER_CACHE = UserCache()
 
 
 def user_cache_dir() -> Path:

@@ -242,7 +242,7 @@ def test_work_arrays_on_disk_hold_what_the_same_chunks_hold_in_memory(tmp_path):
         for w in (disk, memory):
             out = w.chunk(sp)
             for lead in range(3):
-                out.rows("hidden", lead, layers[lead], dst, starts, lengths)
+                out.rows("hidden", lead, layers[lead], dst)
             out.sentence[...] = sentence
             out.run("map.x", 3, flat[3:])
             out.run("map.x", 0, flat[:3])

@@ -80,7 +80,6 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: Chunk
     store = torch.float16 if f16 else torch.float32
     B, d = len(idx), hidden[0].shape[-1]
     real = torch.from_numpy(np.flatnonzero(mask_np)).to(dev)  # (R,) the real tokens in the flat (B n) batch
-    starts = chunk.offsets[idx]  # each text's first row in the chunk: its run of rows in ``dst``
     bad: dict[str, int] = {}
     for j, layer in enumerate(range(len(hidden)) if chunk.keep is None else chunk.keep):
         x = hidden[layer].float()  # (B, n, d); float32 states: no copy
@@ -90,7 +89,7 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: Chunk
         rows = x.reshape(B * n, d).to(store).index_select(0, real).cpu()  # (R, d)
         if not f16 and not bool(torch.isfinite(rows.sum())):
             _tally(bad, f"hidden layer {layer}", rows)
-        dest.rows("hidden", j, rows.numpy(), dst, starts, lengths)
+        dest.rows("hidden", j, rows.numpy(), dst)
     s = sentence_vectors(encoder, hidden, mask_d, special_d, torch.as_tensor(lengths).to(dev),
                          out.sentence).cpu()  # (L+1, B, d) float32
     if f16:

@@ -2,14 +2,13 @@
 
 The big arrays (``hidden``, ``sentence``, ``map.<name>``) of an entry being extracted live in ``<entry>.partial/``
 as ``.npy`` files (:class:`WorkArrays`); without a cache, in memory. A chunk's part of each array (the chunk axis:
-axis 1 of ``hidden`` (L+1, N, d) and ``sentence`` (L+1, T, d), axis 0 of a flat map) is written batch by batch
-with plain positioned writes (``os.pwrite``), each text's rows of a layer in one run (texts that follow each
-other in one write), so the memory a capture holds does not grow with the number of texts; only the chunk's
-sentence vectors (a row per text) are staged (:class:`ChunkOut`). Nothing is ever written through a writable
-memory map, so a disk that fills up (even by another process) is an ``OSError``, never a ``SIGBUS``: the files'
-space is reserved when they are created (``os.posix_fallocate``, where the file system has it), and
-:func:`cache_write_errors` turns any ``OSError`` of a cache write into one :class:`~probes.errors.ProbeError`
-line, with the work folder left to resume.
+axis 1 of ``hidden`` (L+1, N, d) and ``sentence`` (L+1, T, d), axis 0 of a flat map) is filled in a staging
+buffer (:class:`ChunkOut`; at most the chunk budget), then written to the files with plain positioned writes
+(``os.pwrite``), one contiguous run per layer. Nothing is ever written through a writable memory map, so a disk
+that fills up (even by another process) is an ``OSError``, never a ``SIGBUS``: the files' space is reserved when
+they are created (``os.posix_fallocate``, where the file system has it), and :func:`cache_write_errors` turns
+any ``OSError`` of a cache write into one :class:`~probes.errors.ProbeError` line, with the work folder left to
+resume.
 
 ``done.json`` records the finished chunks (:func:`save_done`) with their checksums (:func:`chunk_digest` of the
 chunk's part of the files), the count of states that hold NaN or inf, if any, and the :class:`StoreState` (the
@@ -73,7 +72,7 @@ class WorkArrays:
         self.memory = {k: np.empty(s, self.dtype) for k, s in self.shapes.items()} if folder is None else None
         self.fds: dict[str, int] = {}
         self.header: dict[str, int] = {}  # bytes of each file's .npy header: where its data starts
-        self.buffer = np.empty(0, self.dtype)  # the staged sentence vectors, reused from chunk to chunk
+        self.buffers: dict[str, np.ndarray] = {}  # staging of a chunk (files only), reused from chunk to chunk
 
     # ------------------------------------------------------------------ opening
 
@@ -136,21 +135,24 @@ class WorkArrays:
 
     def chunk(self, spans: Spans) -> ChunkOut:
         """Where the chunk with ``spans`` is written (see :class:`ChunkOut`)."""
-        shape = list(self.shapes["sentence"])
-        shape[1] = spans["sentence"][1] - spans["sentence"][0]
         if self.memory is not None:
-            staged = self.memory["sentence"][:, slice(*spans["sentence"])]
-        else:
-            if self.buffer.size < math.prod(shape):
-                self.buffer = np.empty(math.prod(shape), self.dtype)
-            staged = self.buffer[:math.prod(shape)].reshape(shape)
-        return ChunkOut(self, spans, staged)
+            return ChunkOut(self, spans, {k: a[:, slice(*spans[k])] if a.ndim > 1 else a[slice(*spans[k])]
+                                          for k, a in self.memory.items()})
+        parts = {}
+        for name, shape in self.shapes.items():
+            part = list(shape)
+            part[chunk_axis(shape)] = spans[name][1] - spans[name][0]
+            size = math.prod(part)
+            if name not in self.buffers or self.buffers[name].size < size:
+                self.buffers[name] = np.empty(size, self.dtype)
+            parts[name] = self.buffers[name][:size].reshape(part)
+        return ChunkOut(self, spans, parts)
 
     def write(self, name: str, at: int, data: np.ndarray) -> None:
         """``data`` into the file of ``name`` from element ``at`` on (counted in the flat array); an OSError
         (a full disk, ...) is one line (:func:`cache_write_errors`)."""
         with cache_write_errors(self._file(name).parent):
-            _write_all(self.fds[name], memoryview(np.ascontiguousarray(data)).cast("B"),
+            _write_all(self.fds[name], np.ascontiguousarray(data).data.cast("B"),
                        self.header[name] + at * self.dtype.itemsize)
 
     def read(self, spans: Spans) -> dict[str, np.ndarray]:
@@ -171,58 +173,51 @@ class WorkArrays:
                 else np.zeros(s, self.dtype) for k, s in self.shapes.items()}
 
     def close(self) -> None:
-        """Close the files (the staging buffer goes too)."""
+        """Close the files (the staging buffers go too)."""
         for fd in self.fds.values():
             os.close(fd)
-        self.fds, self.buffer = {}, np.empty(0, self.dtype)
+        self.fds, self.buffers = {}, {}
 
 
 class ChunkOut:
-    """One chunk's way into the arrays. Token states and maps go straight in, batch by batch (:meth:`rows`,
-    :meth:`run`): in memory in place, on disk one positioned write per run of consecutive rows, so a process
-    holds no more than a batch of them. The sentence vectors (one row per text) are filled in ``sentence``
-    (L+1, T_chunk, d), a view in memory or a buffer written by :meth:`commit`. Rows are counted from the
-    chunk's start."""
+    """One chunk's part of each output array, ``parts``: {name: (lead, rows of the chunk, ...) or (elements of
+    the chunk,)}, rows counted from the chunk's start. In memory they are views of the arrays themselves; on
+    disk, staging buffers (reused from chunk to chunk) that :meth:`commit` writes with one positioned write per
+    contiguous run (a layer of ``hidden`` or ``sentence``, a whole map). A staged chunk holds at most the chunk
+    budget (``PROBES_CHUNK_BYTES``, counted in float32: half of it in float16), so the memory of a capture stops
+    growing with the number of texts once a chunk is full."""
 
-    def __init__(self, arrays: WorkArrays, spans: Spans, sentence: np.ndarray):
-        self.arrays, self.spans, self.sentence = arrays, spans, sentence
+    def __init__(self, arrays: WorkArrays, spans: Spans, parts: dict[str, np.ndarray]):
+        self.arrays, self.spans, self.parts = arrays, spans, parts
 
-    def rows(self, name: str, lead: int, data: np.ndarray, dst: np.ndarray, starts: np.ndarray,
-             lengths: np.ndarray) -> None:
-        """``data`` (R, ...) into rows ``dst`` (R,) of ``name[lead]``: the concatenation, in order, of runs of
-        ``lengths`` rows each starting at row ``starts`` (the same rows, as runs)."""
-        a = self.arrays
-        first = self.spans[name][0]
-        if a.memory is not None:
-            target = torch.from_numpy(a.memory[name][lead, first:first + (self.spans[name][1] - first)])
-            target.index_copy_(0, torch.from_numpy(dst), torch.from_numpy(data))
-            return
-        shape = a.shapes[name]
-        row = math.prod(shape[2:])
-        base = (lead * shape[1] + first) * row
-        # runs that follow each other in the array (texts of equal length keep their order) go in one write
-        ends = np.cumsum(lengths)
-        cut = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
-        for g0, g1 in zip(np.r_[0, cut], np.r_[cut, len(starts)], strict=True):
-            src = int(ends[g0] - lengths[g0])
-            a.write(name, base + int(starts[g0]) * row, data[src:int(ends[g1 - 1])])
+    @property
+    def sentence(self) -> np.ndarray:
+        """(L+1, T_chunk, d) the chunk's sentence vectors, filled in place."""
+        return self.parts["sentence"]
+
+    def rows(self, name: str, lead: int, data: np.ndarray, dst: np.ndarray) -> None:
+        """``data`` (R, ...) into rows ``dst`` (R,) of ``name[lead]`` (one scatter, by torch)."""
+        torch.from_numpy(self.parts[name][lead]).index_copy_(0, torch.from_numpy(dst), torch.from_numpy(data))
 
     def run(self, name: str, start: int, values: np.ndarray) -> None:
         """``values`` (flat) into the flat array ``name`` from element ``start`` of the chunk on."""
-        a, at = self.arrays, self.spans[name][0] + start
-        if a.memory is not None:
-            a.memory[name][at:at + values.size] = values.reshape(-1)
-        elif values.size:
-            a.write(name, at, values)
+        self.parts[name][start:start + values.size] = values.reshape(-1)
 
     def commit(self) -> None:
-        """Write the staged sentence vectors (in memory they are in place already): one write per layer."""
+        """Write the staged chunk into the files (in memory it is in place already)."""
         a = self.arrays
-        if a.memory is None:
-            L1, T = a.shapes["sentence"][:2]
-            row = math.prod(a.shapes["sentence"][2:])
-            for lead in range(L1):
-                a.write("sentence", (lead * T + self.spans["sentence"][0]) * row, self.sentence[lead])
+        if a.memory is not None:
+            return
+        for name, part in self.parts.items():
+            shape, first = a.shapes[name], self.spans[name][0]
+            if part.size == 0:
+                continue
+            if len(shape) == 1:
+                a.write(name, first, part)
+                continue
+            row = math.prod(shape[2:])
+            for lead in range(shape[0]):
+                a.write(name, (lead * shape[1] + first) * row, part[lead])
 
 
 def _write_all(fd: int, data: memoryview, offset: int) -> None:

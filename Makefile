@@ -42,6 +42,14 @@ HAVE_REAL_LMS  := $(and $(wildcard models/smollm2-135m/config.json),$(wildcard m
 
 .PHONY: dist demo test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots
 
+# the tests also compare with the reference packages (pyproject.toml's `reference` extra, and tuned-lens without its
+# training dependencies); the demo does not need them
+TEST_STAMP := .venv/.installed-test
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[dev,reference]"
+	$(PY) -m pip install -q --no-deps tuned-lens==0.2.0
+	touch $(TEST_STAMP)
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
@@ -68,6 +76,11 @@ demo: $(STAMP)
 	$(call step,perplexity) $(PY) -m analyses.perplexity --no-figures --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
 	$(call step,topics) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
+	$(call step,lens) $(PY) -m analyses.lens --no-figures --model gpt2-small-base --model gpt2-small-recurrent $(if $(FULL),,--no-tuned) \
+		--max-tokens $(PPL_TOKENS) --out $(OUT)
+	$(call step,isoscore) $(PY) -m analyses.isoscore --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
+	$(call step,intrinsic_dimension) $(PY) -m analyses.intrinsic_dimension --no-figures $(MS) --n-sentences $(SENTENCES) \
+		--n-tokens $(SENTENCES) --out $(OUT)
 	$(call step,mlm_loss) $(PY) -m analyses.mlm_loss --no-figures --model mog-small-wg --model mog-small-sum --model mog-small-wg-seed1 \
 		--model mog-small-sum-seed1 --model mog-small-selfgate --out $(OUT)
 	$(call step,figures) $(PY) -m analyses.summary.figures --out $(OUT)
@@ -107,12 +120,12 @@ report-shots: $(STAMP)
 	$(PY) scripts/report_screenshots.py --out $(OUT) --name $(or $(NAME),demo)
 
 # every test (CI runs this); the 15 slowest are listed at the end
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest --durations=15
 
 # the edit-run loop: everything but the tests marked integration (subprocesses, real CLIs) or slow (training,
 # notebooks); aim: under 90 s on 2 cores
-test-fast: $(STAMP)
+test-fast: $(TEST_STAMP)
 	$(PY) -m pytest -m "not integration and not slow" --durations=10
 
 bench: $(STAMP)

@@ -66,12 +66,9 @@ def float16_rows_ok(norms: torch.Tensor, d: int) -> bool:
     """The fast screen of :func:`float16_problem` from the rows' L2 norms (any shape, float32): True when
     every norm is finite, at most FLOAT16_MAX (then no number exceeds it) and either 0 or at least
     ``sqrt(d) * FLOAT16_TINY``. False says only "look closer": :func:`float16_problem` decides."""
-    if norms.numel() == 0:
-        return True
-    top = float(norms.max())  # NaN propagates through max
-    if not (math.isfinite(top) and top <= FLOAT16_MAX):
-        return False
-    return not bool(((norms > 0) & (norms < math.sqrt(d) * FLOAT16_TINY)).any())
+    # one pass: a NaN norm fails both comparisons, so it counts as not fine
+    fine = (norms == 0) | ((norms >= math.sqrt(d) * FLOAT16_TINY) & (norms <= FLOAT16_MAX))
+    return bool(fine.all())
 
 
 def float16_problem(x: np.ndarray | torch.Tensor, what: str) -> str | None:

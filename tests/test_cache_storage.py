@@ -324,3 +324,25 @@ def test_states_that_hold_nan_are_counted_in_the_meta_with_a_warning(tmp_path, m
     hit = run(enc, cache_dir=tmp_path, batch_size=4)
     assert hit.meta["nonfinite_states"] == acts.meta["nonfinite_states"]
     assert "nonfinite_states" in activations_entry(hit.meta)  # a result records them with its activations
+
+
+def test_a_single_chunk_is_checksummed_from_memory_as_it_would_be_read_back(tmp_path, monkeypatch):
+    import probes.capture.store as ps
+
+    monkeypatch.setattr(ps, "CHECK_BLOCK", 1000)  # blocks that cross the header and the arrays' ends
+    shapes = {"hidden": (2, 301, 3), "sentence": (2, 5, 3)}
+    (tmp_path / "w").mkdir()
+    w = pw.WorkArrays.create(tmp_path / "w", shapes, "float16")
+    out = w.chunk({"hidden": (0, 301), "sentence": (0, 5)})
+    out.parts["hidden"][...] = np.arange(2 * 301 * 3).reshape(2, 301, 3)
+    out.sentence[...] = 7
+    out.commit()
+    contents = w.contents()
+    assert sorted(contents) == ["hidden.npy", "sentence.npy"]
+    for name in contents:
+        from_memory = ps.file_blocks(tmp_path / "w" / name, contents[name])
+        assert from_memory == ps.file_blocks(tmp_path / "w" / name)
+    assert len(ps.file_blocks(tmp_path / "w" / "hidden.npy", contents["hidden.npy"])["blocks"]) == 4
+    w.chunk({"hidden": (0, 100), "sentence": (0, 2)}).commit()  # a chunk of part of the arrays: read back
+    assert w.contents() == {}
+    w.close()

@@ -9,8 +9,9 @@ output arrays (``dest``, a :class:`~probes.capture.work.ChunkOut`), in the chunk
     map.<name>  # flat, each text's (layers, K, n_t[, n_t]) in turn; only with maps
 
 Per kept layer the real tokens are gathered once, rounded once to the storage dtype (by torch) and written
-into their rows; no copy of all layers is made. Sentence vectors are pooled in float32 from a scratch copy of
-one layer at a time (the encoder's outputs are never changed). With float16 storage every state, sentence
+into their rows; no copy of all layers is made. Sentence vectors are pooled in float32, after that, from the
+encoder's stacked states with the left-out rows zeroed in place (a sequence of per-layer tensors is copied
+first, one layer at a time). With float16 storage every state, sentence
 vector and map is checked (:func:`probes.precision.float16_problem`); one that float16 cannot hold raises
 :class:`NotFloat16`, and the capture starts again in float32.
 """
@@ -118,7 +119,10 @@ def _refuse(x: torch.Tensor, what: str) -> None:
 
 def sentence_vectors(encoder: Encoder, hidden: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor,
                      special: torch.Tensor, lengths: torch.Tensor, model_sentence: torch.Tensor | None) -> torch.Tensor:
-    """(L+1, B, d) float32 sentence vector per layer. hidden: L+1 of (B, n, d); mask, special (B, n) bool."""
+    """(L+1, B, d) float32 sentence vector per layer. hidden: L+1 of (B, n, d); mask, special (B, n) bool.
+    Mean pooling zeroes, in place, the rows it leaves out of a stacked float32 ``hidden`` (an encoder's stacked
+    output is the caller's to use: call this after the token states are stored); a sequence of per-layer
+    tensors (they may be the model's own) or other dtypes are copied first."""
     kind = encoder.spec.sentence
     if kind == "g":
         if model_sentence is None:
@@ -134,12 +138,13 @@ def sentence_vectors(encoder: Encoder, hidden: torch.Tensor | Sequence[torch.Ten
     count = keep.sum(1, dtype=torch.float32)[:, None]  # (B, 1)
     B, n, d = hidden[0].shape
     left_out = torch.nonzero(~keep.reshape(-1)).flatten()  # (B n) positions that do not count: zeroed
-    scratch = torch.empty((B * n, d), dtype=torch.float32, device=hidden[0].device)
+    own = isinstance(hidden, torch.Tensor) and hidden.dtype == torch.float32  # ours to change in place
+    scratch = None if own else torch.empty((B * n, d), dtype=torch.float32, device=hidden[0].device)
     out = []
     for h in hidden:  # the sum over the batch with zeros where a token does not count, as over the masked batch
-        scratch.copy_(h.reshape(B * n, d))
-        scratch.index_fill_(0, left_out, 0.0)
-        out.append(scratch.view(B, n, d).sum(1) / count)
+        x = h.reshape(B * n, d) if scratch is None else scratch.copy_(h.reshape(B * n, d))
+        x.index_fill_(0, left_out, 0.0)
+        out.append(x.view(B, n, d).sum(1) / count)
     return torch.stack(out)
 
 

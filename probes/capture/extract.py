@@ -367,7 +367,7 @@ class _Capture:
             if self.entry is None:
                 return acts
             entry, work = self.cached()
-            store.finalise_entry(work, entry, acts, self.progress)
+            store.finalise_entry(work, entry, acts, self.progress, arrays.contents())
             del acts
         finally:
             arrays.close()

@@ -136,9 +136,11 @@ def cache_key(spec: CheckpointSpec, inputs: list[str] | list[list[int]], setting
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool) -> None:
+def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool,
+                   contents: dict[str, list] | None = None) -> None:
     """Write the small arrays and meta.json (with the checksums of every file) into ``work``, then rename it
-    to ``entry``: the entry appears complete, in one step. ``acts`` holds the work folder's big arrays."""
+    to ``entry``: the entry appears complete, in one step. ``acts`` holds the work folder's big arrays;
+    ``contents``: {file name: its bytes, as buffers this process holds} for files checksummed from memory."""
     small = {"offsets": acts.offsets, "token_ids": acts.token_ids, "special": acts.special,
              **{f"map.{m}.offsets": o for m, o in acts.map_offsets.items()}}
     with cache_write_errors(work):
@@ -146,7 +148,8 @@ def finalise_entry(work: Path, entry: Path, acts: Activations, progress: bool) -
             np.save(work / f"{name}.npy", arr, allow_pickle=False)
         doc = {"meta": acts.meta, "texts": acts.texts, "tokens": acts.tokens}
         doc["checksums"] = {"algorithm": CHECKSUM, "block_bytes": CHECK_BLOCK, "doc": doc_digest(doc),
-                            "files": {p.name: file_blocks(p) for p in sorted(work.glob("*.npy"))}}
+                            "files": {p.name: file_blocks(p, (contents or {}).get(p.name))
+                                      for p in sorted(work.glob("*.npy"))}}
         atomic_text(work / "meta.json", json.dumps(doc, ensure_ascii=False))
         (work / "done.json").unlink()
         shutil.rmtree(entry, ignore_errors=True)
@@ -198,13 +201,34 @@ def check_complete(done: dict, n_chunks: int, n_texts: int, n_tokens: int) -> No
                            f"{tokens} of {n_tokens} tokens written; the cache entry is not finalised")
 
 
-def file_blocks(path: Path) -> dict:
-    """{"bytes": size, "blocks": [checksum of each CHECK_BLOCK bytes of the file, header included]}."""
-    digest, blocks = CHECKSUMS[CHECKSUM], []
+def file_blocks(path: Path, contents: list | None = None) -> dict:
+    """{"bytes": size, "blocks": [checksum of each CHECK_BLOCK bytes of the file, header included]}; ``contents``:
+    the file's bytes as buffers in memory (checksummed instead of reading the file back, if their size is its)."""
+    size, digest = path.stat().st_size, CHECKSUMS[CHECKSUM]
+    if contents is not None and sum(memoryview(c).nbytes for c in contents) == size:
+        return {"bytes": size, "blocks": [digest(run) for run in _blocks(contents, CHECK_BLOCK)]}
+    blocks = []
     with open(path, "rb") as f:
         for data in iter(lambda: f.read(CHECK_BLOCK), b""):
             blocks.append(digest([data]))
-    return {"bytes": path.stat().st_size, "blocks": blocks}
+    return {"bytes": size, "blocks": blocks}
+
+
+def _blocks(contents: list, block: int):
+    """The concatenation of ``contents`` (buffers) cut into runs of ``block`` bytes, each a list of views."""
+    run: list[memoryview] = []
+    room = block
+    for c in contents:
+        view = memoryview(c)
+        view = view.cast("B") if view.nbytes else memoryview(b"")  # (a cast of an empty array's view fails)
+        while len(view):
+            run.append(view[:room])
+            view, room = view[room:], room - len(run[-1])
+            if room == 0:
+                yield run
+                run, room = [], block
+    if run:
+        yield run
 
 
 def _crc32(parts) -> int:

@@ -73,6 +73,8 @@ class WorkArrays:
         self.fds: dict[str, int] = {}
         self.header: dict[str, int] = {}  # bytes of each file's .npy header: where its data starts
         self.buffers: dict[str, np.ndarray] = {}  # staging of a chunk (files only), reused from chunk to chunk
+        self.heads: dict[str, bytes] = {}  # the .npy header of each file this process created
+        self.whole: dict[str, np.ndarray] = {}  # arrays the last commit wrote whole (a capture of one chunk)
 
     # ------------------------------------------------------------------ opening
 
@@ -86,7 +88,7 @@ class WorkArrays:
                                                         "fortran_order": False, "shape": shape})
             fd = work._open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
             _write_all(fd, memoryview(head.getvalue()), 0)
-            work.header[name] = head.tell()
+            work.header[name], work.heads[name] = head.tell(), head.getvalue()
             reserve(fd, work.header[name], work.nbytes(name))
         return work
 
@@ -155,6 +157,11 @@ class WorkArrays:
             _write_all(self.fds[name], np.ascontiguousarray(data).data.cast("B"),
                        self.header[name] + at * self.dtype.itemsize)
 
+    def contents(self) -> dict[str, list]:
+        """{file name: [its .npy header, its data]} of the files whose every byte this process wrote from the
+        buffers it still holds (a capture of one chunk): they are checksummed from memory, not read back."""
+        return {f"{k}.npy": [self.heads[k], a] for k, a in self.whole.items() if k in self.heads}
+
     def read(self, spans: Spans) -> dict[str, np.ndarray]:
         """The chunk's parts of the arrays as they are now (read-only views of the files)."""
         whole = self.result()
@@ -176,7 +183,7 @@ class WorkArrays:
         """Close the files (the staging buffers go too)."""
         for fd in self.fds.values():
             os.close(fd)
-        self.fds, self.buffers = {}, {}
+        self.fds, self.buffers, self.whole = {}, {}, {}
 
 
 class ChunkOut:
@@ -210,6 +217,9 @@ class ChunkOut:
             return
         for name, part in self.parts.items():
             shape, first = a.shapes[name], self.spans[name][0]
+            a.whole.pop(name, None)
+            if part.shape == shape:
+                a.whole[name] = part
             if part.size == 0:
                 continue
             if len(shape) == 1:

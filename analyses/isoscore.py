@@ -140,6 +140,15 @@ class Result(common.AnalysisResult):
         return {f"{level} IsoScore, last layer": "n/a" if last[level]["isoscore"] is None
                 else f"{last[level]['isoscore']:.3f}" for level in LEVELS}
 
+    def last_layer_isoscore(self, level: str) -> stats.Sample:
+        """The last layer's IsoScore of ``level`` ("token" / "sentence") vectors with its bootstrap replicates
+        over sentences (the point value alone when the result saved none for the last layer)."""
+        point = self.layers[-1][level]["isoscore"]
+        reps = (self.bootstrap or {}).get("replicates") or {}
+        if reps.get("layer") != len(self.layers) - 1:
+            return stats.Sample(point)
+        return stats.Sample.saved(point, reps.get(level), self.bootstrap)
+
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """IsoScore of the token sample and of the sentence vectors at every layer, with percentile intervals

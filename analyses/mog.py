@@ -4,18 +4,20 @@ Reads the maps :mod:`probes.models.mog_encoder` captures (no model runs here):
 
 * Fig. 9: the weight-gate's w (Eq. 16; map ``subgraph_weight``, the mean over hidden units per
   token) averaged over a sentence's real tokens (special tokens excluded), then over the sentences
-  of each length bucket (length = real tokens), per encoder layer. The paper's three claims are
-  checked numerically: (1) longer sentences get larger w at every layer (bucket means increase
-  with length, and the longest bucket exceeds the shortest; Spearman's rho between a sentence's
-  length and its mean w per layer, with its p-value); (2) w rises with the layer (last > first,
-  and the share of rising steps); (3) a dip at layer 4 (w_4 < w_3; null for models with < 4
-  layers). Buckets with fewer than ``min_bucket`` sentences are reported but not used in (1).
-  Self-gate models get the layer-mean 3 x 3 slot weights instead (no w exists for them).
+  of each length bucket (length = real tokens), per encoder layer, with the numbers behind the
+  paper's three claims in ``claims`` (numbers only: whether a claim holds is decided once, by
+  :mod:`analyses.summary.claims`, from ``w_by_bucket`` and ``w_layer_mean``): (1) longer sentences
+  get larger w at every layer (the longest used bucket minus the shortest per layer, the share of
+  rising bucket steps; Spearman's rho between a sentence's length and its mean w per layer, with
+  its p-value); (2) w rises with the layer (the share of rising layer steps); (3) a dip at layer 4
+  (w_4 - w_3; null for models with < 4 layers; the claim also compares w_4 with w_5). Buckets with
+  fewer than ``min_bucket`` sentences are reported but not used in (1). Self-gate models get the
+  layer-mean 3 x 3 slot weights instead (no w exists for them).
 * Fig. 10: the three attention matrices (high: Q^i K^i; middle: Q^i K^p and Q^p K^i) of one
   sentence at a chosen layer (mean over heads), and for "smoother" the mean row entropy of each
   order's attention per layer (nats, and divided by log n so sentences of different lengths
-  compare), over every row of every head of every sentence; ``claims["high_smoother_than_middle"]``
-  says per layer whether the high-order entropy is at least both middle-order ones.
+  compare), over every row of every head of every sentence; the claim compares per layer the
+  high-order normalised entropy with both middle-order ones (:meth:`Result.smoothness_margin`).
 
 Deviation: the paper buckets by source-sentence length on WMT En-De with its own (unstated)
 bucket edges; we bucket our corpus sentences by subword tokens with ``--edges``.
@@ -74,7 +76,7 @@ class Result(common.AnalysisResult):
     w_by_bucket: list[list[float | None]] | None  # (buckets, L) mean w; None for non-weight-gate models
     w_layer_mean: list[float] | None  # (L,) mean w over all sentences
     spearman_length: list[dict] | None  # per layer {"rho", "p"}
-    claims: dict  # the paper's three Fig. 9 claims, each a bool or null + the numbers behind it
+    claims: dict  # the numbers behind the paper's Fig. 9 claims (weight-gate models; empty otherwise)
     slot_weights: list | None  # (L, 3, 3) self-gate slot weights, mean over tokens; None otherwise
     entropy: dict  # order -> (L,) mean row entropy (nats); entropy_normalised likewise in [0, 1]
     entropy_normalised: dict
@@ -99,8 +101,7 @@ class Result(common.AnalysisResult):
         out = {"fusion": self.fusion}
         if self.w_layer_mean is not None:
             out["mean w by layer"] = ", ".join(f"{w:.3f}" for w in self.w_layer_mean)
-        smooth = self.claims.get("high_smoother_than_middle") or []
-        out["high order smoother than middle"] = f"in {sum(smooth)} of {len(smooth)} layers"
+        out["high - middle normalised entropy by layer"] = ", ".join(f"{m:+.3f}" for m in self.smoothness_margin())
         return out
 
     def used_bucket_weights(self) -> np.ndarray | None:
@@ -138,28 +139,23 @@ def row_entropy(P: np.ndarray) -> np.ndarray:
 
 
 def fig9_claims(w_by_bucket: np.ndarray, counts: np.ndarray, min_bucket: int) -> dict:
-    """The paper's three Fig. 9 claims from (buckets, L) mean weights (NaN = empty bucket)."""
+    """The numbers behind Fig. 9's length claim from (buckets, L) mean weights (NaN = empty bucket): the
+    buckets used, the longest used bucket minus the shortest per layer, the share of rising bucket steps."""
     used = w_by_bucket[counts >= min_bucket]
     out: dict = {"buckets_used": int(len(used))}
     if len(used) >= 2:
-        steps = np.diff(used, axis=0)  # (buckets-1, L)
-        out["longer_larger_every_layer"] = bool(np.all(steps > 0))
-        out["longest_above_shortest_every_layer"] = bool(np.all(used[-1] > used[0]))
         out["longest_minus_shortest"] = (used[-1] - used[0]).tolist()
-        out["rising_bucket_steps_share"] = float(np.mean(steps > 0))
+        out["rising_bucket_steps_share"] = float(np.mean(np.diff(used, axis=0) > 0))  # of (buckets-1, L) steps
     else:
-        out.update(longer_larger_every_layer=None, longest_above_shortest_every_layer=None,
-                   longest_minus_shortest=None, rising_bucket_steps_share=None)
+        out.update(longest_minus_shortest=None, rising_bucket_steps_share=None)
     return out
 
 
 def layer_claims(w_layer: np.ndarray) -> dict:
-    """Claims (2) w rises with the layer and (3) a dip at layer 4, from (L,) mean weights."""
+    """The numbers behind claims (2) w rises with the layer (the share of rising steps) and (3) a dip at
+    layer 4 (w_4 - w_3), from (L,) mean weights."""
     L = len(w_layer)
-    steps = np.diff(w_layer)
-    return {"rises_with_layer": bool(w_layer[-1] > w_layer[0]) if L > 1 else None,
-            "rising_layer_steps_share": float(np.mean(steps > 0)) if L > 1 else None,
-            "dip_at_layer_4": bool(w_layer[3] < w_layer[2]) if L >= 4 else None,
+    return {"rising_layer_steps_share": float(np.mean(np.diff(w_layer) > 0)) if L > 1 else None,
             "w4_minus_w3": float(w_layer[3] - w_layer[2]) if L >= 4 else None}
 
 
@@ -217,9 +213,6 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
         w_by_bucket = [[None if np.isnan(v) else float(v) for v in row] for row in wb]  # empty bucket: null
         w_layer = w_layer.tolist()
     e_n = {m: ent_n[m] / rows for m in ORDERS}
-    # Fig. 10's "smoother": the high-order attention's normalised row entropy >= both middle orders', per layer
-    claims["high_smoother_than_middle"] = [bool(e_n[ORDERS[0]][j] >= max(e_n[ORDERS[1]][j], e_n[ORDERS[2]][j]))
-                                           for j in range(L)]
     n_tok = float(lengths.sum())
     ex = int(np.argmin(np.abs(lengths - cfg.example_length)))  # Fig. 10: the whole sentence, specials included
     example = {"text": acts.texts[ex], "tokens": acts.tokens[ex], "layer": layer, "text_index": ex,

@@ -36,9 +36,22 @@ window does not repeat). A plain model runs them independently (batched).
   2 n_layer n_ctx d counts q.k only; by the paper's slot and Kaplan's convention the overhead would
   be ~2.9e4 instead of ~3.4e4 per token (at o = 0), a 3e-5 relative difference.
 
+Intervals: a percentile bootstrap over blocks of scored tokens (ratio bootstrap: resampled NLL sums over
+resampled token or word counts). A block is a run of ``--block-tokens`` (256) consecutive targets of one
+document, starting at its first target (a document's remainder joins its last block; a shorter document
+is one block). Why blocks and not tokens or documents: the NLLs of neighbouring tokens are dependent
+(they share context, and a recurrent model's h_prev carries each window into the next), so a token
+bootstrap would treat them as independent and make the intervals too narrow; that dependence is short
+range, so blocks of a few hundred tokens are nearly independent of each other, and a block bootstrap
+keeps the dependence inside each block. Documents as units would be independent too, but the default
+corpus has 7, too few for an interval (:data:`analyses.stats.MIN_UNITS`). The blocks are cut at fixed
+target positions, not at window boundaries, so they are the same at every overlap and for every model
+with the same tokenizer: two models, or one model at two overlaps (the recurrence paper's claim 2), are
+compared paired, block by block (the blocks' ``units_id`` says so).
+
     $ python -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent
           [--window T] [--overlap 0 --overlap 30] [--corpus PATH] [--split heldout] [--n-documents N]
-          [--out out]
+          [--block-tokens 256] [--out out]
 
 Default data: the held-out part of the default corpus (the last 10% of every book, cut at a
 paragraph break; :func:`probes.corpus.split_text`), never seen by ``recipes.train_lm``. Writes
@@ -49,6 +62,7 @@ out/figures/perplexity-flops.{png,pdf} (perplexity vs FLOPs/token, the paper's F
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -56,7 +70,7 @@ import numpy as np
 
 from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
-from analyses.common import Identity, settings_used
+from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LM, LMConfig
 from analyses.style import model_color
 from probes.capture.windows import check_window, windowed_nll
@@ -78,6 +92,7 @@ class Config(LMConfig):
                      choices=SPLITS)
     n_documents: int = arg(0, "evaluate this many documents, drawn with the seed (0: all)", min=0)
     max_tokens: int = arg(0, "evaluate at most this many tokens of each document (0: all)", min=0)
+    block_tokens: int = arg(256, "scored tokens per bootstrap block (consecutive targets of one document)", min=1)
     batch_size: int = arg(16, "windows per forward pass (plain models)", min=1)
 
 
@@ -91,8 +106,9 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose: what every number means (nothing reads numbers from it)
     rows: list[dict]  # per overlap: model, recurrent, window, overlap, token/word perplexity, nll_per_token,
     #                   scored_tokens, words, windows, tokens_processed, flops_per_token, and the bootstrap
-    #                   intervals (over documents) token_perplexity_ci, word_perplexity_ci, nll_per_token_ci
-    bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "documents": overlap -> per-document nll, tokens
+    #                   intervals (over blocks) token_perplexity_ci, word_perplexity_ci, nll_per_token_ci
+    bootstrap: dict | None = None  # analyses.stats.bootstrap_block (unit "block") + "blocks": per block its document,
+    #                                first_target, tokens and words; "nll": overlap (as text) -> per-block NLL sums
 
     @style.themed
     def plot(self, ax=None, key: str = "token_perplexity"):
@@ -114,12 +130,16 @@ class Result(common.AnalysisResult):
         return [(row["window"], row["overlap"]) for row in self.rows]
 
     def token_perplexity(self, window: int, overlap: int) -> stats.Sample:
-        """The token perplexity at window T and overlap o with its bootstrap replicates over documents (ratio
-        bootstrap of the NLL sums and token counts; the point value alone when the result saved none)."""
+        """The token perplexity at window T and overlap o with its bootstrap replicates over blocks (ratio
+        bootstrap of the blocks' NLL sums and token counts; a result written before blocks existed resamples
+        its documents; the point value alone when the result saved neither)."""
         row = next((r for r in self.rows if (r["window"], r["overlap"]) == (window, overlap)), None)
         if row is None:
             raise KeyError(f"token perplexity at T={window}, o={overlap}")
         boot = self.bootstrap or {}
+        nll = (boot.get("nll") or {}).get(str(overlap))
+        if nll is not None:
+            return stats.Sample.of_ratio(row["token_perplexity"], nll, boot["blocks"]["tokens"], boot, np.exp)
         per_doc = (boot.get("documents") or {}).get(str(overlap))
         if per_doc is None:
             return stats.Sample(row["token_perplexity"])
@@ -148,20 +168,20 @@ def flops(sizes: dict, recurrent: bool, T: int, window_lengths: list[int], pool_
 # ----------------------------------------------------------------------------- compute
 
 
+def truncated(lm, name: str, ids: list[int], n_words: int, max_tokens: int) -> tuple[str, list[int], int]:
+    """A document cut to its first ``max_tokens`` tokens (0: whole), its words counted in the decoded cut."""
+    if max_tokens > 0 and len(ids) > max_tokens:
+        ids = ids[:max_tokens]
+        n_words = len(lm.decode(ids).split())
+    return name, ids, n_words
+
+
 def evaluation_documents(lm, cfg: Config) -> tuple[list[tuple[str, list[int], int]], dict]:
     """[(name, ids, n_words)] of the documents to score, and the corpus identity."""
     corpus = corpus_split(load_corpus(cfg.corpus), cfg.split)
     docs = list(corpus.documents) if cfg.n_documents <= 0 else sample_documents(corpus, cfg.n_documents, cfg.seed)
-    out = []
-    for d in docs:
-        ids = lm.encode(d.text)
-        if cfg.max_tokens > 0 and len(ids) > cfg.max_tokens:
-            ids = ids[:cfg.max_tokens]
-            n_words = len(lm.decode(ids).split())
-        else:
-            n_words = len(d.text.split())
-        if len(ids) >= 2:
-            out.append((d.name, ids, n_words))
+    out = [truncated(lm, d.name, lm.encode(d.text), len(d.text.split()), cfg.max_tokens) for d in docs]
+    out = [d for d in out if len(d[1]) >= 2]
     if not out:
         raise ProbeError(f"corpus {corpus.name} has no document of at least 2 tokens")
     ident = {**corpus.identity(), "split": cfg.split, "documents": [n for n, _, _ in out],
@@ -178,48 +198,84 @@ def resolve_window(lm, cfg: Config) -> int:
     return T
 
 
-def document_intervals(row: dict, per_doc: list[tuple], names: list, seed: int, boot: dict | None) -> dict:
-    """Percentile intervals of the row's perplexities, resampling documents (ratio bootstrap:
-    resampled NLL sums over resampled token or word counts), added to ``row`` as token_perplexity_ci,
-    word_perplexity_ci and nll_per_token_ci. Returns the bootstrap block with every overlap's
-    per-document values (so two models on the same documents can be compared paired)."""
-    nll, tok, words = (np.array(c, dtype=np.float64) for c in zip(*per_doc))
-    boot = boot or stats.bootstrap_block("document", len(per_doc), seed=seed, units_id=stats.units_id(names))
-    W = stats.resample_weights(len(per_doc), boot["resamples"], seed)
+def block_cuts(n_targets: int, block_tokens: int) -> list[int]:
+    """Where a document's blocks start and end, as indices into its targets t_1..t_{n-1} (0-based, so index
+    i is target t_{i+1}): runs of ``block_tokens`` consecutive targets, the remainder joined to the last
+    run; a document of fewer targets is one block. [0, ..., n_targets]."""
+    k = max(1, n_targets // block_tokens)
+    return [i * block_tokens for i in range(k)] + [n_targets]
+
+
+def document_blocks(lm, docs: list[tuple[str, list[int], int]], block_tokens: int) -> tuple[dict, list]:
+    """The bootstrap blocks of ``docs`` (the same for every overlap): per block its document, first target
+    (index of t_p, p >= 1), scored tokens and words; and the units that identify them (document, a digest of
+    its token ids, first and last target), so two results pair only on the same tokens. A block's words are
+    those that start in its text (the first block also holds t_0): the words of the decoded prefix up to its
+    end minus those up to its start, the last block ending at the document's word count, so the blocks'
+    words sum to it."""
+    blocks: dict[str, list] = {"document": [], "first_target": [], "tokens": [], "words": []}
+    units = []
+    for name, ids, n_words in docs:
+        cuts = block_cuts(len(ids) - 1, block_tokens)
+        digest = hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()[:16]
+        # words of the text up to (and including) target index c, i.e. tokens t_0..t_c
+        upto = [0] + [len(lm.decode(ids[:c + 1]).split()) for c in cuts[1:-1]] + [n_words]
+        for a, b, wa, wb in zip(cuts, cuts[1:], upto, upto[1:]):
+            blocks["document"].append(name)
+            blocks["first_target"].append(a + 1)
+            blocks["tokens"].append(b - a)
+            blocks["words"].append(wb - wa)
+            units.append((name, digest, a + 1, b))
+    return blocks, units
+
+
+def block_intervals(row: dict, nll: np.ndarray, blocks: dict, boot: dict) -> None:
+    """Percentile intervals of the row's perplexities, resampling blocks (ratio bootstrap: resampled NLL
+    sums over resampled token or word counts), added to ``row`` as token_perplexity_ci, word_perplexity_ci
+    and nll_per_token_ci."""
+    tok, words = (np.asarray(blocks[k], dtype=np.float64) for k in ("tokens", "words"))
+    W = stats.resample_weights(len(nll), boot["resamples"], boot["seed"])
     per_token = stats.ratio_replicates(nll, tok, W)
     lvl = boot["level"]
     row.update(token_perplexity_ci=np.exp(stats.interval(per_token, lvl)).tolist(),
                word_perplexity_ci=np.exp(stats.interval(stats.ratio_replicates(nll, words, W), lvl)).tolist(),
                nll_per_token_ci=stats.interval(per_token, lvl).tolist())
-    documents = {**boot.get("documents", {}), str(row["overlap"]): {"nll": nll.tolist(), "tokens": tok.tolist()}}
-    return {**boot, "documents": documents}
 
 
 def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
     """Perplexities and FLOPs/token of one model at every overlap of ``cfg``; ``documents``: ([(name, ids,
-    n_words)], corpus identity) to score instead of the config's corpus split."""
+    n_words)], corpus identity) to score instead of the config's corpus split (the caller's texts: each cut
+    to ``max_tokens`` as the corpus's documents are)."""
     cfg = cfg or Config()
     T = resolve_window(lm, cfg)
-    docs, corpus_id = documents if documents is not None else evaluation_documents(lm, cfg)
-    rows, boot = [], None
+    if documents is None:
+        docs, corpus_id = evaluation_documents(lm, cfg)
+    else:
+        docs = [d for d in (truncated(lm, name, ids, words, cfg.max_tokens) for name, ids, words in documents[0])
+                if len(d[1]) >= 2]
+        corpus_id = documents[1]
+    blocks, units = document_blocks(lm, docs, cfg.block_tokens)
+    boot = stats.bootstrap_block("block", len(units), seed=cfg.seed, units_id=stats.units_id(units))
+    rows, nll_by_overlap = [], {}
     sizes = lm.sizes()
     for o in cfg.overlap:
-        nll_sum, n_tok, n_words, n_win, processed, fl = 0.0, 0, 0, 0, 0, 0.0
-        per_doc = []  # (NLL sum, scored tokens, words) per document: the bootstrap's units
-        for _, ids, words in tqdm_class()(docs, desc=f"perplexity {lm.name} T={T} o={o}", unit="doc"):
+        n_win, processed, fl = 0, 0, 0.0
+        per_target = []  # (n - 1,) NLL of each document's targets
+        for _, ids, _ in tqdm_class()(docs, desc=f"perplexity {lm.name} T={T} o={o}", unit="doc"):
             r = windowed_nll(lm, ids, T, o, cfg.batch_size)
-            per_doc.append((float(r["nll"].sum()), len(r["nll"]), words))
-            nll_sum += float(r["nll"].sum())
-            n_tok += len(r["nll"])
-            n_words += words
+            per_target.append(r["nll"])
             n_win += r["n_windows"]
             processed += r["tokens_processed"]
             fl += flops(sizes, lm.recurrent, T, r["window_lengths"], r["pool_lengths"])
+        nll = np.concatenate([np.add.reduceat(x, block_cuts(len(x), cfg.block_tokens)[:-1]) for x in per_target])
+        nll_sum = sum(float(x.sum()) for x in per_target)  # summed per document, as before blocks existed
+        n_tok, n_words = sum(blocks["tokens"]), sum(d[2] for d in docs)
         rows.append({"model": lm.name, "recurrent": lm.recurrent, "window": T, "overlap": o,
                      "token_perplexity": math.exp(nll_sum / n_tok), "word_perplexity": math.exp(nll_sum / n_words),
                      "nll_per_token": nll_sum / n_tok, "scored_tokens": n_tok, "words": n_words,
                      "windows": n_win, "tokens_processed": processed, "flops_per_token": fl / n_tok})
-        boot = document_intervals(rows[-1], per_doc, [d[0] for d in docs], cfg.seed, boot)
+        block_intervals(rows[-1], nll, blocks, boot)
+        nll_by_overlap[str(o)] = nll.tolist()
     notes, matches = {}, None
     if lm.recurrent:
         trained = lm.describe()["recurrence"]["overlap"]
@@ -227,9 +283,12 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
                                "so at other overlaps it still summarises the text up to the next window's start "
                                "(the paper re-trains per overlap; its footnote 3 describes this remedy)")
         matches = {str(o): o == trained for o in cfg.overlap}
+    config = settings_used(cfg, corpus=corpus_id, requested=lm.name)
+    if corpus_id.get("source") == CALLER_TEXTS:  # the caller's texts: no corpus split or document draw applied
+        for key in ("split", "n_documents"):
+            config.pop(key, None)
     return Result(
-        identity=Identity(model_name=lm.name, config=settings_used(cfg, corpus=corpus_id, requested=lm.name),
-                          model=lm.describe(), corpus=corpus_id),
+        identity=Identity(model_name=lm.name, config=config, model=lm.describe(), corpus=corpus_id),
         non_embedding_parameters=sizes["non_embedding_parameters"],
         overlap_matches_training=matches,  # recurrent models: is each overlap the one it was trained with?
         definitions={
@@ -240,10 +299,13 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
             "word_perplexity": "exp(total NLL / whitespace-separated words of the evaluated text)",
             "flops_per_token": "(2 N_nonembedding + 2 n_layer T d_model) x tokens processed / tokens scored "
                                "(Kaplan et al. 2020), + the recurrence module's FFN, pooling and extra key/value",
+            "intervals": f"percentile bootstrap over blocks of {cfg.block_tokens} consecutive scored tokens of "
+                         "one document (a document's remainder joins its last block), the same blocks at every "
+                         "overlap; ratio of the resampled NLL sums to the resampled token or word counts",
             **notes,
         },
         rows=rows,
-        bootstrap=boot,
+        bootstrap={**boot, "blocks": blocks, "nll": nll_by_overlap},
     )
 
 

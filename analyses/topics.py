@@ -248,7 +248,7 @@ class Result(common.AnalysisResult):
     model_b = property(lambda self: self.identity.model["b"])
 
     definitions: dict  # prose: what every number means (nothing reads numbers from it)
-    statistics: dict  # paired_statistics + mean_jsd_reference, paper_direction_held
+    statistics: dict  # paired_statistics + mean_jsd_reference + jsd_intervals (whether a claim holds: claims.py)
     topics_top_words: list[list[str]]  # per topic its top words
     jsd_a: list[float]  # (M,) JSD(context, A's continuation) per context
     jsd_b: list[float]  # (M,) the same for B
@@ -330,7 +330,6 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = No
     jsd_ref = js_divergence(theta["context"], theta["reference"])
     stats = paired_statistics(jsd_a, jsd_b)
     stats["mean_jsd_reference"] = float(np.mean(jsd_ref))
-    stats["paper_direction_held"] = bool(stats["mean_jsd_a"] < stats["mean_jsd_b"] and stats["share_a_less"] > 0.5)
     stats.update(jsd_intervals(jsd_a, jsd_b))
     records = []
     for i, (d, s) in enumerate(spans):
@@ -381,12 +380,15 @@ def table_rows(result: Result) -> list[dict]:
 
 
 def summary_line(result: Result) -> str:
+    """The comparison's numbers in one line (the verdict on the paper's claim is analyses.summary.claims')."""
     s = result.statistics
-    held = "held" if s["paper_direction_held"] else "did not hold"
+    ci = s.get("mean_difference_ci") or []
+    defined = len(ci) == 2 and all(x is not None and np.isfinite(x) for x in ci)
+    diff = f"; A - B {s['mean_difference']:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}] (95%, over contexts)" if defined else ""
     return (f"{result.model_name}: mean topic JSD A {s['mean_jsd_a']:.4f} vs B {s['mean_jsd_b']:.4f} "
-            f"(real continuation {s['mean_jsd_reference']:.4f}); A < B in {100 * s['share_a_less']:.1f}% of "
+            f"(real continuation {s['mean_jsd_reference']:.4f}){diff}; A < B in {100 * s['share_a_less']:.1f}% of "
             f"{s['n_contexts']} contexts ({s['n_ties']} ties); sign test p = {s['sign_test_p']:.3g}, Wilcoxon "
-            f"p = {s['wilcoxon_p']:.3g} (two-sided); the paper's direction (recurrent < baseline) {held}")
+            f"p = {s['wilcoxon_p']:.3g} (two-sided)")
 
 
 # ----------------------------------------------------------------------------- plots

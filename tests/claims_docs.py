@@ -59,9 +59,26 @@ def anisotropy(name: str, family: str, token: float, sentence: float, n_units: i
             "bootstrap": {**block, "replicates": reps}}
 
 
-def perplexity(name: str, recurrent: bool, nll_per_token: dict, tokens: np.ndarray, window: int = 128) -> dict:
-    """A perplexity result: rows per (T, o) and the per-document NLL sums the bootstrap resamples."""
-    block = stats.bootstrap_block("document", len(tokens), units_id=stats.units_id(range(len(tokens))))
+def isoscore(name: str, family: str, token: float, sentence: float, n_units: int = 100, spread: float = 0.005,
+             seed: int = 0, **ident) -> dict:
+    """An isoscore result whose last layer's IsoScores have bootstrap replicates around the given values."""
+    rng = np.random.default_rng(seed)
+    block = stats.bootstrap_block("sentence", n_units, units_id=stats.units_id(range(n_units)))
+    reps = {"layer": 1, "token": (token + rng.normal(0, spread, 1000)).tolist(),
+            "sentence": (sentence + rng.normal(0, spread, 1000)).tolist()}
+    ident.setdefault("corpus", {"n_sampled": n_units})
+    return {**identity(name, family, **ident), "definitions": {},
+            "layers": [{"layer": 0, "token": {"isoscore": 0.5}, "sentence": {"isoscore": 0.5}},
+                       {"layer": 1, "token": {"isoscore": token}, "sentence": {"isoscore": sentence}}],
+            "bootstrap": {**block, "replicates": reps}}
+
+
+def perplexity(name: str, recurrent: bool, nll_per_token: dict, tokens: np.ndarray, window: int = 128,
+               blocks: bool = True) -> dict:
+    """A perplexity result: rows per (T, o) and the per-block NLL sums the bootstrap resamples (``blocks``
+    False: per-document sums, as results written before blocks existed keep them)."""
+    unit = "block" if blocks else "document"
+    block = stats.bootstrap_block(unit, len(tokens), units_id=stats.units_id(range(len(tokens))))
     rows, documents = [], {}
     for o, per_doc in nll_per_token.items():
         nll = per_doc * tokens
@@ -76,7 +93,10 @@ def perplexity(name: str, recurrent: bool, nll_per_token: dict, tokens: np.ndarr
         model["recurrence"] = {"overlap": 0}
     return {"model_name": name, "config": {"model": [name], "corpus": "default", "seed": 0, "window": window},
             "corpus": corpus, "model": model, "non_embedding_parameters": 1, "overlap_matches_training": None,
-            "definitions": {}, "rows": rows, "bootstrap": {**block, "documents": documents}}
+            "definitions": {}, "rows": rows,
+            "bootstrap": {**block, "blocks": {"document": ["d0"] * len(tokens), "tokens": tokens.tolist()},
+                          "nll": {o: d["nll"] for o, d in documents.items()}} if blocks else
+            {**block, "documents": documents}}
 
 
 def topics(a: str, b: str, jsd_a, jsd_b, rec_is_a: bool = True) -> dict:

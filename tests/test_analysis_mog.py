@@ -14,6 +14,7 @@ import pytest
 
 import probes
 from analyses import mog as am
+from analyses.summary import claims
 from probes.errors import ProbeError
 
 TEXTS = ["One two.", "One two three four five six seven.", "A b c d e f g h i j k l m n o p q r s t.",
@@ -48,6 +49,12 @@ def planted(acts, w_of):
     return acts
 
 
+def _verdicts(res) -> dict:
+    """The claims table's verdicts of Fig. 9 and Fig. 10 on this one result."""
+    found = [f for f in claims.judge_all({"mog": [res]}) if f.analysis == "mog"]
+    return {word: next(f.verdict for f in found if word in f.claim) for word in ("longer", "rises", "dip", "smoother")}
+
+
 def test_planted_weights_buckets_claims_and_entropy(acts_template):
     acts = planted(acts_template, lambda n, j: 0.1 + 0.01 * n + 0.05 * j - (0.2 if j == 4 else 0.0))
     lengths = [int((~acts.special[acts.offsets[t]:acts.offsets[t + 1]]).sum()) for t in range(acts.n_texts)]
@@ -63,11 +70,13 @@ def test_planted_weights_buckets_claims_and_entropy(acts_template):
             got = res.w_by_bucket[k][j]
             assert (got is None) if want is None else got == pytest.approx(want, abs=1e-6)
     c = res.claims
-    assert c["longer_larger_every_layer"] is True and c["longest_above_shortest_every_layer"] is True
-    assert c["rises_with_layer"] is True and c["dip_at_layer_4"] is True
+    assert all(isinstance(v, (int, float, list)) for v in c.values())  # numbers only: the verdicts are the claims'
     assert c["w4_minus_w3"] == pytest.approx(0.05 - 0.2, abs=1e-6) and c["rising_layer_steps_share"] == 0.75
+    assert c["rising_bucket_steps_share"] == 1.0 and all(d > 0 for d in c["longest_minus_shortest"])
     assert all(s["rho"] == pytest.approx(1.0) for s in res.spearman_length)
-    assert c["high_smoother_than_middle"] == [True] * 5  # planted: high uniform, middle one- and two-hot
+    # planted: longer and deeper is larger, a dip at layer 4, high order uniform, middle orders one- and two-hot
+    assert _verdicts(res) == {"longer": claims.HOLDS, "rises": claims.HOLDS, "dip": claims.HOLDS,
+                              "smoother": claims.HOLDS}
     np.testing.assert_allclose(res.entropy_normalised["attention_high"], 1.0, atol=1e-6)
     np.testing.assert_allclose(res.entropy_normalised["attention_middle_qi"], 0.0, atol=1e-9)
     np.testing.assert_allclose(res.entropy["attention_middle_qp"], np.log(2), atol=1e-6)
@@ -84,11 +93,14 @@ def test_claims_fail_when_the_planted_trend_is_reversed(acts_template):
     acts = planted(acts_template, lambda n, j: 0.9 - 0.01 * n - 0.05 * j)
     res = am.compute(am.Config(edges=[4, 8, 16], min_bucket=1), acts=acts)
     c = res.claims
-    assert c["longer_larger_every_layer"] is False and c["longest_above_shortest_every_layer"] is False
-    assert c["rises_with_layer"] is False and c["dip_at_layer_4"] is True and c["rising_layer_steps_share"] == 0
-    # buckets below min_bucket are not used: the length claim is then undecided
+    assert c["rising_layer_steps_share"] == 0 and c["rising_bucket_steps_share"] == 0 and c["w4_minus_w3"] < 0
+    # w4 is below w3 but above w5: no dip (the claim compares w4 with both neighbours)
+    assert _verdicts(res) == {"longer": claims.FAILS, "rises": claims.FAILS, "dip": claims.FAILS,
+                              "smoother": claims.HOLDS}
+    # buckets below min_bucket are not used: the length claim is then not testable
     res = am.compute(am.Config(edges=[4, 8, 16], min_bucket=100), acts=acts)
-    assert res.claims["longer_larger_every_layer"] is None and res.claims["buckets_used"] == 0
+    assert res.claims["longest_minus_shortest"] is None and res.claims["buckets_used"] == 0
+    assert _verdicts(res)["longer"] == claims.UNTESTED
 
 
 def test_figures_plot_the_result_numbers(acts_template, tmp_path):

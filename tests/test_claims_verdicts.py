@@ -177,28 +177,59 @@ def test_models_without_a_seed_in_common_are_not_testable(tmp_path):
     assert f.verdict == claims.UNTESTED and "no seed in common" in f.reason
 
 
+def test_the_anisotropy_claim_under_isoscore_reads_each_levels_last_layer(tmp_path):
+    """IsoScore higher = more isotropic: planted, the S-LSTM's sentence vectors are more isotropic than both
+    baselines' in every seed, its tokens less than bert-small's."""
+    found = []
+    for seed in range(3):
+        found += [docs.isoscore(_seeded("slstm-small", seed), "slstm", 0.11, 0.08, seed=seed),
+                  docs.isoscore(_seeded("bert-small", seed), "bert", 0.20 - 0.01 * seed, 0.006, seed=10 + seed),
+                  docs.isoscore(_seeded("albert-small", seed), "albert", 0.13, 0.004, seed=20 + seed)]
+    docs.write(tmp_path, "isoscore", found)
+    tokens, sentences = (_claim(tmp_path, "isoscore", f"{level} ") for level in ("token outputs", "sentence vectors"))
+    assert "under IsoScore" in tokens.where and tokens.claimed_sign == 1 and tokens.unit == "sentence"
+    assert sentences.verdict == claims.HOLDS and all(c.verdict == claims.HOLDS for c in sentences.comparisons)
+    assert tokens.verdict == claims.FAILS
+    c = next(c for c in tokens.comparisons if c.against == "slstm-small vs bert-small")
+    assert c.difference == pytest.approx(0.11 - 0.19, abs=0.002) and all(s["paired"] for s in c.seeds)
+
+
 # ----------------------------------------------------------------------------- the recurrence claims
 
 
-def _ppl(out, gap: float, seeds=(0, 1, 2), overlaps=(0, 16, 32)) -> None:
+def _ppl(out, gap: float, seeds=(0, 1, 2), overlaps=(0, 16, 32), units: int = 40, blocks: bool = True) -> None:
     found = []
     for seed in seeds:
         rng = np.random.default_rng(seed)
-        tokens = rng.integers(500, 2000, 40).astype(float)
-        doc = rng.normal(3.5, 0.4, 40)  # how hard each document is, for both models
+        tokens = rng.integers(256, 400, units).astype(float)
+        hard = rng.normal(3.5, 0.4, units)  # how hard each block of text is, for both models
         found += [docs.perplexity(_seeded("base", seed), False,
-                                  {o: doc - 0.001 * o + rng.normal(0, 0.01, 40) for o in overlaps}, tokens),
+                                  {o: hard - 0.001 * o + rng.normal(0, 0.01, units) for o in overlaps}, tokens,
+                                  blocks=blocks),
                   docs.perplexity(_seeded("rec", seed), True,
-                                  {o: doc + gap - 0.001 * o + rng.normal(0, 0.01, 40) for o in overlaps}, tokens)]
+                                  {o: hard + gap - 0.001 * o + rng.normal(0, 0.01, units) for o in overlaps}, tokens,
+                                  blocks=blocks)]
     docs.write(out, "perplexity", found)
 
 
 @pytest.mark.parametrize("gap, verdict", [(-0.05, claims.HOLDS), (0.05, claims.FAILS)])
-def test_perplexity_claim_is_paired_over_documents_per_window_and_overlap(tmp_path, gap, verdict):
+def test_perplexity_claim_is_paired_over_blocks_per_window_and_overlap(tmp_path, gap, verdict):
     _ppl(tmp_path, gap)
     f = _claim(tmp_path, "perplexity", "equal window")
     assert f.verdict == verdict and [c.key for c in f.comparisons] == [(128, 0), (128, 16), (128, 32)]
-    assert all(s["paired"] for s in f.seeds) and f.comparisons[0].against == "rec vs base at T=128, o=0"
+    assert all(s["paired"] and s["units"] == 40 and s["unit"] == "block" for s in f.seeds)
+    assert f.unit == "block" and "(paired over 40 blocks)" in f.evidence
+    assert f.comparisons[0].against == "rec vs base at T=128, o=0"
+
+
+def test_a_perplexity_result_resampling_seven_documents_is_not_testable(tmp_path):
+    """A result written before blocks existed resamples its documents: the demo corpus's 7 are too few."""
+    _ppl(tmp_path, -0.05, units=7, blocks=False)
+    f = _claim(tmp_path, "perplexity", "equal window")
+    assert f.verdict == claims.UNTESTED and "rests on 7 documents" in f.reason
+    _ppl(tmp_path, -0.05, units=40, blocks=False)  # enough documents: read as before, paired over them
+    f = _claim(tmp_path, "perplexity", "equal window")
+    assert f.verdict == claims.HOLDS and all(s["paired"] and s["unit"] == "document" for s in f.seeds)
 
 
 def test_claim_2_compares_recurrent_o0_with_the_base_at_t_over_10(tmp_path):
@@ -206,6 +237,7 @@ def test_claim_2_compares_recurrent_o0_with_the_base_at_t_over_10(tmp_path):
     f = _claim(tmp_path, "perplexity", "o = 0")
     (c,) = f.comparisons
     assert c.key == (128, 0, 16)  # T/10 = 12.8: o = 16, not the largest (32)
+    assert all(s["paired"] for s in c.seeds)  # the blocks are the same at every overlap: paired across overlaps
     assert claims.claim2_overlap(300, [5, 10, 30, 50, 75, 200]) == 30  # the paper's Table 2
     assert claims.claim2_overlap(128, [0]) is None
 

@@ -128,3 +128,38 @@ def test_cli_encoder_model_is_one_clear_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert lines[-1].startswith("error: model 'tiny-bert' is not a causal language model"), proc.stderr
+
+
+def test_block_cuts_tile_a_documents_targets():
+    assert pp.block_cuts(10, 4) == [0, 4, 10]  # the remainder joins the last block
+    assert pp.block_cuts(8, 4) == [0, 4, 8] and pp.block_cuts(3, 4) == [0, 3]  # a short document is one block
+
+
+def test_blocks_are_runs_of_scored_tokens_the_same_at_every_overlap_and_paired_across_models(models):
+    """The bootstrap's units: consecutive targets of one document, identical for both models and every overlap,
+    their NLL sums those of windowed scoring; the recurrence claims then pair the two models block by block."""
+    from analyses.inputs import caller_documents
+    from analyses.summary import claims
+
+    texts = [" ".join(f"word{i % 37} and more text" for i in range(150)), "A short text of a few words."]
+    cfg = pp.Config(window=16, overlap=[0, 4], block_tokens=20)
+    res = {k: pp.compute(cfg, lm=lm, documents=caller_documents(lm, texts)) for k, lm in models.items()}
+    lm, r = models["recurrent"], res["recurrent"]
+    b = r.bootstrap
+    assert b["unit"] == "block" and b["n_units"] == len(b["blocks"]["tokens"]) >= 20
+    assert b["units_id"] == res["plain"].bootstrap["units_id"]  # same tokenizer, same texts: the same blocks
+    ids = [lm.encode(t) for t in texts]
+    for row in r.rows:
+        assert sum(b["blocks"]["tokens"]) == row["scored_tokens"] and sum(b["blocks"]["words"]) == row["words"]
+        per_doc = [windowed_nll(lm, x, 16, row["overlap"])["nll"] for x in ids]
+        want = [x[t - 1:t - 1 + n].sum() for d, t, n in zip(b["blocks"]["document"], b["blocks"]["first_target"],
+                                                            b["blocks"]["tokens"]) for x in [per_doc[int(d[5:])]]]
+        assert b["nll"][str(row["overlap"])] == pytest.approx(want, rel=1e-9)
+    assert [n for d, n in zip(b["blocks"]["document"], b["blocks"]["tokens"]) if d == "text-0"][:-1] == \
+        [20] * (sum(d == "text-0" for d in b["blocks"]["document"]) - 1)
+    assert b["blocks"]["document"].count("text-1") == 1  # fewer targets than a block: one block
+    # the caller's texts: no corpus split, corpus or document draw applied, so none is recorded
+    assert not {"split", "n_documents", "corpus"} & set(r.config) and r.config["block_tokens"] == 20
+    found = claims.RECURRENCE_CLAIMS[0].judge({"perplexity": list(res.values())})
+    assert [c.key for c in found.comparisons] == [(16, 0), (16, 4)]
+    assert all(s["paired"] and s["unit"] == "block" and s["units"] == b["n_units"] for s in found.seeds)

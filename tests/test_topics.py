@@ -140,6 +140,7 @@ def test_cli_end_to_end_on_tiny_models(tmp_path):
     assert doc["config"]["topics"] == 20 and len(doc["topics_top_words"]) == 20
     assert doc["model_a"]["window"] == 32 and doc["model_b"]["window"] == 32  # A's recurrence window
     assert len(doc["jsd_a"]) == 6 and doc["statistics"]["n_contexts"] == 6
+    assert "paper_direction_held" not in doc["statistics"]  # the verdict is the claims table's, not the result's
     records = [json.loads(ln) for ln in base.with_name(base.name + ".continuations.jsonl").read_text().splitlines()]
     assert len(records) == 6 and {"context", "continuation_a", "continuation_b", "jsd_a"} <= set(records[0])
     assert base.with_suffix(".csv").read_text().count("\n") == 7
@@ -160,6 +161,14 @@ def planted_result(a="gpt2-small-recurrent", b="gpt2-small-base"):
     identity = Identity(model_name=f"{a}-vs-{b}", config={}, model={"a": {"name": a}, "b": {"name": b}}, corpus={})
     return tp.Result(identity=identity, definitions={}, statistics=stats, topics_top_words=[["w"]], jsd_a=jsd_a,
                      jsd_b=jsd_b, jsd_reference=[0.0] * 4)
+
+
+def test_the_summary_line_gives_the_numbers_and_leaves_the_verdict_to_the_claims():
+    res = planted_result()
+    res.statistics.update(mean_jsd_reference=0.3, **tp.jsd_intervals(res.jsd_a, res.jsd_b))
+    line = tp.summary_line(res)
+    assert "A - B -0.0250 [" in line and "A < B in 50.0% of 4 contexts" in line
+    assert "held" not in line and "paper" not in line
 
 
 def test_figures_plot_the_paired_jsds_in_the_models_colours():

@@ -118,6 +118,13 @@ SLSTM_CLAIMS = [
     Claim(SLSTM, "§7.1, Fig. 6", "S-LSTM sentence vectors are less anisotropic than Transformers' ([CLS] / g, last "
           "layer)", "anisotropy", "last-layer sentence cosine", "sentence", NEARER_ZERO, -1,
           slstm_against_encoders(lambda r: r.last_layer_mean("sentence")), _MISSING_PAIR),
+    Claim(SLSTM, "§7.1, Fig. 6, under IsoScore", "S-LSTM token outputs are more isotropic than same-size "
+          "Transformers' by IsoScore (Rudman et al. 2022: the spread of variance over principal directions, last "
+          "layer, higher)", "isoscore", "last-layer token IsoScore", "sentence", DIFFERENCE, 1,
+          slstm_against_encoders(lambda r: r.last_layer_isoscore("token")), _MISSING_PAIR),
+    Claim(SLSTM, "§7.1, Fig. 6, under IsoScore", "S-LSTM sentence vectors are more isotropic than Transformers' by "
+          "IsoScore ([CLS] / g, last layer, higher)", "isoscore", "last-layer sentence IsoScore", "sentence",
+          DIFFERENCE, 1, slstm_against_encoders(lambda r: r.last_layer_isoscore("sentence")), _MISSING_PAIR),
     Claim(SLSTM, "§7.2, Table 6", "S-LSTM needs the most principal components for 90% of the variance (n = 100 "
           "token windows): less feature redundancy", "redundancy", "k at n = 100, 90%", "window", DIFFERENCE, 1,
           slstm_against_encoders(lambda r: r.mean_k(100, 0.9)), _MISSING_PAIR, digits=1),
@@ -208,12 +215,14 @@ def _topic_matchups(results: list) -> list[Matchup]:
 
 
 RECURRENCE_CLAIMS = [
-    Claim(RECUR, "§4.2, Tables 1-2", "recurrent perplexity < base at equal window T and overlap o", "perplexity",
-          "token perplexity", "document", DIFFERENCE, -1, _equal_window_matchups,
+    Claim(RECUR, "§4.2, Tables 1-2", "recurrent perplexity < base at equal window T and overlap o (paired over "
+          "blocks of consecutive scored tokens)", "perplexity", "token perplexity", "block", DIFFERENCE, -1,
+          _equal_window_matchups,
           "needs base and recurrent perplexity at a common window and overlap", digits=2),
     Claim(RECUR, "§4.2, Table 2", "recurrent with o = 0 is as good as base with overlap T/10 (30 of 300 tokens in "
-          "Table 2; the measured overlap closest to it)", "perplexity", "token perplexity", "document", DIFFERENCE,
-          -1, _no_overlap_matchups, "needs base at o > 0 and recurrent at o = 0 (same T)", digits=2),
+          "Table 2; the measured overlap closest to it; paired over the same blocks of scored tokens)", "perplexity",
+          "token perplexity", "block", DIFFERENCE, -1, _no_overlap_matchups,
+          "needs base at o > 0 and recurrent at o = 0 (same T)", digits=2),
     Claim(RECUR, "§5.3.1", "topic JSD(context, continuation): recurrent < base (paired over contexts)", "topics",
           "mean JSD(context, continuation)", "context", DIFFERENCE, -1, _topic_matchups,
           "no topics result of a recurrent and a base LM", digits=4),

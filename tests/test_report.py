@@ -1,5 +1,6 @@
 """The report page and the claim verdicts: every result appears, every image decodes, verdicts come
-from the result files, and every model keeps one colour."""
+from the result files, the claim table is one line per claim and compared model with the forest plot under
+it and the full evidence folded away, and every model keeps one colour."""
 
 from __future__ import annotations
 
@@ -25,12 +26,13 @@ class _Page(HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.images, self.results, self.cells, self._in_td = [], [], [], False
+        self.images, self.alts, self.results, self.cells, self._in_td = [], [], [], [], False
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "img":
             self.images.append(a["src"])
+            self.alts.append(a["alt"])
         if tag == "details" and "data-result" in a:
             self.results.append(a["data-result"])
         self._in_td = tag == "td"
@@ -70,7 +72,7 @@ def test_report_shows_every_result_and_every_figure(demo_out):
     saved = {str(p.relative_to(demo_out)) for p in (demo_out / "results").glob("*/*.json")}
     assert saved and set(page.results) == saved
     pngs = sorted((demo_out / "figures").glob("*.png"))
-    assert len(page.images) == len(pngs) > 0
+    assert sorted(page.alts) == sorted([p.stem for p in pngs] + ["claims forest plot"]) and pngs
     for src in page.images:
         head, data = src.split(",", 1)
         assert head == "data:image/png;base64"
@@ -89,9 +91,36 @@ def test_claim_verdicts_come_from_the_result_files(demo_out):
     assert c.difference == pytest.approx(abs(values["tiny-slstm"]) - abs(values["tiny-bert"]))
     for name, v in values.items():
         assert f"{name} {v:.3f}" in aniso.evidence
+    html = report.render(demo_out)
     page = _Page()
-    page.feed(report.render(demo_out))
-    assert aniso.verdict in page.cells and aniso.evidence in page.cells
+    page.feed(html)
+    assert aniso.verdict in page.cells and aniso.evidence not in page.cells  # the evidence is not a table cell
+    details = html[html.index('<details class="evidence">'):]
+    assert html_escape(aniso.evidence) in details[:details.index("</details>")]  # ... it is folded below the table
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text).replace("&#x27;", "&#39;")
+
+
+def test_the_claim_table_is_one_line_per_claim_and_compared_model_with_the_forest_plot(demo_out):
+    html = report.render(demo_out)
+    found, _ = report.present_claims(claims.evaluate(demo_out))
+    table = html[html.index('<table class="claims">'):]
+    table = table[:table.index("</table>")]
+    lines = [ln for f in found for ln in claims.table_lines(f)]
+    assert table.count("<tr>") == 1 + len(lines) and len(lines) == 3  # tokens, sentences, transitions: one each
+    for f in found:
+        (ln,) = claims.table_lines(f)
+        assert f'rowspan="1">{f.verdict}</td>' in table and html_escape(ln["difference"]) in table
+    assert all(html_escape(f.evidence) not in table for f in found)  # the evidence paragraphs are folded away
+    forest = html.index('alt="claims forest plot"')
+    assert html.index("</table>", html.index('<table class="claims">')) < forest < html.index('id="anisotropy"')
+    assert "td.not-testable {" in html and "not-testable-here" not in html  # the class a verdict cell gets
+    assert report.claim_rows(found)[0]["verdict_class"] in ("holds", "does-not-hold", "inconclusive",
+                                                            "not-testable")
 
 
 def test_missing_results_are_not_testable(tmp_path):

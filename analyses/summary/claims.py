@@ -111,7 +111,7 @@ def _speed_rule(results: list) -> tuple[Verdict, str]:
     return (HOLDS if held else FAILS), text
 
 
-SLSTM_CLAIMS = [
+SLSTM_CLAIMS: list[Claim | Check] = [
     Claim(SLSTM, "§7.1, Fig. 6", "S-LSTM token outputs are less anisotropic (mean cosine of random tokens, last "
           "layer, nearer 0) than same-size Transformers'", "anisotropy", "last-layer token cosine", "sentence",
           NEARER_ZERO, -1, slstm_against_encoders(lambda r: r.last_layer_mean("token")), _MISSING_PAIR),
@@ -214,7 +214,7 @@ def _topic_matchups(results: list) -> list[Matchup]:
     return [Matchup(f"{r} vs {b}", sorted(p, key=lambda x: x.seed)) for (r, b), p in groups.items()]
 
 
-RECURRENCE_CLAIMS = [
+RECURRENCE_CLAIMS: list[Claim | Check] = [
     Claim(RECUR, "§4.2, Tables 1-2", "recurrent perplexity < base at equal window T and overlap o (paired over "
           "blocks of consecutive scored tokens)", "perplexity", "token perplexity", "block", DIFFERENCE, -1,
           _equal_window_matchups,
@@ -236,7 +236,7 @@ def _convbert_rule(results: list) -> tuple[Verdict, str]:
                       "figures show the attention mass by offset, with no scalar verdict")
 
 
-CONVBERT_CLAIMS = [
+CONVBERT_CLAIMS: list[Claim | Check] = [
     Check("ConvBERT", "Fig. 2", "many self-attention heads of BERT are local (diagonal), which dynamic convolution "
           "can replace", "maps", _convbert_rule, "no maps result (python -m analyses.maps)"),
 ]
@@ -314,7 +314,7 @@ def _fig10(results: list) -> tuple[Verdict, str]:
     return (HOLDS if held else FAILS), "; ".join(f"{n}: {sum(s)} of {len(s)} layers" for n, s in shares)
 
 
-MOG_CLAIMS = [
+MOG_CLAIMS: list[Claim | Check] = [
     Claim(MOG, "Table 2", "weight-gate fusion is at least as good as sum (Table 2), at equal width, depth and training "
           "(MLM loss)", "mlm_loss", "held-out MLM loss", "block", DIFFERENCE, -1, _table2_matchups,
           "needs the held-out MLM loss of a weight-gate and a sum model of one architecture (python -m "
@@ -329,7 +329,7 @@ MOG_CLAIMS = [
           _fig10, "no Graph-Transformer result"),
 ]
 
-CLAIMS = [*SLSTM_CLAIMS, *RECURRENCE_CLAIMS, *CONVBERT_CLAIMS, *MOG_CLAIMS]
+CLAIMS: list[Claim | Check] = [*SLSTM_CLAIMS, *RECURRENCE_CLAIMS, *CONVBERT_CLAIMS, *MOG_CLAIMS]
 
 
 def judge_all(results: dict[str, list], claims=CLAIMS) -> list[Finding]:

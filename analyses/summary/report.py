@@ -2,14 +2,20 @@
 
 The page opens offline (figures are embedded as PNG data, no scripts, no fonts fetched). It is written
 for whoever's results they are: at the top, one row per model in the results (family, layers, width,
-what was run; a folder or ``hf:`` model under the name the user gave); then the papers' claims whose
-inputs are in the folder and what the results say about each (:mod:`analyses.summary.claims`), the rest
-named in one line; then, per analysis, its figures with the caption its declaration gives each (what to
-read in it; :class:`analyses.analysis.Figure`), its
-tables (the Markdown tables the analysis writes, else the CSVs, each titled with its model, scrolling
-sideways when wide, a missing value an empty cell with a footnote), and per model the provenance block
-(model fingerprint, corpus hash, settings, package versions) folded away. Built with Jinja2 from
-``analyses/summary/templates/report.html.j2``. ``python -m analyses.summary.figures`` (so ``make demo``) writes it.
+what was run; a folder or ``hf:`` model under the name the user gave); then, when any of the papers'
+claims applies to these models (:mod:`analyses.summary.claims`: it compares models that are here), the
+claim table -- one line per claim and compared model with the verdict and the deciding difference, the
+forest plot of every seed's difference under it, the full evidence folded in a details element -- and
+the claims that do not apply named in one line; then, per analysis, what it asks (its purpose), what the
+results show in a few sentences (:mod:`analyses.summary.findings`), its figures in the order its
+declaration lists them with the caption it gives each (:class:`analyses.analysis.Figure`), a compact
+table where the full one is long (similarity: one row per pair and measure), its tables (the Markdown
+tables the analysis writes, else the CSVs, each titled with its model, scrolling sideways when wide, a
+missing value an empty cell with a footnote; a CSV of more than :data:`LONG_TABLE` rows is linked, not
+printed), and per model the provenance block (model fingerprint, corpus hash, settings, package versions)
+folded away. When no claim applies (a user's own models), the page ends with one line saying so. Built
+with Jinja2 from ``analyses/summary/templates/report.html.j2``. ``python -m analyses.summary.figures`` (so
+``make demo``) writes it.
 
 Everything on the page that the suite did not write itself is escaped: Jinja autoescape for every field, and the
 Markdown tables rendered without raw HTML (a ``model_name`` of ``<script>`` in a result file shows as text). Result
@@ -22,14 +28,17 @@ without results is an error, and no page is written.
 from __future__ import annotations
 
 import base64
+import io
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from analyses.common import arg, atomic_write, parse_config, read_result, run_main
 from analyses.summary import claims as claims_mod
+from analyses.summary import findings
+
+LONG_TABLE = 50  # a CSV of more rows is linked from the page, not printed on it (the figures show its numbers)
 
 
 def owner(stem: str, analyses: list[str]) -> str | None:
@@ -60,28 +69,35 @@ def _png(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def _tables(folder: Path, names: dict[str, str] | None = None) -> list[dict]:
-    """The analysis's Markdown tables rendered to HTML; if it wrote none, its CSVs, each titled with its
-    model (``names``: file stem -> the name to show). A missing value is an empty cell (``nan`` says so)."""
+def _tables(folder: Path, names: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
+    """(tables to print, tables to link): the analysis's Markdown tables rendered to HTML; if it wrote none, its
+    CSVs, each titled with its model (``names``: file stem -> the name to show), a CSV of more than
+    :data:`LONG_TABLE` rows linked instead (its name, rows and path relative to the page). A missing value is
+    an empty cell (``nan`` says so)."""
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark", {"html": False}).enable("table")  # raw HTML in a cell is shown as text
     found = [{"name": p.name, "title": f"{folder.name}: {p.stem} (all models)",
               "html": md.render(p.read_text(encoding="utf-8")), "nan": False} for p in sorted(folder.glob("*.md"))]
     if found:
-        return found
+        return found, []
     import pandas as pd
 
-    tables = []
+    tables, linked = [], []
     for p in sorted(folder.glob("*.csv")):
         if not p.stat().st_size:
             continue
         df = pd.read_csv(p)
-        tables.append({"name": p.name, "title": f"{(names or {}).get(p.stem, p.stem)}: {folder.name}",
+        title = f"{(names or {}).get(p.stem, p.stem)}: {folder.name}"
+        if len(df) > LONG_TABLE:
+            linked.append({"name": p.name, "title": title, "rows": len(df),
+                           "href": f"results/{folder.name}/{p.name}"})
+            continue
+        tables.append({"name": p.name, "title": title,
                        "html": df.to_html(index=False, float_format=lambda x: f"{x:.4g}", border=0, classes="csv",
                                           na_rep=""),
                        "nan": bool(df.isna().to_numpy().any())})
-    return tables
+    return tables, linked
 
 
 def shown_name(doc: dict) -> str:
@@ -127,11 +143,17 @@ def _png_width(path: Path) -> int:
 
 
 def _figures(out: Path, analysis: str, analyses: list[str], results: Sequence = ()) -> list[dict]:
-    """The figures of ``analysis`` (:func:`owner`), each with its caption (``results``: the analysis's Results)."""
-    figs = sorted((out / "figures").glob("*.png"))
+    """The figures of ``analysis`` (:func:`owner`), each with its caption (``results``: the analysis's Results),
+    in the order its declaration lists them (then by name)."""
+    import analyses as registry
+
+    declared = list(registry.get(analysis).figures) if analysis in registry.ANALYSES else []
+    order = lambda stem: next((i for i, f in enumerate(declared) if f.matches(stem)), len(declared))  # noqa: E731
+    figs = sorted((p for p in (out / "figures").glob("*.png") if owner(p.stem, analyses) == analysis),
+                  key=lambda p: (order(p.stem), p.stem))
     # shown at half their pixel width: saved at 200 dpi, so every figure keeps its size in inches (~100 px each)
     return [{"name": p.stem, "src": _png(p), "caption": caption(p.stem, results), "width": _png_width(p) // 2}
-            for p in figs if owner(p.stem, analyses) == analysis]
+            for p in figs]
 
 
 def _typed(analysis: str, docs: list[dict]) -> list:
@@ -154,8 +176,15 @@ def _provenance(doc: dict) -> str:
     return json.dumps(keep, indent=1)
 
 
+def _purpose(analysis: str) -> str:
+    import analyses as registry
+
+    return registry.get(analysis).purpose if analysis in registry.ANALYSES else ""
+
+
 def sections(out: str | Path) -> list[dict]:
-    """One section per analysis with saved results: figures, tables, and one provenance block per result."""
+    """One section per analysis with saved results: its purpose, what the results show in words, figures, compact
+    and full tables (long ones linked), and one provenance block per result."""
     out = Path(out)
     secs = []
     analyses = [f.name for f in (out / "results").glob("*") if f.is_dir()]
@@ -168,24 +197,58 @@ def sections(out: str | Path) -> list[dict]:
                     "provenance": _provenance(read[p.stem])} for p in docs]
         names = {stem: shown_name(doc) for stem, doc in read.items()}
         typed = _typed(folder.name, list(read.values()))
-        secs.append({"analysis": folder.name, "figures": _figures(out, folder.name, analyses, typed),
-                     "tables": _tables(folder, names), "results": results})
+        tables, linked = _tables(folder, names)
+        secs.append({"analysis": folder.name, "purpose": _purpose(folder.name),
+                     "findings": findings.sentences(folder.name, typed),
+                     "figures": _figures(out, folder.name, analyses, typed),
+                     "compact": findings.compact_tables(folder.name, typed), "tables": tables, "linked": linked,
+                     "results": results})
     return secs
 
 
-def present_claims(claims: list, docs: dict[str, list[dict]]) -> tuple[list, list]:
-    """(claims to show, claims not testable with these results). A claim is shown when it has a verdict
-    and its inputs are in the folder: its analysis has results there (a claim read from the committed
-    checkpoints' training records only when a model it names has results there)."""
-    present = {str(doc.get("model_name", "")) for found in docs.values() for doc in found}
-    present |= {row["name"] for row in _models(docs)}
+def applies(finding, claim) -> bool:
+    """Whether a claim speaks about these results: it has a verdict, or it compares models that are here (a
+    comparison not testable for a reason, e.g. too few units, still applies), or a result it reads is damaged.
+    A claim whose models are not here (a user's own models) does not apply."""
+    if finding.verdict != claims_mod.UNTESTED or finding.comparisons:
+        return True
+    return isinstance(claim, claims_mod.Claim) and finding.reason != claim.missing
+
+
+def present_claims(found: list, declared: Sequence = ()) -> tuple[list, list]:
+    """(the findings that apply to these results, the others), in the table's order; ``declared``: the claims
+    the findings are verdicts of (default: :data:`analyses.summary.claims.CLAIMS`)."""
     shown: list = []
-    untestable: list = []
-    for c in claims:
-        here = (c.analysis in docs) if c.analysis != "checkpoints" else any(
-            m and re.search(rf"(?<![\w.-]){re.escape(m)}(?![\w.-])", c.evidence) for m in present)
-        (shown if c.verdict != claims_mod.UNTESTED and here else untestable).append(c)
-    return shown, untestable
+    others: list = []
+    for f, c in zip(found, declared or claims_mod.CLAIMS):
+        (shown if applies(f, c) else others).append(f)
+    return shown, others
+
+
+def claim_rows(found: list) -> list[dict]:
+    """The claim table's rows: per finding its lines (:func:`analyses.summary.claims.table_lines`), the first
+    carrying the claim's cells (``span``: how many lines they cover)."""
+    rows = []
+    for f in found:
+        lines = claims_mod.table_lines(f)
+        for i, ln in enumerate(lines):
+            rows.append({"finding": f if i == 0 else None, "span": len(lines), "line": ln,
+                         "verdict_class": str(ln["verdict"]).replace(" ", "-")})
+    return rows
+
+
+def forest_png(found: list) -> dict | None:
+    """The forest plot of ``found``'s comparisons as an embedded PNG (src, width), or None when none has a
+    per-seed difference to draw."""
+    from analyses.summary.claims_figure import claims_figure, drawn
+
+    if not drawn(found):
+        return None
+    buf = io.BytesIO()
+    claims_figure(found).savefig(buf, format="png", dpi=200, bbox_inches="tight")
+    data = buf.getvalue()
+    return {"src": "data:image/png;base64," + base64.b64encode(data).decode("ascii"),
+            "width": int.from_bytes(data[16:20], "big") // 2}
 
 
 def render(out: str | Path) -> str:
@@ -195,9 +258,11 @@ def render(out: str | Path) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("analyses.summary", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]))
     docs = claims_mod.load_all(out)
-    shown, untestable = present_claims(claims_mod.evaluate(out), docs)
+    shown, others = present_claims(claims_mod.evaluate(out))
+    papers = sorted({c.paper for c in claims_mod.CLAIMS})
     return env.get_template("report.html.j2").render(
-        claims=shown, untestable=untestable, models=_models(docs), sections=sections(out), out=str(out))
+        claims=shown, claim_rows=claim_rows(shown), forest=forest_png(shown), others=others, papers=papers,
+        models=_models(docs), sections=sections(out), out=str(out))
 
 
 def write_report(out: str | Path) -> Path:

@@ -215,16 +215,18 @@ class Analysis:
         return next((fig.caption for fig in exact or self.figures if fig.matches(stem)), "")
 
     def save_figures(self, results: list, out: str | os.PathLike) -> list[Path]:
-        """Draw and save every figure of these results into ``<out>/figures`` and write the tables into
-        ``<out>/results/<name>/``. Returns the paths."""
+        """Draw and save every figure of these results into ``<out>/figures``, under the suite's theme
+        (:func:`analyses.style.theme`), and write the tables into ``<out>/results/<name>/``. Returns the paths."""
         import matplotlib.pyplot as plt
 
         from analyses.common import atomic_write, save_figure
+        from analyses.style import theme
 
         paths = []
         for stem, (fig, group) in self.figure_files(results).items():
-            drawn = fig.render(group)
-            paths += save_figure(drawn, out, stem)
+            with theme():  # the suite's own figures: its paper look (a caller's plots keep the caller's rcParams)
+                drawn = fig.render(group)
+                paths += save_figure(drawn, out, stem)
             plt.close(drawn)
         for file, markdown in self.tables.items():
             path = Path(out) / "results" / self.name / file

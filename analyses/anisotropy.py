@@ -246,13 +246,26 @@ class Result(common.AnalysisResult):
     #                     token_mean_ci / sentence_mean_ci / baseline_cosine_ci (bootstrap over sentences)
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates" of the last layer's means
 
-    @style.themed
-    def plot(self, ax=None, level: str = "token", layer: int | None = None):
-        """The headline panel on one Axes (a new figure when None): the histogram of ``level``
-        ("token" or "sentence") cosines at the headline layer (or ``layer``), Fig. 6's top row. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, level: str = "token", layer: int | None = None, **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: the histogram
+        of ``level`` ("token" or "sentence") cosines at the headline layer (or ``layer``), Fig. 6's top row,
+        with a line at its mean. ``kwargs`` (``color=``, ``label=``, ``alpha=``, ``linewidth=``, ``fill=`` ...)
+        go to ``ax.stairs``; without ``color=`` the next colour of the Axes' cycle; the label (default: the
+        model, the layer, the mean and the share below 0) enters the legend, so results drawn on one Axes
+        overlay. Fonts and colours follow the caller's rcParams. Returns the Axes."""
+        from matplotlib.patches import StepPatch
+
         ax = style.one_axes(ax, (3.4, 2.6))
-        _histogram(ax, self, level, layer)
-        return ax
+        lyr = self.headline_layer if layer is None else layer
+        s = _summary(self, level, lyr)
+        label = (f"{style.display_name(self.model_name)}, layer {lyr}: mean {s['mean']:.2f}, "
+                 f"{100 * s['frac_negative']:.1f}% < 0")
+        drawn = style.on_axes(ax, self, kwargs, label, StepPatch, ("color", "facecolor", "edgecolor"))
+        _histogram(ax, drawn, level, lyr, {"color": drawn.color, "lw": 0.9, "ls": "--"}, alpha=0.5)
+        ax.set_xlabel(f"{level} cosine similarity")
+        ax.set_ylabel("density")
+        return style.finish(ax)
 
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
@@ -354,32 +367,46 @@ def table_rows(result: Result) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-def _histogram(ax, res: Result, level: str, layer: int | None = None, title: bool = True, ylabel: bool = True,
-               xlabel: bool = True) -> None:
-    """One model's ``level`` cosine histogram at ``layer`` (default: its headline layer) on ``ax``."""
+def _summary(res: Result, level: str, layer: int) -> dict:
     if level not in ("token", "sentence"):
         raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
-    lyr = res.headline_layer if layer is None else layer
-    s = res.layers[lyr][level]
+    return res.layers[layer][level]
+
+
+def _histogram(ax, drawn: style.Drawn, level: str, layer: int, mean: dict, **defaults) -> None:
+    """One result's ``level`` cosine histogram at ``layer`` on ``ax`` (``drawn.kw`` and ``defaults``: the
+    keywords of ``ax.stairs``), a line at its mean (keywords ``mean``) and a dotted one at 0."""
+    from matplotlib.patches import StepPatch
+
+    s = _summary(drawn.result, level, layer)
     counts = np.asarray(s["counts"], float)
     edges = np.linspace(-1, 1, len(counts) + 1)
-    ax.stairs(counts / counts.sum() / np.diff(edges), edges, fill=True, alpha=0.75,
-              color=style.model_color(res.model_name))
-    ax.axvline(0, color="0.4", lw=0.6, ls=":")
-    ax.axvline(s["mean"], color="k", lw=0.8)
-    ax.text(0.03, 0.95, f"mean {s['mean']:.2f}\n<0: {100 * s['frac_negative']:.1f}%",
-            transform=ax.transAxes, va="top", fontsize=8)
+    ax.stairs(counts / counts.sum() / np.diff(edges), edges, **drawn.line(StepPatch, fill=True, **defaults))
+    ax.axvline(0, color="0.4", lw=0.6, ls=":", label="_nolegend_")
+    ax.axvline(s["mean"], **{"label": "_nolegend_", **mean})
     ax.set_xlim(-1, 1)
+    ax.set_xticks([-1, -0.5, 0, 0.5, 1])  # five ticks: labels that never run into each other
     ax.set_yticks([])
+
+
+def _figure_panel(ax, drawn: style.Drawn, level: str, layer: int | None, title: bool, ylabel: bool,
+                  xlabel: bool) -> None:
+    """Fig. 6's panel of one model: its histogram in its colour, the mean and the share below 0 written in it."""
+    res = drawn.result
+    lyr = res.headline_layer if layer is None else layer
+    _histogram(ax, drawn, level, lyr, {"color": "k", "lw": 0.8}, alpha=0.75)
+    s = _summary(res, level, lyr)
+    ax.text(0.03, 0.95, f"mean {s['mean']:.2f}\n<0: {100 * s['frac_negative']:.1f}%", transform=ax.transAxes,
+            va="top")
     if title:
-        ax.set_title(f"{style.display_name(res.model_name)} (layer {lyr})", fontsize=9)
+        ax.set_title(f"{style.display_name(res.model_name)} (layer {lyr})")
     if ylabel:
-        ax.set_ylabel(f"{level} cosine\ndensity", fontsize=8)
+        ax.set_ylabel(f"{level} cosine\ndensity")
     if xlabel:
-        ax.set_xlabel("cosine similarity", fontsize=8)
+        ax.set_xlabel("cosine similarity")
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None, layer: int | None = None):
     """Fig. 6: one column per model (in the model's colour); token cosines on top, sentence cosines below.
 
@@ -387,9 +414,9 @@ def plot(results: list[Result], fig=None, layer: int | None = None):
     result's headline layer. Returns the figure. One panel on one Axes: ``result.plot(ax=ax)``."""
     fig = style.new_figure(fig, (2.6 * len(results) + 0.6, 4.4))
     axes = fig.subplots(2, len(results), squeeze=False, sharex=True)
-    for col, res in enumerate(results):
+    for col, drawn in enumerate(style.in_figure(results)):
         for r, level in enumerate(("token", "sentence")):
-            _histogram(axes[r, col], res, level, layer, title=r == 0, ylabel=col == 0, xlabel=r == 1)
+            _figure_panel(axes[r, col], drawn, level, layer, title=r == 0, ylabel=col == 0, xlabel=r == 1)
     return fig
 
 
@@ -401,7 +428,7 @@ LAYER_UNITS = {"baseline_cosine": "mean cosine", "self_similarity": "mean cosine
                "intra_sentence_similarity": "mean cosine", "mev": "fraction of variance"}  # y-axis labels
 
 
-@style.themed
+@style.drawing
 def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = None):
     """Ethayarajh's statistics against depth, one line per model in its colour. x is the layer index
     l = 0..L, or the relative depth l / L when ``relative_depth`` (default: when the models differ in
@@ -410,23 +437,22 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
     fig = style.new_figure(fig, (11, 2.6))
     axes = fig.subplots(1, len(LAYER_PANELS))
-    for res in results:
+    for drawn in style.in_figure(results):
+        res = drawn.result
         L = len(res.layers) - 1
         x = style.relative_depth(L) if relative else np.arange(L + 1)
-        color = style.model_color(res.model_name)
         for ax, (key, _) in zip(np.ravel(axes), LAYER_PANELS):
             y = [row.get(key, np.nan) for row in res.layers]
-            ax.plot(x, y, marker="o", ms=3, color=color, label=style.display_name(res.model_name),
-                    **style.seed_style(res.model_name))
+            ax.plot(x, y, **drawn.line(marker="o", ms=3))
             ci = [row.get(f"{key}_ci") for row in res.layers]
-            if all(ci) and not style.seed_of(res.model_name)[1]:  # bootstrap band over sentences (seed 0 only)
-                ax.fill_between(x, *np.array(ci, dtype=float).T, color=color, alpha=0.2, lw=0)
-            mark_final_norm(ax, res, x, y, color)
+            if all(ci) and drawn.band:  # bootstrap band over sentences (seed 0 only)
+                ax.fill_between(x, *np.array(ci, dtype=float).T, alpha=0.2, lw=0, **drawn.quiet)
+            mark_final_norm(ax, res, x, y, drawn.color)
     for ax, (key, title) in zip(np.ravel(axes), LAYER_PANELS):
-        ax.set_title(title, fontsize=9)
-        ax.set_ylabel(LAYER_UNITS[key], fontsize=8)
-        ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)", fontsize=8)
-    style.legend(np.ravel(axes), len(results), fontsize=7)
+        ax.set_title(title)
+        ax.set_ylabel(LAYER_UNITS[key])
+        ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)")
+    style.legend(np.ravel(axes), len(results))
     return fig
 
 

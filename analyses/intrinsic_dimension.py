@@ -190,16 +190,20 @@ class Result(common.AnalysisResult):
     #                     duplicates_removed, dimension[, note]}, "sentence": {...}} (None + note: too few distinct)
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block of the intervals
 
-    @style.themed
-    def plot(self, ax=None, level: str = "token", estimator: str = "twonn"):
-        """The headline panel on one Axes (a new figure when None): ``estimator`` ("twonn" or "mle") of
-        ``level`` ("token" or "sentence") vectors by layer. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, level: str = "token", estimator: str = "twonn", **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display:
+        ``estimator`` ("twonn" or "mle") of ``level`` ("token" or "sentence") vectors by layer with its
+        bootstrap band. ``kwargs`` (``color=``, ``label=``, ``linestyle=``, ``marker=`` ...) go to the line;
+        without ``color=`` the next colour of the Axes' cycle; the label (default: the model) enters the
+        legend, so results drawn on one Axes overlay. Fonts and colours follow the caller's rcParams.
+        Returns the Axes."""
         if level not in LEVELS or estimator not in ESTIMATORS:
             raise ProbeError(f"level must be one of {LEVELS} and estimator one of {tuple(ESTIMATORS)}")
         ax = style.one_axes(ax, (3.8, 2.9))
-        level_panel(ax, [self], estimator, level, False, f"{ESTIMATORS[estimator]}\nintrinsic dimension")
-        ax.legend(fontsize=7)
-        return ax
+        level_panel(ax, [style.on_axes(ax, self, kwargs)], estimator, level, False,
+                    f"{ESTIMATORS[estimator]}\nintrinsic dimension")
+        return style.finish(ax)
 
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
@@ -267,7 +271,7 @@ def table_rows(result: Result | dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     """A 2 x 2 grid: token level on top, sentence level below; TwoNN left, MLE right; one line per model in its
     colour (band: bootstrap interval over sentences). ``fig``: a Figure or SubFigure to draw into."""
@@ -275,11 +279,12 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
     fig = style.new_figure(fig, (7.2, 5.4))
     axes = fig.subplots(2, 2, sharex=True)
+    drawn = style.in_figure(results)
     for i, level in enumerate(LEVELS):
         for j, est in enumerate(ESTIMATORS):
-            level_panel(axes[i, j], results, est, level, relative, "intrinsic dimension")
-            axes[i, j].set_title(f"{level}s: {ESTIMATORS[est]}", fontsize=9)
-    style.legend(axes.ravel(), len(results), fontsize=7)
+            level_panel(axes[i, j], drawn, est, level, relative, "intrinsic dimension")
+            axes[i, j].set_title(f"{level}s: {ESTIMATORS[est]}")
+    style.legend(axes.ravel(), len(results))
     return fig
 
 

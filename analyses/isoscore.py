@@ -124,16 +124,18 @@ class Result(common.AnalysisResult):
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates": the last layer's token and sentence
     #                                IsoScore per resample (two models on the same sentences pair resample by resample)
 
-    @style.themed
-    def plot(self, ax=None, level: str = "token"):
-        """The headline panel on one Axes (a new figure when None): IsoScore of ``level`` ("token" or
-        "sentence") vectors by layer. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, level: str = "token", **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: IsoScore of
+        ``level`` ("token" or "sentence") vectors by layer with its bootstrap band. ``kwargs`` (``color=``,
+        ``label=``, ``linestyle=``, ``marker=`` ...) go to the line; without ``color=`` the next colour of the
+        Axes' cycle; the label (default: the model) enters the legend, so results drawn on one Axes overlay.
+        Fonts and colours follow the caller's rcParams. Returns the Axes."""
         if level not in LEVELS:
             raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
         ax = style.one_axes(ax, (3.8, 2.9))
-        level_panel(ax, [self], "isoscore", level, False, "IsoScore (1 = isotropic)")
-        ax.legend(fontsize=7)
-        return ax
+        level_panel(ax, [style.on_axes(ax, self, kwargs)], "isoscore", level, False, "IsoScore (1 = isotropic)")
+        return style.finish(ax)
 
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
@@ -209,7 +211,7 @@ def table_rows(result: Result | dict) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     """IsoScore by layer, token level left and sentence level right, one line per model in its colour (band:
     bootstrap interval over sentences). ``fig``: a Figure or SubFigure to draw into. Returns the figure."""

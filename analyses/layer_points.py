@@ -51,25 +51,24 @@ def finite(x):
     return float(x) if x is not None and np.isfinite(x) else None
 
 
-def level_panel(ax, results: list, key: str, level: str, relative: bool, ylabel: str) -> None:
-    """``row[level][key]`` against depth on ``ax``, one line per model (its colour, its seed's line style),
-    with the bootstrap band ``row[level][key + "_ci"]`` of seed-0 models; the last layer is marked when the
-    model's hidden[L] includes a final norm."""
-    for res in results:
+def level_panel(ax, drawn: list[style.Drawn], key: str, level: str, relative: bool, ylabel: str) -> None:
+    """``row[level][key]`` against depth on ``ax``, one line per result (``drawn``: its colour, label and line
+    keywords), with the bootstrap band ``row[level][key + "_ci"]`` where ``band``; the last layer is marked
+    when the model's hidden[L] includes a final norm."""
+    for d in drawn:
+        res = d.result
         L = len(res.layers) - 1
         x = style.relative_depth(L) if relative else np.arange(L + 1)
         y = np.array([np.nan if r[level][key] is None else r[level][key] for r in res.layers], float)
-        color = style.model_color(res.model_name)
-        ax.plot(x, y, marker="o", ms=3, color=color, label=style.display_name(res.model_name),
-                **style.seed_style(res.model_name))
+        ax.plot(x, y, **d.line(marker="o", ms=3))
         ci = np.array([[np.nan if v is None else v for v in (r[level].get(key + "_ci") or (None, None))]
                        for r in res.layers], dtype=float)  # (L+1, 2); a missing interval is a gap
-        if not style.seed_of(res.model_name)[1]:
-            ax.fill_between(x, ci[:, 0], ci[:, 1], color=color, alpha=0.2, lw=0)
-        mark_final_norm(ax, res, x, y, color)
-    ax.set_title(f"{level}s", fontsize=9)
-    ax.set_ylabel(ylabel, fontsize=8)
-    ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)", fontsize=8)
+        if d.band:
+            ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.2, lw=0, **d.quiet)
+        mark_final_norm(ax, res, x, y, d.color)
+    ax.set_title(f"{level}s")
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)")
 
 
 def plot_levels(results: list, key: str, ylabel: str, fig=None, relative_depth: bool | None = None,
@@ -80,8 +79,8 @@ def plot_levels(results: list, key: str, ylabel: str, fig=None, relative_depth: 
     fig = style.new_figure(fig, (7.2, 2.9))
     axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, LEVELS):
-        level_panel(ax, results, key, level, relative, ylabel)
+        level_panel(ax, style.in_figure(results), key, level, relative, ylabel)
         if ylim is not None:
             ax.set_ylim(*ylim)
-    style.legend(axes, len(results), fontsize=7)
+    style.legend(axes, len(results))
     return fig

@@ -134,16 +134,19 @@ class Result(common.AnalysisResult):
     tuned_lens: dict | None  # the translators' key, settings, training split and KL at the first and last steps
     bootstrap: dict  # analyses.stats.bootstrap_block over windows + "units": per window tokens and per-layer sums
 
-    @style.themed
-    def plot(self, ax=None, stat: str = "kl"):
-        """The headline panel on one Axes (a new figure when None): ``stat`` ("kl", "ce" or "top1") by layer,
-        the logit lens solid and the tuned lens dashed. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, stat: str = "kl", **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: ``stat``
+        ("kl", "ce" or "top1") by layer with its bootstrap band, the logit lens solid and the tuned lens
+        dashed. ``kwargs`` (``color=``, ``label=``, ``linewidth=``, ``marker=`` ...) go to both lines;
+        without ``color=`` the next colour of the Axes' cycle; the labels (default: the model, then the lens
+        in brackets) enter the legend, so results drawn on one Axes overlay. Fonts and colours follow the
+        caller's rcParams. Returns the Axes."""
         if stat not in STAT_LABELS:
             raise ProbeError(f"stat must be one of {', '.join(STAT_LABELS)}, got {stat!r}")
         ax = style.one_axes(ax, (3.8, 2.9))
-        _stat_panel(ax, [self], stat, relative=False)
-        ax.legend(fontsize=7)
-        return ax
+        _stat_panel(ax, [style.on_axes(ax, self, kwargs)], stat, relative=False, own_linestyle=True)
+        return style.finish(ax)
 
     def headline(self) -> dict[str, str]:
         mid = self.layers[(len(self.layers) - 1) // 2]
@@ -250,18 +253,22 @@ def _x(res: Result, relative: bool) -> np.ndarray:
     return style.relative_depth(L) if relative else np.arange(L + 1)
 
 
-def _stat_panel(ax, results: list[Result], stat: str, relative: bool) -> None:
-    """``stat`` by layer, one colour per model, the logit lens solid and the tuned lens dashed, with bands."""
-    for res in results:
-        x, color = _x(res, relative), style.model_color(res.model_name)
+def _stat_panel(ax, drawn: list[style.Drawn], stat: str, relative: bool, own_linestyle: bool = False) -> None:
+    """``stat`` by layer, one colour per result, the logit lens solid and the tuned lens dashed (unless
+    ``own_linestyle``: a line style the caller gave), with bands."""
+    for d in drawn:
+        res = d.result
+        x = _x(res, relative)
         for lens in res.lenses:
             y = [np.nan if r[lens][stat] is None else r[lens][stat] for r in res.layers]
-            ax.plot(x, y, marker="o", ms=3, color=color, ls="-" if lens == "logit" else "--",
-                    label=f"{style.display_name(res.model_name)} ({lens})")
+            kw = {**d.line(marker="o", ms=3), "label": f"{d.label} ({lens})"}
+            if not (own_linestyle and "linestyle" in d.kw):
+                kw["linestyle"] = "-" if lens == "logit" else "--"
+            ax.plot(x, y, **kw)
             ci = np.array([[np.nan if v is None else v for v in r[lens][f"{stat}_ci"]] for r in res.layers])
-            ax.fill_between(x, ci[:, 0], ci[:, 1], color=color, alpha=0.15, lw=0)
-    ax.set_ylabel(STAT_LABELS[stat], fontsize=8)
-    ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings, L = output)", fontsize=8)
+            ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.15, lw=0, **d.quiet)
+    ax.set_ylabel(STAT_LABELS[stat])
+    ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings, L = output)")
     if not relative:
         integer_ticks(ax)
 
@@ -272,18 +279,18 @@ def integer_ticks(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def mark_recurrence(ax, res: Result, relative: bool = False) -> None:
+def mark_recurrence(ax, res: Result, color, relative: bool = False) -> None:
     """A dotted line where a recurrent model's h_prev enters: before the output of block l_ins (hidden[l_ins])."""
     l_ins = (res.model.get("recurrence") or {}).get("l_ins")
     if l_ins is not None:
         L = len(res.layers) - 1
         x = (l_ins - 0.5) / L if relative else l_ins - 0.5
-        ax.axvline(x, color=style.model_color(res.model_name), ls=":", lw=1)
+        ax.axvline(x, color=color, ls=":", lw=1)
         ax.text(x, 0.02, f" h_prev enters\n (block {l_ins})", transform=ax.get_xaxis_transform(), va="bottom",
-                fontsize=6.5, color=style.model_color(res.model_name))
+                fontsize="small", color=color)
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     """KL to the final layer, next-token cross-entropy and top-1 agreement by layer, one colour per model (solid:
     logit lens, dashed: tuned lens; bands: bootstrap interval over windows). ``fig``: a Figure or SubFigure to
@@ -292,11 +299,12 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
     fig = style.new_figure(fig, (10.5, 2.9))
     axes = fig.subplots(1, 3, sharex=True)
+    drawn = style.in_figure(results)
     for ax, stat in zip(axes, ("kl", "ce", "top1")):
-        _stat_panel(ax, results, stat, relative)
-    for res in results:
-        mark_recurrence(axes[-1], res, relative)
-    style.legend(axes, 2 * len(results), fontsize=7)
+        _stat_panel(ax, drawn, stat, relative)
+    for d in drawn:
+        mark_recurrence(axes[-1], d.result, d.color, relative)
+    style.legend(axes, 2 * len(results))
     return fig
 
 
@@ -314,7 +322,7 @@ def paired_difference(a: Result, b: Result, lens: str, stat: str = "ce") -> tupl
     return (sb - sa).sum(0) / n.sum(), stats.interval(rep, ba["level"])
 
 
-@style.themed
+@style.drawing
 def plot_difference(results: list[Result], fig=None, stat: str = "ce"):
     """Each model's ``stat`` minus the first model's, per layer, paired over the windows both ran on (solid:
     logit lens, dashed: tuned lens; bands: paired bootstrap intervals). Models on other windows or of another
@@ -324,24 +332,25 @@ def plot_difference(results: list[Result], fig=None, stat: str = "ce"):
     ax = fig.subplots()
     ax.axhline(0, color="0.4", lw=0.8)
     first = results[0]
+    colors = style.figure_colors([r.model_name for r in results])
     for res in results[1:]:
         for lens in LENSES:
             diff = paired_difference(first, res, lens, stat)
             if diff is None:
                 continue
             x = np.arange(len(res.layers))
-            color = style.model_color(res.model_name)
+            color = colors[res.model_name]
             ax.plot(x, diff[0], marker="o", ms=3, color=color, ls="-" if lens == "logit" else "--",
                     label=f"{style.display_name(res.model_name)} - {style.display_name(first.model_name)} ({lens})")
             ax.fill_between(x, diff[1][0], diff[1][1], color=color, alpha=0.2, lw=0)
     for res in results[1:]:
         if paired_difference(first, res, "logit", stat) is not None:
-            mark_recurrence(ax, res)
-    ax.set_xlabel("layer l (0 = embeddings, L = output)", fontsize=8)
+            mark_recurrence(ax, res, colors[res.model_name])
+    ax.set_xlabel("layer l (0 = embeddings, L = output)")
     integer_ticks(ax)
-    ax.set_ylabel(f"difference in {STAT_LABELS[stat]}", fontsize=8)
+    ax.set_ylabel(f"difference in {STAT_LABELS[stat]}")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+        ax.legend()
     else:
         ax.text(0.5, 0.5, "no model shares the first model's windows", ha="center", transform=ax.transAxes)
     return fig

@@ -93,6 +93,25 @@ class Result(common.AnalysisResult):
         return {"held-out MLM loss": f"{self.loss:.3f}{ci} nats per masked token ({self.loss_source})",
                 "fusion": str(self.recipe.get("fusion"))}
 
+    @style.drawing
+    def plot(self, ax=None, **kwargs):
+        """The held-out MLM loss with its 95% bootstrap interval over blocks on one Axes (a new figure when
+        None), like a scikit-learn Display: a point (hollow: a recorded loss without per-block values) on the
+        next free row of the Axes, so results drawn on one Axes stack one row each. ``kwargs`` (``color=``,
+        ``label=``, ``marker=``, ``markersize=``, ``capsize=`` ...) go to ``ax.errorbar``; without ``color=``
+        the next colour of the Axes' cycle; the label (default: the model and its fusion) enters the legend.
+        Fonts and colours follow the caller's rcParams. Returns the Axes."""
+        from matplotlib.container import ErrorbarContainer
+
+        ax = style.one_axes(ax, (4.2, 2.4))
+        row = sum(isinstance(c, ErrorbarContainer) for c in ax.containers)  # the rows already drawn
+        label = f"{style.display_name(self.model_name)} ({self.recipe.get('fusion')})"
+        _loss_point(ax, style.on_axes(ax, self, kwargs, label), -row)
+        ax.set_yticks([])
+        ax.set_ylim(-row - 0.7, 0.7)
+        ax.set_xlabel("held-out MLM loss (nats per masked token)")
+        return style.finish(ax, title="95% bootstrap interval over blocks")
+
     def heldout_loss(self) -> stats.Sample:
         """The loss per masked token with its bootstrap replicates over held-out blocks (ratio bootstrap;
         the point value alone without per-block values)."""
@@ -173,23 +192,30 @@ def table_rows(result: Result) -> list[dict]:
             for i, (s, c) in enumerate(zip(result.blocks["loss_sum"], result.blocks["masked_tokens"]))]
 
 
-@style.themed
+def _loss_point(ax, drawn: style.Drawn, y: float) -> None:
+    """One result's loss at height ``y`` with its interval (a hollow marker without one)."""
+    res = drawn.result
+    ci = res.loss_ci
+    xerr = None if ci is None else [[res.loss - ci[0]], [ci[1] - res.loss]]
+    kw = drawn.line(ls="none", marker="o", ms=5, capsize=3)
+    if ci is None:
+        kw.setdefault("markerfacecolor", "white")
+    ax.errorbar([res.loss], [y], xerr=xerr, **kw)
+
+
+@style.drawing
 def plot(results: list[Result], fig=None):
     """Each model's held-out MLM loss with its 95% bootstrap interval over blocks (a hollow dot: a recorded
     loss without per-block values), one row per model, coloured by model. ``fig``: a Figure or SubFigure to
     draw into (default: a new figure). Returns the figure."""
     fig = style.new_figure(fig, (5, 0.45 * len(results) + 1.2))
     ax = fig.subplots()
-    for y, res in enumerate(reversed(results)):
-        ci = res.loss_ci
-        xerr = None if ci is None else [[res.loss - ci[0]], [ci[1] - res.loss]]
-        color = style.model_color(res.model_name)
-        ax.errorbar([res.loss], [y], xerr=xerr, fmt="o", ms=5, capsize=3, color=color,
-                    mfc=color if ci is not None else "white")
-    ax.set_yticks(range(len(results)), [f"{r.model_name} ({r.recipe.get('fusion')})" for r in reversed(results)],
-                  fontsize=7)
+    drawn = style.in_figure(results)
+    for y, d in enumerate(reversed(drawn)):
+        _loss_point(ax, d._replace(kw={"color": d.color}), y)
+    ax.set_yticks(range(len(results)), [f"{r.model_name} ({r.recipe.get('fusion')})" for r in reversed(results)])
     ax.set_xlabel("held-out MLM loss (nats per masked token; 95% bootstrap interval over blocks)")
-    ax.set_title("held-out masked-LM loss (Graph-Transformer Table 2)", fontsize=9)
+    ax.set_title("held-out masked-LM loss (Graph-Transformer Table 2)")
     return fig
 
 

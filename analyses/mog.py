@@ -83,19 +83,23 @@ class Result(common.AnalysisResult):
     example: dict  # {"text", "tokens", "layer", order -> (n, n) head-mean matrix}
     definitions: dict = field(default_factory=dict)
 
-    @style.themed
-    def plot(self, ax=None):
-        """The headline panel on one Axes (a new figure when None): Fig. 9's mean subgraph weight w per
-        layer and length bucket for a weight-gate model; for another fusion, each order's mean row
-        entropy per layer (Fig. 10's right panel). Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: Fig. 9's
+        mean subgraph weight w per layer and length bucket for a weight-gate model; for another fusion, each
+        order's mean row entropy per layer (Fig. 10's right panel); a marker and line style per bucket or
+        order. ``kwargs`` (``color=``, ``label=``, ``linewidth=`` ...) go to the lines; without ``color=`` the
+        result takes the next colour of the Axes' cycle; the labels ("<model>: <bucket or order>") enter the
+        legend, so results drawn on one Axes overlay. Fonts and colours follow the caller's rcParams. Returns
+        the Axes."""
         ax = style.one_axes(ax, (3.6, 2.8))
+        drawn = style.on_axes(ax, self, kwargs)
         if self.w_by_bucket is not None:
-            _weights_panel(ax, self)
-            ax.set_ylabel("mean subgraph weight w (of 1)", fontsize=8)
-            ax.legend(fontsize=6, title="tokens (sentences)", title_fontsize=6)
-        else:
-            _entropy_panel(ax, self)
-        return ax
+            _weights_panel(ax, self, drawn)
+            ax.set_ylabel("mean subgraph weight w (of 1)")
+            return style.finish(ax, title="tokens (sentences)")
+        _entropy_panel(ax, self, drawn)
+        return style.finish(ax, title="smoother = higher")
 
     def headline(self) -> dict[str, str]:
         out = {"fusion": self.fusion}
@@ -244,8 +248,10 @@ def table_rows(res: Result) -> list[dict]:
 # ----------------------------------------------------------------------------- figures
 
 
-def _weights_panel(a, r: Result) -> None:
-    """Fig. 9 for one weight-gate model on ``a``: mean w per layer, one line per length bucket."""
+def _weights_panel(a, r: Result, drawn: style.Drawn | None = None, title_color=None) -> None:
+    """Fig. 9 for one weight-gate model on ``a``: mean w per layer, one line per length bucket (a colour each,
+    the model in the title in ``title_color``; with ``drawn``, ``Result.plot``: the result's colour and
+    keywords, a marker and line style each, no title)."""
     import matplotlib.pyplot as plt
 
     if r.w_by_bucket is None:  # not a weight-gate model (the callers pass only those)
@@ -254,28 +260,35 @@ def _weights_panel(a, r: Result) -> None:
     for k, label in enumerate(r.bucket_labels):
         if r.bucket_counts[k]:
             y = np.array([np.nan if v is None else v for v in r.w_by_bucket[k]])
+            if drawn is not None:
+                a.plot(x, y, **drawn.series(k, f"{label} ({r.bucket_counts[k]})", ms=3))
+                continue
             a.plot(x, y, marker="o", ms=3, color=plt.cm.viridis(k / max(1, len(r.bucket_labels) - 1)),
                    label=f"{label} ({r.bucket_counts[k]})")
-    a.set_title(f"{r.model_name} ({r.n_layers} layers)", fontsize=9, color=model_color(r.model_name))
-    a.set_xlabel("encoder layer", fontsize=8)
+    if drawn is None:
+        a.set_title(f"{r.model_name} ({r.n_layers} layers)", color=title_color)
+    a.set_xlabel("encoder layer")
     a.set_xticks(x)
-    a.tick_params(labelsize=7)
-    a.grid(alpha=0.3, lw=0.5)
 
 
-def _entropy_panel(a, result: Result) -> None:
-    """Each order's mean row entropy / log n per layer on ``a`` (Fig. 10's right panel)."""
+def _entropy_panel(a, result: Result, drawn: style.Drawn | None = None) -> None:
+    """Each order's mean row entropy / log n per layer on ``a`` (Fig. 10's right panel; with ``drawn``,
+    ``Result.plot``: the result's colour and keywords, a marker and line style per order, no title)."""
     x = np.arange(1, result.n_layers + 1)
     for i, m in enumerate(ORDERS):
-        a.plot(x, result.entropy_normalised[m], marker="o", ms=3, color=f"C{i}", label=ORDER_LABELS[m])
-    a.set_xlabel("encoder layer", fontsize=8)
-    a.set_ylabel("mean row entropy / log n (of 1)", fontsize=8)
+        if drawn is not None:
+            a.plot(x, result.entropy_normalised[m], **drawn.series(i, ORDER_LABELS[m], ms=3))
+        else:
+            a.plot(x, result.entropy_normalised[m], marker="o", ms=3, color=f"C{i}", label=ORDER_LABELS[m])
+    a.set_xlabel("encoder layer")
+    a.set_ylabel("mean row entropy / log n (of 1)")
     a.set_xticks(x)
-    a.legend(fontsize=6)
-    a.set_title(f"{result.model_name}: smoother = higher", fontsize=8, color=model_color(result.model_name))
+    if drawn is None:
+        a.legend()
+        a.set_title(f"{result.model_name}: smoother = higher", color=model_color(result.model_name))
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None):
     """Fig. 9: mean w per layer (x), one line per length bucket, one panel per weight-gate model.
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
@@ -284,14 +297,15 @@ def plot(results: list[Result], fig=None):
         raise ProbeError("no weight-gate Graph-Transformer among the results: Fig. 9 needs one")
     fig = style.new_figure(fig, (3.3 * len(res), 2.8))
     axes = np.ravel(fig.subplots(1, len(res), squeeze=False))
+    colors = style.figure_colors([r.model_name for r in res])
     for a, r in zip(axes, res):
-        _weights_panel(a, r)
-    axes[0].set_ylabel("mean subgraph weight w (of 1)", fontsize=8)
-    axes[0].legend(fontsize=6, title="tokens (sentences)", title_fontsize=6)
+        _weights_panel(a, r, title_color=colors[r.model_name])
+    axes[0].set_ylabel("mean subgraph weight w (of 1)")
+    axes[0].legend(title="tokens (sentences)")
     return fig
 
 
-@style.themed
+@style.drawing
 def plot_attention(result: Result, fig=None):
     """Fig. 10: the three attention matrices of the example sentence + mean row entropy per layer.
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
@@ -301,11 +315,12 @@ def plot_attention(result: Result, fig=None):
     for a, m in zip(axes[:3], ORDERS):
         M = np.asarray(ex[m])
         a.imshow(M, cmap="viridis", vmin=0, vmax=float(M.max()) or 1.0)
-        a.set_title(f"{ORDER_LABELS[m]}, layer {ex['layer']}", fontsize=8)
-        a.set_xticks(range(len(ex["tokens"])), ex["tokens"], rotation=90, fontsize=5)
-        a.set_yticks(range(len(ex["tokens"])), ex["tokens"], fontsize=5)
-        a.set_xlabel("key token", fontsize=7)
-        a.set_ylabel("query token", fontsize=7)
+        a.set_title(f"{ORDER_LABELS[m]}, layer {ex['layer']}")
+        small = style.points("xtick.labelsize", 5 / 7)  # one label per token: smaller than the theme's ticks
+        a.set_xticks(range(len(ex["tokens"])), ex["tokens"], rotation=90, fontsize=small)
+        a.set_yticks(range(len(ex["tokens"])), ex["tokens"], fontsize=small)
+        a.set_xlabel("key token")
+        a.set_ylabel("query token")
         a.grid(False)
     _entropy_panel(axes[3], result)
     return fig

@@ -30,7 +30,6 @@ from analyses.analysis import Analysis, Figure
 from analyses.common import activations_identity
 from analyses.inputs import Sentences
 from analyses.mog import bucket_labels, bucket_of
-from analyses.style import model_color
 from probes.capture.activations import Activations
 from probes.config import arg
 from probes.errors import ProbeError
@@ -68,15 +67,17 @@ class Result(common.AnalysisResult):
             return {}
         return {"shares at the last layer (all sentences)": ", ".join(f"{t} {v:.3f}" for t, v in zip(self.terms, last))}
 
-    @style.themed
-    def plot(self, ax=None):
-        """The headline panel on one Axes (a new figure when None): each term's share of the logit
-        variance per layer, all sentences. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: each term's
+        share of the logit variance per layer, all sentences, one line per term (a marker and line style per
+        term). ``kwargs`` (``color=``, ``label=``, ``linewidth=`` ...) go to the lines; without ``color=`` the
+        result takes the next colour of the Axes' cycle; the labels ("<model>: <term>") enter the legend, so
+        results drawn on one Axes overlay. Fonts and colours follow the caller's rcParams. Returns the Axes."""
         ax = style.one_axes(ax, (3.6, 2.8))
-        _shares_panel(ax, self)
-        ax.set_ylabel("share of logit variance (of 1)", fontsize=8)
-        ax.legend(fontsize=6)
-        return ax
+        _shares_panel(ax, self, style.on_axes(ax, self, kwargs))
+        ax.set_ylabel("share of logit variance (of 1)")
+        return style.finish(ax)
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
@@ -123,30 +124,36 @@ def table_rows(res: Result) -> list[dict]:
             for k, term in enumerate(res.terms)]
 
 
-def _shares_panel(a, r: Result) -> None:
-    """One model's term shares per layer (all sentences) on ``a``."""
+def _shares_panel(a, r: Result, drawn: style.Drawn | None = None, title_color=None) -> None:
+    """One model's term shares per layer (all sentences) on ``a``: a colour per term, the model in the title
+    (its colour ``title_color``); or, with ``drawn`` (``Result.plot``), in the result's colour and keywords, a
+    marker and line style per term, no title."""
     x = np.arange(1, r.n_layers + 1)
     S = np.array(r.share[0], dtype=float)  # (L, 6)
     for k, term in enumerate(r.terms):
         if term != "bias_row":  # always 0: the softmax ignores row constants
-            a.plot(x, S[:, k], marker="o", ms=3, color=f"C{k}", label=term)
-    a.axhline(0, color="0.5", lw=0.5)
-    a.set_title(r.model_name, fontsize=9, color=model_color(r.model_name))
-    a.set_xlabel("encoder layer", fontsize=8)
+            if drawn is None:
+                a.plot(x, S[:, k], marker="o", ms=3, color=f"C{k}", label=term)
+            else:
+                a.plot(x, S[:, k], **drawn.series(k, term, ms=3))
+    a.axhline(0, color="0.5", lw=0.5, label="_nolegend_")
+    if drawn is None:
+        a.set_title(r.model_name, color=title_color)
+    a.set_xlabel("encoder layer")
     a.set_xticks(x)
-    a.tick_params(labelsize=7)
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None):
     """Share of each term per layer (all sentences), one panel per model. ``fig``: a Figure or
     SubFigure to draw into (default: a new figure). Returns the figure."""
     fig = style.new_figure(fig, (3.4 * len(results), 2.8))
     axes = np.ravel(fig.subplots(1, len(results), squeeze=False))
+    colors = style.figure_colors([r.model_name for r in results])
     for a, r in zip(axes, results):
-        _shares_panel(a, r)
-    axes[0].set_ylabel("share of logit variance (of 1)", fontsize=8)
-    axes[0].legend(fontsize=6)
+        _shares_panel(a, r, title_color=colors[r.model_name])
+    axes[0].set_ylabel("share of logit variance (of 1)")
+    axes[0].legend()
     return fig
 
 

@@ -72,7 +72,6 @@ from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LM, LMConfig
-from analyses.style import model_color
 from probes.capture.windows import check_window, windowed_nll
 from probes.config import arg, tqdm_class
 from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
@@ -110,16 +109,20 @@ class Result(common.AnalysisResult):
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block (unit "block") + "blocks": per block its document,
     #                                first_target, tokens and words; "nll": overlap (as text) -> per-block NLL sums
 
-    @style.themed
-    def plot(self, ax=None, key: str = "token_perplexity"):
-        """The headline panel on one Axes (a new figure when None): ``key`` ("token_perplexity" or
-        "word_perplexity") against the overlap. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, key: str = "token_perplexity", **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: ``key``
+        ("token_perplexity" or "word_perplexity") against the overlap (dashed: a recurrent model).
+        ``kwargs`` (``color=``, ``label=``, ``linestyle=``, ``marker=`` ...) go to the line; without
+        ``color=`` the next colour of the Axes' cycle; the label (default: the model and its window) enters
+        the legend, so results drawn on one Axes overlay. Fonts and colours follow the caller's rcParams.
+        Returns the Axes."""
         if key not in PANELS:
             raise ProbeError(f"key must be one of {', '.join(PANELS)}, got {key!r}")
         ax = style.one_axes(ax, (3.6, 2.9))
-        _perplexity_panel(ax, [self], key)
-        ax.legend(fontsize=7)
-        return ax
+        label = f"{style.display_name(self.model_name)} (T={self.rows[0]['window']})" if self.rows else None
+        _perplexity_panel(ax, [style.on_axes(ax, self, kwargs, label)], key)
+        return style.finish(ax)
 
     def headline(self) -> dict[str, str]:
         return {f"T={r['window']}, o={r['overlap']}": f"token perplexity {r['token_perplexity']:.2f}, word "
@@ -331,20 +334,26 @@ PANELS = {"token_perplexity": ("token-level perplexity", "token perplexity (per 
           "word_perplexity": ("word-level perplexity", "word perplexity (per word)")}
 
 
-def _perplexity_panel(ax, results: list[Result], key: str) -> None:
-    """``key`` against overlap on ``ax``, one line per model in its colour (dashed: recurrent)."""
-    for res in results:
-        rows = sorted(res.rows, key=lambda r: r["overlap"])
-        ax.plot([r["overlap"] for r in rows], [r[key] for r in rows], marker="o", ms=4,
-                color=model_color(res.model_name), ls="--" if rows[0]["recurrent"] else "-",
-                label=f"{res.model_name} (T={rows[0]['window']})")
+def _perplexity_panel(ax, drawn: list[style.Drawn], key: str) -> None:
+    """``key`` against overlap on ``ax``, one line per result in its colour (dashed: recurrent, unless the
+    result's keywords set a line style)."""
+    for d in drawn:
+        rows = sorted(d.result.rows, key=lambda r: r["overlap"])
+        ax.plot([r["overlap"] for r in rows], [r[key] for r in rows],
+                **d.line(marker="o", ms=4, ls="--" if rows[0]["recurrent"] else "-"))
     title, ylabel = PANELS[key]
-    ax.set_xlabel("overlap o (tokens)", fontsize=8)
-    ax.set_ylabel(ylabel, fontsize=8)
-    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("overlap o (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
 
 
-@style.themed
+def _in_figure(results: list[Result]) -> list[style.Drawn]:
+    """The figure's results in their models' colours, labelled with the model and its window."""
+    return [d._replace(kw={"color": d.color, "label": f"{d.result.model_name} (T={d.result.rows[0]['window']})"})
+            for d in style.in_figure(results)]
+
+
+@style.drawing
 def plot(results: list[Result], fig=None):
     """Token- and word-level perplexity against overlap, one line per model in its colour (dashed:
     a recurrent model). ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns
@@ -352,27 +361,28 @@ def plot(results: list[Result], fig=None):
     fig = style.new_figure(fig, (7.4, 2.9))
     axes = fig.subplots(1, 2)
     for ax, key in zip(axes, PANELS):
-        _perplexity_panel(ax, results, key)
-    axes[0].legend(fontsize=7)
+        _perplexity_panel(ax, _in_figure(results), key)
+    axes[0].legend()
     return fig
 
 
-@style.themed
+@style.drawing
 def plot_flops(results: list[Result], fig=None):
     """Word-level perplexity against FLOPs/token (the paper's Fig. 5), points labelled by overlap.
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     fig = style.new_figure(fig, (4.2, 3.0))
     ax = fig.subplots()
+    colors = style.figure_colors([r.model_name for r in results])
     for res in results:
         rows = sorted(res.rows, key=lambda r: r["overlap"])
         xs, ys = [r["flops_per_token"] for r in rows], [r["word_perplexity"] for r in rows]
-        ax.plot(xs, ys, marker="o", ms=4, color=model_color(res.model_name), ls="--" if rows[0]["recurrent"] else "-",
+        ax.plot(xs, ys, marker="o", ms=4, color=colors[res.model_name], ls="--" if rows[0]["recurrent"] else "-",
                 label=res.model_name)
         for r, x, y in zip(rows, xs, ys):
-            ax.annotate(f"o={r['overlap']}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel("FLOPs per scored token (forward)", fontsize=8)
-    ax.set_ylabel("word perplexity (per word)", fontsize=8)
-    ax.legend(fontsize=7)
+            ax.annotate(f"o={r['overlap']}", (x, y), fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("FLOPs per scored token (forward)")
+    ax.set_ylabel("word perplexity (per word)")
+    ax.legend()
     return fig
 
 

@@ -175,19 +175,23 @@ class Result(common.AnalysisResult):
     windows: list[dict]  # per window length (window_stats): window, n_windows, hidden_size, max_components,
     #                      thresholds (k summary per p), mean_cumulative_variance (r_k), k (n_windows, n_p)
 
-    @style.themed
-    def plot(self, ax=None, window: int | None = None):
-        """The headline panel on one Axes (a new figure when None): k against p for one window length
-        (default: the longest), Table 6 as a curve. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, window: int | None = None, **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: k against p
+        for one window length (default: the longest), Table 6 as a curve, with its band (± std over windows)
+        and bootstrap bars. ``kwargs`` (``color=``, ``label=``, ``linestyle=``, ``marker=`` ...) go to the
+        line; without ``color=`` the next colour of the Axes' cycle; the label (default: the model and the
+        window length) enters the legend, so results drawn on one Axes overlay. Fonts and colours follow the
+        caller's rcParams. Returns the Axes."""
         ax = style.one_axes(ax, (3.6, 3.0))
         n = max(w["window"] for w in self.windows) if window is None else window
         if _window(self, n) is None:
             raise ProbeError(f"{self.model_name} has no window of {n} tokens; it has "
                              f"{', '.join(str(w['window']) for w in self.windows)}")
-        _k_panel(ax, [self], n)
-        ax.set_ylabel("principal components k", fontsize=8)
-        ax.legend(fontsize=7, loc="upper left", title=LEGEND, title_fontsize=6.5)
-        return ax
+        _k_panel(ax, [style.on_axes(ax, self, kwargs, f"{style.display_name(self.model_name)}, n = {n}")], n,
+                 title=False)
+        ax.set_ylabel("principal components k")
+        return style.finish(ax, loc="upper left", title=LEGEND)
 
     def headline(self) -> dict[str, str]:
         return {f"k({_pct(t['threshold'])}), n = {w['window']}": f"{t['mean']:.2f} ± {t['std']:.2f} (of at most "
@@ -327,64 +331,59 @@ def _panels(results: list[Result], fig):
 LEGEND = "band: ± std over windows; bars: 95% bootstrap CI of the mean"
 
 
-def _k_panel(ax, results: list[Result], n: int) -> None:
-    """k versus p for windows of ``n`` tokens on ``ax``, one line per model (mean ± std over windows)."""
-    for r in results:
-        w = _window(r, n)
+def _k_panel(ax, drawn: list[style.Drawn], n: int, title: bool = True) -> None:
+    """k versus p for windows of ``n`` tokens on ``ax``, one line per result (mean ± std over windows)."""
+    for d in drawn:
+        w = _window(d.result, n)
         if w is None:
             continue
         p = np.array([t["threshold"] for t in w["thresholds"]]) * 100
         m = np.array([t["mean"] for t in w["thresholds"]])
         s = np.array([t["std"] for t in w["thresholds"]])
-        c = style.model_color(r.model_name)
-        ax.plot(p, m, marker="o", ms=3.5, color=c, label=style.display_name(r.model_name),
-                **style.seed_style(r.model_name))
-        if not style.seed_of(r.model_name)[1]:  # seed variants: a line each, one band
-            ax.fill_between(p, m - s, m + s, color=c, alpha=0.15, lw=0)
+        ax.plot(p, m, **d.line(marker="o", ms=3.5))
+        if d.band:  # seed variants: a line each, one band
+            ax.fill_between(p, m - s, m + s, alpha=0.15, lw=0, **d.quiet)
         if len(w.get("k_mean_ci") or []) == len(p):  # the bootstrap interval of the mean over windows
-            ax.vlines(p, *np.array(w["k_mean_ci"], dtype=float).T, color=c, lw=2.0, alpha=0.9)
-    ax.set_xticks([100 * p for p in _thresholds(results)])
-    ax.set_title(f"n = {n} tokens", fontsize=9)
-    ax.set_xlabel("retained variance p (%)", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.3, lw=0.5)
+            ax.vlines(p, *np.array(w["k_mean_ci"], dtype=float).T, lw=2.0, alpha=0.9, **d.quiet)
+    ax.set_xticks([100 * p for p in _thresholds([d.result for d in drawn])])
+    if title:
+        ax.set_title(f"n = {n} tokens")
+    ax.set_xlabel("retained variance p (%)")
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None):
     """k versus p: one panel per window length, one line per model in its colour (mean ± std over
     windows). ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     sizes, axes, fig = _panels(results, fig)
     for ax, n in zip(axes, sizes):
-        _k_panel(ax, results, n)
-    axes[0].set_ylabel("principal components k", fontsize=8)
-    axes[0].legend(fontsize=7, loc="upper left", title=LEGEND, title_fontsize=6.5)
+        _k_panel(ax, style.in_figure(results), n)
+    axes[0].set_ylabel("principal components k")
+    axes[0].legend(loc="upper left", title=LEGEND)
     return fig
 
 
-@style.themed
+@style.drawing
 def plot_spectrum(results: list[Result], fig=None):
     """Mean r_k (cumulative explained variance) against k: one panel per window length."""
     sizes, axes, fig = _panels(results, fig)
     for ax, n in zip(axes, sizes):
         ps = set()
-        for r in results:
-            w = _window(r, n)
+        for d in style.in_figure(results):
+            w = _window(d.result, n)
             if w is None:
                 continue
             y = np.asarray(w["mean_cumulative_variance"])
-            ax.plot(np.arange(1, len(y) + 1), y, color=style.model_color(r.model_name), lw=1.2,
-                    label=style.display_name(r.model_name), **style.seed_style(r.model_name))
+            ax.plot(np.arange(1, len(y) + 1), y, **d.line(lw=1.2))
             ps |= {t["threshold"] for t in w["thresholds"]}
         for p in sorted(ps):
             ax.axhline(p, color="0.5", lw=0.5, ls=":")
         ax.set_ylim(0, 1.01)
         ax.set_xlim(left=0)
-        ax.set_title(f"n = {n} tokens", fontsize=9)
-        ax.set_xlabel("principal components k", fontsize=8)
-        ax.tick_params(labelsize=7)
-    axes[0].set_ylabel("mean cumulative variance $r_k$ (fraction)", fontsize=8)
-    axes[0].legend(fontsize=7, loc="lower right")
+        ax.set_title(f"n = {n} tokens")
+        ax.set_xlabel("principal components k")
+    axes[0].set_ylabel("mean cumulative variance $r_k$ (fraction)")
+    axes[0].legend(loc="lower right")
     return fig
 
 

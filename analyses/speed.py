@@ -154,13 +154,16 @@ class Result(common.AnalysisResult):
         """The rows of the lengths that were timed (not skipped)."""
         return [row for row in self.rows if row.get("skipped") is None]
 
-    @style.themed
-    def plot(self, ax=None):
-        """The headline panel on one Axes (a new figure when None): forward time against length
-        (log-log) with the fitted slope. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: forward time
+        against length (log-log) with the fitted slope (dashed). ``kwargs`` (``color=``, ``label=``,
+        ``marker=``, ``linewidth=`` ...) go to the timing line; without ``color=`` the next colour of the Axes'
+        cycle; the label (default: the model and its slope) enters the legend, so results drawn on one Axes
+        overlay. Fonts and colours follow the caller's rcParams. Returns the Axes."""
         ax = style.one_axes(ax, (4.2, 3.2))
-        _time_panel(ax, [self])
-        return ax
+        _time_panel(ax, [style.on_axes(ax, self, kwargs, _time_label(self))], title=False)
+        return style.finish(ax, title="dashed: log-log fit")
 
     def family(self) -> str | None:
         """The model's family: a registry model's as checkpoints.yaml gives it; a random-init model is
@@ -261,36 +264,42 @@ def _timed(res: Result) -> tuple[np.ndarray, np.ndarray]:
     return np.array([r["length"] for r in rows], float), np.array([r["median_s"] for r in rows], float)
 
 
-def _time_panel(ax, results: list[Result]) -> None:
-    """Forward time against length (log-log) on ``ax``, one line per model (dashed: the fit)."""
-    for res in results:
+def _time_label(res: Result) -> str:
+    return res.model_name + (f" (slope {res.slope:.2f})" if res.slope is not None else "")
+
+
+def _time_panel(ax, drawn: list[style.Drawn], title: bool = True) -> None:
+    """Forward time against length (log-log) on ``ax``, one line per result (dashed: the fit)."""
+    for d in drawn:
+        res = d.result
         n, t = _timed(res)
-        c = style.model_color(res.model_name)
-        label = res.model_name + (f" (slope {res.slope:.2f})" if res.slope is not None else "")
-        ax.plot(n, t, marker="o", ms=4, color=c, label=label)
+        ax.plot(n, t, **d.line(marker="o", ms=4))
         if res.slope is not None and res.intercept is not None:  # fitted together
             fit = n[n >= res.config["fit_min_length"]]
-            ax.plot(fit, np.exp(res.intercept) * fit ** res.slope, color=c, lw=0.8, ls="--")
+            ax.plot(fit, np.exp(res.intercept) * fit ** res.slope, lw=0.8, ls="--", **d.quiet)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length n (tokens)")
     ax.set_ylabel("time per forward pass (s)")
-    ax.set_title("forward time (dashed: log-log fit)", fontsize=9)
-    ax.legend(fontsize=7)
+    if title:
+        ax.set_title("forward time (dashed: log-log fit)")
+        ax.legend()
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None):
     """Fig. 5-style: time vs length (log-log, fitted slopes) and the speed-up against the reference;
     one colour per model. ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns
     the figure."""
     fig = style.new_figure(fig, (10, 3.8))
     ax, bx = fig.subplots(1, 2)
-    _time_panel(ax, results)
+    drawn = [d._replace(kw={**d.kw, "label": _time_label(d.result), "linestyle": "-"})
+             for d in style.in_figure(results)]
+    _time_panel(ax, drawn)
     compared = False
-    for res in results:
+    for d in drawn:
+        res, c = d.result, d.color
         n, _ = _timed(res)
-        c = style.model_color(res.model_name)
         if res.model_name != res.reference:
             s = np.array([r["speedup_vs_reference"] for r in res.timed_rows()], float)
             bx.plot(n, s, marker="o", ms=4, color=c, label=f"{res.model_name} vs {res.reference}")
@@ -298,37 +307,37 @@ def plot(results: list[Result], fig=None):
             x = None if res.crossover is None else res.crossover["interpolated"]  # None: never overtakes
             if x is not None:
                 bx.axvline(x, color=c, lw=0.8, ls=":")
-                bx.text(x, 1.0, f" {x:.0f}", color=c, fontsize=7, va="bottom")
+                bx.text(x, 1.0, f" {x:.0f}", color=c, fontsize="small", va="bottom")
     bx.axhline(1.0, color="0.4", lw=0.8)
     bx.set_xscale("log", base=2)
     bx.set_xlabel("sequence length n (tokens)")
     bx.set_ylabel("speed-up (reference time / model time)")
-    bx.set_title("speed-up against the reference (> 1: faster)", fontsize=9)
+    bx.set_title("speed-up against the reference (> 1: faster)")
     if compared:
-        bx.legend(fontsize=7)
+        bx.legend()
     return fig
 
 
-@style.themed
+@style.drawing
 def plot_slopes(results: list[Result], fig=None):
     """Local slopes d log t / d log n between consecutive lengths (1 = linear, 2 = quadratic).
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     fig = style.new_figure(fig, (5, 3.4))
     ax = fig.subplots()
+    colors = style.figure_colors([r.model_name for r in results])
     for res in results:
         n, _ = _timed(res)
         if len(n) < 2:
             continue
         mid = np.sqrt(n[1:] * n[:-1])
-        ax.plot(mid, res.local_slopes, marker="o", ms=4, color=style.model_color(res.model_name),
-                label=res.model_name)
+        ax.plot(mid, res.local_slopes, marker="o", ms=4, color=colors[res.model_name], label=res.model_name)
     for y in (1, 2):
         ax.axhline(y, color="0.5", lw=0.6, ls=":")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length n (tokens; geometric midpoint of the interval)")
     ax.set_ylabel("local slope d log t / d log n")
-    ax.set_title("growth of the forward time (1 = linear, 2 = quadratic)", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.set_title("growth of the forward time (1 = linear, 2 = quadratic)")
+    ax.legend()
     return fig
 
 

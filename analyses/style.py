@@ -1,15 +1,30 @@
-"""One look for every figure: a fixed colour per model, one theme, relative depth on shared axes.
+"""How the suite draws: a Display-like ``Result.plot`` on the caller's Axes and style, and one look for the
+suite's own figures.
 
-* :func:`model_color` gives every model the same colour in every figure. Colours come from
-  seaborn's ``colorblind`` palette (Wong's colour-blind-safe set); the models of the demo and the
-  registry's common names have fixed slots, any other name gets a slot from a hash of its name, so
-  a colour never depends on which other models share the figure.
-* :func:`theme` is the one theme (seaborn's ``ticks`` style, paper context) as a context manager;
-  every ``plot`` function and ``Result.plot`` method draws under it through :func:`themed`, so no
-  plot call changes matplotlib's global rcParams (a user's later figures keep their own style).
-* :func:`new_figure` / :func:`one_axes` honour a ``fig=`` (Figure or SubFigure) or ``ax=`` (one Axes)
-  given by the caller and make a new figure only when none is given.
-* :func:`relative_depth` puts models of different depth on one axis (layer / L).
+Two kinds of drawing, two rules:
+
+* **On the caller's Axes** (``Result.plot(ax=None, **kwargs)``, like scikit-learn's Displays): fonts, sizes
+  and colours come from the caller's rcParams. A result takes the next colour of the Axes' property cycle
+  (:func:`on_axes`), so two results drawn on one Axes differ, as two ``ax.plot`` calls do; ``color=``,
+  ``label=``, ``linestyle=``, ``linewidth=``, ``marker=``, ``alpha=`` ... go to its main artists. Each call
+  labels its artists with the model's name (or the ``label=`` given) and draws the legend of every labelled
+  artist on the Axes (:func:`finish`), so results of one analysis overlay. No title names a model and no
+  plot sets a font size, a grid or a colour of the Axes.
+* **The suite's own multi-model figures** (module-level ``plot(results, fig=None)`` and ``plot_*``): every
+  model has a colour of its own in the figure (:func:`in_figure`, :func:`figure_colors`): the suite's models
+  keep a fixed colour in every figure, a seed variant its model's colour with its own line style
+  (:func:`seed_style`), and any other model a colour no other model of that figure has.
+
+:func:`theme` is the suite's paper look (seaborn's ``ticks`` style, paper context, 7-9 pt text) as a
+context manager; the suite draws its saved figures under it (:meth:`analyses.analysis.Analysis.save_figures`:
+the command line, ``probes figures``, ``make demo``, the report). Anyone may use it::
+
+    with style.theme():
+        fig = anisotropy.plot(results)
+
+Nothing here changes matplotlib's global rcParams. :func:`new_figure` / :func:`one_axes` honour a ``fig=``
+(Figure or SubFigure) or ``ax=`` (one Axes) and make a new figure only when none is given;
+:func:`relative_depth` puts models of different depth on one axis (layer / L).
 
     $ python -c "from analyses.style import model_color; print(model_color('minilm-l6'))"
 """
@@ -19,6 +34,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,21 +65,147 @@ def palette() -> list[str]:
     return sns.color_palette("colorblind", 10).as_hex()
 
 
-def model_color(name: str) -> str:
-    """The colour of ``name`` in every figure (a hex string); a seed variant (``bert-small-seed1``) has
-    its model's colour (:func:`seed_style` tells it apart)."""
-    colors = palette()
-    name = seed_of(name)[0]
+def _slot(name: str) -> int:
+    """The palette slot a model prefers: its fixed one, else one from a hash of its name."""
     if name in FIXED:
-        return colors[FIXED[name]]
-    slot = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") % len(colors)
-    return colors[slot]
+        return FIXED[name]
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") % len(palette())
+
+
+def model_color(name: str) -> str:
+    """The colour ``name`` prefers (a hex string), whatever else is drawn: a fixed one for the suite's models, a
+    slot from a hash of the name for any other; a seed variant (``bert-small-seed1``) has its model's colour
+    (:func:`seed_style` tells it apart). A figure of several models draws with :func:`figure_colors`, which
+    gives a model this colour unless another model of the figure has it."""
+    return palette()[_slot(seed_of(name)[0])]
+
+
+def figure_colors(names: Sequence[str]) -> dict[str, str]:
+    """name -> colour for the models of one figure, no two models the same (up to 10 models): the suite's
+    models keep their fixed colour (the first of two names that share a fixed slot keeps it), a seed variant
+    its model's, and any other model its :func:`model_color` when no model of the figure has it, else the
+    first colour none has."""
+    colors = palette()
+    models = list(dict.fromkeys(seed_of(n)[0] for n in names))
+    slots: dict[str, int] = {}
+    for fixed_first in (True, False):
+        for m in models:
+            if m in slots or (m in FIXED) != fixed_first:
+                continue
+            used = set(slots.values())
+            free = [s for s in range(len(colors)) if s not in used]
+            slots[m] = _slot(m) if _slot(m) not in used or not free else free[0]
+    return {n: colors[slots[seed_of(n)[0]]] for n in names}
 
 
 def seed_style(name: str) -> dict:
     """Line keywords that tell a model's seed variants apart in one colour: seed 0 solid, seed 1 dashed,
     seed 2 dotted, later seeds dash-dotted."""
     return {"linestyle": ("-", "--", ":", "-.")[min(seed_of(name)[1], 3)]}
+
+
+# ----------------------------------------------------------------------------- what a result is drawn with
+
+
+def _normalized(kwargs: dict, artist=None) -> dict:
+    """``kwargs`` with matplotlib's aliases spelled out (``c`` -> ``color``, ``lw`` -> ``linewidth`` ...) for
+    ``artist`` (a class; default Line2D), None values dropped."""
+    from matplotlib import cbook
+    from matplotlib.lines import Line2D
+
+    return {k: v for k, v in cbook.normalize_kwargs(dict(kwargs), artist or Line2D).items() if v is not None}
+
+
+class Drawn(NamedTuple):
+    """One result as a figure or ``Result.plot`` draws it: ``kw``, the keywords of its main artists (colour,
+    label and the caller's keywords, aliases spelled out); ``band``: whether its interval band is drawn (a
+    figure draws one band per model, its seed-0 run's)."""
+
+    result: Any
+    kw: dict
+    band: bool = True
+
+    @property
+    def color(self):
+        """The colour of the main artists: what the interval bands, bars and reference marks take."""
+        return next((self.kw[k] for k in ("color", "c", "facecolor", "edgecolor") if k in self.kw), "C0")
+
+    @property
+    def label(self) -> str:
+        return str(self.kw.get("label", ""))
+
+    def line(self, artist=None, **defaults) -> dict:
+        """The main artist's keywords: ``defaults`` (the suite's marker size, line width ...), then ``kw``."""
+        return {**_normalized(defaults, artist), **self.kw}
+
+    def series(self, k: int, name: str, **defaults) -> dict:
+        """Keywords of the ``k``-th of several lines of one result (buckets, terms, map kinds): the result's
+        colour and keywords, a marker and line style per series (unless the caller fixed them), the label
+        ``"<label>: <name>"``."""
+        kw = {**_normalized({"marker": MARKERS[k % len(MARKERS)], "linestyle": LINESTYLES[k % len(LINESTYLES)],
+                             **defaults}), **self.kw}
+        return {**kw, "label": f"{self.label}: {name}" if self.label else name}
+
+    @property
+    def quiet(self) -> dict:
+        """Keywords of a secondary artist (a band's edge, a mean line): its colour, no legend entry."""
+        return {"color": self.color, "label": "_nolegend_"}
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def in_figure(results: Sequence, names: Sequence[str] | None = None) -> list[Drawn]:
+    """The suite's multi-model figures: each result in its model's colour of this figure
+    (:func:`figure_colors`; ``names``: the name that picks each result's colour, default its model's), its
+    seed's line style, labelled with its model's name; the band drawn for seed-0 runs only."""
+    names = [r.model_name for r in results] if names is None else list(names)
+    colors = figure_colors(names)
+    return [Drawn(r, {"color": colors[n], "label": display_name(r.model_name), **seed_style(r.model_name)},
+                  band=not seed_of(r.model_name)[1]) for r, n in zip(results, names)]
+
+
+def next_color(ax):
+    """The next colour of ``ax``'s property cycle (and the cycle moves on, as a plot call without a colour
+    moves it)."""
+    lines: Any = getattr(ax, "_get_lines", None)
+    if hasattr(lines, "get_next_color"):
+        return lines.get_next_color()
+    import matplotlib
+
+    cycle = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])  # (not reached on matplotlib 3.x)
+    return cycle[len(ax.get_legend_handles_labels()[0]) % len(cycle)]
+
+
+def on_axes(ax, result, kwargs: dict, label: str | None = None, artist=None, colour_keys=("color",)) -> Drawn:
+    """``Result.plot``: one result on the caller's Axes with the caller's ``kwargs`` (aliases spelled out for
+    ``artist``, a matplotlib class, default Line2D); the label ``label`` (default: the model's name) unless
+    the caller gives one; the next colour of the Axes' cycle unless the caller gives one of ``colour_keys``."""
+    kw = _normalized(kwargs, artist)
+    kw.setdefault("label", display_name(result.model_name) if label is None else label)
+    if not any(k in kw for k in colour_keys):
+        kw["color"] = next_color(ax)
+    return Drawn(result, kw)
+
+
+def finish(ax, **legend):
+    """End a ``Result.plot``: the legend of every labelled artist on ``ax`` (every result drawn there; sizes
+    from rcParams; ``legend``: more keywords, such as ``title``). Returns ``ax``."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**legend)
+    return ax
+
+
+def points(key: str = "font.size", scale: float = 1.0) -> float:
+    """A font size in points derived from the rcParams in force: ``scale`` times ``rcParams[key]`` (a relative
+    size such as "small" resolved against ``font.size``). For text that must stay smaller than its
+    neighbours in a dense figure (a heatmap's token labels), so it follows the caller's sizes too."""
+    import matplotlib
+    from matplotlib.font_manager import FontProperties
+
+    rc: dict = matplotlib.rcParams  # (its stubs accept literal keys only)
+    return FontProperties(size=rc[key]).get_size_in_points() * scale
 
 
 def legend(axes, n_models: int, **kwargs):
@@ -73,20 +216,30 @@ def legend(axes, n_models: int, **kwargs):
     return axes[0].legend(**kwargs)
 
 
+# ----------------------------------------------------------------------------- the suite's theme
+
+
+# the suite's text sizes (points): the paper look of its saved figures
+SIZES = {"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
+         "legend.fontsize": 7, "legend.title_fontsize": 6.5, "figure.titlesize": 10}
+
+
 def theme_rc() -> dict:
-    """The theme's rcParams: seaborn ``ticks`` style, ``paper`` context (font scale 1.1), the ``deep``
-    colour cycle, a light grid, 200 dpi when saved."""
+    """The theme's rcParams: seaborn ``ticks`` style, ``paper`` context, the text sizes of :data:`SIZES`, the
+    ``deep`` colour cycle, a light grid, 200 dpi when saved."""
     import seaborn as sns
     from cycler import cycler
 
-    return {**sns.axes_style("ticks"), **sns.plotting_context("paper", font_scale=1.1),
+    return {**sns.axes_style("ticks"), **sns.plotting_context("paper", font_scale=1.1), **SIZES,
             "axes.prop_cycle": cycler(color=sns.color_palette("deep")), "font.family": ["sans-serif"],
-            "axes.grid": True, "grid.alpha": 0.3, "savefig.dpi": 200}
+            "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5, "savefig.dpi": 200}
 
 
 @contextlib.contextmanager
 def theme():
-    """Draw under the one theme; matplotlib's rcParams are restored on exit (``matplotlib.rc_context``)."""
+    """Draw under the suite's theme (its saved figures' look); matplotlib's rcParams are restored on exit
+    (``matplotlib.rc_context``). A figure drawn inside keeps the theme's sizes when shown later
+    (every plot function settles its ticks, :func:`drawing`)."""
     import matplotlib
 
     with matplotlib.rc_context(theme_rc()):
@@ -105,24 +258,27 @@ def _all_axes(obj) -> list:
 
 
 def _settle_ticks(obj) -> None:
-    """Make each axis's first tick now, inside the theme: matplotlib creates ticks lazily (at draw
-    time, from the rcParams of that moment) and copies later ones from the first."""
+    """Make each axis's first tick now, under the rcParams of the call: matplotlib creates ticks lazily (at
+    draw time, from the rcParams of that moment) and copies later ones from the first."""
     for ax in _all_axes(obj):
         for axis in (ax.xaxis, ax.yaxis):
             axis.majorTicks, axis.minorTicks  # noqa: B018 - touching the lazy lists creates the first tick
 
 
-def themed(draw):
-    """Decorator: run a plot function under :func:`theme` and settle the ticks of what it returns
-    (a Figure, SubFigure or Axes)."""
+def drawing(draw):
+    """Decorator of every plot function: it draws under the rcParams in force (the caller's, or the suite's
+    inside :func:`theme`) and settles the ticks of what it returns (a Figure, SubFigure or Axes), so that the
+    figure keeps those sizes when shown after the ``with`` block."""
     @functools.wraps(draw)
     def wrapper(*args, **kwargs):
-        with theme():
-            drawn = draw(*args, **kwargs)
-            _settle_ticks(drawn)
+        drawn = draw(*args, **kwargs)
+        _settle_ticks(drawn)
         return drawn
 
     return wrapper
+
+
+# ----------------------------------------------------------------------------- figures and axes
 
 
 def new_figure(fig=None, figsize: tuple[float, float] = (6.4, 4.0)):

@@ -53,7 +53,6 @@ from analyses import stats as bootstrap_stats
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LMPair, LMPairConfig
-from analyses.style import model_color
 from probes.capture.windows import check_fits, check_window, greedy_windowed
 from probes.config import arg, tqdm_class
 from probes.corpus import Corpus, corpus_split, load_corpus
@@ -255,13 +254,26 @@ class Result(common.AnalysisResult):
     jsd_reference: list[float]  # (M,) the same for the real continuation
     continuations: list[dict] | None = None  # per context; None when read back from the JSON
 
-    @style.themed
-    def plot(self, ax=None):
-        """The headline panel on one Axes (a new figure when None): A's JSD against B's per context
-        (below the diagonal: A stays closer to the topic). Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: A's JSD
+        against B's per context (below the diagonal: A stays closer to the topic). ``kwargs`` (``color=``,
+        ``label=``, ``marker=``, ``s=``, ``alpha=`` ...) go to ``ax.scatter``; without ``color=`` the next
+        colour of the Axes' cycle; the label (default: the comparison and its means) enters the legend, so
+        comparisons drawn on one Axes overlay. Fonts and colours follow the caller's rcParams. Returns the
+        Axes."""
+        from matplotlib.collections import Collection
+
         ax = style.one_axes(ax, (3.4, 3.3))
-        _paired_panel(ax, self)
-        return ax
+        s = self.statistics
+        label = (f"{style.display_name(self.model_name)}: mean A {s['mean_jsd_a']:.3f}, B {s['mean_jsd_b']:.3f}, "
+                 f"A<B {100 * s['share_a_less']:.0f}%")
+        drawn = style.on_axes(ax, self, kwargs, label, Collection, ("color", "c", "facecolor"))
+        ax.scatter(self.jsd_b, self.jsd_a, **drawn.line(Collection, s=6, alpha=0.5, lw=0))
+        _diagonal(ax)
+        ax.set_xlabel("JSD (bits), B's continuation")
+        ax.set_ylabel("JSD (bits), A's continuation")
+        return style.finish(ax, title="below the diagonal: A closer to the topic", markerscale=2)
 
     def headline(self) -> dict[str, str]:
         s = self.statistics
@@ -394,48 +406,59 @@ def summary_line(result: Result) -> str:
 # ----------------------------------------------------------------------------- plots
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None):
     """Paired JSDs: A's against B's per context (below the diagonal: A stays closer to the topic);
     points in A's colour, each axis label in its model's colour. ``fig``: a Figure or SubFigure to
     draw into (default: a new figure). Returns the figure."""
     fig = style.new_figure(fig, (3.4 * len(results) + 0.4, 3.3))
+    colors = style.figure_colors([r.model[k]["name"] for r in results for k in ("a", "b")])
     for ax, res in zip(np.ravel(fig.subplots(1, len(results), squeeze=False)), results):
-        _paired_panel(ax, res)
+        _paired_panel(ax, res, colors)
     return fig
 
 
-def _paired_panel(ax, res: Result) -> None:
-    """One comparison's paired JSDs on ``ax``."""
+def _diagonal(ax) -> None:
+    """The line JSD_A = JSD_B on the unit square."""
+    ax.plot([0, 1], [0, 1], color="0.4", lw=0.7, ls=":", label="_nolegend_")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_title("topic JSD context vs continuation")
+
+
+def _paired_panel(ax, res: Result, colors: dict) -> None:
+    """One comparison's paired JSDs on ``ax``, in the colours ``colors`` (model name -> colour)."""
     a, b = np.asarray(res.jsd_a), np.asarray(res.jsd_b)
     name_a, name_b = res.model["a"]["name"], res.model["b"]["name"]
-    ax.scatter(b, a, s=6, alpha=0.5, lw=0, color=model_color(name_a))
-    ax.plot([0, 1], [0, 1], color="0.4", lw=0.7, ls=":")
+    ax.scatter(b, a, s=6, alpha=0.5, lw=0, color=colors[name_a])
+    _diagonal(ax)
     s = res.statistics
     ax.text(0.03, 0.97, f"mean A {s['mean_jsd_a']:.3f}\nmean B {s['mean_jsd_b']:.3f}\n"
                         f"A<B {100 * s['share_a_less']:.0f}%, p={s['sign_test_p']:.2g}",
-            transform=ax.transAxes, va="top", fontsize=7)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel(f"JSD (bits), B = {name_b}", fontsize=8, color=model_color(name_b))
-    ax.set_ylabel(f"JSD (bits), A = {name_a}", fontsize=8, color=model_color(name_a))
-    ax.set_title("topic JSD context vs continuation", fontsize=9)
+            transform=ax.transAxes, va="top", fontsize="small")
+    ax.set_xlabel(f"JSD (bits), B = {name_b}", color=colors[name_b])
+    ax.set_ylabel(f"JSD (bits), A = {name_a}", color=colors[name_a])
 
 
-@style.themed
+@style.drawing
 def plot_differences(results: list[Result], fig=None):
-    """Histogram of JSD_A - JSD_B (left of 0: A closer to the context's topics), in A's colour.
+    """Histogram of JSD_A - JSD_B (left of 0: A closer to the context's topics), in A's colour (a colour per
+    comparison when two share their A).
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
     fig = style.new_figure(fig, (4.2, 2.9))
     ax = fig.subplots()
     bins = np.linspace(-1, 1, 41)
-    for res in results:
+    names = [r.model["a"]["name"] for r in results]
+    if len(set(names)) < len(names):  # comparisons that share their A: a colour each
+        names = [r.model_name for r in results]
+    colors = style.figure_colors(names)
+    for res, name in zip(results, names):
         diff = np.asarray(res.jsd_a) - np.asarray(res.jsd_b)
-        ax.hist(diff, bins=bins, alpha=0.6, color=model_color(res.model["a"]["name"]), label=res.model_name)
+        ax.hist(diff, bins=bins, alpha=0.6, color=colors[name], label=res.model_name)
     ax.axvline(0, color="k", lw=0.7)
-    ax.set_xlabel("JSD_A - JSD_B (bits)", fontsize=8)
-    ax.set_ylabel("contexts (count)", fontsize=8)
-    ax.legend(fontsize=7)
+    ax.set_xlabel("JSD_A - JSD_B (bits)")
+    ax.set_ylabel("contexts (count)")
+    ax.legend()
     return fig
 
 

@@ -143,14 +143,17 @@ class Result(common.AnalysisResult):
     #                     over texts)
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates": token_distance_mean (B, L)
 
-    @style.themed
-    def plot(self, ax=None, level: str = "token", quantity: str = "distance"):
-        """The headline panel on one Axes (a new figure when None): ``level`` ("token" or "sentence")
-        ``quantity`` ("distance" or "cosine") by layer, Fig. 7's left panel. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, level: str = "token", quantity: str = "distance", **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: ``level``
+        ("token" or "sentence") ``quantity`` ("distance" or "cosine") by layer, Fig. 7's left panel, with its
+        band (± std over texts) and bootstrap bars. ``kwargs`` (``color=``, ``label=``, ``linestyle=``,
+        ``marker=`` ...) go to the line; without ``color=`` the next colour of the Axes' cycle; the label
+        (default: the model) enters the legend, so results drawn on one Axes overlay. Fonts and colours
+        follow the caller's rcParams. Returns the Axes."""
         ax = style.one_axes(ax, (3.8, 2.9))
-        _transition_panel(ax, [self], level, quantity, relative=False)
-        ax.legend(fontsize=7, title=LEGEND, title_fontsize=6.5)
-        return ax
+        _transition_panel(ax, [style.on_axes(ax, self, kwargs)], level, quantity, relative=False)
+        return style.finish(ax, title=LEGEND)
 
     def headline(self) -> dict[str, str]:
         tok = ", ".join(f"{row['token']['distance_mean']:.3g}" for row in self.layers)
@@ -225,38 +228,35 @@ QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$ (hidden-state unit
               "cosine": r"cosine$(h_{l-1}, h_l)$"}
 
 
-def _transition_panel(ax, results: list[Result], level: str, quantity: str, relative: bool) -> None:
-    """``level``'s ``quantity`` by layer on ``ax``, one line per model in its colour (band: ± std)."""
+def _transition_panel(ax, drawn: list[style.Drawn], level: str, quantity: str, relative: bool) -> None:
+    """``level``'s ``quantity`` by layer on ``ax``, one line per result in its colour (band: ± std)."""
     from matplotlib.ticker import MaxNLocator
 
     if quantity not in QUANTITIES:
         raise ProbeError(f"quantity must be one of {', '.join(QUANTITIES)}, got {quantity!r}")
     if level not in ("token", "sentence"):
         raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
-    for res in results:
+    for d in drawn:
+        res = d.result
         lyr = np.array([row["layer"] for row in res.layers])
         x = style.relative_depth(len(lyr))[lyr] if relative else lyr  # layers 1..L: l / L
-        color = style.model_color(res.model_name)
         m = np.array([row[level][f"{quantity}_mean"] for row in res.layers])
         s = np.array([row[level][f"{quantity}_std"] for row in res.layers])
-        ax.plot(x, m, marker="o", ms=3.5, color=color, label=style.display_name(res.model_name),
-                **style.seed_style(res.model_name))
-        if not style.seed_of(res.model_name)[1]:  # seed variants: a line each, one band
-            ax.fill_between(x, m - s, m + s, color=color, alpha=0.15, lw=0)
+        ax.plot(x, m, **d.line(marker="o", ms=3.5))
+        if d.band:  # seed variants: a line each, one band
+            ax.fill_between(x, m - s, m + s, alpha=0.15, lw=0, **d.quiet)
         ci = [row.get(f"{level}_{quantity}_mean_ci") for row in res.layers]
         if all(ci):  # the bootstrap interval of the mean over texts: a bar at each layer
-            ax.vlines(x, *np.array(ci, dtype=float).T, color=color, lw=2.0, alpha=0.9)
-        mark_final_norm(ax, res, x, m, color)
-    ax.set_title(f"{level} representations", fontsize=9)
-    ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)", fontsize=8)
-    ax.set_ylabel(QUANTITIES[quantity], fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.3, lw=0.5)
+            ax.vlines(x, *np.array(ci, dtype=float).T, lw=2.0, alpha=0.9, **d.quiet)
+        mark_final_norm(ax, res, x, m, d.color)
+    ax.set_title(f"{level} representations")
+    ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)")
+    ax.set_ylabel(QUANTITIES[quantity])
     if not relative:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None, relative_depth: bool | None = None, quantity: str = "distance"):
     """Fig. 7: token level left, sentence level right; one line per model in its colour (band: ± std
     over texts).
@@ -271,8 +271,8 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None, qu
     fig = style.new_figure(fig, (7.2, 2.9))
     axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, ("token", "sentence")):
-        _transition_panel(ax, results, level, quantity, relative)
-    style.legend(axes, len(results), fontsize=7, title=LEGEND, title_fontsize=6.5)
+        _transition_panel(ax, style.in_figure(results), level, quantity, relative)
+    style.legend(axes, len(results), title=LEGEND)
     return fig
 
 

@@ -1,9 +1,15 @@
 """Display objects in the scikit-learn manner, for every analysis in analyses.ANALYSES:
 
-* ``Result.plot(ax=None)`` draws the headline panel on the one Axes it is given (or a new one) and
+* ``Result.plot(ax=None, **kwargs)`` draws the headline panel on the one Axes it is given (or a new one) and
   returns that Axes; two analyses share ``plt.subplots(1, 2)`` side by side;
+* on the caller's Axes the caller's rcParams rule: tick labels, axis labels, titles and legend texts have the
+  rc sizes, the lines take the Axes' colour cycle, nothing is coloured or gridded by the suite; ``color=``,
+  ``label=`` and ``linewidth=`` reach the drawn artists, whose data are the Result's numbers; two results of
+  one analysis overlay with a legend entry each (a heatmap refuses a second result);
 * every figure its declaration lists (``Analysis.figures``) takes ``fig=`` (a Figure or a SubFigure) and draws
-  only there, and every module-level ``plot*`` figure function is one of them (so each is drawn and tested);
+  only there, every module-level ``plot*`` figure function is one of them (so each is drawn and tested), and
+  every text it writes scales with the rcParams (no fixed font size); the suite's saved figures draw under
+  its theme, and its multi-model figures never give two models one colour;
 * no plot call changes matplotlib's global rcParams (the theme is a context manager).
 
 Results are read from small saved documents (the on-disk layout every version must read back), so no
@@ -12,6 +18,7 @@ model runs here; an analysis without such a document (a new one) is drawn from i
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import tempfile
@@ -22,8 +29,13 @@ import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from cycler import cycler  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
 
 import analyses  # noqa: E402
+from analyses import style  # noqa: E402
+from probes.errors import ProbeError  # noqa: E402
 
 L, BINS = 3, 20
 
@@ -218,7 +230,8 @@ def test_two_analyses_side_by_side():
     assert _result("anisotropy").plot(ax=ax1) is ax1
     assert _result("similarity").plot(ax=ax2, colorbar=False) is ax2
     assert fig.axes == [ax1, ax2]
-    assert ax1.get_title().startswith("m-a") and ax2.images
+    assert _legend_texts(ax1)[0].startswith("m-a, layer 3") and ax2.images
+    assert ax1.get_title() == ""  # the model is named in the legend: the caller's title stays free
     assert ax1.xaxis._major_tick_kw.get("gridOn") == grid_before  # the user's axes keep their own style
     plt.close(fig)
 
@@ -257,3 +270,252 @@ def test_seed_variants_share_their_models_colour_and_differ_by_line_style(tmp_pa
     drawn = {stem: [r.model_name for r in group] for stem, (_, group) in an.ANALYSIS.figure_files(results).items()}
     assert drawn == {"anisotropy": ["m-a", "m-c"], "anisotropy-layers": ["m-a", "m-a-seed1", "m-c"]}
     plt.close("all")
+
+
+# ----------------------------------------------------------------------------- the caller's style
+
+CYCLE = ["#117733", "#882255", "#44aa99", "#ddcc77"]  # a user's colour cycle, none of the suite's colours
+USER_RC = {"font.size": 13, "axes.prop_cycle": cycler(color=CYCLE)}
+LINE_PLOTS = [n for n in NAMES if n != "similarity"]  # similarity draws a heatmap: no lines, no overlay
+
+
+def _size(key: str) -> float:
+    """The size in points that rcParams[key] gives now (a relative size such as "large" resolved)."""
+    return FontProperties(size=matplotlib.rcParams[key]).get_size_in_points()
+
+
+def _legend_texts(ax) -> list[str]:
+    legend = ax.get_legend()
+    return [t.get_text() for t in legend.get_texts()] if legend else []
+
+
+def _named(ax, label: str) -> list:
+    """The artists the legend names ``label`` or ``label: <series>`` / ``label (<series>)``."""
+    return [a for a, text in zip(*ax.get_legend_handles_labels())
+            if text == label or text.startswith((f"{label}: ", f"{label} (", f"{label}, "))]
+
+
+def _artist(a):
+    from matplotlib.container import ErrorbarContainer
+
+    return a.lines[0] if isinstance(a, ErrorbarContainer) else a
+
+
+def _colour(a) -> str:
+    from matplotlib.lines import Line2D
+
+    a = _artist(a)
+    if isinstance(a, Line2D):
+        return to_hex(a.get_color())
+    face = a.get_facecolor()
+    return to_hex(face[0] if np.ndim(face) == 2 else face)
+
+
+def _width(a) -> float:
+    return float(np.ravel(_artist(a).get_linewidth())[0])
+
+
+def _data(a) -> np.ndarray:
+    """The numbers an artist shows: a line's y (an error bar's x: its point is drawn along x), a histogram's
+    heights, a scatter's (x, y) offsets."""
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import StepPatch
+
+    if isinstance(a, ErrorbarContainer):
+        return np.asarray(a.lines[0].get_xdata(), float)
+    if isinstance(a, Line2D):
+        return np.asarray(a.get_ydata(), float)
+    if isinstance(a, StepPatch):
+        return np.asarray(a.get_data().values, float)
+    return np.asarray(a.get_offsets(), float)
+
+
+def _nan(values) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], float)
+
+
+def _expected(name: str, r) -> np.ndarray:
+    """What the first drawn artist of ``r.plot()`` must show, read from the Result's own numbers."""
+    if name == "anisotropy":
+        counts = np.asarray(r.layers[r.headline_layer]["token"]["counts"], float)
+        return counts / counts.sum() / (2 / len(counts))
+    if name == "transitions":
+        return _nan(row["token"]["distance_mean"] for row in r.layers)
+    if name == "redundancy":
+        return _nan(t["mean"] for t in max(r.windows, key=lambda w: w["window"])["thresholds"])
+    if name == "probing":
+        return _nan(row["accuracy"] for row in r.tasks[0]["layers"])
+    if name == "maps":
+        return np.mean(next(m for m in r.maps.values() if m["token_axes"] == 2)["local_share"], axis=1)
+    if name == "mog":
+        k = next(k for k, n in enumerate(r.bucket_counts) if n)
+        return _nan(r.w_by_bucket[k])
+    if name == "mog_lens":
+        return np.asarray(r.share[0], float)[:, 0]
+    if name == "perplexity":
+        return _nan(row["token_perplexity"] for row in sorted(r.rows, key=lambda row: row["overlap"]))
+    if name == "topics":
+        return np.column_stack([r.jsd_b, r.jsd_a])
+    if name == "speed":
+        return _nan(row["median_s"] for row in r.timed_rows())
+    if name == "mlm_loss":
+        return np.array([r.loss])
+    if name == "lens":
+        return _nan(row["logit"]["kl"] for row in r.layers)
+    if name == "intrinsic_dimension":
+        return _nan(row["token"]["twonn"] for row in r.layers)
+    if name == "isoscore":
+        return _nan(row["token"]["isoscore"] for row in r.layers)
+    raise AssertionError(f"no expected data for {name}: add it here")
+
+
+def _renamed(result, name: str):
+    return dataclasses.replace(result, identity=dataclasses.replace(result.identity, model_name=name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_result_plot_follows_the_callers_rcparams(name):
+    """Under the caller's rc context: every tick label, axis label, title and legend text of the panel (its
+    colour bar's included) has the rc size and colour, the result takes the cycle's first colour, the grid is
+    the caller's, and rcParams are unchanged."""
+    result = _result(name)
+    with plt.rc_context(USER_RC):
+        before = dict(matplotlib.rcParams)
+        fig, ax = plt.subplots()
+        result.plot(ax=ax)
+        fig.canvas.draw()  # every tick made, as shown
+        text_colour = to_hex(matplotlib.rcParams["text.color"])
+        for a in fig.axes:
+            for tick in (*a.get_xticklabels(), *a.get_yticklabels()):
+                assert tick.get_size() == _size("xtick.labelsize") == 13, f"{name}: tick {tick.get_text()!r}"
+            for label in (a.xaxis.label, a.yaxis.label):
+                assert label.get_size() == _size("axes.labelsize") == 13, f"{name}: {label.get_text()!r}"
+                assert to_hex(label.get_color()) == text_colour, f"{name}: {label.get_text()!r} coloured"
+            for title in (a.title, a._left_title, a._right_title):
+                assert title.get_size() == _size("axes.titlesize"), f"{name}: title {title.get_text()!r}"
+                assert to_hex(title.get_color()) == text_colour, f"{name}: title {title.get_text()!r} coloured"
+            assert not any(g.get_visible() for g in (*a.get_xgridlines(), *a.get_ygridlines())), f"{name}: grid"
+        if name in LINE_PLOTS:
+            legend = ax.get_legend()
+            assert legend is not None and [t.get_size() for t in legend.get_texts()] == [13] * len(legend.texts)
+            assert legend.get_title().get_size() == 13
+            drawn = _named(ax, style.display_name(result.model_name))
+            assert drawn and {_colour(a) for a in drawn} == {CYCLE[0]}, f"{name}: not the cycle's first colour"
+        assert dict(matplotlib.rcParams) == before, f"{name}: Result.plot changed rcParams"
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_drawn_data_are_the_results_numbers(name):
+    result = _result(name)
+    fig, ax = plt.subplots()
+    result.plot(ax=ax)
+    if name == "similarity":
+        np.testing.assert_allclose(ax.images[0].get_array(), result.matrix("cka", "ab"))
+    else:
+        first = _named(ax, style.display_name(result.model_name))[0]
+        np.testing.assert_allclose(_data(first), _expected(name, result), equal_nan=True)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_keywords_reach_the_artists(name):
+    """``color=``, ``label=`` and ``linewidth=`` go to the result's main artists (``cmap=`` to a heatmap)."""
+    result = _result(name)
+    fig, ax = plt.subplots()
+    if name == "similarity":
+        result.plot(ax=ax, cmap="viridis", colorbar=False)
+        assert ax.images[0].get_cmap().name == "viridis"
+    else:
+        result.plot(ax=ax, color="red", label="x", linewidth=3.5)
+        drawn = _named(ax, "x")
+        assert drawn, f"{name}: no legend entry 'x' in {_legend_texts(ax)}"
+        assert any(t == "x" or t.startswith(("x: ", "x (")) for t in _legend_texts(ax))
+        assert {_colour(a) for a in drawn} == {"#ff0000"} and {_width(a) for a in drawn} == {3.5}
+        assert not _named(ax, style.display_name(result.model_name))  # the label replaced the model's name
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_two_results_overlay_on_one_axes(name):
+    """Two results of one analysis on one Axes: a legend entry each, the cycle's first and second colours,
+    both results' numbers drawn; a heatmap refuses the second result with one clear error."""
+    first, second = _result(name), _renamed(_result(name), "other-model")
+    with plt.rc_context(USER_RC):
+        fig, ax = plt.subplots()
+        first.plot(ax=ax)
+        if name == "similarity":
+            with pytest.raises(ProbeError, match="does not overlay"):
+                second.plot(ax=ax)
+            plt.close(fig)
+            return
+        second.plot(ax=ax)
+        mine, theirs = _named(ax, style.display_name(first.model_name)), _named(ax, "other-model")
+        assert mine and theirs, f"{name}: legend {_legend_texts(ax)}"
+        assert {_colour(a) for a in mine} == {CYCLE[0]} and {_colour(a) for a in theirs} == {CYCLE[1]}
+        texts = _legend_texts(ax)
+        assert any(t.startswith(style.display_name(first.model_name)) for t in texts)
+        assert any(t.startswith("other-model") for t in texts)
+        np.testing.assert_allclose(_data(theirs[0]), _expected(name, second), equal_nan=True)
+    plt.close(fig)
+
+
+def _text_sizes(fig) -> set[float]:
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    return {round(t.get_size(), 3) for t in fig.findobj(Text)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_figure_texts_scale_with_the_rcparams(name):
+    """Every text of every figure (titles, labels, ticks, legends, notes, token labels) takes its size from
+    the rcParams: with every rc size doubled, every size in the figure doubles (a fixed size would not)."""
+    result = _result(name)
+    for figure in analyses.get(name).figures:
+        sizes = []
+        for scale in (1, 2):
+            with plt.rc_context({k: v * scale for k, v in style.SIZES.items()}):
+                fig = figure.render([result])
+                sizes.append(_text_sizes(fig))
+                plt.close(fig)
+        assert {round(2 * s, 3) for s in sizes[0]} == sizes[1], f"{name}: {figure.name} has fixed sizes"
+
+
+def test_saved_figures_take_the_suite_theme(tmp_path, monkeypatch):
+    """The suite's own figures (the command line, probes figures, the report) draw under style.theme: the
+    paper's sizes; the caller's rcParams are back afterwards."""
+    from analyses import common
+
+    drawn = {}
+
+    def capture(fig, out, stem):
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        drawn[stem] = (ax.get_xticklabels()[0].get_size(), ax.xaxis.label.get_size(), ax.title.get_size())
+        return []
+
+    monkeypatch.setattr(common, "save_figure", capture)
+    before = dict(matplotlib.rcParams)
+    analyses.get("transitions").save_figures([_result("transitions")], tmp_path)
+    want = tuple(style.SIZES[k] for k in ("xtick.labelsize", "axes.labelsize", "axes.titlesize"))
+    assert drawn == {"transitions": want, "transitions-cosines": want}
+    assert dict(matplotlib.rcParams) == before
+
+
+def test_a_users_model_never_shares_a_colour_with_the_suites_models():
+    """'my-bert' hashes to bert-small's palette slot: in one figure it takes a colour no other model has, and the
+    suite's models keep their fixed colours (two suite models of one slot are told apart too)."""
+    from analyses import transitions as tr
+
+    assert style.model_color("my-bert") == style.model_color("bert-small")  # the slot they would share
+    colors = style.figure_colors(["my-bert", "bert-small", "bert-small-seed1"])
+    assert colors["bert-small"] == colors["bert-small-seed1"] == style.model_color("bert-small")
+    assert colors["my-bert"] != colors["bert-small"] and colors["my-bert"] in style.palette()
+    pair = style.figure_colors(["gpt2-small-base", "bert-small"])
+    assert len(set(pair.values())) == 2 and pair["gpt2-small-base"] == style.model_color("gpt2-small-base")
+    fig = tr.plot([tr.Result.from_json(transitions("my-bert")), tr.Result.from_json(transitions("bert-small"))])
+    lines = {ln.get_label(): to_hex(ln.get_color()) for ln in fig.axes[0].get_lines()}
+    assert lines["bert-small"] == style.model_color("bert-small") and lines["my-bert"] != lines["bert-small"]
+    plt.close(fig)

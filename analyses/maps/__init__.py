@@ -60,7 +60,6 @@ from analyses.maps.gates import (
     summarise_token_map,
     token_rows,
 )
-from analyses.style import model_color
 from probes.capture.activations import Activations
 from probes.config import tqdm_class
 from probes.errors import ProbeError
@@ -284,27 +283,32 @@ def table_rows(result: Result) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-def _summaries(results: list[Result]):
-    """(model, line style, summary, label) per model and token-pair map kind: colour = model
-    (analyses.style.model_color), style = map kind."""
+def _summaries(drawn: list[style.Drawn]):
+    """(drawn result, line style, summary, label) per result and token-pair map kind: colour = the result's
+    (in a figure its model's, :func:`analyses.style.in_figure`), line style = map kind."""
     styles = {"attention": "-"}
-    for res in results:
-        for name, m in res.maps.items():
+    for d in drawn:
+        for name, m in d.result.maps.items():
             if not is_pair_map(m):
                 continue
             ls = styles.setdefault(name, ("--", ":", "-.")[(len(styles) - 1) % 3])
-            kind = MAP_TITLES.get(name, name)
-            yield res.model_name, ls, m, f"{res.model_name} ({kind})"
+            yield d, ls, m, f"{d.label} ({MAP_TITLES.get(name, name)})"
 
 
-@style.themed
+def _in_figure(results: list[Result]) -> list[style.Drawn]:
+    """The figure's results in their models' colours, labelled by registry name (line style: the map kind)."""
+    return [d._replace(kw={"color": d.color, "label": d.result.model_name}) for d in style.in_figure(results)]
+
+
+@style.drawing
 def plot(results: list[Result], fig=None):
     """Locality: (a) offset profile averaged over layers, (b) local share by layer (heads as dots),
     one line per model and map kind; (c) gate shares by layer when a model has gate maps (the S-LSTM,
-    which has no attention). Each model has its colour (analyses.style.model_color); models of
+    which has no attention). Each model has its colour in the figure (analyses.style.figure_colors); models of
     different depth share the by-layer axis as relative depth. ``fig``: a Figure or SubFigure to draw
     into (default: a new figure). Returns the figure."""
-    pair, gates = list(_summaries(results)), gate_maps(results)
+    drawn = _in_figure(results)
+    pair, gates = list(_summaries(drawn)), gate_maps(results)
     n = (2 if pair or not gates else 0) + (1 if gates else 0)
     fig = style.new_figure(fig, (5 * n, 3.4))
     axes = list(np.ravel(fig.subplots(1, n, squeeze=False)))
@@ -312,64 +316,70 @@ def plot(results: list[Result], fig=None):
         plot_gate_shares(axes[-1], gates)
         axes = axes[:-1]
     if pair or not gates:
-        _plot_locality(axes[0], axes[1], results)
+        _plot_locality(axes[0], axes[1], drawn)
     return fig
 
 
-@style.themed
-def plot_result(result: Result, ax=None):
-    """``Result.plot``: one model's local share by layer (or, without token-pair maps, its gate
-    shares) on one Axes (a new figure when None). Returns the Axes."""
+@style.drawing
+def plot_result(result: Result, ax=None, **kwargs):
+    """``Result.plot``: one model's local share by layer (line: mean over heads, dots: heads, dotted: uniform
+    maps; line style: map kind), or, without token-pair maps, its gate shares (marker: gate) on one Axes (a
+    new figure when None). ``kwargs`` go to the lines; the result takes the next colour of the Axes' cycle
+    unless ``color=`` is given; the labels (default: the model, then the map kind or gate) enter the legend,
+    so results drawn on one Axes overlay. Returns the Axes."""
     ax = style.one_axes(ax, (4.4, 3.2))
-    if not list(_summaries([result])) and gate_maps([result]):
-        plot_gate_shares(ax, gate_maps([result]))
-    else:
-        _plot_shares(ax, [result])
-    return ax
+    drawn = style.on_axes(ax, result, kwargs)
+    if not list(_summaries([drawn])) and gate_maps([result]):
+        plot_gate_shares(ax, gate_maps([result]), drawn)
+        return style.finish(ax, title="solid: mean weight; dashed: dominant share")
+    policy = _plot_shares(ax, [drawn], legend=False)
+    return style.finish(ax, title=policy)
 
 
-def _plot_locality(ax_p, ax_s, results: list[Result]) -> None:
+def _plot_locality(ax_p, ax_s, drawn: list[style.Drawn]) -> None:
     """The offset profile on ``ax_p`` and the local share by layer on ``ax_s``."""
-    summaries = list(_summaries(results))
-    for model, ls, m, label in summaries:
-        ax_p.plot(m["offsets"], m["offset_profile_overall"], color=model_color(model), ls=ls, marker="o", ms=2.5,
-                  lw=1.2, label=label)
-    ax_p.set_xlabel("offset i - j (tokens; query i, key j; > 0: key before query)", fontsize=8)
-    ax_p.set_ylabel("mass per query row (share of 1)", fontsize=8)
-    ax_p.set_title("attention mass by relative offset (mean over layers)", fontsize=9)
+    summaries = list(_summaries(drawn))
+    for d, ls, m, label in summaries:
+        ax_p.plot(m["offsets"], m["offset_profile_overall"], **{**d.line(ls=ls, marker="o", ms=2.5, lw=1.2),
+                                                                 "label": label})
+    ax_p.set_xlabel("offset i - j (tokens; query i, key j; > 0: key before query)")
+    ax_p.set_ylabel("mass per query row (share of 1)")
+    ax_p.set_title("attention mass by relative offset (mean over layers)")
     ax_p.set_ylim(bottom=0)
     ax_p.axvline(0, color="0.5", lw=0.6, ls=":")
-    ax_p.tick_params(labelsize=7)
-    ax_p.grid(alpha=0.25, lw=0.5)
-    without = [res.model_name for res in results if not any(is_pair_map(m) for m in res.maps.values())]
+    without = [d.result.model_name for d in drawn if not any(is_pair_map(m) for m in d.result.maps.values())]
     if without:
         ax_p.text(0.98, 0.97, "no attention or kernel maps: " + ", ".join(without), transform=ax_p.transAxes,
-                  ha="right", va="top", fontsize=6.5, color="0.35")
-    _plot_shares(ax_s, results)
+                  ha="right", va="top", fontsize="small", color="0.35")
+    _plot_shares(ax_s, drawn)
 
 
-def _plot_shares(ax_s, results: list[Result]) -> None:
-    """Local share by layer (line: mean over heads; dots: heads), one line per model and map kind."""
+UNIFORM = "uniform maps, same sentences"
+
+
+def _plot_shares(ax_s, drawn: list[style.Drawn], legend: bool = True) -> str:
+    """Local share by layer (line: mean over heads; dots: heads), one line per result and map kind. Returns
+    the special-token policy (the legend's title)."""
     import matplotlib.pyplot as plt
 
-    summaries = list(_summaries(results))
+    summaries = list(_summaries(drawn))
     xlabel, layer_x = layer_axis([len(m["local_share"]) for _, _, m, _ in summaries])
-    baselines: dict[str, object] = {}  # model -> its uniform-maps line
-    for model, ls, m, label in summaries:
-        color = model_color(model)
+    baselines: dict[int, object] = {}  # result -> its uniform-maps line
+    for d, ls, m, label in summaries:
         share = np.asarray(m["local_share"])  # (L, K)
         layers = layer_x(len(share))
-        ax_s.plot(layers, share.mean(1), color=color, ls=ls, marker="o", ms=4, lw=1.4, label=label)
+        ax_s.plot(layers, share.mean(1), **{**d.line(ls=ls, marker="o", ms=4, lw=1.4), "label": label})
         step = layers[0] if len(layers) else 1.0  # spacing of the layer positions
         jitter = (np.arange(share.shape[1]) - (share.shape[1] - 1) / 2) * min(0.5 / share.shape[1], 0.04) * step
-        ax_s.scatter((layers[:, None] + jitter[None]).ravel(), share.ravel(), s=6, color=color, alpha=0.35, lw=0)
-        if model not in baselines:  # one baseline per model
-            baselines[model] = ax_s.axhline(m["local_share_uniform"], color=color, ls=":", lw=0.9,
-                                            label="uniform maps, same sentences" if not baselines else None)
-    cfg = results[0].config
-    ax_s.set_xlabel(xlabel, fontsize=8)
-    ax_s.set_ylabel(f"share of mass within |i - j| <= {cfg['local_radius']} tokens", fontsize=8)
-    ax_s.set_title("local share by layer (line: mean over heads; dots: heads)", fontsize=9)
+        ax_s.scatter((layers[:, None] + jitter[None]).ravel(), share.ravel(), s=6, alpha=0.35, lw=0, **d.quiet)
+        if id(d) not in baselines:  # one baseline per result; one legend entry on the Axes
+            named = UNIFORM in ax_s.get_legend_handles_labels()[1]
+            baselines[id(d)] = ax_s.axhline(m["local_share_uniform"], color=d.color, ls=":", lw=0.9,
+                                            label="_nolegend_" if named else UNIFORM)
+    cfg = drawn[0].result.config
+    ax_s.set_xlabel(xlabel)
+    ax_s.set_ylabel(f"share of mass within |i - j| <= {cfg['local_radius']} tokens")
+    ax_s.set_title("local share by layer (line: mean over heads; dots: heads)")
     ax_s.set_ylim(0, 1.02)
     if xlabel == "layer":
         ax_s.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
@@ -377,14 +387,13 @@ def _plot_shares(ax_s, results: list[Result]) -> None:
         ax_s.set_xlim(0.5, n_layers + 0.5)
     else:
         ax_s.set_xlim(0, 1.05)
-    ax_s.tick_params(labelsize=7)
-    ax_s.grid(alpha=0.25, lw=0.5)
     policy = "special tokens kept" if cfg["keep_special"] else "[CLS]/[SEP] dropped, rows renormalised"
-    if ax_s.get_legend_handles_labels()[0]:
-        ax_s.legend(fontsize=7, loc="best", title=policy, title_fontsize=7)
+    if legend and ax_s.get_legend_handles_labels()[0]:
+        ax_s.legend(loc="best", title=policy)
+    return policy
 
 
-@style.themed
+@style.drawing
 def plot_examples(result: Result, fig=None):
     """One model: Fig. 2-style maps of the example sentences (averaged over heads and layers; one row
     per map kind) above the layer x head grid of the first example. ``fig``: a Figure or SubFigure to
@@ -405,7 +414,7 @@ def plot_examples(result: Result, fig=None):
     fig = style.new_figure(fig, (width, top_h + grid_h))
     top, bottom = fig.subfigures(2, 1, height_ratios=[top_h, grid_h], hspace=0.04)
     policy = "special tokens kept" if result.config["keep_special"] else "[CLS]/[SEP] dropped, rows renormalised"
-    top.suptitle(f"{result.model_name}: maps averaged over heads and layers ({policy})", fontsize=10)
+    top.suptitle(f"{result.model_name}: maps averaged over heads and layers ({policy})")
     axes = np.atleast_2d(top.subplots(R, E, squeeze=False))
     gamma = 0.5
     for r, (name, m) in enumerate(kinds):
@@ -415,17 +424,17 @@ def plot_examples(result: Result, fig=None):
             im = ax.imshow(np.asarray(m["example_means"][c]), cmap="viridis",
                            norm=PowerNorm(gamma, vmin=0, vmax=vmax), interpolation="nearest")
             n = len(ex["tokens"])
-            token_labels(ax, ex["tokens"], fontsize=max(3.5, min(7.0, 150 / max(n, 1))))
-            ax.set_title(f"{MAP_TITLES.get(name, name)}: sentence {ex['text_index']}", fontsize=8)
+            token_labels(ax, ex["tokens"], fontsize=style.points("xtick.labelsize", max(0.5, min(1.0, 21 / max(n, 1)))))
+            ax.set_title(f"{MAP_TITLES.get(name, name)}: sentence {ex['text_index']}",
+                         fontsize=style.points("axes.titlesize", 8 / 9))
             ax.grid(False)
             if c == 0:
-                ax.set_ylabel("query token i", fontsize=7)
-            ax.set_xlabel("key token j", fontsize=7, labelpad=1)
+                ax.set_ylabel("query token i")
+            ax.set_xlabel("key token j", labelpad=1)
         cb = top.colorbar(im, ax=axes[r, :].tolist(), shrink=0.8, pad=0.01)
-        cb.set_label("weight (sqrt scale)", fontsize=7)
-        cb.ax.tick_params(labelsize=6)
+        cb.set_label("weight (sqrt scale)")
     bottom.suptitle(f"layer x head maps of sentence {examples[0]['text_index']} "
-                    f"(\"{shorten(examples[0]['text'])}\")", fontsize=9)
+                    f"(\"{shorten(examples[0]['text'])}\")", fontsize=style.points("figure.titlesize", 0.9))
     sub = np.atleast_1d(bottom.subfigures(1, R, width_ratios=[h + 1.2 for h in heads], wspace=0.02))
     for sf, (name, m) in zip(sub, kinds):
         grid = np.asarray(m["grid"])  # (L, K, n, n)
@@ -438,14 +447,15 @@ def plot_examples(result: Result, fig=None):
                 ax.set_xticks([])
                 ax.set_yticks([])
                 ax.grid(False)
+                small = style.points("axes.titlesize", 2 / 3)  # the grid's cells are small
                 if lyr == 0:
-                    ax.set_title(f"h{h + 1}", fontsize=6, pad=2)
+                    ax.set_title(f"h{h + 1}", fontsize=small, pad=2)
                 if h == 0:
-                    ax.set_ylabel(f"L{lyr + 1}", fontsize=6, rotation=0, ha="right", va="center", labelpad=2)
-        sf.suptitle(MAP_TITLES.get(name, name), fontsize=8)
+                    ax.set_ylabel(f"L{lyr + 1}", fontsize=small, rotation=0, ha="right", va="center", labelpad=2)
+        sf.suptitle(MAP_TITLES.get(name, name), fontsize=style.points("figure.titlesize", 0.8))
         cb = sf.colorbar(im, ax=gax.ravel().tolist(), shrink=0.6, pad=0.02, aspect=30)
-        cb.set_label("weight (sqrt scale)", fontsize=6)
-        cb.ax.tick_params(labelsize=6)
+        cb.set_label("weight (sqrt scale)", fontsize=style.points("axes.labelsize", 0.75))
+        cb.ax.tick_params(labelsize=style.points("ytick.labelsize", 6 / 7))
     return fig
 
 

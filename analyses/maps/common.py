@@ -102,10 +102,12 @@ class Result(common.AnalysisResult):
                 out[MAP_TITLES.get(name, name)] = f"{m['kind']}, {len(m.get('components', []))} components"
         return out
 
-    def plot(self, ax=None):
-        """The headline panel on one Axes (a new figure when None): the local share by layer of each
-        token-pair map (attention, kernels); for a model without them (the S-LSTM), its gate shares by
-        layer. Returns the Axes."""
+    def plot(self, ax=None, **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: the local
+        share by layer of each token-pair map (attention, kernels); for a model without them (the S-LSTM), its
+        gate shares by layer. ``kwargs`` (``color=``, ``label=``, ``marker=``, ``linewidth=`` ...) go to the
+        lines; without ``color=`` the next colour of the Axes' cycle; the labels enter the legend, so results
+        drawn on one Axes overlay. Fonts and colours follow the caller's rcParams. Returns the Axes."""
         from analyses.maps import plot_result
 
-        return plot_result(self, ax)
+        return plot_result(self, ax, **kwargs)

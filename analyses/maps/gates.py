@@ -193,9 +193,12 @@ def gate_maps(results: list[Result]):
             if is_token_map(m) and not over_tokens(m)]
 
 
-def plot_gate_shares(ax, gates) -> None:
+def plot_gate_shares(ax, gates, drawn: style.Drawn | None = None) -> None:
     """Mean gate weight (solid) and dominant-gate share (dashed) by layer, one colour per gate (a
-    marker per model; relative depth on x when the models' depths differ)."""
+    marker per model; relative depth on x when the models' depths differ). With ``drawn`` (one result on a
+    caller's Axes, ``Result.plot``): in the result's colour and keywords, a marker per gate, each mean-weight
+    line labelled "<label>: <gate>" (the caller draws the legend); the y range then grows to hold what the
+    Axes already shows."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
@@ -204,15 +207,28 @@ def plot_gate_shares(ax, gates) -> None:
     models = list(dict.fromkeys(model for model, _, _ in gates))
     xlabel, layer_x = layer_axis([len(m["component_mean"]) for _, _, m in gates])
     n_layers, k_max, values = 1, 1, []
+    shown = ax.get_ylim() if drawn is not None and ax.has_data() else None
     for model, name, m in gates:
         mean = np.asarray(m["component_mean"])  # (L, K)
         layers = layer_x(len(mean))
         n_layers, k_max = max(n_layers, len(mean)), max(k_max, mean.shape[1])
         values.append(mean.ravel())
         for c in range(mean.shape[1]):
-            ax.plot(layers, mean[:, c], color=plt.cm.Set1(c % 9), ls=styles.get(name, ":"),
-                    marker=markers[models.index(model) % len(markers)], ms=3.5, lw=1.3)
-    ax.axhline(1 / k_max, color="0.5", lw=0.8, ls=":")
+            if drawn is None:
+                ax.plot(layers, mean[:, c], color=plt.cm.Set1(c % 9), ls=styles.get(name, ":"),
+                        marker=markers[models.index(model) % len(markers)], ms=3.5, lw=1.3)
+            else:
+                line = drawn.series(c, str(m["components"][c]) if c < len(m["components"]) else f"gate {c}",
+                                    ms=3.5, lw=1.3)
+                line["linestyle"] = drawn.kw.get("linestyle", styles.get(name, ":"))
+                ax.plot(layers, mean[:, c], **{**line, "label": line["label"] if name == "gates" else "_nolegend_"})
+    uniform = f"uniform 1/{k_max}"
+    ax.axhline(1 / k_max, color="0.5", lw=0.8, ls=":",
+               label=uniform if drawn is not None and uniform not in ax.get_legend_handles_labels()[1] else None)
+    if drawn is not None:
+        _gate_axes(ax, xlabel, n_layers, np.concatenate([*values, [1 / k_max]]), shown)
+        ax.set_title("gate shares by layer (no attention)")
+        return
     handles = [Line2D([], [], color=plt.cm.Set1(c % 9), lw=1.5, label=comp)
                for c, comp in enumerate(gates[0][2]["components"])]
     names = list(dict.fromkeys(name for _, name, _ in gates))
@@ -222,22 +238,28 @@ def plot_gate_shares(ax, gates) -> None:
         handles += [Line2D([], [], color="0.3", ls="none", marker=markers[i % len(markers)], label=mdl)
                     for i, mdl in enumerate(models)]
     handles.append(Line2D([], [], color="0.5", ls=":", lw=0.8, label=f"uniform 1/{k_max}"))
-    ax.legend(handles=handles, fontsize=6.5, loc="best", ncol=2)
+    ax.legend(handles=handles, fontsize="small", loc="best", ncol=2)
     who = models[0] if len(models) == 1 else "S-LSTM"
-    ax.set_title(f"{who} gate shares by layer (no attention)", fontsize=9)
-    ax.set_xlabel(f"{xlabel} (recurrent step)", fontsize=8)
-    ax.set_ylabel("gate share (of 1), mean over kept tokens", fontsize=8)
+    ax.set_title(f"{who} gate shares by layer (no attention)")
+    _gate_axes(ax, xlabel, n_layers, np.concatenate([*values, [1 / k_max]]))
+
+
+def _gate_axes(ax, xlabel: str, n_layers: int, v: np.ndarray, shown: tuple | None = None) -> None:
+    """Labels and ranges of a gate-share panel: the y range zoomed on the values ``v`` (shares near 1/K), or
+    grown to hold them where the Axes already shows ``shown``."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(f"{xlabel} (recurrent step)")
+    ax.set_ylabel("gate share (of 1), mean over kept tokens")
     if xlabel == "layer":
-        ax.set_xlim(0.5, n_layers + 0.5)
+        ax.set_xlim(0.5, max(n_layers + 0.5, ax.get_xlim()[1] if shown else 0))
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    v = np.concatenate([*values, [1 / k_max]])
     pad = max(0.02, 0.15 * (v.max() - v.min()))
-    ax.set_ylim(max(0.0, v.min() - pad), min(1.0, v.max() + pad))  # shares near 1/K: zoomed, 1/K marked
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.25, lw=0.5)
+    lo, hi = max(0.0, v.min() - pad), min(1.0, v.max() + pad)  # shares near 1/K: zoomed, 1/K marked
+    ax.set_ylim(min(lo, shown[0]) if shown else lo, max(hi, shown[1]) if shown else hi)
 
 
-@style.themed
+@style.drawing
 def plot_token_maps(result: Result, fig=None, example: int = 0):
     """One model's per-token maps (S-LSTM) for one example sentence: a (layer x component) x token
     heatmap per map kind, coloured around the uniform value (white), and, for weights over tokens, the
@@ -259,7 +281,7 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
     gs = fig.add_gridspec(len(heights), 1, height_ratios=heights)
     policy = "special tokens kept" if result.config["keep_special"] else "special tokens dropped"
     fig.suptitle(f"{result.model_name}: per-token maps of sentence {ex['text_index']} ({policy})\n"
-                 f"\"{shorten(ex['text'], 90)}\"", fontsize=9)
+                 f"\"{shorten(ex['text'], 90)}\"", fontsize=style.points("figure.titlesize", 0.9))
     share = None
     for r, (name, m) in enumerate(kinds):
         x = np.asarray(m["example_maps"][example], np.float64)  # (L, K, n)
@@ -273,21 +295,23 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
         im = ax.imshow(x.reshape(L * K, -1), cmap="RdBu_r", norm=norm, aspect="auto", interpolation="nearest")
         ax.grid(False)
         labels = [f"L{lyr + 1} {c}" if K > 1 else f"L{lyr + 1}" for lyr in range(L) for c in m["components"]]
-        ax.set_yticks(np.arange(L * K), labels, fontsize=5.5 if K > 1 else 6.5)
-        ax.set_ylabel("layer, component" if K > 1 else "layer", fontsize=6.5)
+        ax.set_yticks(np.arange(L * K), labels, fontsize=style.points("ytick.labelsize", 0.8 if K > 1 else 0.93))
+        ax.set_ylabel("layer, component" if K > 1 else "layer", fontsize=style.points("axes.labelsize", 0.8))
         for lyr in range(1, L):
             ax.axhline(lyr * K - 0.5, color="k", lw=0.8 if K > 1 else 0.3)
         ax.tick_params(length=1.5, pad=1)
         what = "uniform 1/m" if weighted else f"uniform 1/{K}"
-        ax.set_title(f"{MAP_TITLES.get(name, name)} ({name}; white = {what})", fontsize=8, loc="left")
+        ax.set_title(f"{MAP_TITLES.get(name, name)} ({name}; white = {what})", loc="left",
+                     fontsize=style.points("axes.titlesize", 8 / 9))
         cb = fig.colorbar(im, ax=ax, pad=0.01, aspect=max(5, 2.5 * L * K ** 0.5), fraction=0.03)
-        cb.ax.tick_params(labelsize=6)
-        cb.set_label("weight over tokens" if weighted else "share", fontsize=6.5)
+        cb.ax.tick_params(labelsize=style.points("ytick.labelsize", 6 / 7))
+        cb.set_label("weight over tokens" if weighted else "share", fontsize=style.points("axes.labelsize", 0.8))
         if r < len(kinds) - 1:
             ax.tick_params(labelbottom=False)
         else:
-            ax.set_xticks(np.arange(n), tokens, rotation=90, fontsize=max(4.5, min(7.0, 160 / max(n, 1))))
-            ax.set_xlabel("kept token of the sentence", fontsize=7)
+            ax.set_xticks(np.arange(n), tokens, rotation=90,
+                          fontsize=style.points("xtick.labelsize", max(4.5 / 7, min(1.0, 160 / 7 / max(n, 1)))))
+            ax.set_xlabel("kept token of the sentence", fontsize=style.points("axes.labelsize", 7 / 8))
     if weights:
         ax = fig.add_subplot(gs[-1])
         name, m = weights[0]
@@ -301,12 +325,11 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
                     label=f"L{lyr + 1}: entropy {ent[lyr, 0]:.4f}, CV {cv[lyr, 0]:.2g}")
         ax.axhline(1, color="0.5", ls=":", lw=0.8)
         ax.set_xlim(0, 1)
-        ax.set_xlabel("relative position in the sentence, (i + 0.5) / m (share of its length)", fontsize=7)
-        ax.set_ylabel("m * weight (1 = uniform)", fontsize=7)
+        ax.set_xlabel("relative position in the sentence, (i + 0.5) / m (share of its length)")
+        ax.set_ylabel("m * weight (1 = uniform)")
         ax.set_title(f"corpus: {MAP_TITLES.get(name, name)} by position ({m['n_texts']} sentences; "
-                     "normalised entropy and weight CV per layer)", fontsize=8, loc="left")
-        ax.tick_params(labelsize=6.5)
+                     "normalised entropy and weight CV per layer)", loc="left",
+                     fontsize=style.points("axes.titlesize", 8 / 9))
         ax.ticklabel_format(axis="y", useOffset=False)
-        ax.grid(alpha=0.25, lw=0.5)
-        ax.legend(fontsize=6, ncol=min(prof.shape[0], 2), loc="best")
+        ax.legend(fontsize="small", ncol=min(prof.shape[0], 2), loc="best")
     return fig

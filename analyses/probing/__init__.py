@@ -258,20 +258,22 @@ class Result(common.AnalysisResult):
             out["skipped"] = "; ".join(f"{s['task']}: {s['reason']}" for s in self.skipped)
         return out
 
-    @style.themed
-    def plot(self, ax=None, task: str | None = None, key: str = "accuracy"):
-        """The headline panel on one Axes (a new figure when None): ``key`` ("accuracy" or, for a token
-        task, "selectivity") of ``task`` (default: the first task run) against relative depth, with its
-        band, the majority baseline and the control task. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, task: str | None = None, key: str = "accuracy", **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: ``key``
+        ("accuracy" or, for a token task, "selectivity") of ``task`` (default: the first task run) against
+        relative depth, with its band, the majority baseline (dashed) and the control task (dotted).
+        ``kwargs`` (``color=``, ``label=``, ``marker=``, ``linewidth=`` ...) go to the line; without
+        ``color=`` the next colour of the Axes' cycle; the label (default: the model) enters the legend, so
+        results drawn on one Axes overlay. Fonts and colours follow the caller's rcParams. Returns the Axes."""
         names = [e["task"] for e in self.tasks]
         task = task or (names[0] if names else None)
         if task is None or task not in names:
             raise ProbeError(f"{self.model_name} has no probing task {task!r}; it has {', '.join(names) or 'none'}")
         ax = style.one_axes(ax, (3.6, 2.8))
-        _task_panel(ax, [self], task, key)
-        ax.set_ylabel(PANEL_YLABELS[key], fontsize=8)
-        ax.legend(fontsize=6.5, title=f"band: {LEVEL:.0%} interval", title_fontsize=6)
-        return ax
+        _task_panel(ax, [style.on_axes(ax, self, kwargs)], task, key, warn=None)
+        ax.set_ylabel(PANEL_YLABELS[key])
+        return style.finish(ax, title=f"band: {LEVEL:.0%} interval")
 
 
 def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activations | None = None,
@@ -359,35 +361,33 @@ PANEL_YLABELS = {"accuracy": "accuracy, fraction (-- majority, : control)",
                  "selectivity": "selectivity (accuracy difference)"}
 
 
-def _task_panel(ax, results: list[Result], name: str, key: str) -> None:
+def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | None = "#b2182b") -> None:
     """Task ``name``'s ``key`` ("accuracy" or "selectivity", a token-task statistic) against relative
-    depth on ``ax``, one line per model in its colour. A task with fewer test items than the result's
-    minimum (``small_test``) says so in its title."""
+    depth on ``ax``, one line per result in its colour. A task with fewer test items than the result's
+    minimum (``small_test``) says so in its title (in the colour ``warn``; None: the title's own)."""
     small: list[int] = []  # the test sizes too small to read an accuracy
-    for res in results:
-        entry = next((e for e in res.tasks if e["task"] == name), None)
+    for d in drawn:
+        entry = next((e for e in d.result.tasks if e["task"] == name), None)
         if entry is None:
             continue
-        rows, c = entry["layers"], style.model_color(res.model_name)
+        rows = entry["layers"]
         x = np.array([r["layer"] for r in rows]) / max(len(rows) - 1, 1)
         lo, hi = (("ci_low", "ci_high") if key == "accuracy" else (f"{key}_ci_low", f"{key}_ci_high"))
-        ax.plot(x, [r[key] for r in rows], marker="o", ms=3, color=c, label=style.display_name(res.model_name))
-        ax.fill_between(x, [r[lo] for r in rows], [r[hi] for r in rows], color=c, alpha=0.18, lw=0)
+        ax.plot(x, [r[key] for r in rows], **d.line(marker="o", ms=3))
+        ax.fill_between(x, [r[lo] for r in rows], [r[hi] for r in rows], alpha=0.18, lw=0, **d.quiet)
         if key == "accuracy":
-            ax.plot(x, [r["majority"] for r in rows], ls="--", lw=0.8, color=c, label="_majority")
+            ax.plot(x, [r["majority"] for r in rows], ls="--", lw=0.8, **d.quiet)
             if entry["level"] == "token":  # token tasks have a control task
-                ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, color=c, label="_control")
+                ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, **d.quiet)
         if entry.get("small_test"):
             small.append(int(entry["n_test"]))
     if key == "selectivity":
         ax.axhline(0, color="0.4", lw=0.6)
     if small:  # too few test items to read the accuracy: said where the curve is
-        ax.set_title(f"{name} (only {min(small)} test items)", fontsize=9, color="#b2182b")
+        ax.set_title(f"{name} (only {min(small)} test items)", **({"color": warn} if warn else {}))
     else:
-        ax.set_title(name, fontsize=9)
-    ax.set_xlabel("relative depth l / L", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.3, lw=0.5)
+        ax.set_title(name)
+    ax.set_xlabel("relative depth l / L")
 
 
 def _panels(results: list[Result], key: str, tasks: tuple, fig):
@@ -400,15 +400,16 @@ def _panels(results: list[Result], key: str, tasks: tuple, fig):
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[len(present):]:
         ax.set_visible(False)
+    drawn = [d._replace(kw={k: v for k, v in d.kw.items() if k != "linestyle"}) for d in style.in_figure(results)]
     for ax, name in zip(axes, present):
-        _task_panel(ax, results, name, key)
-        ax.set_ylabel(PANEL_YLABELS[key], fontsize=8)
+        _task_panel(ax, drawn, name, key)
+        ax.set_ylabel(PANEL_YLABELS[key])
     if present:
-        axes[0].legend(fontsize=6.5, title=f"band: {LEVEL:.0%} interval", title_fontsize=6)
+        axes[0].legend(title=f"band: {LEVEL:.0%} interval")
     return fig
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None):
     """Held-out accuracy against relative depth, one panel per task, one line per model (band: 95%
     interval; dashed: majority baseline; dotted: control task). ``fig``: a Figure or SubFigure to draw
@@ -416,7 +417,7 @@ def plot(results: list[Result], fig=None):
     return _panels(results, "accuracy", pt.TASKS, fig)
 
 
-@style.themed
+@style.drawing
 def plot_selectivity(results: list[Result], fig=None):
     """Selectivity (task - control accuracy) of the token-level tasks against relative depth."""
     return _panels(results, "selectivity", pt.TOKEN_TASKS, fig)

@@ -111,19 +111,26 @@ class Result(common.AnalysisResult):
             out[f"{m.upper()} last x last layer"] = f"{ab[-1, -1]:.3f} (A x B, max {np.nanmax(ab):.3f})"
         return out
 
-    @style.themed
-    def plot(self, ax=None, measure: str | None = None, block: str = "ab", colorbar: bool = True):
-        """The headline panel on one Axes (a new figure when None): the ``block`` ("ab", "aa" or "bb")
-        heatmap of ``measure`` (default: CKA when computed, else the first measure), with a colour bar
-        beside it. Returns the Axes."""
+    @style.drawing
+    def plot(self, ax=None, measure: str | None = None, block: str = "ab", colorbar: bool = True, **kwargs):
+        """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: the ``block``
+        ("ab", "aa" or "bb") heatmap of ``measure`` (default: CKA when computed, else the first measure), with
+        a colour bar beside it. ``kwargs`` (``cmap=``, ``vmin=``, ``vmax=``, ``alpha=``, ``interpolation=``
+        ...) go to ``ax.imshow``. A heatmap does not overlay: an Axes that already holds an image is refused
+        (ProbeError); draw two results side by side (``plt.subplots(1, 2)``). Fonts follow the caller's
+        rcParams. Returns the Axes."""
         measure = measure or ("cka" if "cka" in self.measures else self.measures[0])
         if measure not in self.measures or block not in BLOCKS:
             raise ProbeError(f"this result holds measures {self.measures} and blocks {list(BLOCKS)}, "
                              f"not ({measure!r}, {block!r})")
         ax = style.one_axes(ax, (4.0, 3.2))
+        if ax.images:
+            raise ProbeError("a similarity heatmap does not overlay: this Axes already holds an image; draw each "
+                             "result on its own Axes (plt.subplots(1, 2))")
         a, b = (self.model_a, self.n_layers_a), (self.model_b, self.n_layers_b)
         y, x = {"aa": (a, a), "ab": (a, b), "bb": (b, b)}[block]
-        im = _heatmap(ax, self.matrix(measure, block), y, x, f"{measure.upper()}: {y[0]} x {x[0]}")
+        im = _heatmap(ax, self.matrix(measure, block), y, x, f"{measure.upper()}: {y[0]} x {x[0]}", grid=False,
+                      **kwargs)
         if colorbar:
             ax.figure.colorbar(im, ax=ax, shrink=0.8, label=f"{LABELS[measure]}, {self.unit} units")
         return ax
@@ -248,22 +255,32 @@ def _depth_ticks(L: int) -> tuple[list[int], list[str]]:
     return layers, [f"{lyr / L:.2g}" if L else "0" for lyr in layers]
 
 
-def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], title: str):
-    """M (rows = layers of model row[0], columns = layers of col[0]); colour on [0, 1]."""
-    ax.grid(False)  # the theme's grid would cross the cells
-    im = ax.imshow(M, origin="lower", vmin=0.0, vmax=1.0, cmap="magma", aspect="auto", interpolation="nearest")
+def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], title: str, grid: bool = True,
+             **kwargs):
+    """M (rows = layers of model row[0], columns = layers of col[0]); colour on [0, 1] (``kwargs``: more
+    keywords of ``ax.imshow``); each value written in its cell when there are at most 100, in black or white,
+    whichever reads on the cell's colour. ``grid``: the suite's figures turn the theme's grid off (it would
+    cross the cells); on a caller's Axes the grid is the caller's."""
+    from matplotlib.colors import to_rgb
+
+    if grid:
+        ax.grid(False)
+    im = ax.imshow(M, **{"origin": "lower", "vmin": 0.0, "vmax": 1.0, "cmap": "magma", "aspect": "auto",
+                         "interpolation": "nearest", **kwargs})
     for setter, labeler, (name, L) in ((ax.set_yticks, ax.set_ylabel, row), (ax.set_xticks, ax.set_xlabel, col)):
         pos, lab = _depth_ticks(L)
-        setter(pos, lab, fontsize=7)
-        labeler(f"{name} (depth l/{L})", fontsize=8)
+        setter(pos, lab)
+        labeler(f"{name} (depth l/{L})")
     if M.size <= 100:
         for (i, j), v in np.ndenumerate(M):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if v < 0.6 else "k")
-    ax.set_title(title, fontsize=8)
+            r, g, b = to_rgb(im.cmap(im.norm(v)))
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize="x-small",
+                    color="k" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "w")
+    ax.set_title(title)
     return im
 
 
-@style.themed
+@style.drawing
 def plot(results: list[Result], fig=None, measures: list[str] | None = None):
     """Per result and measure, one row of heatmaps: A x A | A x B | B x B (colour clipped to [0, 1]).
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""
@@ -278,7 +295,7 @@ def plot(results: list[Result], fig=None, measures: list[str] | None = None):
     return fig
 
 
-@style.themed
+@style.drawing
 def plot_overview(results: list[Result], fig=None, measure: str = "cka"):
     """Two rows per (model A, unit): on top A x A, then A x B for every B; below each A x B, B x B.
     ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns the figure."""

@@ -60,9 +60,11 @@ def _panel(ax, f, c) -> None:
     ax.tick_params(axis="x", labelsize=6.5)
     ax.xaxis.set_major_locator(MaxNLocator(6))
     ax.set_xlabel(f"{f.contrast} of {f.quantity}" + (" (point values)" if c.point_values else ""), fontsize=6.5)
-    ax.set_title(f"{f.paper} {f.where}\n{c.against}", fontsize=7, loc="left")
-    ax.text(0.99, 1.04, str(c.verdict), transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5,
-            color=VERDICT_COLORS[c.verdict], fontweight="bold")
+    ax.set_title(f"{f.paper} {f.where}\n{c.against}", fontsize=7, loc="left", pad=6)
+    # the verdict on the level of the title's first line (the paper), clear of the compared models' longer line
+    ax.annotate(str(c.verdict), xy=(1, 1), xycoords="axes fraction", xytext=(0, 6 + 1.2 * 7),
+                textcoords="offset points", ha="right", va="bottom", fontsize=7.5, color=VERDICT_COLORS[c.verdict],
+                fontweight="bold")
 
 
 def claims_figure(found: list, fig=None, columns: int = 2):

@@ -1,58 +1,92 @@
-"""The README's ten lines of Python, run as written (on tiny registry models and 24 sentences instead of
-minilm-l6, slstm-small and 500), give the numbers the CLIs write for the same models and sentences."""
+"""The README's five lines on "your model and texts", run as written on a tiny model folder and a text file, from a
+folder of their own: the figure lands where the code saves it, the activation cache in the per-user cache folder
+(``PROBES_CACHE``) and nothing else in the working folder; the result covers every layer and the caller's texts,
+a second run reads the cache, and the folder named by its path gives the same numbers as the loaded object."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib
-import numpy as np
 import pytest
 
 matplotlib.use("Agg")
 REPO = Path(__file__).resolve().parent.parent
+HEADING = "## Your model in five lines"
+
+SENTENCES = """The cat sat on the mat and looked out of the window for a while.
+It was a bright cold day in April, and the clocks were striking thirteen.
+She walked to the market to buy bread and a little cheese for supper.
+
+The ship sailed out of the harbour long before the storm arrived.
+He read the letter twice and then put it back in the drawer of his desk.
+Nobody in the village had ever seen such a strange animal before.
+A quiet evening passed without any news from the city or the coast.
+The children ran across the field towards the old oak tree by the river.
+"""
 
 
 def readme_example() -> str:
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Ten lines of Python"):]
+    section = text[text.index(HEADING):]
     code = section[section.index("```python") + len("```python"):]
     return code[:code.index("```")]
 
 
-@pytest.mark.slow
-def test_the_readme_example_runs_and_equals_the_cli(tmp_path, monkeypatch):
+@pytest.fixture()
+def user_folder(tmp_path, monkeypatch):
+    """A folder holding ``my-model`` (a tiny random BERT saved with the committed MiniLM tokenizer) and
+    ``my_sentences.txt``, as the working directory; the per-user cache moved to ``tmp_path / "cache"``."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    import probes
+
+    work = tmp_path / "work"
+    work.mkdir()
+    tok = AutoTokenizer.from_pretrained(probes.get_spec("minilm-l6").local_path())
+    model = BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                 vocab_size=len(tok)))
+    model.save_pretrained(work / "my-model")
+    tok.save_pretrained(work / "my-model")
+    (work / "my_sentences.txt").write_text(SENTENCES, encoding="utf-8")
+    monkeypatch.setenv("PROBES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(work)
+    return work
+
+
+def test_the_example_is_short_and_reads_my_model_and_my_sentences():
     code = readme_example()
-    assert len([ln for ln in code.splitlines() if ln.strip()]) <= 12
-    for real, tiny in (('"minilm-l6"', '"tiny-bert"'), ('"slstm-small"', '"tiny-slstm"'), ("500", "24")):
-        assert real in code
-        code = code.replace(real, tiny)
-    monkeypatch.chdir(tmp_path)
+    lines = [ln for ln in code.splitlines() if ln.strip()]
+    assert len(lines) <= 6 and len([ln for ln in lines if ln.startswith(("from ", "import "))]) <= 2, code
+    assert '"my-model"' in code and '"my_sentences.txt"' in code
+
+
+def test_the_five_lines_run_and_write_only_the_figure_where_they_run(user_folder, tmp_path):
+    code = compile(readme_example(), "README.md", "exec")
     scope: dict = {}
-    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 -- our own README, as a user runs it
-    assert (tmp_path / "two-models.png").stat().st_size > 0
-    left, right = scope["left"], scope["right"]
-    assert left.get_title().startswith("tiny-bert") and "tiny-slstm" in right.get_title()
+    exec(code, scope)  # noqa: S102 -- our own README, as a user runs it
+    result = scope["result"]
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for args in (["analyses.anisotropy", "--model", "tiny-bert", "--n-sentences", "24"],
-                 ["analyses.similarity", "--model", "tiny-bert", "--model", "tiny-slstm", "--n-sentences", "24"]):
-        run = subprocess.run([sys.executable, "-m", *args, "--out", str(tmp_path / "cli")], capture_output=True,
-                             text=True, cwd=REPO, env=env)
-        assert run.returncode == 0, run.stderr[-2000:]
-    from analyses import anisotropy, similarity
+    assert sorted(p.name for p in user_folder.iterdir()) == ["anisotropy.png", "my-model", "my_sentences.txt"]
+    assert (user_folder / "anisotropy.png").stat().st_size > 0
+    entries = sorted((tmp_path / "cache" / "my-model").iterdir())
+    assert len(entries) == 1, entries
 
-    a, b = scope["a"], scope["b"]
-    mine = anisotropy.compute(acts=a)
-    cli = json.loads((tmp_path / "cli/results/anisotropy/tiny-bert.json").read_text())
-    for m, c in zip(mine.layers, cli["layers"], strict=True):
-        assert m["token"]["mean"] == pytest.approx(c["token"]["mean"], abs=1e-6)
-        assert m["sentence"]["mean"] == pytest.approx(c["sentence"]["mean"], abs=1e-6)
-    pair = similarity.compute(acts_a=a, acts_b=b)
-    cli_pair = json.loads(next((tmp_path / "cli/results/similarity").glob("tiny-bert__tiny-slstm*.json")).read_text())
-    np.testing.assert_allclose(np.asarray(pair.to_json()["matrices"]["cka"]["ab"], float),
-                               np.asarray(cli_pair["matrices"]["cka"]["ab"], float), atol=1e-6)
+    n_texts = sum(1 for line in SENTENCES.splitlines() if line.strip())
+    assert result.model_name == "my-model"
+    assert [layer["layer"] for layer in result.layers] == [0, 1, 2]     # embeddings and both layers
+    assert result.corpus["source"] == "texts given by the caller" and result.corpus["n_texts"] == n_texts
+    for layer in result.layers:
+        assert -1.0 <= layer["token"]["mean"] <= 1.0 and layer["token"]["n_vectors"] == result.config["n_tokens"]
+
+    again: dict = {}
+    exec(code, again)  # noqa: S102 -- a second run reads the cache entry the first one wrote
+    assert sorted((tmp_path / "cache" / "my-model").iterdir()) == entries
+    assert [la["token"]["mean"] for la in again["result"].layers] == [la["token"]["mean"] for la in result.layers]
+
+    from analyses import anisotropy
+
+    by_path = anisotropy.run(str(user_folder / "my-model"), scope["texts"])
+    for a, b in zip(result.layers, by_path.layers, strict=True):
+        assert a["token"]["mean"] == pytest.approx(b["token"]["mean"], abs=1e-6)
+        assert a["sentence"]["mean"] == pytest.approx(b["sentence"]["mean"], abs=1e-6)

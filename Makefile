@@ -14,12 +14,12 @@ OUT     ?= out
 MODELS  ?= minilm-l6 $(if $(wildcard models/mpnet-base/config.json),mpnet-base) slstm-small bert-small albert-small \
            mog-small
 M       := $(foreach m,$(MODELS),--model $(m))
-# The claims' seeds (issue 27): the same recipe with --seed 1 and 2 (checkpoints/<model>-seedN), analysed beside
+# The claims' seeds: the same recipe with --seed 1 and 2 (checkpoints/<model>-seedN), analysed beside
 # their seed-0 models by the analyses whose numbers the claims compare (anisotropy, transitions, redundancy).
 SEEDS   := $(foreach m,$(MODELS),$(foreach s,1 2,$(if $(wildcard checkpoints/$(m)-seed$(s)/config.json),$(m)-seed$(s))))
 MS      := $(M) $(foreach m,$(SEEDS),--model $(m))
 # The demo is cut to fit 10 minutes on 2 cores (set-up included); FULL=1 runs the CLI defaults
-# (5000 sentences, all held-out tokens, 500 topic contexts), as the README's numbers were made.
+# (5000 sentences, all held-out tokens, 500 topic contexts).
 SENTENCES  := $(if $(FULL),5000,1500)
 PPL_TOKENS := $(if $(FULL),0,8000)
 CONTEXTS   := $(if $(FULL),500,160)
@@ -29,7 +29,7 @@ ITEMS      := $(if $(FULL),2000,1500)
 PROBED     := $(if $(FULL),$(M),--model minilm-l6 --model slstm-small --model mog-small)
 LENS       := $(if $(FULL),1000,200)
 
-# The recurrence paper's experiments on two real LMs (issue 12; docs/recurrence-real-lms.md), run by
+# The recurrence paper's experiments on two real LMs (docs/recurrence-real-lms.md), run by
 # `make recurrence-real` once `make models` has fetched smollm2-135m and gemma3-270m (the recurrence
 # module smollm2-135m-recurrent is committed). Not part of `make demo`: at these demo sizes its steps took
 # 66 min in all on a loaded 2-core CPU (one thread each; topics 29 min), far beyond the demo's 10 minutes.
@@ -143,7 +143,7 @@ corpus: $(STAMP)
 train-corpus: $(STAMP)
 	$(PY) scripts/build_train_corpus.py
 
-# Retrain every small model of checkpoints/ (issue 16; checkpoints/README.md): the CPU setting that made the
+# Retrain every small model of checkpoints/ (checkpoints/README.md): the CPU setting that made the
 # committed ones (10x the first checkpoints' tokens; hours on 2 cores; resumable: run it again after a stop);
 # on a GPU: make small-models SMALL="--device cuda --batch-size 128 --steps 3000 --gpt2-scale 100"
 SMALL ?= --device cpu --amp bfloat16 --threads 1 --lanes 2 --batch-size 32 --steps 300 --gpt2-scale 10
@@ -160,9 +160,9 @@ models: $(STAMP)
 	$(PY) -m pip install -q -e ".[models]"  # gguf + accelerate: transformers reads and dequantises GGUF files
 	$(PY) scripts/fetch_models.py
 
-# The real-model panel (issue 28): every sentence analysis on five real pretrained encoders (MiniLM-L3, MiniLM-L6,
+# The real-model panel (docs/panel.md): every sentence analysis on five real pretrained encoders (MiniLM-L3, MiniLM-L6,
 # me5-small, MPNet, nomic-embed with its "clustering: " prefix) plus SmolLM2-135M and Gemma-3-270M where the
-# analysis applies (anisotropy, transitions, redundancy, probing), word-unit similarity across the five encoders,
+# analysis applies (anisotropy, transitions, redundancy, probing, IsoScore, intrinsic dimension), word-unit similarity across the five encoders,
 # the MoG lens on the three BERTs, then the figures and report page. Runs on the models `make models` has
 # installed (the others are named and left out). me5-small's weights are dequantised Q4_0: approximate.
 PANEL_OUT       ?= $(OUT)/panel
@@ -181,6 +181,9 @@ panel: $(STAMP)
 	$(PY) -m analyses.anisotropy --no-figures $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --n-tokens $(PANEL_SENTENCES) \
 		--out $(PANEL_OUT)
 	$(PY) -m analyses.transitions --no-figures $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --out $(PANEL_OUT)
+	$(PY) -m analyses.isoscore --no-figures $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) --n-tokens $(PANEL_SENTENCES) --out $(PANEL_OUT)
+	$(PY) -m analyses.intrinsic_dimension --no-figures $(PANEL_ALL) --n-sentences $(PANEL_SENTENCES) \
+		--n-tokens $(PANEL_SENTENCES) --out $(PANEL_OUT)
 	$(PY) -m analyses.redundancy --no-figures $(PANEL_ALL) --out $(PANEL_OUT)
 	$(PY) -m analyses.similarity --no-figures $(PANEL_E) --n-sentences $(PANEL_SENTENCES) --unit token --max-units $(PANEL_UNITS) \
 		--out $(PANEL_OUT)

@@ -146,6 +146,7 @@ def test_bad_inputs(acts_template):
         am.plot([])
 
 
+@pytest.mark.integration
 def test_cli_bad_inputs_are_one_line_and_results_reproducible(tmp_path):
     import subprocess
     import sys

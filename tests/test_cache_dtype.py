@@ -34,11 +34,6 @@ TEXTS = ["Hello world.", "Representations change layer by layer.", "Short.", "A 
 F16_REL = 2.0 ** -11  # float16 keeps 11 significant bits: rounding changes x by at most |x| 2^-11 (normal range)
 
 
-@pytest.fixture(scope="module")
-def tiny_bert():
-    return probes.load("tiny-bert")
-
-
 def run(model, texts=TEXTS, **kw):
     return extract(model, texts, progress=False, **kw)
 
@@ -185,6 +180,7 @@ def test_the_cli_refuses_options_that_did_not_reach_the_extraction(tmp_path, tin
 # --------------------------------------------------------------------------- python -m probes.capture.cache
 
 
+@pytest.mark.integration
 def test_cache_cli_lists_and_removes_by_model_and_age(tmp_path, tiny_bert, capsys):
     a = run(tiny_bert, cache_dir=tmp_path)
     b = run(tiny_bert, TEXTS[:2], cache_dir=tmp_path, cache_dtype="float32")
@@ -232,6 +228,7 @@ def test_cache_cli_removes_stale_format_entries(tmp_path, tiny_bert, capsys):
     assert entry_of(tmp_path, keep).exists() and not entry_of(tmp_path, old).exists()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("argv, message", [
     (["remove"], "error: remove needs --model NAME, --older-than DAYS and/or --stale"),
     (["banana"], "error: argument command: invalid choice: 'banana'"),
@@ -285,6 +282,7 @@ def test_device_auto_and_bad_devices():
             check_device("cuda:1")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("flags, message", [
     (["--device", "banana"], "error: --device 'banana' is not a torch device"),
     (["--dtype", "float64"], "error: argument --dtype: invalid choice: 'float64'"),
@@ -298,6 +296,7 @@ def test_bad_device_and_dtype_flags_are_one_line(flags, message, tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.integration
 def test_cli_records_dtypes_and_device(tmp_path):
     """End to end: --dtype bfloat16 --cache-dtype float32 --device auto reach the extraction and the result."""
     done = subprocess.run([sys.executable, "-m", "analyses.anisotropy", "--model", "tiny-bert", "--n-sentences", "12",

@@ -37,11 +37,6 @@ TEXTS = ["Hello world.", "Representations change layer by layer.", "Short.", "A 
 ARRAYS = ("hidden", "sentence", "offsets", "token_ids", "special")
 
 
-@pytest.fixture(scope="module")
-def tiny_bert():
-    return probes.load("tiny-bert")
-
-
 def run(model, texts=TEXTS, **kw):
     return extract(model, texts, progress=False, **kw)
 
@@ -150,6 +145,7 @@ def _finish(p: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_two_processes_on_one_entry_both_succeed_with_identical_arrays(tmp_path):
     # different batch sizes: without the lock the two would write different states into one .partial
     first, second = _worker(tmp_path, 1), _worker(tmp_path, 32)
@@ -159,6 +155,7 @@ def test_two_processes_on_one_entry_both_succeed_with_identical_arrays(tmp_path)
     assert len(entries) == 1 and not entries[0].endswith(".partial")
 
 
+@pytest.mark.integration
 def test_a_held_lock_makes_the_second_run_wait(tmp_path):
     _finish(_worker(tmp_path, 8))  # learn the entry's name from a first, unhindered run
     entry = next((tmp_path / "tiny-bert").iterdir())

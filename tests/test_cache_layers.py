@@ -10,18 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import probes
 from probes import ProbeError, extract
 from probes.capture.store import entry_bytes
 from probes.corpus import load_corpus, sample_sentences
 
 TEXTS = ["Hello world.", "Representations change layer by layer.", "Short.", "A fourth, final sentence here.",
          "Five texts, so that a batch of two leaves one over."]
-
-
-@pytest.fixture(scope="module")
-def tiny_bert():
-    return probes.load("tiny-bert")
 
 
 def entry(cache, acts):

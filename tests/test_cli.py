@@ -35,17 +35,20 @@ def assert_one_line_error(proc, *fragments):
         assert f in errors[0]
 
 
+@pytest.mark.integration
 def test_unknown_model_is_one_clear_line(tmp_path):
     proc = run_cli("analyses.anisotropy", "--model", "no-such-model", "--out", str(tmp_path), tmp_path=tmp_path)
     assert_one_line_error(proc, "unknown model 'no-such-model'", "minilm-l6")
 
 
+@pytest.mark.integration
 def test_missing_corpus_is_one_clear_line(tmp_path):
     proc = run_cli("analyses.anisotropy", "--model", "tiny-bert", "--corpus", "/no/such/path",
                    "--out", str(tmp_path), tmp_path=tmp_path)
     assert_one_line_error(proc, "/no/such/path", "does not exist")
 
 
+@pytest.mark.integration
 def test_hub_model_without_hub_is_one_clear_line_and_quick(tmp_path):
     t0 = time.monotonic()
     proc = run_cli("analyses.anisotropy", "--model", "roberta-large", *SMALL, "--out", str(tmp_path),
@@ -56,12 +59,14 @@ def test_hub_model_without_hub_is_one_clear_line_and_quick(tmp_path):
     assert time.monotonic() - t0 < 60
 
 
+@pytest.mark.integration
 def test_bad_layer_is_one_clear_line(tmp_path):
     proc = run_cli("analyses.anisotropy", "--model", "tiny-bert", *SMALL, "--layer", "9", "--out", str(tmp_path),
                    tmp_path=tmp_path)
     assert_one_line_error(proc, "--layer 9", "2 layers")
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_files_and_a_new_seed_does_not(tmp_path):
     outs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
     for out, seed in zip(outs, (0, 0, 1)):
@@ -72,6 +77,7 @@ def test_same_seed_gives_identical_files_and_a_new_seed_does_not(tmp_path):
     assert read(outs[0], "json") != read(outs[2], "json")
 
 
+@pytest.mark.slow
 def test_result_file_says_how_it_was_computed_and_figures_redraw(tmp_path):
     out = tmp_path / "out"
     anisotropy.main(["--model", "tiny-bert", "--model", "tiny-gpt2", *SMALL, "--out", str(out)])
@@ -223,6 +229,7 @@ def test_bad_input_is_one_error_line_and_exit_2(module, args, fragment, tmp_path
 FIRST_OF_EACH = list({m: (m, a, f) for m, a, f in reversed(BAD_INPUT)}.values())
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("module,args,fragment", FIRST_OF_EACH, ids=[m for m, _, _ in FIRST_OF_EACH])
 def test_bad_input_as_a_user_runs_it(module, args, fragment, tmp_path):
     """One case per entry point as a real subprocess: the ``__main__`` wiring is run_main too."""
@@ -233,6 +240,7 @@ def test_bad_input_as_a_user_runs_it(module, args, fragment, tmp_path):
     assert_one_line_error(proc, fragment)
 
 
+@pytest.mark.integration
 def test_debug_shows_the_traceback(tmp_path):
     proc = run_cli("analyses.anisotropy", "--model", "tiny-bert", "--device", "banana", "--out", str(tmp_path),
                    tmp_path=tmp_path, env={"PROBES_DEBUG": "1"})

@@ -147,6 +147,7 @@ def test_a_figure_files_caption_is_told_apart_by_its_name_pattern():
     assert report.caption("mogul") == ""
 
 
+@pytest.mark.integration
 def test_probes_help_imports_no_analysis_and_no_torch():
     """``probes --help`` reads the purposes from the sources: no analysis module, no torch."""
     import subprocess

@@ -20,6 +20,8 @@ import pytest
 from probes import ProbeError, extract
 from probes.capture import distributed
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 ARGS = ["-m", "analyses.anisotropy", "--model", "tiny-bert", "--n-sentences", "60", "--n-tokens", "300",
         "--bins", "20"]
@@ -59,6 +61,7 @@ def same_results(a: Path, b: Path) -> None:
             (b / "results" / "anisotropy" / name).read_bytes(), name
 
 
+@pytest.mark.integration
 def test_two_processes_give_the_one_process_files_byte_for_byte(tmp_path, one):
     two = tmp_path / "two"
     torchrun = TORCHRUN
@@ -88,6 +91,7 @@ def test_two_processes_give_the_one_process_files_byte_for_byte(tmp_path, one):
     same_results(one, two)
 
 
+@pytest.mark.integration
 def test_two_processes_resume_an_interrupted_one_process_extraction(tmp_path, one, monkeypatch):
     """Ctrl-C after two batches of a one-process run leaves a .partial entry; torchrun finishes it
     (the finished chunks are checked and kept) and the files are those of an uninterrupted run."""

@@ -33,18 +33,6 @@ LONG = [
 ]
 
 
-@pytest.fixture(scope="module")
-def encoders():
-    cache: dict[str, probes.Encoder] = {}
-
-    def get(name: str) -> probes.Encoder:
-        if name not in cache:
-            cache[name] = probes.load(name)
-        return cache[name]
-
-    return get
-
-
 def run(model, texts, **kw):
     return extract(model, texts, progress=False, cache_dir=None, **kw)
 
@@ -134,6 +122,7 @@ def test_distilbert_gets_no_token_type_ids(encoders):
 N = ["--n-sentences", "120"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FAMILIES)
 def test_every_sentence_analysis_runs(name, tmp_path):
     from analyses import anisotropy, probing, redundancy, similarity, transitions

@@ -133,6 +133,7 @@ def test_the_weight_loader_never_silences_transformers():
     assert "set_verbosity_error" not in src
 
 
+@pytest.mark.integration
 def test_a_folder_without_tokenizer_fails_the_cli_with_one_line(folder, tmp_path):
     path = variant(folder, tmp_path, drop=("tokenizer.json",))
     done = subprocess.run([sys.executable, "-m", "analyses.anisotropy", "--model", path, "--n-sentences", "30",

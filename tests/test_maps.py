@@ -157,6 +157,7 @@ def read(out, model):
     return json.loads((out / "results" / "maps" / f"{model}.json").read_text())
 
 
+@pytest.mark.slow
 def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
     out = tmp_path / "out"
     mp.main(["--model", "tiny-bert", "--model", "tiny-gpt2", *SMALL, "--out", str(out)])
@@ -323,6 +324,7 @@ def test_end_to_end_tiny_slstm(tmp_path):
             assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_mixed_run_tiny_bert_and_tiny_slstm(tmp_path):
     out = tmp_path / "out"
     mp.main(["--model", "tiny-bert", "--model", "tiny-slstm", *SMALL, "--out", str(out)])
@@ -409,6 +411,7 @@ def test_example_figures_show_the_stored_maps():
     plt.close(fig)
 
 
+@pytest.mark.integration
 def test_cli_as_a_module_draws_per_token_maps(tmp_path):
     """Under python -m the module's Result is __main__'s class: the gate figures must still draw."""
     import subprocess

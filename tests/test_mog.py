@@ -256,6 +256,7 @@ def test_train_save_load_through_registry(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- analysis CLIs
 
 
+@pytest.mark.slow
 def test_analysis_clis_run_on_tiny_mog(tmp_path):
     from analyses import anisotropy, redundancy, transitions
     from analyses import maps as mp

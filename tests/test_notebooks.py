@@ -92,6 +92,8 @@ def test_notebook_is_committed_without_outputs(path):
     assert all(not c.get("outputs") and not c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code")
 
 
+@pytest.mark.slow
+@pytest.mark.integration  # a kernel per notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_executes_on_a_tiny_model(path, tmp_path, monkeypatch):
     monkeypatch.setenv("PROBES_NB_MODEL", "tiny-bert")

@@ -121,6 +121,7 @@ def test_figures_plot_the_result_values_in_each_models_colour():
     assert model_color("gpt2-small-base") != model_color("gpt2-small-recurrent")
 
 
+@pytest.mark.integration
 def test_cli_encoder_model_is_one_clear_line(tmp_path):
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
     proc = subprocess.run([sys.executable, "-m", "analyses.perplexity", "--model", "tiny-bert", "--out",

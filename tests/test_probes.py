@@ -32,19 +32,6 @@ LONG = [
 TEXTS = ["Hello world.", "Representations change layer by layer.", "Short.", "A fourth, final sentence here."]
 
 
-@pytest.fixture(scope="session")
-def encoders():
-    """Load each model once per session, on first use."""
-    cache: dict[str, probes.Encoder] = {}
-
-    def get(name: str) -> probes.Encoder:
-        if name not in cache:
-            cache[name] = probes.load(name)
-        return cache[name]
-
-    return get
-
-
 def run(model, texts, **kw):
     kw.setdefault("cache_dir", None)
     return extract(model, texts, progress=False, **kw)

@@ -189,6 +189,7 @@ SMALL = ["--n-sentences", "400", "--min-per-class", "5", "--word-content-skip", 
          "--cs", "0.01", "--cs", "1", "--cv-folds", "2", "--n-boot", "200"]
 
 
+@pytest.mark.slow
 def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
     from matplotlib.colors import to_hex
 
@@ -245,12 +246,14 @@ def run_cli(*args, tmp_path):
     return proc.returncode, lines
 
 
+@pytest.mark.integration
 def test_unknown_task_is_one_clear_line(tmp_path):
     rc, lines = run_cli("--task", "pos_tags", tmp_path=tmp_path)
     # arg(choices=pt.TASKS) refuses it when the command line is parsed
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: argument --task: invalid choice: 'pos_tags'")
 
 
+@pytest.mark.integration
 def test_corpus_too_small_for_the_classes_is_one_clear_line(tmp_path):
     corpus = tmp_path / "small.txt"
     corpus.write_text(" ".join(f"This is sentence number {i} of a small text." for i in range(30)))

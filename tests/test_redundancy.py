@@ -202,6 +202,7 @@ def test_window_longer_than_the_model_allows_is_an_error_before_extraction():
     assert check_window_lengths("tiny-gpt2", [512]).n_special == 0  # no special tokens: all 512 fit
 
 
+@pytest.mark.integration
 def test_too_long_window_on_the_command_line_is_one_line(tmp_path):
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
     proc = subprocess.run([sys.executable, "-m", "analyses.redundancy", "--model", "tiny-bert",

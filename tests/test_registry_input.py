@@ -154,6 +154,7 @@ def test_a_large_registry_is_parsed_in_linear_time(tmp_path):
     assert times[1] < 8 * times[0] + 0.5  # 4x the entries: about 4x the time, never quadratic
 
 
+@pytest.mark.integration
 def test_a_bad_user_registry_is_one_error_line_on_the_command_line(tmp_path):
     reg = tmp_path / "bomb.yaml"
     reg.write_text(bomb() + "bomb:\n" + random_entry() + "  description: *a9\n")

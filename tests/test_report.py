@@ -65,6 +65,7 @@ def demo_out(tmp_path_factory):
     return out
 
 
+@pytest.mark.integration
 def test_report_shows_every_result_and_every_figure(demo_out):
     path = report.write_report(demo_out)
     page = _Page()
@@ -81,6 +82,7 @@ def test_report_shows_every_result_and_every_figure(demo_out):
     assert "http://" not in path.read_text() and "https://" not in path.read_text()  # opens offline
 
 
+@pytest.mark.integration
 def test_claim_verdicts_come_from_the_result_files(demo_out):
     verdicts = {c.claim: c for c in claims.evaluate(demo_out)}
     aniso = next(c for c in verdicts.values() if c.analysis == "anisotropy" and "token" in c.claim)
@@ -105,6 +107,7 @@ def html_escape(text: str) -> str:
     return html.escape(text).replace("&#x27;", "&#39;")
 
 
+@pytest.mark.integration
 def test_the_claim_table_is_one_line_per_claim_and_compared_model_with_the_forest_plot(demo_out):
     html = report.render(demo_out)
     found, _ = report.present_claims(claims.evaluate(demo_out))

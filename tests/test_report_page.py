@@ -20,6 +20,7 @@ from test_display import BUILDERS
 
 from analyses.summary import report
 
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 NAME, GIVEN = "dir--my-bert--abcdef12", "../models/my-bert"
 
@@ -123,6 +124,7 @@ def test_captions_match_their_figures():
     assert report.caption("maps-my-bert") == report.caption("maps-tiny-bert") != ""
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_no_overflow_in_a_real_browser_at_two_widths(user_out, tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("report_screenshots", REPO / "scripts" / "report_screenshots.py")

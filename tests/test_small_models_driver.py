@@ -9,6 +9,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import train_small_models as driver  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 CPU = ["train", "--group", "all", "--device", "cpu", "--amp", "bfloat16", "--threads", "1", "--lanes", "2",
        "--batch-size", "32", "--steps", "300", "--gpt2-scale", "10"]
 
@@ -64,6 +66,7 @@ out.mkdir(parents=True, exist_ok=True)
 """
 
 
+@pytest.mark.integration
 def test_run_gpt2_pretrains_first_then_skips_what_is_done(tmp_path, monkeypatch):
     (tmp_path / "stage.py").write_text(STAGE)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
@@ -88,6 +91,7 @@ def test_run_gpt2_pretrains_first_then_skips_what_is_done(tmp_path, monkeypatch)
         assert (tmp_path / "order.txt").read_text().split() == order + ["b", "pre"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("codes, expected", [([0, 0], 0), ([75, 0], 75), ([75, 2], 2), ([0, 1], 1)])
 def test_run_gpt2_reports_the_worst_fine_tune(tmp_path, monkeypatch, codes, expected):
     (tmp_path / "stage.py").write_text(STAGE)

@@ -200,6 +200,7 @@ def to_rgb(color):
     return rgb(color)
 
 
+@pytest.mark.integration
 def test_cli_encoder_model_a_is_one_clear_line(tmp_path):
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
     proc = subprocess.run([sys.executable, "-m", "analyses.topics", "--model-a", "tiny-bert", "--model-b",

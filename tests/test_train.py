@@ -18,19 +18,18 @@ from safetensors.torch import load_file
 
 import probes
 from probes.config import run_main
-from probes.corpus import DEFAULT_CORPUS_DIR
 from probes.errors import ProbeError
 from recipes.mlm_data import pack_blocks
 from recipes.train import TrainConfig, main, train
+
+pytestmark = pytest.mark.slow
 
 TEXTS = ["Emma was handsome, clever, and rich.", "The whale swam on through the grey sea."]
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "small.txt"
-    path.write_text((DEFAULT_CORPUS_DIR / "austen-emma.txt").read_text(encoding="utf-8")[:40_000])
-    return path
+def corpus(emma_excerpt):
+    return emma_excerpt(40_000)
 
 
 def tiny_cfg(arch: str, corpus, out_dir, **kw) -> TrainConfig:

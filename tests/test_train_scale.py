@@ -26,6 +26,8 @@ from recipes.loop import PAUSED_EXIT, Paused
 from recipes.train import TrainConfig, train
 from recipes.train_lm import PretrainConfig, pretrain
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -110,6 +112,7 @@ def test_a_state_from_other_settings_is_refused(corpus, tmp_path, reference):
     assert train(cfg(corpus, tmp_path, tokenizer=tok, lr=1e-2, resume=False)).exists()
 
 
+@pytest.mark.integration
 def test_two_processes_match_one(corpus, tmp_path, reference):
     """torchrun, 2 CPU processes (gloo, 1 thread each): the folder loads, the loss falls, and the
     weights equal the one-process run's up to float rounding (the gradient sum's order)."""

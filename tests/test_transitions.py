@@ -184,6 +184,7 @@ def test_end_to_end_shares_the_anisotropy_cache(tmp_path, monkeypatch):
             assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
 
 
+@pytest.mark.integration
 def test_missing_corpus_is_one_clear_line(tmp_path):
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
     proc = subprocess.run([sys.executable, "-m", "analyses.transitions", "--model", "tiny-bert", "--corpus",

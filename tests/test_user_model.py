@@ -52,6 +52,7 @@ def _texts(corpus: Path, n: int) -> list[str]:
     return sample_sentences(load_corpus(corpus), n, seed=0)
 
 
+@pytest.mark.integration
 def test_readme_example_equals_the_cli(tiny, tmp_path):
     """docs/python-api.md's example on the in-memory object and on the folder reloaded gives the CLI's numbers."""
     from transformers import AutoModel, AutoTokenizer

@@ -12,15 +12,9 @@ import torch
 from probes.capture import windows
 from probes.capture.windows import windowed_nll
 from probes.errors import ProbeError
-from probes.models.lm import load_lm
 from recipes.train_lm import sequence_loss
 
 SETTINGS = [(8, 0), (8, 3), (5, 4), (40, 0)]
-
-
-@pytest.fixture(scope="module")
-def models():
-    return {"plain": load_lm("tiny-gpt2"), "recurrent": load_lm("tiny-gpt2-recurrent")}
 
 
 def doc_ids(n=30, seed=0):
@@ -55,8 +49,8 @@ def brute_force_nll(lm, ids, T, o):
 
 @pytest.mark.parametrize("T,o", SETTINGS)
 @pytest.mark.parametrize("kind", ["plain", "recurrent"])
-def test_windowed_nll_equals_the_brute_force_reference(models, kind, T, o):
-    lm = models[kind]
+def test_windowed_nll_equals_the_brute_force_reference(tiny_lms, kind, T, o):
+    lm = tiny_lms[kind]
     ids = doc_ids(22, seed=T + o)
     got = windowed_nll(lm, ids, T, o, batch_size=3)
     np.testing.assert_allclose(got["nll"], brute_force_nll(lm, ids, T, o), rtol=1e-5, atol=1e-5)
@@ -87,10 +81,10 @@ def test_bad_windows_are_user_errors():
 
 @pytest.mark.parametrize("T,o,k", [(8, 0, 3), (8, 3, 4), (5, 4, 2)])
 @pytest.mark.parametrize("kind", ["plain", "recurrent"])
-def test_training_loss_is_the_mean_of_the_brute_force_nll(models, kind, T, o, k):
+def test_training_loss_is_the_mean_of_the_brute_force_nll(tiny_lms, kind, T, o, k):
     """recipes.train_lm runs a batch of sequences through the same windows: its loss is the mean
     of the brute-force NLL of every target of the k windows."""
-    lm = models[kind]
+    lm = tiny_lms[kind]
     span = T + (k - 1) * (T - o) + 1
     seqs = [doc_ids(span, seed=s) for s in (1, 2)]
     with torch.inference_mode():

@@ -7,8 +7,9 @@ tiny run (``Analysis.example``):
 * every CLI accepts the flags of its kind of input, and offers none of the shared flags its inputs cannot use;
 * ``compute(cfg, **inputs)`` gives a Result that round-trips through JSON, carries one identity block (model,
   settings used, corpus) and shows as a few lines (not its every number);
-* the CLI writes what the Python API computes (to 1e-9), ``<analysis>.run(model, corpus)`` from Python gives
-  the same, and computing twice gives the same result (timings aside).
+* the CLI writes what the Python API computes (to 1e-9; the CLI computes again from its own extraction, so
+  this is also the check that computing twice gives the same result, timings aside), and
+  ``<analysis>.run(model, corpus)`` from Python gives the same.
 
 The checks are functions of an analysis's name (:func:`contract_checks` runs them all), so a new declaration is
 checked with no edit here (tests/test_declaration.py adds a toy analysis and runs them on it).
@@ -21,6 +22,7 @@ Plus the layer rule: activations made with ``extract(layers=[0, 2])`` are read l
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -146,12 +148,45 @@ def check_round_trip(name: str, cfg, result, tmp_path) -> None:
         assert again.read_bytes() == path.read_bytes()
 
 
+@contextlib.contextmanager
+def figures_drawn():
+    """name -> Figure of every figure a command draws meanwhile, recorded instead of encoded as PNG and PDF
+    (encoding is matplotlib's work, and a third of a tiny run's time: test_every_figure_is_saved_as_png_and_pdf
+    encodes each analysis's figures once, in the slow tier)."""
+    from analyses import common
+
+    drawn: dict = {}
+    save = common.save_figure
+
+    def record(fig, out, stem):
+        drawn[stem] = fig
+        return []
+
+    common.save_figure = record
+    try:
+        yield drawn
+    finally:
+        common.save_figure = save
+
+
+def assert_draws_something(stem: str, fig) -> None:
+    """At least one panel of ``fig`` shows data: lines, patches, collections or images."""
+    assert fig.axes and any(ax.lines or ax.patches or ax.collections or ax.images for ax in fig.axes), stem
+
+
 def check_cli_writes_what_python_computes(name: str, result, tmp_path) -> None:
+    """The CLI's result files equal the Python API's result to 1e-9, and it draws every figure its declaration
+    lists for those results."""
     decl = analyses.get(name)
     out = tmp_path / "cli"
-    decl.main([*decl.example, "--out", str(out)])
-    for res in decl.inputs.results(result):
+    with figures_drawn() as drawn:
+        decl.main([*decl.example, "--out", str(out)])
+    results = list(decl.inputs.results(result))
+    for res in results:
         assert_same(saved(out, name, res.model_name), document(tmp_path / "api", name, res))
+    assert set(drawn) == set(decl.figure_files(results))
+    for stem, fig in drawn.items():
+        assert_draws_something(stem, fig)
 
 
 def check_run_from_python(name: str, cfg, result, tmp_path) -> None:
@@ -215,6 +250,8 @@ def test_result_round_trips_through_json_with_one_identity_and_a_short_repr(name
 
 @pytest.mark.parametrize("name", params(n for n in analyses.ANALYSES if analyses.get(n).deterministic))
 def test_cli_writes_what_the_python_api_computes(name, computed, tmp_path):
+    """The CLI computes again from its own fresh extraction: equal to 1e-9 also says the compute is
+    deterministic (the same inputs give the same result)."""
     _, result = computed(name)
     check_cli_writes_what_python_computes(name, result, tmp_path)
 
@@ -225,19 +262,32 @@ def test_run_from_python_builds_the_inputs_the_cli_builds(name, computed, tmp_pa
     check_run_from_python(name, cfg, result, tmp_path)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", analyses.ANALYSES)
+def test_every_figure_is_saved_as_png_and_pdf(name, computed, tmp_path):
+    """Each figure of the tiny run's results, saved as the command line saves it: a PNG that decodes to the
+    figure's size at 200 dpi and a PDF."""
+    import matplotlib.image as mpimg
+
+    decl = analyses.get(name)
+    _, result = computed(name)
+    results = list(decl.inputs.results(result))
+    with figures_drawn() as drawn:  # the figures as drawn, to know their sizes
+        decl.save_figures(results, tmp_path / "drawn")
+    paths = decl.save_figures(results, tmp_path)
+    assert {p.name for p in paths if p.parent.name == "figures"} == {f"{s}.{e}" for s in drawn for e in ("png", "pdf")}
+    for stem in drawn:
+        assert (tmp_path / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF-")
+        image = mpimg.imread(tmp_path / "figures" / f"{stem}.png")
+        assert image.ndim == 3 and min(image.shape[:2]) > 100, (stem, image.shape)  # saved with a tight bbox
+
+
 def test_no_figures_writes_the_same_results_and_draws_nothing(computed, tmp_path):
     decl = analyses.get("transitions")
     _, res = computed("transitions")
     decl.main([*decl.example, "--no-figures", "--out", str(tmp_path)])
     assert not (tmp_path / "figures").exists()
     assert_same(saved(tmp_path, "transitions", res.model_name), document(tmp_path / "api", "transitions", res))
-
-
-@pytest.mark.parametrize("name", params(n for n in analyses.ANALYSES if analyses.get(n).deterministic))
-def test_compute_is_deterministic(name, computed):
-    decl = analyses.get(name)
-    cfg, res = computed(name)
-    assert_same(as_json(decl.compute(cfg, **load(decl, cfg))), as_json(res))
 
 
 def test_caller_texts_are_recorded_as_such_not_as_the_default_sample(tmp_path):

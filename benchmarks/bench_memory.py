@@ -1,12 +1,14 @@
-"""Memory against the number of sentences: peak anonymous memory of anisotropy and similarity at 1k, 4k, 16k.
+"""Memory against the number of sentences: peak anonymous memory of capture, anisotropy, similarity at 1k-16k.
 
 Each analysis runs as its own command line (``python -m analyses.<name> --no-figures``) in a child process,
 on a fresh output folder, twice: cold (the extraction writes the cache entry, then the analysis runs) and warm
-(the analysis reads the entry). The parent samples the child's ``/proc/<pid>/status`` every few milliseconds
-and reports the peak of ``RssAnon``: the memory the process itself allocated (heap, arrays, tensors), which
-is what must stay bounded. File-backed pages (``RssFile``: the memory-mapped cache entry, shared libraries)
-are shown beside it: the kernel drops them under pressure, so they are not the process's to bound. A
-sample every few milliseconds can miss a spike shorter than that; the warm runs repeat the analysis alone.
+(the analysis reads the entry). ``extract`` runs ``probes.extract`` alone on the same sample (cold: the
+capture; warm: a cache hit), so the capture's own memory is told apart from the analyses'. The parent
+samples the child's ``/proc/<pid>/status`` every few milliseconds and reports the peak of ``RssAnon``: the
+memory the process itself allocated (heap, arrays, tensors), which is what must stay bounded. File-backed
+pages (``RssFile``: the memory-mapped cache entry, shared libraries) are shown beside it: the kernel drops
+them under pressure, so they are not the process's to bound. A sample every few milliseconds can miss a
+spike shorter than that; the warm runs repeat the analysis alone.
 
 Prints, per analysis and run, the peak RssAnon at each size and its growth per 1,000 sentences, then the
 summary table (peaks in MiB in the note column; wall seconds of each run).
@@ -37,7 +39,8 @@ class Settings:
     n: list[int] = arg([1000, 4000, 16000], "sentences; one measurement per value")
     model: str = arg("bert-small", "the model both analyses read")
     pair: str = arg("slstm-small", "the second model of the similarity pair")
-    analyses: list[str] = arg(["anisotropy", "similarity"], "which analyses (anisotropy, similarity)")
+    analyses: list[str] = arg(["extract", "anisotropy", "similarity"],
+                              "what to run: extract (probes.extract alone), anisotropy, similarity")
     seed: int = arg(0, "seed of the sentence sample", min=0)
 
 
@@ -74,7 +77,18 @@ def peak_memory(cmd: list[str], env: dict) -> tuple[dict[str, float], float, str
     return {k: v / 1024 for k, v in peak.items()}, time.perf_counter() - t0, "".join(lines[-3:])
 
 
+EXTRACT = """import sys
+import probes
+from probes.corpus import load_corpus, sample_sentences
+model, n, seed, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+texts = sample_sentences(load_corpus(), n, seed=seed, min_words=5, max_words=60)
+probes.extract(model, texts, cache_dir=out, progress=False)
+"""
+
+
 def command(analysis: str, cfg: Settings, n: int, out: str) -> list[str]:
+    if analysis == "extract":  # the capture alone, as the analyses' sample makes it (a second run is a hit)
+        return [sys.executable, "-c", EXTRACT, cfg.model, str(n), str(cfg.seed), f"{out}/cache"]
     models = [cfg.model] if analysis == "anisotropy" else [cfg.model, cfg.pair]
     return [sys.executable, "-m", f"analyses.{analysis}", *(a for m in models for a in ("--model", m)),
             "--n-sentences", str(n), "--seed", str(cfg.seed), "--out", out, "--no-figures"]

@@ -121,7 +121,7 @@ def test_result_file_says_how_it_was_computed_and_figures_redraw(tmp_path):
 
 def test_second_run_reuses_the_cache(tmp_path, monkeypatch):
     out = tmp_path / "out"
-    anisotropy.main(["--model", "tiny-bert", *SMALL, "--out", str(out)])
+    anisotropy.main(["--model", "tiny-bert", *SMALL, "--no-figures", "--out", str(out)])
     first = (out / "results" / "anisotropy" / "tiny-bert.json").read_bytes()
     import probes
 
@@ -129,7 +129,7 @@ def test_second_run_reuses_the_cache(tmp_path, monkeypatch):
         raise AssertionError("the model was loaded although the activations are cached")
 
     monkeypatch.setattr(probes, "load", no_model)
-    anisotropy.main(["--model", "tiny-bert", *SMALL, "--out", str(out)])
+    anisotropy.main(["--model", "tiny-bert", *SMALL, "--no-figures", "--out", str(out)])
     assert (out / "results" / "anisotropy" / "tiny-bert.json").read_bytes() == first
 
 
@@ -249,7 +249,7 @@ def test_debug_shows_the_traceback(tmp_path):
 
 def test_a_repeated_model_is_computed_once(tmp_path, capsys):
     out = tmp_path / "out"
-    anisotropy.main(["--model", "tiny-bert", "--model", "tiny-bert", *SMALL, "--out", str(out)])
+    anisotropy.main(["--model", "tiny-bert", "--model", "tiny-bert", *SMALL, "--no-figures", "--out", str(out)])
     assert capsys.readouterr().out.count("tiny-bert: wrote") == 1
 
 

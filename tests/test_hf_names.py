@@ -255,13 +255,13 @@ def test_every_sentence_cli_takes_folders_and_overrides(tmp_path):
     out = tmp_path / "out"
     name = probes.get_spec(str(folder)).name
     anisotropy.main(["--model", str(folder), "--model", "tiny-bert?sentence=mean", "--n-sentences", "30",
-                     "--n-tokens", "40", "--bins", "5", "--out", str(out)])
+                     "--n-tokens", "40", "--bins", "5", "--no-figures", "--out", str(out)])
     a = json.loads((out / "results" / "anisotropy" / f"{name}.json").read_text())
     b = json.loads((out / "results" / "anisotropy" / "tiny-bert--sentence-mean.json").read_text())
     assert a["model"]["requested"] == str(folder) and b["model"]["requested"] == "tiny-bert?sentence=mean"
     assert a["layers"][-1]["token"] == b["layers"][-1]["token"]  # same weights, same tokens
     assert a["model"]["sentence_vector"] == "cls" and b["model"]["sentence_vector"] == "mean"
     similarity.main(["--model", str(folder), "--model", "tiny-bert", "--n-sentences", "30", "--measure", "cka",
-                     "--out", str(out)])
+                     "--no-figures", "--out", str(out)])
     sim = json.loads((out / "results" / "similarity" / f"{name}__tiny-bert__sentence.json").read_text())
     np.testing.assert_allclose(np.diag(np.array(sim["matrices"]["cka"]["ab"]))[1:], 1.0, atol=1e-5)

@@ -169,6 +169,7 @@ def test_translators_are_reused_by_key_and_resume_bit_for_bit(gpt2, tmp_path, mo
     assert not (tmp_path / "b" / gpt2.name / rec["key"] / "state.pt").exists()
 
 
+@pytest.mark.slow
 def test_cli_on_a_plain_and_a_recurrent_tiny_gpt2(tmp_path):
     from analyses import lens as lens_analysis
 

@@ -11,6 +11,7 @@ import json
 
 import numpy as np
 import pytest
+from figure_data import line_drawing
 
 from analyses import maps as mp
 from analyses.data import sentence_activations
@@ -157,8 +158,37 @@ def read(out, model):
     return json.loads((out / "results" / "maps" / f"{model}.json").read_text())
 
 
+def images(fig) -> list[np.ndarray]:
+    return [np.asarray(im.get_array()) for ax in fig.axes for im in ax.get_images()]
+
+
+def assert_examples_drawn(fig, doc) -> None:
+    """The example figure of a model with token-pair maps shows each kind's example means first."""
+    want = [ex for m in doc["maps"].values() if m["token_axes"] == 2 for ex in m["example_means"]]
+    got = images(fig)
+    assert want and len(got) >= len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-9)
+
+
+def assert_locality_drawn(fig, doc) -> None:
+    """The locality figure: the mass by offset (left) and the mean local share per layer (right) of each pair map."""
+    by_offset, share = fig.axes[:2]
+    for m in doc["maps"].values():
+        if m["token_axes"] == 2:
+            line_drawing(by_offset, m["offset_profile_overall"], x=m["offsets"])
+            line_drawing(share, np.mean(m["local_share"], 1))
+
+
+def assert_gates_drawn(fig, doc) -> None:
+    """The gate panel of the locality figure: one line per gate, its mean share per layer."""
+    mean = np.asarray(doc["maps"]["gates"]["component_mean"])
+    for c in range(mean.shape[1]):
+        line_drawing(fig.axes[0], mean[:, c])
+
+
 @pytest.mark.slow
-def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
+def test_end_to_end_tiny_bert_and_gpt2(tmp_path, drawn):
     out = tmp_path / "out"
     mp.main(["--model", "tiny-bert", "--model", "tiny-gpt2", *SMALL, "--out", str(out)])
     bert, gpt = read(out, "tiny-bert"), read(out, "tiny-gpt2")
@@ -173,8 +203,11 @@ def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
     prof = np.asarray(gpt["maps"]["attention"]["offset_profile"])
     assert np.all(prof[:, :6] == 0) and prof[:, 6:].sum() > 0  # causal: nothing at offsets < 0
     for name in ("maps-tiny-bert", "maps-tiny-gpt2", "maps-locality"):
-        for ext in ("png", "pdf"):
-            assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+        assert all((out / "figures" / f"{name}.{ext}").is_file() for ext in ("png", "pdf"))
+    assert_examples_drawn(drawn["maps-tiny-bert"], bert)
+    assert_examples_drawn(drawn["maps-tiny-gpt2"], gpt)
+    assert_locality_drawn(drawn["maps-locality"], bert)
+    assert_locality_drawn(drawn["maps-locality"], gpt)
     assert (out / "results" / "maps" / "tiny-bert.csv").read_text().startswith("map,layer,heads,local_share_mean")
     (out / "figures" / "maps-locality.png").unlink()
     paths = figures.redraw(str(out))
@@ -187,7 +220,8 @@ def test_end_to_end_tiny_bert_and_gpt2(tmp_path):
         np.testing.assert_array_equal(mp.text_map(acts, "attention", t), acts.text_attentions(t))
 
 
-def test_end_to_end_tiny_convbert_kernels_beside_attention(tmp_path):
+@pytest.mark.slow
+def test_end_to_end_tiny_convbert_kernels_beside_attention(tmp_path, drawn):
     out = tmp_path / "out"
     mp.main(["--model", "tiny-convbert", *SMALL, "--local-radius", "4", "--out", str(out)])
     doc = read(out, "tiny-convbert")
@@ -198,7 +232,9 @@ def test_end_to_end_tiny_convbert_kernels_beside_attention(tmp_path):
     prof = np.asarray(conv["offset_profile"])
     assert np.all(prof[:, :2] == 0) and np.all(prof[:, -2:] == 0)  # offsets +-5, +-6: outside the kernel
     assert conv["captured_row_sums"]["max"] <= 1 + F16_SUM and conv["captured_row_sums"]["min"] < 1 - 0.01  # edges
-    assert (out / "figures" / "maps-tiny-convbert.png").stat().st_size > 1000
+    assert (out / "figures" / "maps-tiny-convbert.png").is_file()
+    assert_examples_drawn(drawn["maps-tiny-convbert"], doc)  # attention's examples, then the kernels'
+    assert_locality_drawn(drawn["maps-locality"], doc)
 
 
 # ----------------------------------------------------------------------------- per-token maps (S-LSTM)
@@ -300,7 +336,7 @@ def test_uniform_sentence_weights_have_entropy_one_and_flat_profile():
     np.testing.assert_allclose(s["position_profile"], 1.0, atol=1e-5)
 
 
-def test_end_to_end_tiny_slstm(tmp_path):
+def test_end_to_end_tiny_slstm(tmp_path, drawn):
     out = tmp_path / "out"
     mp.main(["--model", "tiny-slstm", *SMALL, "--out", str(out)])
     doc = read(out, "tiny-slstm")
@@ -320,18 +356,26 @@ def test_end_to_end_tiny_slstm(tmp_path):
     assert csv.startswith("map,layer,component,statistic,value")
     assert "sentence_weights,2,weight,normalised_entropy," in csv
     for name in ("maps-tiny-slstm", "maps-locality"):
-        for ext in ("png", "pdf"):
-            assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+        assert all((out / "figures" / f"{name}.{ext}").is_file() for ext in ("png", "pdf"))
+    # per-token heatmaps: the first example's gates and sentence weights, a row per layer (and gate)
+    heat = images(drawn["maps-tiny-slstm"])
+    assert len(heat) >= len(doc["maps"]) == 3
+    for got, name in zip(heat, doc["maps"]):  # gates, gates_dominant, sentence_weights
+        x = np.asarray(doc["maps"][name]["example_maps"][0])
+        np.testing.assert_allclose(got, x.reshape(-1, x.shape[-1]), rtol=1e-6, atol=1e-9)
+    assert_gates_drawn(drawn["maps-locality"], doc)
 
 
 @pytest.mark.slow
-def test_mixed_run_tiny_bert_and_tiny_slstm(tmp_path):
+def test_mixed_run_tiny_bert_and_tiny_slstm(tmp_path, drawn):
     out = tmp_path / "out"
     mp.main(["--model", "tiny-bert", "--model", "tiny-slstm", *SMALL, "--out", str(out)])
     assert read(out, "tiny-bert")["maps_captured"] == ["attention"]
     assert "attention" not in read(out, "tiny-slstm")["maps"]
     for name in ("maps-tiny-bert", "maps-tiny-slstm", "maps-locality"):
-        assert (out / "figures" / f"{name}.png").stat().st_size > 1000
+        assert (out / "figures" / f"{name}.png").is_file()
+    assert_examples_drawn(drawn["maps-tiny-bert"], read(out, "tiny-bert"))
+    assert_locality_drawn(drawn["maps-locality"], read(out, "tiny-bert"))  # beside the S-LSTM's gates
     paths = figures.redraw(str(out))
     assert {"maps-locality.png", "maps-tiny-slstm.png"} <= {p.name for p in paths}
 
@@ -422,4 +466,9 @@ def test_cli_as_a_module_draws_per_token_maps(tmp_path):
                            str(tmp_path)], cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert (tmp_path / "figures" / "maps-tiny-slstm.png").stat().st_size > 0
+    # the same figure as drawn in this process from the saved result (Agg draws the same pixels)
+    from analyses.common import read_results
+
+    mp.ANALYSIS.save_figures(read_results(tmp_path, "maps"), tmp_path / "redrawn")
+    assert (tmp_path / "figures" / "maps-tiny-slstm.png").read_bytes() == \
+        (tmp_path / "redrawn" / "figures" / "maps-tiny-slstm.png").read_bytes()

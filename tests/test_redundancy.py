@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from figure_data import line_drawing
 
 from analyses import redundancy as rd
 from analyses.common import write_result
@@ -216,7 +217,7 @@ def test_too_long_window_on_the_command_line_is_one_line(tmp_path):
     assert not (tmp_path / "out" / "cache").exists()  # nothing was extracted
 
 
-def test_end_to_end_on_tiny_models(tmp_path):
+def test_end_to_end_on_tiny_models(tmp_path, drawn):
     out = tmp_path / "out"
     book = str(REPO / "data" / "corpus" / "austen-persuasion.txt")  # one book: tokenizing all 7 takes longer
     rd.main(["--model", "tiny-bert", "--model", "tiny-gpt2", "--corpus", book, "--window-length", "16",
@@ -235,6 +236,15 @@ def test_end_to_end_on_tiny_models(tmp_path):
         assert len((res_dir / f"{model}.csv").read_text().splitlines()) == 1 + 2 * 5
     table = (res_dir / "table6.md").read_text()
     assert "| n=16 | tiny-bert |" in table and "|  | tiny-gpt2 |" in table and "| n=40 | tiny-bert |" in table
-    for name in ("redundancy", "redundancy-spectrum"):
-        for ext in ("png", "pdf"):
-            assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+    # the figures draw the result files' numbers: a panel per window length, a line per model
+    assert all((out / "figures" / f"{n}.{e}").is_file() for n in ("redundancy", "redundancy-spectrum")
+               for e in ("png", "pdf"))
+    k_panels, spectrum_panels = drawn["redundancy"].axes, drawn["redundancy-spectrum"].axes
+    assert len(k_panels) == len(spectrum_panels) == 2
+    for model in ("tiny-bert", "tiny-gpt2"):
+        doc = json.loads((res_dir / f"{model}.json").read_text())
+        for w, k_panel, spectrum in zip(doc["windows"], k_panels, spectrum_panels):
+            assert k_panel.get_title() == spectrum.get_title() == f"n = {w['window']} tokens"
+            ts = w["thresholds"]
+            line_drawing(k_panel, [t["mean"] for t in ts], x=[100 * t["threshold"] for t in ts])
+            line_drawing(spectrum, w["mean_cumulative_variance"])

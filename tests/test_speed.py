@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from figure_data import line_drawing
 
 from analyses import speed
 from analyses.common import run_main
@@ -42,7 +43,8 @@ def test_crossover():
     assert speed.crossover(N[:4], [0.5, 2, 1, 1], [1, 1, 2, 2])["from_length"] == 256
 
 
-def test_cli_writes_results_and_figures(tmp_path, tiny_slstm_registry, capsys):
+@pytest.mark.slow
+def test_cli_writes_results_and_figures(tmp_path, tiny_slstm_registry, capsys, drawn):
     tiny_slstm_registry(num_layers=1, max_positions=20)
     out = tmp_path / "out"
     argv = ["--model", "slstm", "--model", "tiny-slstm", "--model", "bert", "--lengths", "8", "--lengths", "16",
@@ -55,8 +57,19 @@ def test_cli_writes_results_and_figures(tmp_path, tiny_slstm_registry, capsys):
     for name in ("slstm", "tiny-slstm", "bert"):
         assert (out / "results" / "speed" / f"{name}.json").exists()
         assert (out / "results" / "speed" / f"{name}.csv").read_text().startswith("length,median_s")
-    for fig in ("speed.png", "speed.pdf", "speed-slopes.png", "speed-slopes.pdf"):
-        assert (out / "figures" / fig).stat().st_size > 0
+    assert all((out / "figures" / f).is_file() for f in ("speed.png", "speed.pdf", "speed-slopes.png",
+                                                         "speed-slopes.pdf"))
+    # the figures draw the result files' numbers: time (left) and speed-up (right) by length, the local slopes
+    times, speedups = drawn["speed"].axes[:2]
+    (slopes,) = drawn["speed-slopes"].axes
+    for name in ("slstm", "tiny-slstm", "bert"):
+        saved = speed.Result.from_json(json.loads((out / "results" / "speed" / f"{name}.json").read_text()))
+        timed = saved.timed_rows()
+        lengths = [r["length"] for r in timed]
+        line_drawing(times, [r["median_s"] for r in timed], x=lengths)
+        if name != "bert":  # the reference is not compared with itself
+            line_drawing(speedups, [r["speedup_vs_reference"] for r in timed], x=lengths)
+        line_drawing(slopes, saved.local_slopes)
     res = json.loads((out / "results" / "speed" / "slstm.json").read_text())
     assert res["reference"] == "bert" and res["model"]["hidden_size"] == 16 and res["model"]["num_layers"] == 2
     assert [r["length"] for r in res["rows"]] == [8, 16, 32]

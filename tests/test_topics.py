@@ -131,6 +131,7 @@ def test_greedy_windowed_matches_step_by_step_scoring_windows(rec):
 # ----------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_on_tiny_models(tmp_path):
     out = tmp_path / "out"
     tp.main(["--model-a", "tiny-gpt2-recurrent", "--model-b", "tiny-gpt2", "--n-contexts", "6",

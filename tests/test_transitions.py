@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from figure_data import line_drawing
 
 from analyses import transitions as tr
 from analyses.common import write_result
@@ -156,7 +157,8 @@ def test_plot_draws_the_result_values_in_the_model_colours():
     np.testing.assert_allclose(short.get_ydata(), [row["sentence"]["cosine_mean"] for row in res.layers[:2]])
 
 
-def test_end_to_end_shares_the_anisotropy_cache(tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_end_to_end_shares_the_anisotropy_cache(tmp_path, monkeypatch, drawn):
     from analyses import anisotropy
 
     out = tmp_path / "out"
@@ -164,12 +166,15 @@ def test_end_to_end_shares_the_anisotropy_cache(tmp_path, monkeypatch):
                      "--out", str(out)])
     import probes
 
+    load = probes.load
+
     def no_model(*a, **k):
         raise AssertionError("the model was loaded although anisotropy cached these activations")
 
     monkeypatch.setattr(probes, "load", no_model)
     tr.main(["--model", "tiny-bert", "--n-sentences", "60", "--out", str(out)])
-    monkeypatch.undo()
+    monkeypatch.setattr(probes, "load", load)
+    bert_figures = dict(drawn)
     tr.main(["--model", "tiny-gpt2", "--n-sentences", "60", "--out", str(out)])
     doc = json.loads((out / "results" / "transitions" / "tiny-bert.json").read_text())
     assert len(doc["layers"]) == 2 and doc["n_layers"] == 2
@@ -179,9 +184,14 @@ def test_end_to_end_shares_the_anisotropy_cache(tmp_path, monkeypatch):
     gpt = json.loads((out / "results" / "transitions" / "tiny-gpt2.json").read_text())
     assert gpt["model"]["sentence_vector"] == "last"
     assert len((out / "results" / "transitions" / "tiny-gpt2.csv").read_text().splitlines()) == 3
-    for name in ("transitions", "transitions-cosines"):
-        for ext in ("png", "pdf"):
-            assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+    # each run's figures draw its result file's numbers: token (left) and sentence (right) by layer
+    for figures, doc in ((bert_figures, json.loads((out / "results" / "transitions" / "tiny-bert.json").read_text())),
+                         (drawn, gpt)):
+        for name, quantity in (("transitions", "distance_mean"), ("transitions-cosines", "cosine_mean")):
+            assert all((out / "figures" / f"{name}.{ext}").is_file() for ext in ("png", "pdf"))
+            token, sentence = figures[name].axes[:2]
+            for ax, level in ((token, "token"), (sentence, "sentence")):
+                line_drawing(ax, [row[level][quantity] for row in doc["layers"]], x=[1, 2])
 
 
 @pytest.mark.integration

@@ -228,18 +228,27 @@ def test_cache_cli_removes_stale_format_entries(tmp_path, tiny_bert, capsys):
     assert entry_of(tmp_path, keep).exists() and not entry_of(tmp_path, old).exists()
 
 
-@pytest.mark.integration
+def one_line_error(main, argv, capsys) -> str:
+    """``main(argv)`` as ``python -m`` runs it (run_main; tests/test_cli.py starts each entry point once as a
+    real process): exit status 2 and stderr, which must be one line."""
+    from probes.config import run_main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        run_main(main, argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1, err
+    return err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["remove"], "error: remove needs --model NAME, --older-than DAYS and/or --stale"),
     (["banana"], "error: argument command: invalid choice: 'banana'"),
     (["--cache", "/no/such/folder", "list"], "error: --cache /no/such/folder is not a folder"),
 ])
-def test_cache_cli_user_errors_are_one_line(argv, message, tmp_path):
+def test_cache_cli_user_errors_are_one_line(argv, message, tmp_path, capsys):
     argv = argv if "--cache" in argv else ["--cache", str(tmp_path), *argv]
-    done = subprocess.run([sys.executable, "-m", "probes.capture.cache", *argv], cwd=ROOT, capture_output=True,
-                          text=True,
-                          timeout=120)
-    assert done.returncode == 2 and done.stderr.startswith(message) and done.stderr.count("\n") == 1
+    assert one_line_error(pc.main, argv, capsys).startswith(message)
 
 
 # --------------------------------------------------------------------------- reduced precision, devices
@@ -282,28 +291,26 @@ def test_device_auto_and_bad_devices():
             check_device("cuda:1")
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("flags, message", [
     (["--device", "banana"], "error: --device 'banana' is not a torch device"),
     (["--dtype", "float64"], "error: argument --dtype: invalid choice: 'float64'"),
     (["--cache-dtype", "int8"], "error: argument --cache-dtype: invalid choice: 'int8'"),
 ])
-def test_bad_device_and_dtype_flags_are_one_line(flags, message, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "analyses.anisotropy", "--model", "tiny-bert", "--n-sentences", "4",
-                           "--out", str(tmp_path), *flags], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 2 and done.stderr.startswith(message) and done.stderr.count("\n") == 1
+def test_bad_device_and_dtype_flags_are_one_line(flags, message, tmp_path, capsys):
+    from analyses import anisotropy
+
+    argv = ["--model", "tiny-bert", "--n-sentences", "4", "--out", str(tmp_path), *flags]
+    assert one_line_error(anisotropy.main, argv, capsys).startswith(message)
     assert not (tmp_path / "cache").exists()
 
 
-@pytest.mark.integration
 def test_cli_records_dtypes_and_device(tmp_path):
-    """End to end: --dtype bfloat16 --cache-dtype float32 --device auto reach the extraction and the result."""
-    done = subprocess.run([sys.executable, "-m", "analyses.anisotropy", "--model", "tiny-bert", "--n-sentences", "12",
-                           "--n-tokens", "60", "--dtype", "bfloat16", "--cache-dtype", "float32", "--device", "auto",
-                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr
+    """The command line's --dtype bfloat16 --cache-dtype float32 --device auto reach the extraction and the
+    result."""
+    from analyses import anisotropy
+
+    anisotropy.main(["--model", "tiny-bert", "--n-sentences", "12", "--n-tokens", "60", "--dtype", "bfloat16",
+                     "--cache-dtype", "float32", "--device", "auto", "--no-figures", "--out", str(tmp_path)])
     doc = json.loads((tmp_path / "results" / "anisotropy" / "tiny-bert.json").read_text())
     assert (doc["config"]["dtype"], doc["config"]["cache_dtype"], doc["config"]["device"]) == \
         ("bfloat16", "float32", "auto")

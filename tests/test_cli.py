@@ -27,25 +27,38 @@ def run_cli(*args, tmp_path, env=None):
 
 def assert_one_line_error(proc, *fragments):
     assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]  # progress bars may come first
+    assert_one_error_line(proc.stderr, *fragments)
+
+
+def assert_one_error_line(stderr: str, *fragments):
+    assert "Traceback" not in stderr
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]  # progress bars may come first
     errors = [ln for ln in lines if "error" in ln.lower()]
-    assert len(errors) == 1 and lines[-1] == errors[0] and errors[0].startswith("error: "), proc.stderr
+    assert len(errors) == 1 and lines[-1] == errors[0] and errors[0].startswith("error: "), stderr
     for f in fragments:
         assert f in errors[0]
 
 
-@pytest.mark.integration
-def test_unknown_model_is_one_clear_line(tmp_path):
-    proc = run_cli("analyses.anisotropy", "--model", "no-such-model", "--out", str(tmp_path), tmp_path=tmp_path)
-    assert_one_line_error(proc, "unknown model 'no-such-model'", "minilm-l6")
+def anisotropy_error(args, capsys) -> str:
+    """stderr of ``python -m analyses.anisotropy ARGS`` run in this process as ``python -m`` runs it (run_main;
+    test_bad_input_as_a_user_runs_it starts the real process), which must exit with status 2."""
+    from probes.config import run_main
+
+    with pytest.raises(SystemExit) as done:
+        run_main(anisotropy.main, list(args))
+    err = capsys.readouterr().err
+    assert done.value.code == 2, err
+    return err
 
 
-@pytest.mark.integration
-def test_missing_corpus_is_one_clear_line(tmp_path):
-    proc = run_cli("analyses.anisotropy", "--model", "tiny-bert", "--corpus", "/no/such/path",
-                   "--out", str(tmp_path), tmp_path=tmp_path)
-    assert_one_line_error(proc, "/no/such/path", "does not exist")
+def test_unknown_model_is_one_clear_line(tmp_path, capsys):
+    err = anisotropy_error(["--model", "no-such-model", "--out", str(tmp_path)], capsys)
+    assert_one_error_line(err, "unknown model 'no-such-model'", "minilm-l6")
+
+
+def test_missing_corpus_is_one_clear_line(tmp_path, capsys):
+    err = anisotropy_error(["--model", "tiny-bert", "--corpus", "/no/such/path", "--out", str(tmp_path)], capsys)
+    assert_one_error_line(err, "/no/such/path", "does not exist")
 
 
 @pytest.mark.integration
@@ -59,11 +72,9 @@ def test_hub_model_without_hub_is_one_clear_line_and_quick(tmp_path):
     assert time.monotonic() - t0 < 60
 
 
-@pytest.mark.integration
-def test_bad_layer_is_one_clear_line(tmp_path):
-    proc = run_cli("analyses.anisotropy", "--model", "tiny-bert", *SMALL, "--layer", "9", "--out", str(tmp_path),
-                   tmp_path=tmp_path)
-    assert_one_line_error(proc, "--layer 9", "2 layers")
+def test_bad_layer_is_one_clear_line(tmp_path, capsys):
+    err = anisotropy_error(["--model", "tiny-bert", *SMALL, "--layer", "9", "--out", str(tmp_path)], capsys)
+    assert_one_error_line(err, "--layer 9", "2 layers")
 
 
 @pytest.mark.slow

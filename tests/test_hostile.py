@@ -11,8 +11,6 @@ import dataclasses
 import errno
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -133,14 +131,17 @@ def test_the_weight_loader_never_silences_transformers():
     assert "set_verbosity_error" not in src
 
 
-@pytest.mark.integration
-def test_a_folder_without_tokenizer_fails_the_cli_with_one_line(folder, tmp_path):
+def test_a_folder_without_tokenizer_fails_the_cli_with_one_line(folder, tmp_path, capsys):
+    from analyses import anisotropy
+    from probes.config import run_main
+
     path = variant(folder, tmp_path, drop=("tokenizer.json",))
-    done = subprocess.run([sys.executable, "-m", "analyses.anisotropy", "--model", path, "--n-sentences", "30",
-                           "--n-tokens", "100", "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
-    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
-    assert done.returncode == 2 and len(lines) == 1 and "no tokenizer files" in lines[0], done.stderr[-2000:]
+    with pytest.raises(SystemExit) as done:  # as python -m runs it (tests/test_cli.py starts the real process)
+        run_main(anisotropy.main, ["--model", path, "--n-sentences", "30", "--n-tokens", "100", "--out",
+                                   str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert done.value.code == 2 and len(lines) == 1 and "no tokenizer files" in lines[0], err[-2000:]
     assert not (tmp_path / "out" / "results").exists()
 
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -237,27 +234,31 @@ def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
     assert again.read_bytes() == (a / "results/probing/tiny-slstm.json").read_bytes()
 
 
-def run_cli(*args, tmp_path):
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "analyses.probing", "--model", "tiny-bert", *args,
-                           "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True, env=env,
-                          timeout=300)
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "it/s]" not in ln and "text/s]" not in ln]
-    return proc.returncode, lines
+def run_cli(*args, tmp_path, capsys):
+    """(exit status, stderr lines but progress bars) of ``python -m analyses.probing --model tiny-bert ARGS``,
+    run in this process as ``python -m`` runs it (tests/test_cli.py starts the real process)."""
+    from probes.config import run_main
+
+    code = 0
+    try:
+        run_main(pr.main, ["--model", "tiny-bert", *args, "--out", str(tmp_path / "out")])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    return code, [ln for ln in err.splitlines() if ln.strip() and "it/s]" not in ln and "text/s]" not in ln]
 
 
-@pytest.mark.integration
-def test_unknown_task_is_one_clear_line(tmp_path):
-    rc, lines = run_cli("--task", "pos_tags", tmp_path=tmp_path)
+def test_unknown_task_is_one_clear_line(tmp_path, capsys):
+    rc, lines = run_cli("--task", "pos_tags", tmp_path=tmp_path, capsys=capsys)
     # arg(choices=pt.TASKS) refuses it when the command line is parsed
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: argument --task: invalid choice: 'pos_tags'")
 
 
-@pytest.mark.integration
-def test_corpus_too_small_for_the_classes_is_one_clear_line(tmp_path):
+def test_corpus_too_small_for_the_classes_is_one_clear_line(tmp_path, capsys):
     corpus = tmp_path / "small.txt"
     corpus.write_text(" ".join(f"This is sentence number {i} of a small text." for i in range(30)))
-    rc, lines = run_cli("--corpus", str(corpus), "--n-sentences", "30", "--task", "sent_len", tmp_path=tmp_path)
+    rc, lines = run_cli("--corpus", str(corpus), "--n-sentences", "30", "--task", "sent_len", tmp_path=tmp_path,
+                        capsys=capsys)
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: corpus too small for task sent_len")
 
 

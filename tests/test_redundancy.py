@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -203,15 +200,16 @@ def test_window_longer_than_the_model_allows_is_an_error_before_extraction():
     assert check_window_lengths("tiny-gpt2", [512]).n_special == 0  # no special tokens: all 512 fit
 
 
-@pytest.mark.integration
-def test_too_long_window_on_the_command_line_is_one_line(tmp_path):
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
-    proc = subprocess.run([sys.executable, "-m", "analyses.redundancy", "--model", "tiny-bert",
-                           "--window-length", "100", "--window-length", "600", "--out", str(tmp_path / "out")],
-                          cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+def test_too_long_window_on_the_command_line_is_one_line(tmp_path, capsys):
+    from probes.config import run_main
+
+    with pytest.raises(SystemExit) as done:  # as python -m runs it (tests/test_cli.py starts the real process)
+        run_main(rd.main, ["--model", "tiny-bert", "--window-length", "100", "--window-length", "600", "--out",
+                           str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2, err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: --window-length 600 is too long for model 'tiny-bert'")
     assert "602 > its limit of 512" in lines[0]
     assert not (tmp_path / "out" / "cache").exists()  # nothing was extracted

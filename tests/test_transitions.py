@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -194,12 +191,12 @@ def test_end_to_end_shares_the_anisotropy_cache(tmp_path, monkeypatch, drawn):
                 line_drawing(ax, [row[level][quantity] for row in doc["layers"]], x=[1, 2])
 
 
-@pytest.mark.integration
-def test_missing_corpus_is_one_clear_line(tmp_path):
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
-    proc = subprocess.run([sys.executable, "-m", "analyses.transitions", "--model", "tiny-bert", "--corpus",
-                           "/no/such/path", "--out", str(tmp_path / "out")],
-                          cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+def test_missing_corpus_is_one_clear_line(tmp_path, capsys):
+    from probes.config import run_main
+
+    with pytest.raises(SystemExit) as done:  # as python -m runs it (tests/test_cli.py starts the real process)
+        run_main(tr.main, ["--model", "tiny-bert", "--corpus", "/no/such/path", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "/no/such/path" in lines[0]

@@ -13,11 +13,18 @@ spike shorter than that; the warm runs repeat the analysis alone.
 Prints, per analysis and run, the peak RssAnon at each size and its growth per 1,000 sentences, then the
 summary table (peaks in MiB in the note column; wall seconds of each run).
 
+``--workdir DIR`` keeps each size's output folder (``DIR/n<N>``: its cache and its result files) instead of a
+temporary one, so a later call with ``--runs warm`` measures the analyses again on the same cache entries and
+writes result files that ``scripts/compare_results.py`` can hold against the earlier ones (before and after a
+change to an analysis).
+
     $ python -m benchmarks.bench_memory [--n 1000 --n 4000 --n 16000] [--model bert-small] [--pair slstm-small]
+          [--workdir DIR] [--runs cold --runs warm]
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -42,6 +49,11 @@ class Settings:
     analyses: list[str] = arg(["extract", "anisotropy", "similarity"],
                               "what to run: extract (probes.extract alone), anisotropy, similarity")
     seed: int = arg(0, "seed of the sentence sample", min=0)
+    runs: list[str] = arg(["cold", "warm"], "cold: on a fresh output folder (the extraction runs first; with "
+                          "--workdir, whatever that folder's cache holds); warm: the cache entry is there",
+                          choices=("cold", "warm"))
+    workdir: str = arg("", "keep each size's output folder (cache, results) as <workdir>/n<N> (default: a "
+                       "temporary folder, removed)")
 
 
 def status_kib(pid: int) -> dict[str, int]:
@@ -94,14 +106,23 @@ def command(analysis: str, cfg: Settings, n: int, out: str) -> list[str]:
             "--n-sentences", str(n), "--seed", str(cfg.seed), "--out", out, "--no-figures"]
 
 
+def out_folder(cfg: Settings, n: int):
+    """The output folder of size ``n``: ``<workdir>/n<N>`` (kept) or a temporary one (removed on exit)."""
+    if not cfg.workdir:
+        return tempfile.TemporaryDirectory(prefix="bench-memory-")
+    path = os.path.join(cfg.workdir, f"n{n}")
+    os.makedirs(path, exist_ok=True)
+    return contextlib.nullcontext(path)
+
+
 def run(cfg: Settings) -> list[Row]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     rows = []
     for analysis in cfg.analyses:
-        peaks: dict[str, list[tuple[int, float]]] = {"cold": [], "warm": []}
+        peaks: dict[str, list[tuple[int, float]]] = {k: [] for k in cfg.runs}
         for n in cfg.n:
-            with tempfile.TemporaryDirectory(prefix="bench-memory-") as out:
-                for run_kind in ("cold", "warm"):
+            with out_folder(cfg, n) as out:
+                for run_kind in cfg.runs:
                     peak, secs, _ = peak_memory(command(analysis, cfg, n, out), env)
                     peaks[run_kind].append((n, peak["RssAnon"]))
                     print(f"memory: {analysis} {run_kind} n = {n}: peak RssAnon {peak['RssAnon']:.0f} MiB "

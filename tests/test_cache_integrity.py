@@ -118,17 +118,18 @@ def test_resumed_chunk_with_flipped_bytes_is_run_again(tmp_path, tiny_bert, monk
 
 # --------------------------------------------------------------------------- 2: one writer per entry
 
-WORKER = textwrap.dedent("""
+RACE_TEXTS = [f"Sentence number {i} of the race test, with " + "more words " * (i % 7) for i in range(300)]
+WORKER = textwrap.dedent(f"""
     import hashlib, json, sys
     import numpy as np, torch
     torch.set_num_threads(1)
     import probes
-    texts = [f"Sentence number {i} of the race test, with " + "more words " * (i % 7) for i in range(300)]
+    texts = {RACE_TEXTS!r}
     a = probes.extract("tiny-bert", texts, batch_size=int(sys.argv[2]), cache_dir=sys.argv[1],
                        progress=sys.argv[3] == "progress")
-    digest = {f: hashlib.sha256(np.ascontiguousarray(getattr(a, f)).tobytes()).hexdigest()
-              for f in ("hidden", "sentence", "offsets", "token_ids", "special")}
-    print(json.dumps({"digest": digest, "batch_size": a.meta["batch_size"]}))
+    digest = {{f: hashlib.sha256(np.ascontiguousarray(getattr(a, f)).tobytes()).hexdigest()
+              for f in ("hidden", "sentence", "offsets", "token_ids", "special")}}
+    print(json.dumps({{"digest": digest, "batch_size": a.meta["batch_size"]}}))
 """)
 
 
@@ -156,9 +157,9 @@ def test_two_processes_on_one_entry_both_succeed_with_identical_arrays(tmp_path)
 
 
 @pytest.mark.integration
-def test_a_held_lock_makes_the_second_run_wait(tmp_path):
-    _finish(_worker(tmp_path, 8))  # learn the entry's name from a first, unhindered run
-    entry = next((tmp_path / "tiny-bert").iterdir())
+def test_a_held_lock_makes_the_second_run_wait(tmp_path, tiny_bert):
+    # the entry's name, from a first run in this process: the worker's run has the same key
+    entry = entry_of(tmp_path, run(tiny_bert, RACE_TEXTS, batch_size=8, cache_dir=tmp_path))
     lock = FileLock(tmp_path / ".locks" / f"tiny-bert.{entry.name}.lock")
     shutil.rmtree(entry)
     log = tmp_path / "stderr.txt"

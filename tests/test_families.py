@@ -119,7 +119,7 @@ def test_distilbert_gets_no_token_type_ids(encoders):
 
 # --------------------------------------------------------------------------- every sentence analysis
 
-N = ["--n-sentences", "120"]
+N = ["--n-sentences", "120", "--no-figures"]  # the numbers of each family; figures are drawn by the contract tests
 
 
 @pytest.mark.slow
@@ -132,8 +132,10 @@ def test_every_sentence_analysis_runs(name, tmp_path):
     book = str(Path(probes.__file__).resolve().parent.parent / "data" / "corpus" / "austen-persuasion.txt")
     anisotropy.main(["--model", name, *N, "--n-tokens", "80", "--bins", "10", "--out", str(out)])
     transitions.main(["--model", name, *N, "--out", str(out)])
-    redundancy.main(["--model", name, "--corpus", book, "--window", "16", "--n-windows", "4", "--out", str(out)])
-    mp.main(["--model", name, "--n-sentences", "12", "--examples", "1", "--max-offset", "4", "--out", str(out)])
+    redundancy.main(["--model", name, "--corpus", book, "--window", "16", "--n-windows", "4", "--no-figures",
+                     "--out", str(out)])
+    mp.main(["--model", name, "--n-sentences", "12", "--examples", "1", "--max-offset", "4", "--no-figures",
+             "--out", str(out)])
     probing.main(["--model", name, *N, "--task", "sent_len", "--task", "position", "--min-per-class", "5",
                   "--max-items", "200", "--cs", "1", "--cv-folds", "2", "--n-boot", "50", "--out", str(out)])
     similarity.main(["--model", name, *N, "--measure", "cka", "--out", str(out)])

@@ -13,6 +13,9 @@ For every layer l = 0..L (0 = embeddings):
   and maximum explainable variance sigma_1^2 / sum_i sigma_i^2 of a token type's (uncentred)
   occurrence matrix. Each is also reported minus its random baseline.
 
+A cosine with a zero vector is undefined: zero vectors are left out of every cosine statistic and counted
+(``n_zero_vectors`` in each cosine summary, ``n_zero_tokens`` per layer).
+
     $ python -m analyses.anisotropy --model minilm-l6 [--model tiny-bert] [--corpus PATH] [--layer L]
           [--n-tokens 5000] [--n-sentences 5000] [--seed 0] [--out out]
 
@@ -38,6 +41,8 @@ from probes.errors import ProbeError
 
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 BLOCK_ELEMENTS = 2**23  # gram-matrix block size (floats) for the streaming paths: 32 MiB
+SUMMARY_BLOCK = 2**21  # cosines taken to float64 at once for the exact summary's histogram and moments: 16 MiB
+CHUNK_ELEMENTS = 2**21  # a layer's states read at once (rows of whole sentences x d floats): 8 MiB in float32
 
 
 @dataclass
@@ -57,16 +62,17 @@ class Config(SentenceConfig):
 # ----------------------------------------------------------------------------- pairwise cosines
 
 
-def _normalize(X: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (float32); all-zero rows stay zero (their cosines are 0)."""
+def _unit_rows(X) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows of X scaled to unit length, float32; (n,) bool: the rows that have a direction). A zero row
+    (Euclidean norm 0 in float32) has no direction, so its cosine with anything is undefined: it stays zero
+    here, and every statistic leaves it out (and counts it)."""
     X = np.asarray(X, dtype=np.float32)
     norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(norms > 0, norms, 1)
+    return X / np.where(norms > 0, norms, 1), norms[:, 0] > 0
 
 
-def _upper_blocks(X: np.ndarray):
-    """Yield the upper-triangle cosines (i < j) of X row by row in blocks, never the full n x n."""
-    Xn = _normalize(X)
+def _upper_blocks(Xn: np.ndarray):
+    """Yield the upper-triangle cosines (i < j) of the unit rows Xn row by row in blocks, never the full n x n."""
     n = len(Xn)
     start = 0
     while start < n - 1:
@@ -76,24 +82,51 @@ def _upper_blocks(X: np.ndarray):
         start += rows
 
 
-def pairwise_cosines(X: np.ndarray) -> np.ndarray:
-    """All C(n,2) cosines of the rows of X (n, d), for i < j in row-major order (i, then j). (C(n,2),)"""
-    n = len(X)
+def _upper_cosines(Xn: np.ndarray) -> np.ndarray:
+    """All C(n,2) cosines of the unit rows Xn (n, d), i < j in row-major order. (C(n,2),) float32"""
+    n = len(Xn)
     out = np.empty(n * (n - 1) // 2, dtype=np.float32)
     pos = 0
-    for _, rows in _upper_blocks(X):
+    for _, rows in _upper_blocks(Xn):
         for r in rows:
             out[pos:pos + len(r)] = r
             pos += len(r)
     return out
 
 
+def pairwise_cosines(X: np.ndarray) -> np.ndarray:
+    """All C(n,2) cosines of the rows of X (n, d), for i < j in row-major order (i, then j); a pair with a
+    zero row has no cosine (NaN). (C(n,2),) float32"""
+    Xn, nonzero = _unit_rows(X)
+    if not nonzero.all():
+        Xn[~nonzero] = np.nan  # undefined: NaN in every pair of that row
+    return _upper_cosines(Xn)
+
+
+def exact_quantiles(c: np.ndarray, probs) -> np.ndarray:
+    """``np.quantile(c.astype(np.float64), probs)`` (linear interpolation, numpy's default method), bit for bit,
+    without the float64 copy: ``c`` (any float dtype; finite) is partitioned in place around the order
+    statistics the quantiles need, which are then interpolated in float64 as numpy does. (len(probs),)"""
+    n = len(c)
+    virtual = (n - 1) * np.asarray(probs, dtype=np.float64)
+    prev = np.floor(virtual)
+    above = virtual >= n - 1  # numpy takes the last value there
+    lo = np.where(above, n - 1, prev).astype(np.intp)
+    hi = np.where(above, n - 1, prev + 1).astype(np.intp)
+    gamma = virtual - np.where(above, -1.0, prev)
+    c.partition(np.unique(np.concatenate([lo, hi])))
+    a, b = c[lo].astype(np.float64), c[hi].astype(np.float64)
+    diff = b - a
+    return np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
+
+
 @dataclass
 class CosineSummary:
     """Distribution of pairwise cosines."""
 
-    n_vectors: int
-    n_pairs: int
+    n_vectors: int  # vectors given
+    n_zero_vectors: int  # of these, zero vectors: their cosines are undefined, so they are left out of every pair
+    n_pairs: int  # C(n_vectors - n_zero_vectors, 2)
     mean: float
     std: float
     frac_negative: float
@@ -103,36 +136,60 @@ class CosineSummary:
 
 
 def cosine_summary(X: np.ndarray, bins: int = 100, exact_limit: int = 50_000_000) -> CosineSummary:
-    """Histogram and moments of all pairwise cosines of X (n, d). Streams in bounded memory;
-    quantiles are exact while C(n,2) <= exact_limit, else read off a fine histogram."""
-    n = len(X)
+    """Histogram and moments of all pairwise cosines of X (n, d), zero rows left out (a cosine with a zero
+    vector is undefined; fewer than two non-zero rows: no pairs, every statistic NaN). Streams in bounded
+    memory; quantiles are exact while C(n,2) <= exact_limit (the cosines kept in float32, 4 bytes a pair),
+    else read off a fine histogram."""
+    n_given = len(X)
+    if n_given < 2:
+        raise ProbeError(f"need at least 2 vectors for pairwise cosines, got {n_given}")
+    Xn, nonzero = _unit_rows(X)
+    if not nonzero.all():
+        Xn = Xn[nonzero]
+    n = len(Xn)
     n_pairs = n * (n - 1) // 2
+    counted = {"n_vectors": n_given, "n_zero_vectors": n_given - n, "n_pairs": n_pairs}
     if n_pairs == 0:
-        raise ProbeError(f"need at least 2 vectors for pairwise cosines, got {n}")
-    edges = np.linspace(-1.0, 1.0, bins + 1)
+        nan = float("nan")
+        return CosineSummary(**counted, mean=nan, std=nan, frac_negative=nan,
+                             quantiles={str(p): nan for p in QUANTILES},
+                             quantile_method="none (fewer than 2 non-zero vectors)", counts=[0] * bins)
     if n_pairs <= exact_limit:
-        c = pairwise_cosines(X).astype(np.float64)
-        counts = np.histogram(np.clip(c, -1, 1), bins=bins, range=(-1.0, 1.0))[0]  # uniform bins: no sort
-        q = np.quantile(c, QUANTILES)
-        return CosineSummary(n, n_pairs, c.mean(), c.std(), float((c < 0).mean()),
-                             {str(p): v for p, v in zip(QUANTILES, q)}, "exact", counts.tolist())
+        c = _upper_cosines(Xn)  # (C(n,2),) float32: the only copy; the rest goes in float64 blocks
+        del Xn
+        counts = np.zeros(bins, np.int64)
+        total, neg = 0.0, 0
+        for s in range(0, n_pairs, SUMMARY_BLOCK):
+            block = c[s:s + SUMMARY_BLOCK].astype(np.float64)
+            counts += np.histogram(np.clip(block, -1, 1), bins=bins, range=(-1.0, 1.0))[0]  # uniform bins: no sort
+            total, neg = total + float(block.sum()), neg + int((block < 0).sum())
+        mean = total / n_pairs
+        sq = 0.0
+        for s in range(0, n_pairs, SUMMARY_BLOCK):
+            block = c[s:s + SUMMARY_BLOCK].astype(np.float64) - mean
+            sq += float((block * block).sum())
+        q = exact_quantiles(c, QUANTILES) if np.isfinite(mean) else np.full(len(QUANTILES), np.nan)
+        return CosineSummary(**counted, mean=mean, std=float(np.sqrt(sq / n_pairs)), frac_negative=neg / n_pairs,
+                             quantiles={str(p): float(v) for p, v in zip(QUANTILES, q)}, quantile_method="exact",
+                             counts=counts.tolist())
     fine = np.linspace(-1.0, 1.0, 20_001)  # quantile resolution 1e-4
     fine_counts = np.zeros(len(fine) - 1, np.int64)
-    s = s2 = 0.0
+    total = sq = 0.0
     neg = 0
-    for _, rows in _upper_blocks(X):
+    for _, rows in _upper_blocks(Xn):
         c = np.concatenate(rows).astype(np.float64)
         fine_counts += np.histogram(np.clip(c, -1, 1), bins=len(fine) - 1, range=(-1.0, 1.0))[0]
-        s, s2, neg = s + c.sum(), s2 + (c * c).sum(), neg + int((c < 0).sum())
-    mean = s / n_pairs
+        total, sq, neg = total + c.sum(), sq + (c * c).sum(), neg + int((c < 0).sum())
+    mean = total / n_pairs
     # quantile = the point where the histogram's piecewise-linear CDF reaches p (within one bin)
     cdf = np.concatenate([[0.0], np.cumsum(fine_counts) / n_pairs])
     read = [float(np.interp(p, cdf, fine)) for p in QUANTILES]
     counts = fine_counts.reshape(bins, -1).sum(1) if 20_000 % bins == 0 else \
-        np.histogram(fine[:-1] + 1e-4 / 2, bins=edges, weights=fine_counts)[0]
-    return CosineSummary(n, n_pairs, mean, np.sqrt(max(s2 / n_pairs - mean**2, 0.0)), neg / n_pairs,
-                         {str(p): v for p, v in zip(QUANTILES, read)}, "histogram (resolution 1e-4)",
-                         np.asarray(counts).astype(int).tolist())
+        np.histogram(fine[:-1] + 1e-4 / 2, bins=np.linspace(-1.0, 1.0, bins + 1), weights=fine_counts)[0]
+    return CosineSummary(**counted, mean=mean, std=float(np.sqrt(max(sq / n_pairs - mean**2, 0.0))),
+                         frac_negative=neg / n_pairs, quantiles={str(p): v for p, v in zip(QUANTILES, read)},
+                         quantile_method="histogram (resolution 1e-4)",
+                         counts=np.asarray(counts).astype(int).tolist())
 
 
 # ----------------------------------------------------------------------------- Ethayarajh's statistics
@@ -149,18 +206,27 @@ def _by_size(groups: list[np.ndarray]):
 
 def self_similarity(groups: list[np.ndarray]) -> float:
     """Mean over token types of the mean pairwise cosine among that type's occurrences (k_i, d)
-    (float32 cosines, as :func:`pairwise_cosines`; groups of one size at once)."""
-    means = np.empty(len(groups))
-    for where, G in _by_size(groups):  # G: (m, k, d)
-        m, k, d = G.shape
-        Gn = _normalize(G.reshape(m * k, d)).reshape(m, k, d)
+    (float32 cosines, as :func:`pairwise_cosines`; groups of one size at once). Zero vectors are left out
+    of their group (their cosines are undefined), and a group left with fewer than two vectors drops out;
+    NaN when none is left."""
+    unit = []
+    for g in groups:
+        Gn, nonzero = _unit_rows(g)
+        unit.append(Gn if nonzero.all() else Gn[nonzero])
+    unit = [g for g in unit if len(g) >= 2]
+    if not unit:
+        return float("nan")
+    means = np.empty(len(unit))
+    for where, Gn in _by_size(unit):  # Gn: (m, k, d) unit rows
+        k = Gn.shape[1]
         iu = np.triu_indices(k, 1)
         means[where] = (Gn @ Gn.transpose(0, 2, 1))[:, iu[0], iu[1]].mean(1)  # (m,) float32 means
     return float(np.mean(means))
 
 
 def max_explainable_variance(groups: list[np.ndarray]) -> float:
-    """Mean over groups of sigma_1^2 / sum sigma_i^2 of the uncentred occurrence matrix (k_i, d)."""
+    """Mean over groups of sigma_1^2 / sum sigma_i^2 of the uncentred occurrence matrix (k_i, d). (A zero row
+    adds nothing to the singular values, so it needs no exclusion here.)"""
     vals = np.empty(len(groups))
     for where, G in _by_size(groups):
         # sigma_i^2 are the eigenvalues of the small (k, k) Gram matrices: cheaper than an SVD
@@ -173,22 +239,56 @@ def max_explainable_variance(groups: list[np.ndarray]) -> float:
     return float(np.mean(vals))
 
 
-def intra_sentence_similarity(H: np.ndarray, offsets: np.ndarray, keep: np.ndarray) -> float:
-    """Mean over sentences of the mean cosine between each kept token and the sentence's mean
-    of kept tokens (sentences with at least two kept tokens). H (N, d); offsets (T+1,); keep (N,) bool."""
-    rows = np.flatnonzero(keep)
-    text = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))[rows]  # (n,) sentence of each kept token
-    counts = np.bincount(text, minlength=len(offsets) - 1)
-    used = counts >= 2
-    if not used.any():
-        return float("nan")
-    Hk = np.asarray(H[rows], np.float64)
-    sums = np.zeros((len(counts), H.shape[1]))
-    np.add.at(sums, text, Hk)
-    centre = _normalize(sums / np.maximum(counts, 1)[:, None])  # (T, d) unit mean direction of each sentence
-    cos = np.einsum("nd,nd->n", _normalize(Hk), centre[text])  # (n,) float32
-    per_text = np.bincount(text, weights=cos, minlength=len(counts)) / np.maximum(counts, 1)
-    return float(per_text[used].mean())
+def _sentence_runs(offsets: np.ndarray, rows: int):
+    """Yield (t0, t1): consecutive runs of whole texts t0..t1-1 holding at most ``rows`` tokens (a longer
+    text is a run of its own)."""
+    T = len(offsets) - 1
+    t0 = 0
+    while t0 < T:
+        t1 = int(np.searchsorted(offsets, offsets[t0] + rows, side="right")) - 1
+        t1 = min(max(t1, t0 + 1), T)
+        yield t0, t1
+        t0 = t1
+
+
+def intra_sentence(H, offsets: np.ndarray, keep: np.ndarray,
+                   chunk_elements: int = CHUNK_ELEMENTS) -> tuple[float, int]:
+    """(intra-sentence similarity, the number of zero vectors among the kept tokens). The similarity: the mean
+    over sentences of the mean cosine between each kept token and the mean of the sentence's kept tokens.
+    A zero vector has no cosine: it is left out (of its sentence's mean too); a sentence counts when at least
+    two of its kept tokens are non-zero and their mean is non-zero (NaN when none does).
+
+    H (N, d): any array a row range of which reads as an array (a memory map, a float32 view of float16
+    storage); it is read in runs of whole sentences of about ``chunk_elements`` floats, so memory stays
+    bounded whatever N. offsets (T+1,); keep (N,) bool."""
+    T = len(offsets) - 1
+    per_text, used = np.zeros(T), np.zeros(T, bool)
+    n_zero = 0
+    for t0, t1 in _sentence_runs(offsets, max(1, int(chunk_elements) // max(int(H.shape[1]), 1))):
+        a, b = int(offsets[t0]), int(offsets[t1])
+        rows = np.flatnonzero(keep[a:b])
+        if not len(rows):
+            continue
+        X = np.asarray(H[a:b])[rows]  # (n, d) the run's kept tokens
+        text = np.repeat(np.arange(t1 - t0), np.diff(offsets[t0:t1 + 1]))[rows]  # (n,) sentence in the run
+        Xn, nonzero = _unit_rows(X)
+        if not nonzero.all():
+            n_zero += int((~nonzero).sum())
+            X, Xn, text = X[nonzero], Xn[nonzero], text[nonzero]
+        counts = np.bincount(text, minlength=t1 - t0)
+        sums = np.zeros((t1 - t0, X.shape[1]))
+        np.add.at(sums, text, X.astype(np.float64))  # in token order, sentence by sentence: float64 sums
+        centre, has_direction = _unit_rows(sums / np.maximum(counts, 1)[:, None])  # (t, d) unit mean directions
+        cos = np.einsum("nd,nd->n", Xn, centre[text])  # (n,) float32
+        per_text[t0:t1] = np.bincount(text, weights=cos, minlength=t1 - t0) / np.maximum(counts, 1)
+        used[t0:t1] = (counts >= 2) & has_direction
+    return (float(per_text[used].mean()) if used.any() else float("nan")), n_zero
+
+
+def intra_sentence_similarity(H, offsets: np.ndarray, keep: np.ndarray) -> float:
+    """Mean over sentences of the mean cosine between each kept token and the sentence's mean of kept tokens
+    (zero vectors left out: see :func:`intra_sentence`). H (N, d); offsets (T+1,); keep (N,) bool."""
+    return intra_sentence(H, offsets, keep)[0]
 
 
 # ----------------------------------------------------------------------------- compute
@@ -243,7 +343,8 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer 0..L: token / sentence CosineSummary, baseline_cosine, self_similarity(_baseline,
     #                     _adjusted), mev(_baseline, _adjusted) (absent without token types), intra_sentence_*,
-    #                     token_mean_ci / sentence_mean_ci / baseline_cosine_ci (bootstrap over sentences)
+    #                     token_mean_ci / sentence_mean_ci / baseline_cosine_ci (bootstrap over sentences),
+    #                     n_zero_tokens (kept tokens whose state is a zero vector: left out of every cosine)
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates" of the last layer's means
 
     @style.drawing
@@ -283,47 +384,82 @@ class Result(common.AnalysisResult):
         return stats.Sample.saved(point, reps.get(f"{level}_mean"), self.bootstrap)
 
 
-def cosine_intervals(row: dict, tokens, token_text, sentences, weights: np.ndarray, level: float) -> dict:
-    """Percentile intervals of the mean token and sentence cosines, resampling sentences
-    (the token sample's pairs among resampled sentences; see analyses.stats.pairwise_cosine_replicates),
-    added to ``row`` as token_mean_ci, sentence_mean_ci and baseline_cosine_ci. Returns the replicates."""
-    n = weights.shape[1]
-    rep = {"token_mean": stats.cosine_replicates(tokens, token_text, n, weights),
-           "sentence_mean": stats.cosine_replicates(sentences, np.arange(len(sentences)), n, weights)}
-    tok_ci, sen_ci = (stats.interval(rep[k], level).tolist() for k in ("token_mean", "sentence_mean"))
+def cosine_intervals(row: dict, tokens, token_text, sentences, boot: dict) -> dict:
+    """Percentile intervals of the mean token and sentence cosines, resampling sentences as ``boot`` says
+    (the token sample's pairs among resampled sentences; see analyses.stats.pairwise_cosine_replicates;
+    zero vectors left out), added to ``row`` as token_mean_ci, sentence_mean_ci and baseline_cosine_ci.
+    The resamples are drawn in blocks (analyses.stats.blockwise_replicates): the same replicates as from the
+    whole (resamples, sentences) weight matrix, which is never held. Returns the replicates."""
+    n = int(boot["n_units"])
+    token_sums = stats.grouped_unit_sums(tokens, token_text, n)  # (n, d), (n,), (n,)
+    sentence_sums = stats.grouped_unit_sums(sentences, np.arange(len(sentences)), n)
+
+    def both(W: np.ndarray) -> np.ndarray:  # (b, 2): token, sentence replicates of one block of resamples
+        return np.stack([stats.pairwise_cosine_replicates(*token_sums, W),
+                         stats.pairwise_cosine_replicates(*sentence_sums, W)], 1)
+
+    reps = stats.blockwise_replicates(both, n, int(boot["resamples"]), int(boot["seed"]))  # (B, 2)
+    rep = {"token_mean": reps[:, 0], "sentence_mean": reps[:, 1]}
+    tok_ci, sen_ci = (stats.interval(rep[k], boot["level"]).tolist() for k in ("token_mean", "sentence_mean"))
     row.update(token_mean_ci=tok_ci, sentence_mean_ci=sen_ci, baseline_cosine_ci=tok_ci)
     return rep
+
+
+class LayerRows:
+    """One layer of ``acts`` as an (N, d) array whose rows are read only when indexed (``H[a:b]``, ``H[idx]``
+    read those rows through Activations.layer_hidden(layer, rows=...)): never the whole layer at once."""
+
+    def __init__(self, acts: Activations, layer: int):
+        self.acts, self.layer = acts, layer
+        self.shape = tuple(acts.hidden.shape[1:])  # (N, d)
+
+    def __getitem__(self, rows) -> np.ndarray:
+        return np.asarray(self.acts.layer_hidden(self.layer, rows=rows))
+
+
+def _rows_of(acts: Activations, layer: int, groups: list[np.ndarray]) -> list[np.ndarray]:
+    """The states at ``layer`` of each group's token rows, read in one gather (not the whole layer)."""
+    if not groups:
+        return []
+    X = np.asarray(acts.layer_hidden(layer, rows=np.concatenate(groups)))  # (sum k_i, d)
+    return np.split(X, np.cumsum([len(g) for g in groups])[:-1])
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """Per-layer cosine distributions and Ethayarajh statistics for one model's activations (every
     layer's token states: activations made with ``extract(layers=[...])`` are refused, naming the
     first layer they lack). The result records the number of token occurrences drawn as ``n_tokens`` (fewer
-    than asked for when the sentences hold fewer usable tokens)."""
+    than asked for when the sentences hold fewer usable tokens). A layer is read in runs of whole sentences
+    and gathers of the sampled rows, never whole, so memory does not grow with the number of tokens.
+
+    A cosine with a zero vector is undefined: zero vectors are left out of every cosine statistic, each
+    cosine summary counts those it left out (``n_zero_vectors``), and each layer counts its zero kept tokens
+    (``n_zero_tokens``)."""
     cfg = cfg or Config()
     L = acts.n_layers
     layer = layer_index(cfg.layer, L, f"--layer {cfg.layer}")
     sample = draw_sample(acts, cfg)
     boot = stats.bootstrap_block("sentence", acts.n_texts, seed=cfg.seed, units_id=stats.units_id(acts.texts))
-    weights, token_text = stats.resample_weights(acts.n_texts, boot["resamples"], cfg.seed), acts.text_index()
+    token_text = acts.text_index()[sample.tokens]  # (n_tokens,) the sentence of each sampled token
     layers = []
     for lyr in tqdm_class()(range(L + 1), desc=f"anisotropy {acts.meta['model']['name']}", unit="layer"):
-        H = np.asarray(acts.layer_hidden(lyr))  # (N, d)
-        tok = cosine_summary(H[sample.tokens], cfg.bins, cfg.exact_limit)
-        sen = cosine_summary(acts.sentence[lyr], cfg.bins, cfg.exact_limit)
+        tokens = np.asarray(acts.layer_hidden(lyr, rows=sample.tokens))  # (n_tokens, d)
+        sentences = np.asarray(acts.sentence[lyr])  # (T, d)
+        tok = cosine_summary(tokens, cfg.bins, cfg.exact_limit)
+        sen = cosine_summary(sentences, cfg.bins, cfg.exact_limit)
         row = {"layer": lyr, "token": asdict(tok), "sentence": asdict(sen), "baseline_cosine": tok.mean}
-        replicates = cosine_intervals(row, H[sample.tokens], token_text[sample.tokens], np.asarray(acts.sentence[lyr]),
-                                      weights, boot["level"])
+        replicates = cosine_intervals(row, tokens, token_text, sentences, boot)
+        del tokens, sentences
         if sample.groups:
-            ss = self_similarity([H[g] for g in sample.groups])
-            mev = max_explainable_variance([H[g] for g in sample.groups])
-            ss_base = self_similarity([H[g] for g in sample.random_groups])
-            mev_base = max_explainable_variance([H[g] for g in sample.random_groups])
+            groups, random_groups = _rows_of(acts, lyr, sample.groups), _rows_of(acts, lyr, sample.random_groups)
+            ss, ss_base = self_similarity(groups), self_similarity(random_groups)
+            mev, mev_base = max_explainable_variance(groups), max_explainable_variance(random_groups)
+            del groups, random_groups
             row.update(self_similarity=ss, self_similarity_baseline=ss_base,
                        self_similarity_adjusted=ss - ss_base, mev=mev, mev_baseline=mev_base,
                        mev_adjusted=mev - mev_base)
-        intra = intra_sentence_similarity(H, acts.offsets, sample.keep)
-        row.update(intra_sentence_similarity=intra, intra_sentence_adjusted=intra - tok.mean)
+        intra, n_zero = intra_sentence(LayerRows(acts, lyr), acts.offsets, sample.keep)  # read in runs
+        row.update(intra_sentence_similarity=intra, intra_sentence_adjusted=intra - tok.mean, n_zero_tokens=n_zero)
         layers.append(row)
     return Result(
         identity=activations_identity(acts, dataclasses.replace(cfg, n_tokens=len(sample.tokens))),
@@ -341,6 +477,9 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             "mev": "sigma_1^2 / sum sigma_i^2 of the uncentred occurrence matrix (Ethayarajh 2019)",
             "intra_sentence": "cosine of each token with the mean of its sentence's tokens; "
                               "adjusted = minus the random-token baseline",
+            "zero_vectors": "a cosine with a zero vector (norm 0 in float32) is undefined: zero vectors are left "
+                            "out of every cosine statistic and its interval (n_zero_vectors of each summary, "
+                            "n_zero_tokens of each layer's kept tokens); a statistic left with no pair is null",
         },
         layers=layers,
         bootstrap={**boot, "replicates": {"layer": L, **{k: stats.rounded(v) for k, v in replicates.items()}}},
@@ -358,7 +497,7 @@ def table_rows(result: Result) -> list[dict]:
                          f"{level}_frac_negative": s["frac_negative"],
                          **{f"{level}_q{k}": v for k, v in s["quantiles"].items()}})
         for key in ("baseline_cosine", "self_similarity", "self_similarity_adjusted", "intra_sentence_similarity",
-                    "intra_sentence_adjusted", "mev", "mev_adjusted"):
+                    "intra_sentence_adjusted", "mev", "mev_adjusted", "n_zero_tokens"):
             flat[key] = row.get(key)
         rows.append(flat)
     return rows

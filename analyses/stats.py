@@ -24,6 +24,7 @@ import enum
 import hashlib
 import math
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -32,6 +33,7 @@ import numpy as np
 RESAMPLES = 1000  # default number of bootstrap resamples
 LEVEL = 0.95  # default two-sided interval level
 SEED = 0  # default bootstrap seed
+WEIGHT_BLOCK_ELEMENTS = 2**20  # resample_weight_blocks: float64 weights per block (8 MiB)
 
 # A verdict needs at least this many units behind every interval it reads. The percentile interval of a
 # mean is about mean +- 1.96 x the plug-in standard error, which is sqrt((n - 1) / n) of the unbiased one,
@@ -88,6 +90,32 @@ def resample_weights(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> np
     return rng.multinomial(n, np.full(n, 1.0 / n), size=int(resamples)).astype(np.float64)
 
 
+def resample_weight_blocks(n: int, resamples: int = RESAMPLES, seed: int = SEED,
+                           block_elements: int = WEIGHT_BLOCK_ELEMENTS) -> Iterator[np.ndarray]:
+    """The rows of :func:`resample_weights` ``(n, resamples, seed)`` in consecutive (b, n) float64 blocks of
+    at most ``block_elements`` entries (at least one row each), drawn from the same seeded generator one
+    block after the other: concatenated, they are its matrix exactly. Memory O(block_elements), whatever n."""
+    if n < 1:
+        raise ValueError(f"a bootstrap needs at least one unit, got {n}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    rng = np.random.default_rng([int(seed), int(n)])
+    p = np.full(n, 1.0 / n)
+    rows = max(1, int(block_elements) // int(n))
+    for start in range(0, int(resamples), rows):
+        yield rng.multinomial(n, p, size=min(rows, int(resamples) - start)).astype(np.float64)
+
+
+def blockwise_replicates(statistic: Callable[[np.ndarray], np.ndarray], n: int, resamples: int = RESAMPLES,
+                         seed: int = SEED, block_elements: int = WEIGHT_BLOCK_ELEMENTS) -> np.ndarray:
+    """``statistic(W)`` of the weights of :func:`resample_weights` ``(n, resamples, seed)``, applied to blocks of
+    resamples (:func:`resample_weight_blocks`) and concatenated along axis 0: the same replicates as
+    ``statistic(resample_weights(n, resamples, seed))`` for a statistic computed row by row (each replicate
+    from its own resample), without the (resamples, n) matrix. (resamples, ...)"""
+    return np.concatenate([np.asarray(statistic(W)) for W in resample_weight_blocks(n, resamples, seed,
+                                                                                   block_elements)])
+
+
 def interval(replicates, level: float = LEVEL) -> np.ndarray:
     """Percentile interval of bootstrap replicates along axis 0: (2,) for (B,), (2, k) for (B, k).
 
@@ -128,10 +156,11 @@ def ratio_replicates(numerators, denominators, weights: np.ndarray) -> np.ndarra
 def pairwise_cosine_replicates(unit_sums, unit_sq, unit_counts, weights: np.ndarray) -> np.ndarray:
     """Replicates of the mean cosine over all pairs i != j of vectors grouped in units (sentences),
     resampling units. ``unit_sums`` (n, d): per unit the sum of its unit-normalised vectors;
-    ``unit_sq`` (n,): the sum of their squared norms (1 each, 0 for a zero vector); ``unit_counts``
-    (n,): how many vectors. With weight w_u per unit, the mean over ordered pairs of distinct
-    (copy, vector) is (|sum_u w_u S_u|^2 - sum_u w_u^2 q_u) / ((sum_u w_u c_u)^2 - sum_u w_u^2 c_u);
-    all ones gives exactly the mean of the C(N, 2) pairwise cosines. (B,)"""
+    ``unit_sq`` (n,): the sum of their squared norms (1 each); ``unit_counts`` (n,): how many vectors
+    (zero vectors, whose cosine is undefined, are left out of all three). With weight w_u per unit, the
+    mean over ordered pairs of distinct (copy, vector) is
+    (|sum_u w_u S_u|^2 - sum_u w_u^2 q_u) / ((sum_u w_u c_u)^2 - sum_u w_u^2 c_u); all ones gives exactly
+    the mean of the C(N, 2) pairwise cosines. (B,)"""
     S = np.asarray(unit_sums, dtype=np.float64)
     V = weights @ S  # (B, d)
     W2 = weights * weights
@@ -142,21 +171,43 @@ def pairwise_cosine_replicates(unit_sums, unit_sq, unit_counts, weights: np.ndar
         return num / den
 
 
-def grouped_unit_sums(X: np.ndarray, unit_of: np.ndarray, n_units: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def grouped_unit_sums(X: np.ndarray, unit_of: np.ndarray, n_units: int,
+                      chunk_elements: int = WEIGHT_BLOCK_ELEMENTS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sums (n_units, d), squared norms (n_units,), counts (n_units,)) of the unit-normalised rows of X
-    grouped by ``unit_of`` (each row's unit index); a zero row stays zero (cosine 0 with anything)."""
-    X = np.asarray(X, dtype=np.float64)
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    U = X / np.where(norms > 0, norms, 1)
+    grouped by ``unit_of`` (each row's unit index). A zero row (norm 0) has no direction, so its cosine with
+    anything is undefined: it is left out (it adds to no sum and no count). Rows are read in chunks of whole
+    units (about ``chunk_elements`` floats) when ``unit_of`` is sorted, so X may be memory-mapped and no
+    float64 copy of it is made."""
     unit_of = np.asarray(unit_of, dtype=np.int64)
-    order = np.argsort(unit_of, kind="stable")
-    counts = np.bincount(unit_of, minlength=n_units)
-    sums = np.zeros((n_units, X.shape[1]))
-    if len(order):
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        has = counts > 0
-        sums[has] = np.add.reduceat(U[order], starts[has], axis=0)
-    sq = np.bincount(unit_of, weights=(norms[:, 0] > 0).astype(float), minlength=n_units)
+    n, d = len(unit_of), X.shape[1]
+    sums = np.zeros((n_units, d))
+    sq = np.zeros(n_units)
+    counts = np.zeros(n_units, np.int64)
+    if n == 0:
+        return sums, sq, counts.astype(float)
+    if np.any(unit_of[1:] < unit_of[:-1]):  # not in unit order: X's rows sorted by unit first (a copy)
+        order = np.argsort(unit_of, kind="stable")
+        X, unit_of = np.asarray(X)[order], unit_of[order]
+    step = max(1, int(chunk_elements) // max(d, 1))
+    start = 0
+    while start < n:
+        stop = min(n, start + step)
+        if stop < n:  # end the chunk at a unit boundary (one unit larger than a chunk stays whole)
+            stop = int(np.searchsorted(unit_of, unit_of[stop], side="left"))
+            if stop <= start:
+                stop = int(np.searchsorted(unit_of, unit_of[start], side="right"))
+        Xc = np.asarray(X[start:stop], dtype=np.float64)  # (b, d)
+        norms = np.linalg.norm(Xc, axis=1, keepdims=True)
+        nonzero = norms[:, 0] > 0
+        U = Xc[nonzero] / norms[nonzero]
+        units = unit_of[start:stop][nonzero]
+        if len(units):
+            heads = np.concatenate([[0], np.flatnonzero(units[1:] != units[:-1]) + 1])  # first row of each unit
+            sums[units[heads]] = np.add.reduceat(U, heads, axis=0)
+            c = np.bincount(units - units[0], minlength=int(units[-1] - units[0]) + 1)
+            counts[units[0]:units[-1] + 1] += c
+            sq[units[0]:units[-1] + 1] += c
+        start = stop
     return sums, sq, counts.astype(float)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from analyses import anisotropy as an
+from analyses import stats
 from analyses.common import write_result
 from analyses.style import model_color
 from probes.capture.activations import Activations
@@ -43,9 +44,39 @@ def test_pairwise_cosines_known_angles():
     np.testing.assert_allclose(an.pairwise_cosines(X), want, atol=1e-6)
 
 
-def test_zero_vectors_give_zero_cosine_not_nan():
+def test_zero_vectors_have_no_cosine_and_are_left_out_and_counted():
     X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
-    np.testing.assert_allclose(an.pairwise_cosines(X), [0, 0, 0], atol=1e-7)
+    np.testing.assert_allclose(an.pairwise_cosines(X), [np.nan, np.nan, 0], atol=1e-7)  # undefined, not 0
+    rng = np.random.default_rng(5)
+    Y = rng.normal(size=(40, 6)) + 0.5
+    with_zeros = np.insert(Y, [0, 7, 7, 40], 0.0, axis=0)  # four zero rows among the 40
+    got, want = an.cosine_summary(with_zeros, bins=20), an.cosine_summary(Y, bins=20)
+    assert (got.n_vectors, got.n_zero_vectors, got.n_pairs) == (44, 4, 40 * 39 // 2)
+    assert dataclasses.replace(got, n_vectors=40, n_zero_vectors=0) == want
+    none = an.cosine_summary(np.zeros((5, 3)), bins=4)  # no pair left: every statistic undefined
+    assert none.n_pairs == 0 and none.n_zero_vectors == 5 and np.isnan(none.mean) and none.counts == [0] * 4
+
+
+def test_exact_quantiles_are_numpys_bit_for_bit():
+    rng = np.random.default_rng(2)
+    for n in (2, 3, 7, 100, 1001, 65_537):
+        c = rng.normal(size=n).astype(np.float32)
+        want = np.quantile(c.astype(np.float64), an.QUANTILES)
+        np.testing.assert_array_equal(an.exact_quantiles(c.copy(), an.QUANTILES), want)
+    ties = np.repeat(np.float32([0.25, -1.0, 0.5]), 11)
+    np.testing.assert_array_equal(an.exact_quantiles(ties.copy(), (0.0, 0.3, 0.5, 1.0)),
+                                  np.quantile(ties.astype(np.float64), (0.0, 0.3, 0.5, 1.0)))
+
+
+def test_exact_summary_in_blocks_matches_the_whole_array(monkeypatch):
+    monkeypatch.setattr(an, "SUMMARY_BLOCK", 1000)  # many blocks
+    X = np.random.default_rng(4).normal(size=(300, 8)) + 0.2
+    c = an.pairwise_cosines(X).astype(np.float64)
+    s = an.cosine_summary(X, bins=30)
+    assert s.mean == pytest.approx(c.mean(), abs=1e-13) and s.std == pytest.approx(c.std(), abs=1e-13)
+    assert s.frac_negative == (c < 0).mean()
+    assert s.counts == np.histogram(np.clip(c, -1, 1), bins=30, range=(-1, 1))[0].tolist()
+    assert list(s.quantiles.values()) == np.quantile(c, an.QUANTILES).tolist()
 
 
 def test_isotropic_gaussian_is_centred_on_zero():
@@ -113,6 +144,30 @@ def test_self_similarity_and_intra_sentence_known_values():
     keep = np.ones(4, bool)
     got = an.intra_sentence_similarity(H, np.array([0, 2, 4]), keep)
     assert got == pytest.approx((1.0 + np.cos(np.pi / 4)) / 2)
+    # zero vectors have no cosine: a zero token is left out of its type's pairs and of its sentence
+    assert an.self_similarity([np.r_[same, np.zeros((2, 3))], ortho]) == pytest.approx(0.5)
+    assert np.isnan(an.self_similarity([np.r_[[[1.0, 0, 0]], np.zeros((3, 3))]]))  # no pair left
+    H0 = np.r_[H[:2], np.zeros((1, 2)), H[2:]]  # a zero third token in sentence 0
+    assert an.intra_sentence(H0, np.array([0, 3, 5]), np.ones(5, bool)) == (pytest.approx(got), 1)
+
+
+def test_intra_sentence_reads_runs_of_sentences_in_bounded_memory(tmp_path):
+    import tracemalloc
+
+    rng = np.random.default_rng(6)
+    lengths = rng.integers(1, 30, size=400)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    H = np.lib.format.open_memmap(tmp_path / "h.npy", mode="w+", dtype=np.float32, shape=(int(offsets[-1]), 32))
+    H[:] = rng.normal(size=H.shape) + 1.0
+    H[::17] = 0.0  # planted zero vectors
+    keep = rng.random(len(H)) < 0.9
+    want = an.intra_sentence(np.array(H), offsets, keep, chunk_elements=2**30)  # one run: the whole array
+    tracemalloc.start()
+    got = an.intra_sentence(H, offsets, keep, chunk_elements=64 * 32)  # runs of about 64 tokens
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert got == want and got[1] == int((keep & (np.arange(len(H)) % 17 == 0)).sum())
+    assert peak < H.nbytes / 8  # a float64 copy of the layer alone would be 2 x H.nbytes
 
 
 def planted_activations(n_texts=60, n_tok=8, d=48, seed=0) -> Activations:
@@ -149,6 +204,46 @@ def test_compute_on_planted_activations():
     assert cone["self_similarity"] > 0.6 and abs(iso["self_similarity_adjusted"]) < 0.05
     assert res.headline_layer == 1
     assert res.definitions["special_tokens"] == "excluded from token statistics"
+
+
+def test_planted_zero_vectors_are_left_out_of_every_cosine_and_counted():
+    acts = planted_activations()
+    rng = np.random.default_rng(3)
+    zero = rng.choice(np.flatnonzero(~acts.special), 40, replace=False)
+    acts.hidden[1, zero] = 0.0  # 40 kept tokens of layer 1 lose their state
+    acts.sentence[1, :5] = 0.0  # and 5 sentence vectors
+    cfg = an.Config(n_tokens=200, seed=0, bins=20)
+    res = an.compute(cfg, acts=acts)
+    sample = an.draw_sample(acts, cfg)  # the same draw: it reads token ids, not states
+    hit = np.isin(sample.tokens, zero)
+    iso, cone = res.layers
+    assert iso["n_zero_tokens"] == 0 and cone["n_zero_tokens"] == 40
+    assert iso["token"]["n_zero_vectors"] == 0 and cone["token"]["n_zero_vectors"] == hit.sum() > 0
+    assert cone["token"]["n_vectors"] == 200 and cone["token"]["n_pairs"] == (200 - hit.sum()) * (199 - hit.sum()) // 2
+    assert cone["sentence"]["n_zero_vectors"] == 5
+    left = acts.hidden[1, sample.tokens[~hit]]
+    assert cone["token"]["mean"] == pytest.approx(brute_force_cosines(left).mean(), abs=1e-6)
+    assert cone["sentence"]["mean"] == pytest.approx(brute_force_cosines(acts.sentence[1, 5:]).mean(), abs=1e-6)
+    # the bootstrap leaves them out too: unit weights give the point estimate, and the interval holds it
+    text = acts.text_index()[sample.tokens]
+    ones = stats.pairwise_cosine_replicates(*stats.grouped_unit_sums(acts.hidden[1, sample.tokens], text, 60),
+                                            np.ones((1, 60)))
+    assert ones[0] == pytest.approx(cone["token"]["mean"], abs=1e-6)
+    for level in ("token", "sentence"):
+        lo, hi = cone[f"{level}_mean_ci"]
+        assert lo < cone[level]["mean"] < hi
+    assert "zero_vectors" in res.definitions
+
+
+def test_replicates_from_blocks_of_resamples_equal_the_whole_matrix():
+    rng = np.random.default_rng(8)
+    X, unit_of = rng.normal(size=(300, 12)) + 0.4, np.sort(rng.integers(0, 50, 300))
+    W = stats.resample_weights(50, 200, seed=1)
+    sums = stats.grouped_unit_sums(X, unit_of, 50, chunk_elements=12 * 7)  # read in chunks of whole units
+    blocks = stats.blockwise_replicates(lambda w: stats.pairwise_cosine_replicates(*sums, w), 50, 200, seed=1,
+                                        block_elements=50 * 9)  # blocks of 9 resamples
+    np.testing.assert_array_equal(blocks, stats.cosine_replicates(X, unit_of, 50, W))
+    np.testing.assert_array_equal(np.concatenate(list(stats.resample_weight_blocks(50, 200, 1, 50 * 9))), W)
 
 
 def test_special_tokens_are_excluded_unless_kept():

@@ -193,9 +193,25 @@ def test_rsa_of_identical_inputs_is_one_and_matches_scipy(X):
         assert sm.rsa(X, Y, dist) == pytest.approx(spearmanr(pdist(X, dist), pdist(Y, dist))[0], abs=1e-12)
 
 
-def test_rdm_zero_rows_are_at_distance_one():
+def test_rsa_leaves_zero_vectors_out_and_counts_them():
     X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 3.0]])
-    assert sm.rdm(X) == pytest.approx([1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(np.isnan(sm.rdm(X)), [True, True, False])  # undefined, not distance 1
+    rng = np.random.default_rng(9)
+    A, B = rng.normal(size=(60, 7)), rng.normal(size=(60, 5))
+    B[:, 0] += A[:, 0]  # some shared structure
+    A0, B0 = A.copy(), B.copy()
+    A0[[3, 17]] = 0.0  # planted zero vectors: unit 3 and 17 in A, unit 40 in B
+    B0[40] = 0.0
+    keep = np.setdiff1d(np.arange(60), [3, 17, 40])
+    for dist in sm.DISTANCES:
+        if dist == "correlation":
+            B0[40] = 2.5  # a constant row has no direction for the correlation distance
+        out = sm.similarity_matrices([A0, A], [B0, B], ["rsa"], distance=dist)
+        assert out["rsa"][0, 0] == pytest.approx(sm.rsa(A[keep], B[keep], dist), abs=1e-12)
+        assert out["rsa"][1, 0] == pytest.approx(sm.rsa(np.delete(A, 40, 0), np.delete(B, 40, 0), dist), abs=1e-12)
+        assert out["rsa"][1, 1] == sm.rsa(A, B, dist)  # no zero vector: every unit, as before
+        assert out["rsa_zero"] == ([2, 0], [1, 0])
+    assert sm.rsa(A, np.zeros((60, 5))) == 0.0  # no unit left: no ranking (RSA 0, as for an RDM of equal entries)
 
 
 def test_self_matrix_is_symmetric_with_unit_diagonal(X):
@@ -285,6 +301,25 @@ def test_one_model_alone_gives_its_self_similarity():
     for m in sim.MEASURES:
         np.testing.assert_array_equal(res.matrix(m, "ab"), res.matrix(m, "aa"))
         np.testing.assert_allclose(np.diag(res.matrix(m, "aa")), 1.0, atol=1e-9)
+
+
+def test_float16_storage_is_read_layer_by_layer_with_the_same_numbers_and_zero_units_counted():
+    import dataclasses
+
+    from probes.precision import Float32View
+
+    a = fake_acts("a", [["w"]] * 80, [[0]] * 80, 6, 0, L=2)
+    b = fake_acts("b", [["w"]] * 80, [[0]] * 80, 5, 1, L=1)
+    b.sentence[1, [4, 9]] = 0.0  # two zero sentence vectors in B's last layer
+    stored = a.sentence.astype(np.float16)
+    as_float32 = sim.compute(sim.Config(model=["a", "b"], n_sentences=80),
+                             acts_a=dataclasses.replace(a, sentence=stored.astype(np.float32)), acts_b=b)
+    viewed = dataclasses.replace(a, sentence=Float32View(stored))  # as the cache hands float16 entries out
+    assert all(isinstance(x, Float32View) for x in sim.sentence_layers(viewed))
+    res = sim.compute(sim.Config(model=["a", "b"], n_sentences=80), acts_a=viewed, acts_b=b)
+    assert res.matrices == as_float32.matrices
+    assert res.rsa_zero_vectors == {"a": [0, 0, 0], "b": [0, 2]}
+    assert sim.Result.from_json(json.loads(json.dumps(res.to_json()))) == res
 
 
 def test_texts_must_match():

@@ -99,17 +99,19 @@ def test_ratio_replicates_at_unit_weights_is_the_pooled_ratio():
 def test_pairwise_cosine_replicates_reproduce_the_point_and_a_resample():
     rng = np.random.default_rng(5)
     X = rng.normal(0.5, 1, size=(40, 6))
-    X[7] = 0  # a zero vector: cosine 0 with anything
+    X[7] = 0  # a zero vector: no cosine with anything, left out of every pair
+    nz = np.arange(40) != 7
     unit_of = np.sort(rng.integers(0, 9, size=40))
     S, q, c = stats.grouped_unit_sums(X, unit_of, 9)
     U = X / np.where(np.linalg.norm(X, axis=1, keepdims=True) > 0, np.linalg.norm(X, axis=1, keepdims=True), 1)
     G = U @ U.T
-    point = G[np.triu_indices(40, 1)].mean()
+    point = G[np.ix_(nz, nz)][np.triu_indices(39, 1)].mean()
     assert stats.pairwise_cosine_replicates(S, q, c, np.ones((1, 9)))[0] == pytest.approx(point)
     # one explicit resample: units 0, 0, 2, 5, ... -> the mean over pairs of distinct (copy, vector)
     w = np.array([2, 0, 1, 0, 3, 1, 0, 1, 1], float)
-    rows = np.concatenate([np.repeat(np.flatnonzero(unit_of == u), int(w[u])) for u in range(9)])
-    copy = np.concatenate([np.tile(np.arange(int(w[u])), (unit_of == u).sum()) if w[u] else [] for u in range(9)])
+    rows = np.concatenate([np.repeat(np.flatnonzero((unit_of == u) & nz), int(w[u])) for u in range(9)])
+    copy = np.concatenate([np.tile(np.arange(int(w[u])), ((unit_of == u) & nz).sum()) if w[u] else []
+                           for u in range(9)])
     ids = [(r, k) for r, k in zip(rows, np.asarray(copy, int))]
     Gr = U[rows] @ U[rows].T
     distinct = np.array([[rows[i] != rows[j] for j in range(len(ids))] for i in range(len(ids))])

@@ -50,6 +50,7 @@ from analyses.similarity.words import align_words, word_states
 from probes.capture.activations import Activations
 from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
+from probes.precision import Float32View
 
 UNITS = ("sentence", "token")
 BLOCKS = ("aa", "ab", "bb")
@@ -94,6 +95,7 @@ class Result(common.AnalysisResult):
     constant_columns: dict  # "a"/"b" -> per layer, the number of constant (dropped) columns
     alignment: dict  # token unit: texts kept/dropped, words; sentence unit: texts
     svcca_chance: dict = field(default_factory=dict)  # block -> sqrt(max(k_row, k_col) / (n-1)): SVCCA's chance
+    rsa_zero_vectors: dict = field(default_factory=dict)  # "a"/"b" -> per layer, RSA units whose vector is zero
     definitions: dict = field(default_factory=dict)  # prose only; nothing reads numbers from it
 
     @property
@@ -139,12 +141,22 @@ class Result(common.AnalysisResult):
 # ----------------------------------------------------------------------------- compute
 
 
-def units(acts_a: Activations, acts_b: Activations, cfg: Config, rng) -> tuple[np.ndarray, np.ndarray, dict]:
-    """(X_A (L_A+1, n, d_A), X_B (L_B+1, n, d_B), alignment summary) for cfg.unit."""
+def sentence_layers(acts: Activations) -> list:
+    """Each layer's sentence vectors (T, d) as they are stored: views of the memory-mapped cache (a float32
+    face of float16 storage), read row by row as the measures stream them, never copied whole."""
+    S = acts.sentence
+    if isinstance(S, Float32View):
+        return [Float32View(S.stored[lyr]) for lyr in range(S.shape[0])]
+    return [S[lyr] for lyr in range(S.shape[0])]
+
+
+def units(acts_a: Activations, acts_b: Activations, cfg: Config, rng) -> tuple:
+    """(X_A, X_B, alignment summary) for cfg.unit: per layer 0..L an (n, d) array of each model (X_A[l] (n, d_A),
+    X_B[l] (n, d_B)): a list of per-layer views (sentence) or one (L+1, n, d) array (token)."""
     if acts_a.texts != acts_b.texts:
         raise ProbeError("the two models' activations are not of the same texts; use the same corpus and seed")
     if cfg.unit == "sentence":
-        return np.asarray(acts_a.sentence), np.asarray(acts_b.sentence), {"n_texts": acts_a.n_texts}
+        return sentence_layers(acts_a), sentence_layers(acts_b), {"n_texts": acts_a.n_texts}
     words = align_words(acts_a, acts_b)
     n = len(words.starts_a)
     if n > cfg.max_units:
@@ -164,15 +176,15 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
     (pass the same activations twice for self-similarity only)."""
     cfg = cfg or Config()
     rng = np.random.default_rng(cfg.seed)
-    XA, XB, alignment = units(acts_a, acts_b, cfg, rng)  # (L_A+1, n, d_A), (L_B+1, n, d_B)
-    n = XA.shape[1]
+    XA, XB, alignment = units(acts_a, acts_b, cfg, rng)  # per layer (n, d_A), (n, d_B)
+    n = len(XA[0])
     if n < 4:
         raise ProbeError(f"need at least 4 units for the debiased estimator, got {n}; use more sentences")
     rsa_rows = np.sort(rng.choice(n, size=min(cfg.rsa_units, n), replace=False))
     same = acts_a is acts_b
     kw: dict[str, Any] = dict(measures=cfg.measure, variance=cfg.svcca_variance, rsa_rows=rsa_rows,
                               distance=cfg.rsa_distance, batch_rows=cfg.batch_rows)  # similarity_matrices'
-    La, Lb = XA.shape[0], XB.shape[0]
+    La, Lb = len(XA), len(XB)
     total = La * (La + 1) // 2 + (0 if same else La * Lb + Lb * (Lb + 1) // 2)
     name_a, name_b = acts_a.meta["model"]["name"], acts_b.meta["model"]["name"]
     with tqdm_class()(total=total, desc=f"similarity {name_a} x {name_b} ({cfg.unit})", unit="pair") as bar:
@@ -197,6 +209,7 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
                        bb["svcca_dims"][0]), ("bb", bb["svcca_dims"][0], bb["svcca_dims"][0]))}
         if "svcca" in cfg.measure else {},
         constant_columns={"a": [len(c) for c in aa["constant"][0]], "b": [len(c) for c in bb["constant"][0]]},
+        rsa_zero_vectors={"a": aa["rsa_zero"][0], "b": bb["rsa_zero"][0]} if "rsa" in cfg.measure else {},
         alignment=alignment,
         definitions={
             "layers": "row/column l = hidden[l]: 0 = embedding output, l = output of layer l",
@@ -213,6 +226,9 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
                             "subspaces); the chance mean correlation is below it. SVCCA near it: no shared subspace",
             "degenerate": "a constant column is dropped; a layer with no variance has CKA and SVCCA 0 with "
                           "everything (itself included); an RDM with all entries equal has RSA 0",
+            "rsa_zero_vectors": "a cosine with a zero vector (a constant one for the correlation distance) is "
+                                "undefined: RSA leaves a unit whose vector is zero in either layer of a pair out of "
+                                "both RDMs of that pair; rsa_zero_vectors counts them per layer",
         },
     )
 

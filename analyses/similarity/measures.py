@@ -39,9 +39,11 @@ Degenerate cases (defined values, never NaN):
   anything else (CKA and SVCCA are exactly invariant to it);
 * a side with no non-constant column, or whose HSIC_u(K, K) is not positive, has no measurable
   structure: its CKA and SVCCA with anything are 0 (also with itself);
-* in an RDM, a zero row (a constant row for the correlation distance) has cosine 0 with every row
-  (distance 1), as in analyses.anisotropy; an RDM whose entries are all equal has no ranking, and
-  its RSA with anything is 0.
+* a zero row (a constant row for the correlation distance) has no direction, so its cosine with
+  anything is undefined (:func:`rdm` gives NaN there): RSA leaves such a unit out of both RDMs of
+  every pair of layers where either side has it zero (as analyses.anisotropy leaves zero vectors out)
+  and counts them per layer; an RDM with fewer than two entries, or whose entries are all equal, has
+  no ranking, and its RSA with anything is 0.
 
     $ python -c "import numpy as np; from analyses.similarity.measures import linear_cka; \
           X = np.random.randn(500, 20); print(linear_cka(X, X @ np.random.randn(20, 20)))"
@@ -149,7 +151,7 @@ def _stack_batch(layers: list[Layer], s: int, batch_rows: int, dtype=np.float32)
     squared row norms (b, layers). The means are rounded to ``dtype`` before they are subtracted: a constant
     shift of a column, to which HSIC_u is exactly invariant (and the centred cross-products are re-centred
     with the column sums)."""
-    b = len(layers[0].X[s:s + batch_rows])
+    b = min(batch_rows, layers[0].n - s)
     block = np.empty((b, sum(len(a.mean) for a in layers)), dtype)
     norms, o = np.empty((b, len(layers))), 0
     for k, a in enumerate(layers):
@@ -300,29 +302,79 @@ def canonical_correlations(bx: Basis, by: Basis, cross: np.ndarray) -> np.ndarra
 # ----------------------------------------------------------------------------- RSA
 
 
-def rdm(X: np.ndarray, distance: str = "cosine") -> np.ndarray:
-    """Upper triangle (i < j, row-major; scipy's pdist order) of the RDM of X (m, d), float64."""
+def _rdm_rows(X: np.ndarray, distance: str) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows of X (m, d) in float64 scaled to unit length (row-centred first for the correlation
+    distance), (m,) bool: the rows with a direction). A zero row stays zero in the first array."""
     if distance not in DISTANCES:
         raise ProbeError(f"distance must be one of {', '.join(DISTANCES)}, got {distance!r}")
     X = np.asarray(X, np.float64)
     if distance == "correlation":
         X = X - X.mean(1, keepdims=True)
     norms = np.linalg.norm(X, axis=1, keepdims=True)
-    Xn = X / np.where(norms > 0, norms, 1.0)  # zero rows stay zero: cosine 0, distance 1
-    i, j = np.triu_indices(len(X), k=1)
+    return X / np.where(norms > 0, norms, 1.0), norms[:, 0] > 0
+
+
+def _upper(Xn: np.ndarray) -> np.ndarray:
+    """1 - cosine of the unit rows Xn, upper triangle (i < j, row-major)."""
+    i, j = np.triu_indices(len(Xn), k=1)
     return 1.0 - (Xn @ Xn.T)[i, j]
 
 
+def rdm(X: np.ndarray, distance: str = "cosine") -> np.ndarray:
+    """Upper triangle (i < j, row-major; scipy's pdist order) of the RDM of X (m, d), float64. A pair with a
+    zero row (a constant row for the correlation distance) has no cosine: NaN."""
+    Xn, ok = _rdm_rows(X, distance)
+    if not ok.all():
+        Xn[~ok] = np.nan
+    return _upper(Xn)
+
+
 def standard_ranks(d: np.ndarray) -> np.ndarray | None:
-    """Ranks of d (ties averaged), centred and scaled to unit norm; None if all entries are equal."""
+    """Ranks of d (ties averaged), centred and scaled to unit norm; None if d has fewer than two entries or
+    all of them are equal."""
+    if len(d) < 2:
+        return None
     r = rankdata(d)
     r -= r.mean()
     norm = np.linalg.norm(r)
     return r / norm if norm > 0 else None
 
 
+@dataclass
+class RsaSide:
+    """One layer's RSA units: which have a direction, and the ranks of the RDM over those."""
+
+    X: Any  # (n, d) the layer (may be memory-mapped): its rows are read again when a pair needs fewer units
+    rows: np.ndarray  # (m,) the RSA units
+    distance: str
+    ok: np.ndarray  # (m,) bool: the units whose vector is not zero (not constant, for the correlation distance)
+    ranks: np.ndarray | None  # standard ranks of the RDM over the units in ok; None: no ranking
+
+    @classmethod
+    def of(cls, X, rows: np.ndarray, distance: str) -> RsaSide:
+        Xn, ok = _rdm_rows(np.asarray(X[rows]), distance)
+        return cls(X, rows, distance, ok, standard_ranks(_upper(Xn if ok.all() else Xn[ok])))
+
+    @property
+    def n_zero(self) -> int:
+        return int((~self.ok).sum())
+
+    def ranks_over(self, units: np.ndarray) -> np.ndarray | None:
+        """The standard ranks of the RDM over ``units`` ((m,) bool, a subset of ``ok``)."""
+        if np.array_equal(units, self.ok):
+            return self.ranks
+        Xn, _ = _rdm_rows(np.asarray(self.X[self.rows]), self.distance)
+        return standard_ranks(_upper(Xn[units]))
+
+
 def _spearman(ra: np.ndarray | None, rb: np.ndarray | None) -> float:
     return float(np.clip(ra @ rb, -1.0, 1.0)) if ra is not None and rb is not None else 0.0
+
+
+def rsa_pair(x: RsaSide, y: RsaSide) -> float:
+    """Spearman correlation of the two sides' RDMs over the units that are non-zero on both sides."""
+    both = x.ok & y.ok
+    return _spearman(x.ranks_over(both), y.ranks_over(both))
 
 
 # ----------------------------------------------------------------------------- matrices over layers
@@ -340,7 +392,8 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
     pair. ``dtype``: of the cross-products (float32: one float32 GEMM per batch of rows, accumulated in
     float64, within 1e-6 of the float64 closed form; float64: exact sums).
     Returns {measure: (len(xs), len(ys)) array, "svcca_dims": ([k_x], [k_y]),
-    "constant": ([[dropped columns] per x], [...] per y)}."""
+    "constant": ([[dropped columns] per x], [...] per y), "rsa_zero": ([RSA units with a zero vector (left out
+    of that layer's RDMs)] per x, [...] per y; empty lists without RSA)}."""
     unknown = [m for m in measures if m not in MEASURES]
     if unknown:
         raise ProbeError(f"unknown measure {unknown[0]!r}; choose from {', '.join(MEASURES)}")
@@ -355,10 +408,12 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
     hx, hy = [hsic(s, debiased) for s in self_x], [hsic(s, debiased) for s in self_y]
     bx = [pca_basis(s.centred_cross(), variance) for s in self_x] if "svcca" in measures else []
     by = bx if same else [pca_basis(s.centred_cross(), variance) for s in self_y] if "svcca" in measures else []
+    rx: list[RsaSide] = []
+    ry: list[RsaSide] = []
     if "rsa" in measures:
         rows = np.arange(lx[0].n) if rsa_rows is None else np.asarray(rsa_rows)
-        rx = [standard_ranks(rdm(np.asarray(a.X[rows]), distance)) for a in lx]
-        ry = rx if same else [standard_ranks(rdm(np.asarray(b.X[rows]), distance)) for b in ly]
+        rx = [RsaSide.of(a.X, rows, distance) for a in lx]
+        ry = rx if same else [RsaSide.of(b.X, rows, distance) for b in ly]
     for i, a in enumerate(lx):
         for j, b in enumerate(ly):
             if same and j < i:
@@ -373,7 +428,7 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
                     rho = canonical_correlations(bx[i], by[j], s.centred_cross())
                     out["svcca"][i, j] = float(rho.mean()) if rho.size else 0.0
             if "rsa" in measures:
-                out["rsa"][i, j] = _spearman(rx[i], ry[j])
+                out["rsa"][i, j] = rsa_pair(rx[i], ry[j])
             if progress is not None:
                 progress()
     for m in measures:
@@ -381,6 +436,7 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
             raise RuntimeError(f"non-finite {m} value: a bug in analyses.similarity.measures")
     out["svcca_dims"] = ([b.k for b in bx], [b.k for b in by])
     out["constant"] = ([np.flatnonzero(~a.keep).tolist() for a in lx], [np.flatnonzero(~b.keep).tolist() for b in ly])
+    out["rsa_zero"] = ([r.n_zero for r in rx], [r.n_zero for r in ry])
     return out
 
 

@@ -121,12 +121,12 @@ report-shots: $(STAMP)
 
 # every test (CI runs this); the 15 slowest are listed at the end
 test: $(TEST_STAMP)
-	$(PY) -m pytest --durations=15
+	$(PY) -m pytest -n 2 --dist loadscope --durations=15
 
 # the edit-run loop: everything but the tests marked integration (subprocesses, real CLIs) or slow (training,
 # notebooks); aim: under 90 s on 2 cores
 test-fast: $(TEST_STAMP)
-	$(PY) -m pytest -m "not integration and not slow" --durations=10
+	$(PY) -m pytest -n 2 --dist loadscope -m "not integration and not slow" --durations=10
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

@@ -1,4 +1,4 @@
-"""Issue 11 items 1-2: the float16 cache (round trip, read-only float32 views, checksums, the
+"""The float16 cache (round trip, read-only float32 views, checksums, the
 float32 fallback for states float16 cannot hold), ``python -m probes.capture.cache`` list/remove, the
 forward pass in bfloat16 (tolerance vs float32 on tiny-bert, CPU) and ``--device`` checks.
 

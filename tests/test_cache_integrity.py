@@ -1,4 +1,4 @@
-"""Cache and registry integrity (issue 9): no zero-filled entry is ever finalised, one writer per
+"""Cache and registry integrity: no zero-filled entry is ever finalised, one writer per
 entry (two real processes on one entry), checksums catch damaged entries (which are rebuilt),
 model names stay inside --out, package sources are never imported, and a corrupt checkpoint is
 called corrupt rather than malicious.

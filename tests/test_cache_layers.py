@@ -1,4 +1,4 @@
-"""Issue 11 part 1: an entry keeps the token states of the layers an analysis reads, and no more.
+"""An entry keeps the token states of the layers an analysis reads, and no more.
 
 ``extract(..., layers=(-1,))`` (redundancy: one layer) and ``layers=()`` (maps, mog, mog_lens and
 probing's perturbed texts: maps or sentence vectors only) store the same numbers as a full entry,

@@ -1,4 +1,4 @@
-"""Issue 11 part 2: ``--device-map`` (a model spread over several devices by accelerate), checked on
+"""``--device-map`` (a model spread over several devices by accelerate), checked on
 CPU: a tiny random BERT saved as a model folder gives the same states with device_map cpu / auto as
 without one; without accelerate, or on a model it cannot place, one clear line."""
 

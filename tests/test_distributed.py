@@ -1,4 +1,4 @@
-"""Issue 11 part 3: several processes, one cache entry (probes.capture.distributed, torchrun on CPU with gloo).
+"""Several processes, one cache entry (probes.capture.distributed, torchrun on CPU with gloo).
 
 Two processes of one thread each must give result files byte-identical to one process of one
 thread: chunks are the unit of work and the batches are planned within a chunk, so every state is

@@ -1,4 +1,4 @@
-"""The model families users bring (issue 11 item 6): seeded random tiny RoBERTa, ALBERT, DistilBERT,
+"""The model families users bring: seeded random tiny RoBERTa, ALBERT, DistilBERT,
 MPNet, Llama and Gemma-3 from checkpoints.yaml, each through padding invariance, the trait of its
 architecture that a loader can get wrong, and one run of every sentence analysis at tiny sizes.
 

@@ -1,4 +1,4 @@
-"""Names outside checkpoints.yaml (issue 11 item 5; probes.checkpoints.names): ``hf:org/name[@revision]``, a model
+"""Names outside checkpoints.yaml (probes.checkpoints.names): ``hf:org/name[@revision]``, a model
 folder, and the ``?sentence=`` override, through ``probes.get_spec`` / ``load`` / ``extract`` and the CLIs.
 
 Offline by construction: HF_HUB_OFFLINE=1 and a Hugging Face cache in tmp_path (a hub id is "cached"

@@ -1,4 +1,5 @@
-"""Issue 24: the hostile run's defects (../shared/reviews/hostile-run-defects.md), one test each.
+"""Inputs built to break the suite, one test each: damaged model folders, cache removal outside a cache, claims
+from odd result files, training recipes on foreign folders, report escaping, a full disk, bad numeric flags.
 
 Every case ends in one ``error:`` line (a ProbeError, exit 2 through run_main) or a correct result, never in a
 wrong number, lost data or a traceback. Models: tiny BERT folders made here with ``save_pretrained`` (seconds),

@@ -1,4 +1,4 @@
-"""A model object in (issue 25, item 1): probes.extract(model, texts, tokenizer=tok) takes a loaded
+"""A model object in: probes.extract(model, texts, tokenizer=tok) takes a loaded
 transformers model and its tokenizer, records its identity (class, config, weights hash), keys the
 cache on that content, and gives the numbers the CLI gives for the same model saved as a folder.
 

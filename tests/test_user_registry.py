@@ -1,4 +1,4 @@
-"""The user's registry adds to the built-in one (issue 25, item 4): PROBES_CHECKPOINTS=FILE and
+"""The user's registry adds to the built-in one: PROBES_CHECKPOINTS=FILE and
 ``--registry FILE`` on every CLI add entries; a name that shadows a built-in entry is an error naming
 both files; a folder named by path and by an entry is one model."""
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from figure_data import line_drawing
 
 from analyses import perplexity as pp
 from analyses.common import Identity
@@ -62,7 +63,7 @@ def test_compute_word_and_token_perplexity(models, tmp_path):
     assert res.overlap_matches_training == {"0": True, "4": False}
 
 
-def test_cli_end_to_end_on_tiny_models(tmp_path):
+def test_cli_end_to_end_on_tiny_models(tmp_path, drawn):
     out = tmp_path / "out"
     pp.main(["--model", "tiny-gpt2", "--model", "tiny-gpt2-recurrent", "--window", "32", "--overlap", "0",
              "--overlap", "8", "--n-documents", "2", "--max-tokens", "300", "--out", str(out)])
@@ -71,9 +72,15 @@ def test_cli_end_to_end_on_tiny_models(tmp_path):
         assert [r["overlap"] for r in doc["rows"]] == [0, 8] and doc["corpus"]["split"] == "heldout"
         assert (out / "results" / "perplexity" / f"{name}.csv").read_text().count("\n") == 3
     assert "tiny-gpt2-recurrent" in (out / "results" / "perplexity" / "table.md").read_text()
-    for f in ("perplexity", "perplexity-flops"):
-        for ext in ("png", "pdf"):
-            assert (out / "figures" / f"{f}.{ext}").stat().st_size > 0
+    assert all((out / "figures" / f"{f}.{e}").is_file() for f in ("perplexity", "perplexity-flops")
+               for e in ("png", "pdf"))
+    # the figures draw the result files' numbers: token and word perplexity by overlap, word perplexity by FLOPs
+    (token, word), (flops,) = drawn["perplexity"].axes[:2], drawn["perplexity-flops"].axes
+    for name in ("tiny-gpt2", "tiny-gpt2-recurrent"):
+        rows = json.loads((out / "results" / "perplexity" / f"{name}.json").read_text())["rows"]
+        line_drawing(token, [r["token_perplexity"] for r in rows], x=[r["overlap"] for r in rows])
+        line_drawing(word, [r["word_perplexity"] for r in rows], x=[r["overlap"] for r in rows])
+        line_drawing(flops, [r["word_perplexity"] for r in rows], x=[r["flops_per_token"] for r in rows])
     # the saved document reads back into the typed Result and writes the same bytes again
     from analyses.common import write_result
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pytest
 
 matplotlib.use("Agg")
@@ -61,14 +62,22 @@ def test_the_example_is_short_and_reads_my_model_and_my_sentences():
     assert '"my-model"' in code and '"my_sentences.txt"' in code
 
 
-def test_the_five_lines_run_and_write_only_the_figure_where_they_run(user_folder, tmp_path):
+def test_the_five_lines_run_and_write_only_the_figure_where_they_run(user_folder, tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+    from matplotlib.patches import StepPatch
+
+    saved, save = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: saved.append(fig) or save(fig, *a, **k))
     code = compile(readme_example(), "README.md", "exec")
     scope: dict = {}
     exec(code, scope)  # noqa: S102 -- our own README, as a user runs it
     result = scope["result"]
 
     assert sorted(p.name for p in user_folder.iterdir()) == ["anisotropy.png", "my-model", "my_sentences.txt"]
-    assert (user_folder / "anisotropy.png").stat().st_size > 0
+    # the saved figure draws the result: the density of the last layer's token cosines
+    (patch,) = [p for p in saved[0].axes[0].patches if isinstance(p, StepPatch)]
+    counts = np.asarray(result.layers[result.headline_layer]["token"]["counts"], float)
+    np.testing.assert_allclose(patch.get_data().values, counts / counts.sum() / (2 / len(counts)))
     entries = sorted((tmp_path / "cache" / "my-model").iterdir())
     assert len(entries) == 1, entries
 

@@ -132,7 +132,7 @@ def test_greedy_windowed_matches_step_by_step_scoring_windows(rec):
 
 
 @pytest.mark.slow
-def test_cli_end_to_end_on_tiny_models(tmp_path):
+def test_cli_end_to_end_on_tiny_models(tmp_path, drawn):
     out = tmp_path / "out"
     tp.main(["--model-a", "tiny-gpt2-recurrent", "--model-b", "tiny-gpt2", "--n-contexts", "6",
              "--continuation-tokens", "5", "--lda-passes", "1", "--lda-iterations", "20", "--out", str(out)])
@@ -145,8 +145,13 @@ def test_cli_end_to_end_on_tiny_models(tmp_path):
     records = [json.loads(ln) for ln in base.with_name(base.name + ".continuations.jsonl").read_text().splitlines()]
     assert len(records) == 6 and {"context", "continuation_a", "continuation_b", "jsd_a"} <= set(records[0])
     assert base.with_suffix(".csv").read_text().count("\n") == 7
-    for f in ("topics", "topics-differences"):
-        assert (out / "figures" / f"{f}.png").stat().st_size > 0
+    assert all((out / "figures" / f"{f}.png").is_file() for f in ("topics", "topics-differences"))
+    # the figures draw the result file's numbers: each context's (JSD_B, JSD_A), the histogram of JSD_A - JSD_B
+    jsd_a, jsd_b = np.asarray(doc["jsd_a"]), np.asarray(doc["jsd_b"])
+    (scatter,) = drawn["topics"].axes[0].collections
+    np.testing.assert_allclose(scatter.get_offsets(), np.column_stack([jsd_b, jsd_a]))
+    heights = [p.get_height() for p in drawn["topics-differences"].axes[0].patches]
+    np.testing.assert_array_equal(heights, np.histogram(jsd_a - jsd_b, np.linspace(-1, 1, 41))[0])
     # the saved document reads back into the typed Result and writes the same bytes again
     from analyses.common import write_result
 

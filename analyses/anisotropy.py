@@ -94,6 +94,21 @@ def _upper_cosines(Xn: np.ndarray) -> np.ndarray:
     return out
 
 
+def _pieces(rows: list[np.ndarray], size: int):
+    """Yield consecutive ``rows`` (1-D) joined into float64 arrays of at most ``size`` values (a longer row
+    alone), so a block of cosines is taken to float64 a piece at a time."""
+    piece: list[np.ndarray] = []
+    k = 0
+    for r in rows:
+        if piece and k + len(r) > size:
+            yield np.concatenate(piece, dtype=np.float64)
+            piece, k = [], 0
+        piece.append(r)
+        k += len(r)
+    if piece:
+        yield np.concatenate(piece, dtype=np.float64)
+
+
 def pairwise_cosines(X: np.ndarray) -> np.ndarray:
     """All C(n,2) cosines of the rows of X (n, d), for i < j in row-major order (i, then j); a pair with a
     zero row has no cosine (NaN). (C(n,2),) float32"""
@@ -174,19 +189,25 @@ def cosine_summary(X: np.ndarray, bins: int = 100, exact_limit: int = 50_000_000
                              counts=counts.tolist())
     fine = np.linspace(-1.0, 1.0, 20_001)  # quantile resolution 1e-4
     fine_counts = np.zeros(len(fine) - 1, np.int64)
-    total = sq = 0.0
+    total = dev = dev2 = 0.0
     neg = 0
+    shift = None
     for _, rows in _upper_blocks(Xn):
-        c = np.concatenate(rows).astype(np.float64)
-        fine_counts += np.histogram(np.clip(c, -1, 1), bins=len(fine) - 1, range=(-1.0, 1.0))[0]
-        total, sq, neg = total + c.sum(), sq + (c * c).sum(), neg + int((c < 0).sum())
+        for c in _pieces(rows, SUMMARY_BLOCK):  # (about SUMMARY_BLOCK,) float64
+            fine_counts += np.histogram(np.clip(c, -1, 1), bins=len(fine) - 1, range=(-1.0, 1.0))[0]
+            # the variance from deviations around a value near the mean (the first piece's): one pass without
+            # the cancellation of E[c^2] - E[c]^2 when the cosines barely vary (a layer of identical vectors)
+            shift = float(c.mean()) if shift is None else shift
+            d = c - shift
+            total, dev, dev2 = total + c.sum(), dev + d.sum(), dev2 + (d * d).sum()
+            neg += int((c < 0).sum())
     mean = total / n_pairs
     # quantile = the point where the histogram's piecewise-linear CDF reaches p (within one bin)
     cdf = np.concatenate([[0.0], np.cumsum(fine_counts) / n_pairs])
     read = [float(np.interp(p, cdf, fine)) for p in QUANTILES]
     counts = fine_counts.reshape(bins, -1).sum(1) if 20_000 % bins == 0 else \
         np.histogram(fine[:-1] + 1e-4 / 2, bins=np.linspace(-1.0, 1.0, bins + 1), weights=fine_counts)[0]
-    return CosineSummary(**counted, mean=mean, std=float(np.sqrt(max(sq / n_pairs - mean**2, 0.0))),
+    return CosineSummary(**counted, mean=mean, std=float(np.sqrt(max(dev2 / n_pairs - (dev / n_pairs) ** 2, 0.0))),
                          frac_negative=neg / n_pairs, quantiles={str(p): v for p, v in zip(QUANTILES, read)},
                          quantile_method="histogram (resolution 1e-4)",
                          counts=np.asarray(counts).astype(int).tolist())

@@ -103,6 +103,7 @@ def test_narrow_cone_is_near_one():
 
 def test_streaming_path_agrees_with_exact(monkeypatch):
     monkeypatch.setattr(an, "BLOCK_ELEMENTS", 500)  # force many blocks in the streaming path too
+    monkeypatch.setattr(an, "SUMMARY_BLOCK", 97)  # and many float64 pieces of each block
     X = np.random.default_rng(3).normal(size=(300, 16)) + 0.3
     exact = an.cosine_summary(X, bins=40)
     stream = an.cosine_summary(X, bins=40, exact_limit=0)
@@ -111,6 +112,9 @@ def test_streaming_path_agrees_with_exact(monkeypatch):
     assert stream.std == pytest.approx(exact.std, abs=1e-5)
     assert stream.frac_negative == pytest.approx(exact.frac_negative, abs=1e-9)
     assert stream.counts == exact.counts
+    same = np.tile(np.random.default_rng(3).normal(size=64).astype(np.float32), (400, 1))  # one direction
+    # cosines equal up to float32 rounding: the one-pass std has no cancellation, it is the two-pass one
+    assert an.cosine_summary(same, exact_limit=0).std == pytest.approx(an.cosine_summary(same).std, abs=1e-15)
     c = an.pairwise_cosines(X)
     for q in exact.quantiles:
         assert exact.quantiles[q] == pytest.approx(np.quantile(c.astype(np.float64), float(q)), abs=1e-7)

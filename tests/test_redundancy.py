@@ -215,9 +215,9 @@ def test_too_long_window_on_the_command_line_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "out" / "cache").exists()  # nothing was extracted
 
 
-def test_end_to_end_on_tiny_models(tmp_path, drawn):
+def test_end_to_end_on_tiny_models(tmp_path, drawn, emma_excerpt):
     out = tmp_path / "out"
-    book = str(REPO / "data" / "corpus" / "austen-persuasion.txt")  # one book: tokenizing all 7 takes longer
+    book = str(emma_excerpt(20_000))  # one text of ~5,000 tokens: tokenizing the 7 books takes seconds
     rd.main(["--model", "tiny-bert", "--model", "tiny-gpt2", "--corpus", book, "--window-length", "16",
              "--window-length", "40", "--n-windows", "5", "--layer", "1", "--out", str(out)])
     res_dir = out / "results" / "redundancy"

@@ -18,13 +18,20 @@ never an N x N matrix, memory O(block + N k)). Identical vectors (a token type a
 model without positions; float16 rounding) have a distance of 0, for which both estimators are undefined:
 duplicates are removed first and each distinct vector counts once (the count is reported per layer).
 
-Intervals: percentile bootstrap over sentences. Resampling points with replacement and searching neighbours
-again would put copies of a point at distance 0 (both estimators break), and subsampling changes the density
-the estimators see. So each point keeps the per-point quantity its neighbours in the whole sample give
-(mu_i; 1 / m_i), and a resample of sentences recomputes the estimator on the resampled multiset of those
-values (a token goes with its sentence): the same fit of the empirical distribution of mu for TwoNN, the
-same mean for the MLE. The interval reflects which points were drawn, not neighbour noise; say so when
-comparing models.
+Intervals: estimate +- z SE, the standard error from random halves of the sentences (Mahalanobis'
+interpenetrating subsamples): the sentences are split at random into two halves, each half's estimate is
+computed afresh (its points' neighbours among that half only) and SE^2 = mean over splits of
+(theta_A - theta_B)^2 / 4. The two halves are two independent samples of N / 2 points, so
+E (theta_A - theta_B)^2 = 2 Var(theta_{N/2}) whatever the dependence inside a sentence or between
+neighbouring points, and a variance that falls as 1 / N gives Var(theta_N) = Var(theta_{N/2}) / 2.
+Why not a bootstrap: a resample with replacement puts copies of a point at distance 0, where both
+estimators break; resampling per-point quantities (mu_i, 1 / m_i) computed once on the whole sample avoids
+that but treats the points as independent, while neighbouring points share their neighbours (the MLE's
+k = 20 most of all): on clustered planted data its intervals covered 87-90%. Percentile intervals of
+half-samples around their own mean need a rescaling that depends on how much of the estimate's noise a
+half-sample renews, which differs between these estimators. The estimand is the estimator's value at this
+sample size (both estimators depend on the sampling density through curvature, boundaries and clusters,
+so it is not the manifold's dimension): checked by simulation in tests/test_id_coverage.py.
 
 For every layer l = 0..L, on N random token occurrences (the anisotropy analysis's draw, special tokens
 excluded unless --keep-special) and on the sentence vectors.
@@ -67,7 +74,8 @@ class Config(SentenceConfig):
                            choices=("mackay-ghahramani", "mean"))
     twonn_discard: float = arg(0.1, "TwoNN: fraction of the largest ratios r2/r1 left out of the fit", min=0.0,
                                max=0.9)
-    resamples: int = arg(stats.RESAMPLES, "bootstrap resamples of sentences", min=1)
+    resamples: int = arg(200, "random splits of the sentences into two halves (the intervals' standard error)",
+                         min=1)
 
 
 # ----------------------------------------------------------------------------- neighbours
@@ -83,7 +91,7 @@ def nearest_neighbours(X, k: int, block_elements: int = BLOCK_ELEMENTS) -> tuple
         raise ProbeError(f"need more than k = {k} points for a {k}-nearest-neighbour search, got {N}")
     sq = np.einsum("ij,ij->i", X, X)
     dist, idx = np.empty((N, k)), np.empty((N, k), dtype=np.int64)
-    rows = max(1, block_elements // N)
+    rows = max(1, min(block_elements // N, block_elements // (k * X.shape[1])))  # (rows, N) and (rows, k, d)
     for s in range(0, N, rows):
         e = min(N, s + rows)
         D = sq[s:e, None] + sq[None, :] - 2 * (X[s:e] @ X.T)  # (rows, N) squared distances
@@ -158,23 +166,88 @@ def mle(inverse, combine: str = "mackay-ghahramani", weights=None) -> np.ndarray
     return float(d[0]) if weights is None else d
 
 
-def estimate(X, unit_of, cfg: Config, weights: np.ndarray, level: float) -> dict:
-    """Both estimators on the distinct rows of X with their percentile intervals (resampling units)."""
+# ----------------------------------------------------------------------------- intervals from random halves
+
+
+def neighbour_list_length(k: int) -> int:
+    """Neighbours kept per point for the halves: the k nearest within a random half are among a point's
+    4k + 10 nearest in the whole sample unless fewer than k of those fall in its half (a binomial tail below
+    1e-7 at k = 20 for independent points; a point for which it happens is searched again within its half)."""
+    return 4 * k + 10
+
+
+def random_halves(n_units: int, splits: int, seed: int) -> np.ndarray:
+    """(splits, n_units) bool: per split a uniformly random half of the units (n_units // 2 of them True),
+    seeded by (seed, n_units)."""
+    rng = np.random.default_rng([int(seed), int(n_units), 2])
+    return np.stack([rng.permutation(n_units) < n_units // 2 for _ in range(int(splits))])
+
+
+def nearest_in_group(X, dist, idx, group, k: int) -> np.ndarray:
+    """(N, k) ascending distances from each row of X to its k nearest other rows of the same ``group`` (N,)
+    (labels), read from each row's neighbour list ``dist``, ``idx`` (N, L) in the whole sample; a row whose
+    list holds fewer than k of its group is searched again among its group's rows. NaN rows: groups of
+    k rows or fewer."""
+    same = group[idx] == group[:, None]  # (N, L) the listed neighbours in the row's group
+    rank = np.cumsum(same, 1)
+    found = rank[:, -1] >= k
+    out = np.full((len(X), k), np.nan)
+    out[found] = dist[found][(same & (rank <= k))[found]].reshape(-1, k)  # row by row: the first k of its group
+    for i in np.flatnonzero(~found):
+        members = np.flatnonzero((group == group[i]) & (np.arange(len(X)) != i))
+        if len(members) >= k:
+            out[i] = np.sort(np.linalg.norm(X[members] - X[i], axis=1))[:k]
+    return out
+
+
+def halves_se(X, dist, idx, units, cfg: Config) -> tuple[np.ndarray, float]:
+    """Standard errors (2,) of (TwoNN, MLE) on the points X (distinct, their neighbour lists ``dist``, ``idx``
+    and the unit of each, ``units``): SE^2 = mean over ``cfg.resamples`` random splits of the units into two
+    halves of (theta_A - theta_B)^2 / 4, each half's estimate from its points' neighbours within the half
+    (the module's docstring says why). Also returns the share of splits where a half's estimate is undefined
+    (too few points, equal distances): those are left out."""
+    present, unit = np.unique(units, return_inverse=True)
+    kk = max(cfg.mle_k, 2)
+    sq = []
+    for half in random_halves(len(present), cfg.resamples, cfg.seed):
+        group = half[unit]  # (N,) True: half A
+        near = nearest_in_group(X, dist, idx, group, kk)
+        est = np.array([[twonn(twonn_ratios(near[g]), cfg.twonn_discard), mle(mle_inverse(near[g], cfg.mle_k),
+                                                                              cfg.mle_combine)]
+                        for g in (group, ~group)])  # (2 halves, 2 estimators)
+        sq.append((est[0] - est[1]) ** 2 / 4)
+    sq_ = np.array(sq)  # (splits, 2)
+    ok = np.isfinite(sq_).all(1)
+    return (np.sqrt(sq_[ok].mean(0)) if ok.any() else np.full(2, np.nan)), float(1 - ok.mean())
+
+
+def estimate(X, unit_of, cfg: Config, level: float) -> dict:
+    """Both estimators on the distinct rows of X, with estimate +- z SE intervals (:func:`halves_se`)."""
+    from scipy.stats import norm
+
     Xd, units, removed = distinct(X, unit_of)
     k = cfg.mle_k
     if len(Xd) <= k:  # e.g. [CLS] at the embedding layer: one vector for every sentence
         return {"twonn": None, "twonn_ci": None, "mle": None, "mle_ci": None, "n_points": len(Xd),
                 "duplicates_removed": removed, "dimension": X.shape[1],
                 "note": f"only {len(Xd)} distinct vectors: too few for k = {k} nearest neighbours"}
-    dist, _ = nearest_neighbours(Xd, max(k, 2))
-    mu, inv = twonn_ratios(dist), mle_inverse(dist, k)
-    W = weights[:, units]  # (B, N) copies of each point
-    rep = {"twonn": twonn(mu, cfg.twonn_discard, W), "mle": mle(inv, cfg.mle_combine, W)}
-    out = {"twonn": finite(twonn(mu, cfg.twonn_discard)), "twonn_ci": finite(stats.interval(rep["twonn"], level)),
-           "mle": finite(mle(inv, cfg.mle_combine)), "mle_ci": finite(stats.interval(rep["mle"], level)),
+    dist, idx = nearest_neighbours(Xd, min(len(Xd) - 1, neighbour_list_length(max(k, 2))))
+    point = np.array([twonn(twonn_ratios(dist), cfg.twonn_discard), mle(mle_inverse(dist, k), cfg.mle_combine)])
+    se, undefined = halves_se(Xd, dist, idx, units, cfg)
+    if undefined > (1 - level) / 2:  # like stats.interval: too many undefined splits leave the ends unknown
+        se = np.full(2, np.nan)
+    half = float(norm.ppf((1 + level) / 2)) * se
+    out = {"twonn": finite(point[0]), "twonn_ci": finite([point[0] - half[0], point[0] + half[0]]),
+           "mle": finite(point[1]), "mle_ci": finite([point[1] - half[1], point[1] + half[1]]),
            "n_points": len(Xd), "duplicates_removed": removed, "dimension": X.shape[1]}
+    for est in ESTIMATORS:
+        if out[f"{est}_ci"] is not None and None in out[f"{est}_ci"]:
+            out[f"{est}_ci"] = None
     if out["twonn"] is None or out["mle"] is None:  # e.g. every ratio r2/r1 = 1, or a point with k equal distances
         out["note"] = "an estimator is undefined on these points (equal neighbour distances)"
+    elif out["twonn_ci"] is None or out["mle_ci"] is None:
+        out["note"] = ("no interval: a random half of the sentences gives too few points or equal neighbour "
+                       f"distances in {100 * undefined:.0f}% of {cfg.resamples} splits")
     return out
 
 
@@ -188,13 +261,14 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer 0..L: {"layer", "token": {twonn, twonn_ci, mle, mle_ci, n_points,
     #                     duplicates_removed, dimension[, note]}, "sentence": {...}} (None + note: too few distinct)
-    bootstrap: dict | None = None  # analyses.stats.bootstrap_block of the intervals
+    bootstrap: dict | None = None  # analyses.stats.bootstrap_block of the intervals, method "random halves"
+    #                                (resamples: the number of random splits of the sentences)
 
     @style.drawing
     def plot(self, ax=None, level: str = "token", estimator: str = "twonn", **kwargs):
         """The headline panel on one Axes (a new figure when None), like a scikit-learn Display:
         ``estimator`` ("twonn" or "mle") of ``level`` ("token" or "sentence") vectors by layer with its
-        bootstrap band. ``kwargs`` (``color=``, ``label=``, ``linestyle=``, ``marker=`` ...) go to the line;
+        interval band. ``kwargs`` (``color=``, ``label=``, ``linestyle=``, ``marker=`` ...) go to the line;
         without ``color=`` the next colour of the Axes' cycle; the label (default: the model) enters the
         legend, so results drawn on one Axes overlay. Fonts and colours follow the caller's rcParams.
         Returns the Axes."""
@@ -218,15 +292,14 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
         raise ProbeError(f"{acts.n_texts} sentences cannot give --mle-k {cfg.mle_k} nearest neighbours per "
                          "sentence vector; use more sentences or a smaller --mle-k")
     tokens = draw_tokens(acts, cfg.n_tokens, cfg.seed, cfg.keep_special)
-    boot = stats.bootstrap_block("sentence", acts.n_texts, cfg.resamples, seed=cfg.seed,
-                                 units_id=stats.units_id(acts.texts))
-    weights = stats.resample_weights(acts.n_texts, cfg.resamples, cfg.seed)
+    boot = {**stats.bootstrap_block("sentence", acts.n_texts, cfg.resamples, seed=cfg.seed,
+                                    units_id=stats.units_id(acts.texts)), "method": "random halves"}
     layers = []
     for lyr in tqdm_class()(range(acts.n_layers + 1), desc=f"intrinsic dimension {acts.meta['model']['name']}",
                     unit="layer"):
         row = {"layer": lyr}
         for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
-            row[level] = estimate(X, unit_of, cfg, weights, boot["level"])
+            row[level] = estimate(X, unit_of, cfg, boot["level"])
         layers.append(row)
     combine = ("1 / mean(1 / m_i) (MacKay-Ghahramani correction)" if cfg.mle_combine == "mackay-ghahramani"
                else "mean of m_i (Levina and Bickel)")
@@ -244,9 +317,9 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             "token_sample": f"{len(tokens)} occurrences drawn without replacement (seed {cfg.seed}), "
                             "the anisotropy analysis's token sample",
             "sentence_vector": acts.meta["model"]["sentence_vector"],
-            "intervals": "percentile bootstrap over sentences (a token goes with its sentence): each point keeps "
-                         "its per-point ratio / inverse estimate from the whole sample's neighbours; the estimator "
-                         "is recomputed on each resampled multiset",
+            "intervals": "estimate +- z SE; SE^2 = the mean over random splits of the sentences into two halves "
+                         "(a token goes with its sentence) of (theta_A - theta_B)^2 / 4, each half's estimate "
+                         "from its points' neighbours within that half",
         },
         layers=layers,
         bootstrap=boot,
@@ -274,7 +347,7 @@ def table_rows(result: Result | dict) -> list[dict]:
 @style.drawing
 def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     """A 2 x 2 grid: token level on top, sentence level below; TwoNN left, MLE right; one line per model in its
-    colour (band: bootstrap interval over sentences). ``fig``: a Figure or SubFigure to draw into."""
+    colour (band: the 95% interval from random halves of the sentences). ``fig``: a Figure or SubFigure to draw into."""
     results = [Result.from_json(r) for r in results]
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
     fig = style.new_figure(fig, (7.2, 5.4))
@@ -302,8 +375,9 @@ ANALYSIS = Analysis(
     figures=(
         Figure("intrinsic-dimension", plot, "Intrinsic dimension of token vectors (top) and sentence vectors "
                "(bottom) at every layer: TwoNN (left) and the Levina-Bickel MLE (right), one line per model, band: "
-               "95% bootstrap interval over sentences. The number of dimensions a curved surface through the points "
-               "needs locally, against the width of the layer (tens of intrinsic dimensions in hundreds of "
+               "95% interval (standard error from random halves of the sentences). The number of dimensions a "
+               "curved surface through the points needs locally, against the width of the layer (tens of "
+               "intrinsic dimensions in hundreds of "
                "coordinates is typical). Trained networks often rise in the first layers and fall again towards "
                "the output (Ansuini et al. 2019)."),
     ),

@@ -14,14 +14,40 @@ paper's algorithm, transcribed step for step in :func:`isoscore`:
 6. IsoScore = (n phi - 1) / (n - 1) = ((n - delta^2 (n - sqrt(n)))^2 - n) / (n (n - 1)), in [0, 1].
 
 1 = every direction carries the same variance (isotropic); 0 = all variance on one line. Algebraically the
-score equals (PR - 1) / (n - 1) with PR = (sum lambda)^2 / sum lambda^2 the participation ratio of the
-covariance's eigenvalues (:func:`participation_ratio`); the bootstrap uses that identity, which needs only
-Gram matrices of the points, never an eigen-decomposition per resample.
+score equals (PR - 1) / (n - 1) with PR = (tr C)^2 / tr C^2 = (sum lambda)^2 / sum lambda^2 the participation
+ratio of the covariance's eigenvalues (:func:`participation_ratio`).
+
+**What a result reports, and why not the paper's number itself.** The paper's IsoScore of N points (kept as
+``isoscore_plugin``, equal to the ``isoscore`` package) is a biased estimate of the IsoScore of the
+distribution the points come from: the sample covariance's tr C^2 carries about (tr Sigma)^2 / N_eff of
+noise, so PR is pulled down by about PR^2 / N_eff (N_eff: the number of independent points; tokens of one
+sentence are not), while its standard error is only about 2 PR^1.5 / N_eff. For a spread spectrum (PR >> 4)
+the bias is several standard errors: on Gaussian tokens with a known spectrum (n = 64, 1000 tokens in 200
+sentences) the plug-in is 1.9 standard errors low, and its percentile bootstrap over sentences covers the
+true value in 2% of samples, not 95%. A resample that draws a sentence twice has fewer distinct points and is
+biased further, which is why a percentile interval can exclude its own point (MiniLM's last-layer tokens:
+0.281 with [0.230, 0.263]). Corrections of the interval alone cannot repair this: the basic interval
+2 theta - q and BCa correct towards the true value, so they exclude the plug-in point whenever the percentile
+interval does (BCa's bias constant is infinite once every replicate lies below it), and half-sampling
+recomputes the plug-in at N / 2, where its bias doubles.
+
+So ``isoscore`` is the **unbiased estimator** (:func:`isoscore_estimates`): PR = U_T / U_F, where U_T and U_F
+average |a - b|^2 |c - e|^2 and ((a - b) . (c - e))^2 over points a, b, c, e of four *different* sentences.
+Points of different sentences are independent, so the two averages are unbiased for 4 (tr Sigma)^2 and
+4 tr Sigma^2 whatever the distribution and however the tokens of a sentence depend on each other; a ratio of
+two unbiased averages keeps only a second-order bias (about the squared relative standard error). It is
+clipped to [0, 1], the range of IsoScore.
+
+Intervals: percentile bootstrap resampling sentences (a token goes with its sentence), each resample's value
+the same estimator over 4-tuples of *different original* sentences, weighted by how often each is drawn: a
+sentence drawn twice never pairs with its copy, so a duplicate adds no self-pair (what biased the plug-in's
+resamples), the resamples centre on the point estimate and the percentile interval holds it; two models
+resampled with the same weights give paired replicates of their difference (the claims). Checked by simulation
+(tests/test_isoscore_coverage.py): coverage of the true IsoScore and of a paired difference near 95% on
+planted clustered Gaussian tokens, the point inside its interval in every sample.
 
 For every layer l = 0..L, on N random token occurrences (special tokens excluded unless --keep-special; the
-same draw as analyses.anisotropy) and on the sentence vectors of the sampled sentences. Intervals: percentile
-bootstrap resampling sentences (a token goes with its sentence); each resample's covariance is that of the
-resampled multiset of points, recomputed exactly.
+same draw as analyses.anisotropy) and on the sentence vectors of the sampled sentences.
 
     $ python -m analyses.isoscore --model minilm-l6 [--model bert-small] [--n-sentences 5000] [--n-tokens 5000]
 
@@ -44,6 +70,7 @@ from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
 
 BLOCK_ELEMENTS = 2**22  # Gram rows per block x points: 32 MiB of float64 per block
+REPLICATE_ELEMENTS = 2**21  # resamples per block x max(points, sentences): about ten such float64 arrays (16 MiB)
 
 
 @dataclass
@@ -85,30 +112,114 @@ def participation_ratio(eigenvalues) -> float:
     return float(lam.sum()**2 / np.sum(lam**2))
 
 
-def isoscore_replicates(X, unit_of, weights: np.ndarray) -> np.ndarray:
-    """IsoScore of each resample (B,): row b of ``weights`` (B, n_units) says how often each unit (sentence)
-    is drawn, and every point of unit u comes with it. The resample's covariance C_b (of the multiset of
-    points) enters only through tr C_b and ||C_b||_F^2, both sums over pairs of points, computed from Gram
-    blocks of the centred points: memory O(B N + block), never an (N, N) matrix at once. X (N, n)."""
+def _distinct4(total, rowsums, squares):
+    """The sum over ordered 4-tuples (u, v, t, r) of distinct units of A_uv A_tr, for a symmetric (n, n) A with
+    zero diagonal, from its sum (B,), its row sums (B, n) and the sum of its squares (B,) (inclusion-exclusion:
+    the tuples where one of u, v meets one of t, r, then the two where both pairs coincide)."""
+    return total**2 - 4 * np.einsum("bn,bn->b", rowsums, rowsums) + 2 * squares
+
+
+def isoscore_estimates(X, unit_of, weights) -> np.ndarray:
+    """The unbiased IsoScore (the module's docstring says why) under each row of ``weights`` (B, n_units):
+    how often each unit (sentence) is drawn, every point of unit u coming with it; a row of ones gives the
+    sample's estimate. X (N, n) points, ``unit_of`` (N,) the unit of each. (B,)
+
+    PR = U_T / U_F, both sums over ordered 4-tuples (u, v, t, r) of distinct units, weighted w_u w_v w_t w_r,
+    of kernels summed over one point of each unit, a, b, c, e: U_T of |a - b|^2 |c - e|^2 (expectation
+    4 (tr Sigma)^2 per 4 points) and U_F of ((a - b) . (c - e))^2 (4 tr Sigma^2). Expanded by
+    inclusion-exclusion over coinciding units into sums over pairs of units and over points, from Gram blocks
+    of the points: memory O(B (N + n_units) + block), never an (N, N) matrix (resamples in blocks of
+    REPLICATE_ELEMENTS / max(N, n_units), the Gram blocks computed again for each). NaN when fewer than 4 units
+    hold points or U_F <= 0; the IsoScore (PR - 1) / (n - 1) is clipped to [0, 1] (a monotone map: an
+    interval's ends are still the replicates' quantiles, and a point inside stays inside)."""
+    W = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    rows = max(1, REPLICATE_ELEMENTS // max(W.shape[1], len(X), 1))
+    if len(W) > rows:  # blocks of resamples bound the (B, n) and (B, N) arrays below
+        return np.concatenate([isoscore_estimates(X, unit_of, W[s:s + rows]) for s in range(0, len(W), rows)])
     X = np.asarray(X, dtype=np.float64)
-    X = X - X.mean(0)  # a shift changes no covariance; centring keeps the expansions below well conditioned
-    N, n = X.shape
-    w = np.asarray(weights, dtype=np.float64)[:, np.asarray(unit_of)]  # (B, N) copies of each point
-    nb = w.sum(1)  # (B,) points in each resample
-    P = np.zeros_like(w)  # (B, N): (W G)[b, j] = sum_i w_bi x_i . x_j
-    Q = np.zeros_like(w)  # (B, N): (W (G o G))[b, j]
-    rows = max(1, BLOCK_ELEMENTS // max(N, 1))
-    for s in range(0, N, rows):
-        G = X[s:s + rows] @ X.T  # (rows, N)
-        P += w[:, s:s + rows] @ G
-        Q += w[:, s:s + rows] @ (G * G)
-    sq = np.einsum("ij,ij->i", X, X)  # (N,) |x_i|^2
-    m2 = np.einsum("bj,bj->b", P, w) / nb**2  # |m_b|^2, m_b the resample's mean
-    trace = w @ sq - nb * m2  # (N_b - 1) tr C_b
-    a = P / nb[:, None]  # x_j . m_b
-    frob = np.einsum("bj,bj->b", Q, w) - 2 * nb * np.einsum("bj,bj->b", w, a * a) + nb**2 * m2**2
+    N, dim = X.shape
+    units, inv = np.unique(np.asarray(unit_of), return_inverse=True)
+    n = len(units)
+    if n < 4 or dim < 2:
+        return np.full(len(W), np.nan)
+    order = np.argsort(inv, kind="stable")
+    X, inv = X[order] - X.mean(0), inv[order]  # points in unit order, centred (a shift changes no kernel)
+    c = np.bincount(inv).astype(np.float64)  # (n,) points per unit
+    bounds = np.concatenate([[0], np.cumsum(c)]).astype(np.int64)  # (n + 1,) unit u's points: bounds[u]:bounds[u + 1]
+    starts = bounds[:-1]
+    S = np.add.reduceat(X, starts, axis=0)  # (n, dim) s_u: the sum of unit u's points; K = S S^T
+    sq = np.add.reduceat(np.einsum("ij,ij->i", X, X), starts)  # (n,) q_u: the sum of their |x|^2
+    kd = np.einsum("ij,ij->i", S, S)  # (n,) K_uu
+    W = W[:, units]  # (B, n) the weights of the units that hold points
+    om, a = W * W, W * c  # (B, n)
+    oa = om * a
+    WS, aS = W @ S, (W * a) @ S  # (B, dim)
+    Kw = WS @ S.T  # (B, n) (K w)_u
+    # Products with three (n, n) / (n, N) matrices, built in blocks of whole units: KK = K o K,
+    # H_ut = sum_{a in u, b in t} (a . b)^2 and R2_ub = (s_u . x_b)^2. With one point per unit all three are KK.
+    single = bool((c == 1).all())
+    okk, hw, hwa = np.zeros_like(W), np.zeros_like(W), np.zeros_like(W)  # om KK, w H, (w a) H
+    r2o = np.zeros((len(W), 0 if single else N))  # om R2: (B, N); with one point per unit om KK, set below
+    r2oa = np.zeros((len(W), N))  # (om a) R2
+    hd = np.zeros(n)  # (n,) H_uu
+    block = max(1, BLOCK_ELEMENTS // max(N, n))
+    u0 = 0
+    while u0 < n:
+        u1 = max(u0 + 1, int(np.searchsorted(bounds, bounds[u0] + block, side="right")) - 1)
+        p0, p1 = bounds[u0], bounds[u1]  # its points
+        KK = (S[u0:u1] @ S.T) ** 2  # (units, n)
+        okk += om[:, u0:u1] @ KK
+        if single:
+            H = KK
+            r2oa += oa[:, u0:u1] @ KK  # (om a) R2 = (om a) KK (symmetric)
+        else:
+            G2 = (X[p0:p1] @ X.T) ** 2  # (points, N)
+            H = np.add.reduceat(np.add.reduceat(G2, starts, axis=1), starts[u0:u1] - p0, axis=0)  # (units, n)
+            R2 = (S @ X[p0:p1].T) ** 2  # (n, points)
+            r2o[:, p0:p1] = om @ R2
+            r2oa[:, p0:p1] = oa @ R2
+            hwa += (W * a)[:, u0:u1] @ H
+        hw += W[:, u0:u1] @ H
+        hd[u0:u1] = H[np.arange(u1 - u0), np.arange(u0, u1)]
+        u0 = u1
+    if single:
+        r2o, hwa = okk, okk  # om R2 = om KK; (w a) H = om KK (a = w)
+    C, Q = a.sum(1), (a * a).sum(1)  # (B,)
+    o2 = om * om
+    # U_T: D_uv = sum_{a in u, b in v} |a - b|^2 = c_v q_u + c_u q_v - 2 K_uv, off the diagonal
+    Dd = 2 * c * sq - 2 * kd  # what the formula gives on the diagonal (removed)
+    wq, wc = W @ sq, W @ c
+    total = 2 * wq * wc - 2 * np.einsum("bd,bd->b", WS, WS) - om @ Dd
+    rowsum = W * (wq[:, None] * c + wc[:, None] * sq - 2 * Kw - W * Dd)
+    squares = (2 * (om @ sq**2) * (om @ c**2) + 2 * (om @ (c * sq)) ** 2
+               - 8 * np.einsum("bd,bd->b", (om * sq) @ S, (om * c) @ S) + 4 * np.einsum("bn,bn->b", okk, om)
+               - o2 @ Dd**2)
+    u_t = _distinct4(total, rowsum, squares)
+    # U_F / 4 = T1 - 2 T2 + T3 (u, v, t, r distinct): T1 = sum c_v c_r H_ut, T2 = sum c_v s_r^T A_u s_t with
+    # A_u = sum_{a in u} a a^T, T3 = sum K_ut K_vr
+    t3 = _distinct4(np.einsum("bd,bd->b", WS, WS) - om @ kd, W * (Kw - W * kd),
+                    np.einsum("bn,bn->b", okk, om) - o2 @ kd**2)
+    s0 = np.einsum("bn,bn->b", W, hw) - om @ hd
+    s1 = np.einsum("bn,bn->b", a * W, hw) - oa @ hd
+    s2 = np.einsum("bn,bn->b", a * a * W, hw) - (oa * a) @ hd
+    s11 = np.einsum("bn,bn->b", a * W, hwa) - (oa * a) @ hd
+    t1 = (C * C - Q) * s0 - 4 * C * s1 + 4 * s2 + 2 * s11  # the pairs (v, r) outside {u, t}, by inclusion-exclusion
+    t2 = np.zeros(len(W))
+    rt = np.einsum("ij,ij->i", S[inv], X)  # (N,) s_u . x_b for the point's own unit
+    chunk = max(1, REPLICATE_ELEMENTS // 8 // max(len(W), 1))  # points per chunk: small temporaries
+    for b0 in range(0, N, chunk):  # per point b of unit u, the triples (v, t, r) of distinct units other than u:
+        p = slice(b0, min(N, b0 + chunk))  # sum a_v rho_t rho_r with rho_t = w_t R_tb, by inclusion-exclusion
+        wt, at, r = W[:, inv[p]], a[:, inv[p]], rt[p]  # (B, points)
+        rho = WS @ X[p].T - wt * r  # sum_t rho_t over t != u
+        rho2 = r2o[:, p] - wt * wt * r * r  # sum_t rho_t^2
+        cc = C[:, None] - at  # sum_v a_v
+        cr = aS @ X[p].T - at * wt * r  # sum_t a_t rho_t
+        cr2 = r2oa[:, p] - at * wt * wt * r * r  # sum_t a_t rho_t^2
+        t2 += np.einsum("bp,bp->b", wt, cc * rho * rho - 2 * cr * rho - cc * rho2 + 2 * cr2)
+    u_f = 4 * (t1 - 2 * t2 + t3)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (trace**2 / frob - 1) / (n - 1)  # (PR_b - 1) / (n - 1)
+        pr = np.where(u_f > 0, u_t / u_f, np.nan)
+    return np.clip((pr - 1) / (dim - 1), 0, 1)
 
 
 # ----------------------------------------------------------------------------- compute
@@ -119,8 +230,8 @@ class Result(common.AnalysisResult):
     """One model's IsoScore per layer: the saved document's keys, in order."""
 
     definitions: dict  # prose only: nothing reads numbers from it
-    layers: list[dict]  # per layer 0..L: {"layer", "token": {isoscore, isoscore_ci, n_points, dimension,
-    #                     total_variance[, note]}, "sentence": {...}}
+    layers: list[dict]  # per layer 0..L: {"layer", "token": {isoscore, isoscore_ci, isoscore_plugin, n_points,
+    #                     n_sentences, dimension, total_variance[, note]}, "sentence": {...}}
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates": the last layer's token and sentence
     #                                IsoScore per resample (two models on the same sentences pair resample by resample)
 
@@ -153,11 +264,11 @@ class Result(common.AnalysisResult):
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
-    """IsoScore of the token sample and of the sentence vectors at every layer, with percentile intervals
-    resampling sentences."""
+    """IsoScore of the token sample and of the sentence vectors at every layer (the unbiased estimate, the
+    paper's plug-in beside it), with percentile intervals resampling sentences."""
     cfg = cfg or Config()
-    if acts.n_texts < 2:
-        raise ProbeError(f"IsoScore needs at least 2 sentences, got {acts.n_texts}")
+    if acts.n_texts < 4:
+        raise ProbeError(f"IsoScore's estimate needs points of at least 4 sentences, got {acts.n_texts} sentences")
     tokens = draw_tokens(acts, cfg.n_tokens, cfg.seed, cfg.keep_special)
     boot = stats.bootstrap_block("sentence", acts.n_texts, cfg.resamples, seed=cfg.seed,
                                  units_id=stats.units_id(acts.texts))
@@ -166,27 +277,42 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     for lyr in tqdm_class()(range(acts.n_layers + 1), desc=f"isoscore {acts.meta['model']['name']}", unit="layer"):
         row = {"layer": lyr}
         for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
-            rep = last[level] = isoscore_replicates(X, unit_of, weights)
-            row[level] = {"isoscore": finite(isoscore(X)), "isoscore_ci": finite(stats.interval(rep, boot["level"])),
-                          "n_points": len(X), "dimension": X.shape[1], "total_variance": float(np.var(X, 0).sum())}
+            values = isoscore_estimates(X, unit_of, np.vstack([np.ones(acts.n_texts), weights]))  # (1 + B,)
+            point, rep = values[0], values[1:]  # the sample's estimate, then one per resample
+            last[level] = rep
+            n_sentences = len(np.unique(unit_of))
+            row[level] = {"isoscore": finite(point),
+                          "isoscore_ci": finite(stats.interval(rep, boot["level"])),
+                          "isoscore_plugin": finite(isoscore(X)), "n_points": len(X), "n_sentences": n_sentences,
+                          "dimension": X.shape[1], "total_variance": float(np.var(X, 0).sum())}
             if not row[level]["total_variance"] > 0:  # e.g. [CLS] at the embedding layer: one vector for all
-                row[level].update(isoscore=None, isoscore_ci=None,
+                row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None,
                                   note="every vector is the same (no variance): IsoScore is undefined")
+            elif row[level]["isoscore"] is None:
+                row[level].update(isoscore_ci=None, note=f"points of {n_sentences} sentences: the estimate needs "
+                                  "points of at least 4 different sentences" if n_sentences < 4 else
+                                  "too few points: the estimate of tr Sigma^2 is not positive")
         layers.append(row)
     return Result(
         identity=activations_identity(acts, cfg),
         definitions={
             "layers": "0 = embedding output, l = output of layer l",
-            "isoscore": "Rudman et al. (2022): eigenvalues of the sample covariance (the variances along the "
-                        "principal components), scaled to length sqrt(n), distance to (1, ..., 1) scaled to "
-                        "[0, 1], rescaled to the fraction of dimensions used: 1 isotropic, 0 one direction; "
-                        "n = the vectors' dimension",
+            "isoscore": "Rudman et al. (2022)'s IsoScore of the distribution the points come from, "
+                        "(PR - 1) / (n - 1) with PR = (tr Sigma)^2 / tr Sigma^2 (n = the vectors' dimension), "
+                        "estimated without bias: (tr Sigma)^2 and tr Sigma^2 as averages of |a - b|^2 |c - e|^2 "
+                        "and ((a - b) . (c - e))^2 over points of four different sentences; clipped to [0, 1]. "
+                        "1 isotropic, 0 one direction",
+            "isoscore_plugin": "the paper's algorithm on these points (the isoscore package's number): the "
+                               "eigenvalues of their sample covariance, scaled to length sqrt(n), distance to "
+                               "(1, ..., 1); lower than the population's by about PR^2 / N at N points, so it "
+                               "depends on the sample size",
             "special_tokens": "kept" if cfg.keep_special else "excluded from the token sample",
             "token_sample": f"{len(tokens)} occurrences drawn without replacement (seed {cfg.seed}), "
                             "the anisotropy analysis's token sample",
             "sentence_vector": acts.meta["model"]["sentence_vector"],
-            "intervals": "percentile bootstrap over sentences (a token goes with its sentence); each resample's "
-                         "IsoScore from the covariance of the resampled points, (PR - 1) / (n - 1)",
+            "intervals": "percentile bootstrap over sentences (a token goes with its sentence) of the unbiased "
+                         "estimate, each resample's over 4-tuples of different original sentences weighted by "
+                         "their draws (a sentence drawn twice never pairs with its copy)",
         },
         layers=layers,
         bootstrap={**boot, "replicates": {"layer": acts.n_layers,
@@ -203,7 +329,8 @@ def table_rows(result: Result | dict) -> list[dict]:
             s = r[level]
             lo, hi = s["isoscore_ci"] if s["isoscore_ci"] is not None else (None, None)
             row.update({f"{level}_isoscore": s["isoscore"], f"{level}_isoscore_lo": lo,
-                        f"{level}_isoscore_hi": hi, f"{level}_n": s["n_points"]})
+                        f"{level}_isoscore_hi": hi, f"{level}_isoscore_plugin": s.get("isoscore_plugin"),
+                        f"{level}_n": s["n_points"]})
         rows.append(row)
     return rows
 

@@ -23,7 +23,8 @@ the command line, ``probes figures``, ``make demo``, the report). Anyone may use
         fig = anisotropy.plot(results)
 
 Nothing here changes matplotlib's global rcParams. :func:`new_figure` / :func:`one_axes` honour a ``fig=``
-(Figure or SubFigure) or ``ax=`` (one Axes) and make a new figure only when none is given;
+(Figure or SubFigure) or ``ax=`` (one Axes) and make a new figure only when none is given (a panel's own
+figure puts its legend below the panel and grows to hold it: :func:`finish`);
 :func:`relative_depth` puts models of different depth on one axis (layer / L).
 
     $ python -c "from analyses.style import model_color; print(model_color('minilm-l6'))"
@@ -34,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import weakref
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -191,10 +193,44 @@ def on_axes(ax, result, kwargs: dict, label: str | None = None, artist=None, col
 
 def finish(ax, **legend):
     """End a ``Result.plot``: the legend of every labelled artist on ``ax`` (every result drawn there; sizes
-    from rcParams; ``legend``: more keywords, such as ``title``). Returns ``ax``."""
-    if ax.get_legend_handles_labels()[0]:
+    from rcParams; ``legend``: more keywords, such as ``title``). On the caller's Axes, the Axes' own legend.
+    On the figure ``Result.plot`` made itself (no ``ax=``; :func:`one_axes`), a legend with a long model name
+    would be wider than the small panel and cover it: there the legend goes below the Axes, outside it, and the
+    figure grows by the legend's height (and to the legend's width), so the panel keeps its size
+    (:func:`_legend_below`). Returns ``ax``."""
+    handles, labels = ax.get_legend_handles_labels()
+    if ax in _OWN_AXES:
+        _legend_below(ax, handles, labels, legend)
+    elif handles:
         ax.legend(**legend)
     return ax
+
+
+# the Axes one_axes made for a Result.plot without ax= -> (their figure's size before a legend, a weak reference
+# to the legend below; none of it refers back to the Axes, so the entry goes with the figure)
+_OWN_AXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+LEGEND_PAD = 0.08  # inches between the figure's edge and a legend below the panel
+
+
+def _legend_below(ax, handles, labels, legend: dict) -> None:
+    """The legend of an own figure (:func:`finish`): one figure legend below the Axes (constrained layout keeps
+    it clear of the tick and axis labels), redrawn with every entry when another result is drawn on the same
+    Axes; the figure's size is its size without a legend plus the legend's height (and at least the legend's
+    width)."""
+    fig = ax.figure
+    size, ref = _OWN_AXES[ax]
+    old = ref() if ref is not None else None
+    if old is not None and old in fig.legends:
+        old.remove()
+    if not handles:
+        _OWN_AXES[ax] = (size, None)
+        return
+    kwargs = {k: v for k, v in legend.items() if k not in ("loc", "bbox_to_anchor")}
+    new = fig.legend(handles, labels, loc="outside lower center", **kwargs)
+    _OWN_AXES[ax] = (size, weakref.ref(new))
+    box = new.get_window_extent()  # display units (pixels at the figure's dpi)
+    fig.set_size_inches(max(size[0], box.width / fig.dpi + 2 * LEGEND_PAD),
+                        size[1] + box.height / fig.dpi + LEGEND_PAD)
 
 
 def points(key: str = "font.size", scale: float = 1.0) -> float:
@@ -294,13 +330,16 @@ def new_figure(fig=None, figsize: tuple[float, float] = (6.4, 4.0)):
 
 
 def one_axes(ax=None, figsize: tuple[float, float] = (4.2, 3.0)):
-    """``ax`` (one Axes to draw on) or, when None, the Axes of a new figure."""
+    """``ax`` (one Axes to draw on) or, when None, the Axes of a new constrained-layout figure of ``figsize``
+    (the panel's size: :func:`finish` adds the legend below it)."""
     if ax is not None:
         if not hasattr(ax, "xaxis"):
             raise TypeError(f"ax= takes one matplotlib Axes, not {type(ax).__name__} "
                             "(for a multi-panel figure, use the module's plot(results, fig=fig))")
         return ax
-    return new_figure(None, figsize).subplots()
+    ax = new_figure(None, figsize).subplots()
+    _OWN_AXES[ax] = (tuple(figsize), None)
+    return ax
 
 
 def relative_depth(n_layers: int) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Intrinsic dimension (analyses.intrinsic_dimension): TwoNN and the Levina-Bickel MLE equal to
 scikit-dimension on the same points, planted manifolds (a k-dimensional linear subspace, a curved surface, a
-sphere) give ~k, the blocked neighbour search equals brute force, duplicates are removed and counted,
-bootstrap replicates equal recomputing on the resampled multiset, and the CLI on a tiny model."""
+sphere) give ~k, the blocked neighbour search equals brute force, duplicates are removed and counted, the
+neighbours within a random half of the sentences equal a search in that half, weighted estimators equal
+recomputing on the resampled multiset, and the CLI on a tiny model (coverage: tests/test_id_coverage.py)."""
 
 from __future__ import annotations
 
@@ -92,11 +93,29 @@ def test_blocked_neighbour_search_equals_brute_force():
 def test_duplicates_are_removed_and_counted():
     X = np.random.default_rng(5).normal(size=(200, 4))
     twice = np.concatenate([X, X[:50]])  # 50 points appear twice (distance 0: both estimators undefined)
-    weights = np.ones((3, 250))
-    est = idim.estimate(twice, np.arange(250), idim.Config(), weights, 0.95)
-    ref = idim.estimate(X, np.arange(200), idim.Config(), np.ones((3, 200)), 0.95)
+    cfg = idim.Config(resamples=20)
+    est = idim.estimate(twice, np.arange(250), cfg, 0.95)
+    ref = idim.estimate(X, np.arange(200), cfg, 0.95)
     assert est["duplicates_removed"] == 50 and est["n_points"] == 200
     assert est["twonn"] == ref["twonn"] and est["mle"] == ref["mle"]
+    assert est["twonn_ci"] == ref["twonn_ci"] and est["mle_ci"] == ref["mle_ci"]
+
+
+def test_neighbours_within_a_half_equal_brute_force():
+    """The k nearest neighbours within a random half of the sentences, read from the whole sample's longer
+    neighbour lists, are those a search within the half finds; a list too short for some points falls back to
+    searching the half again."""
+    rng = np.random.default_rng(7)
+    X, units = rng.normal(size=(300, 6)), np.repeat(np.arange(100), 3)  # 100 sentences of 3 tokens
+    half = idim.random_halves(100, 3, seed=0)
+    assert half.shape == (3, 100) and (half.sum(1) == 50).all() and not (half[0] == half[1]).all()
+    assert np.array_equal(half, idim.random_halves(100, 3, seed=0))
+    group = half[0][units]
+    D = np.linalg.norm(X[:, None] - X[None], axis=2) + np.diag(np.full(300, np.inf))
+    D[group[:, None] != group[None, :]] = np.inf  # brute force within each half
+    for listed in (idim.neighbour_list_length(20), 21):  # 90 neighbours; 21: most points need the fallback
+        dist, idx = idim.nearest_neighbours(X, listed)
+        np.testing.assert_allclose(idim.nearest_in_group(X, dist, idx, group, 20), np.sort(D, 1)[:, :20], rtol=1e-12)
 
 
 def test_replicates_equal_recomputing_on_the_resampled_multiset():
@@ -126,7 +145,9 @@ def test_cli_on_a_tiny_model_writes_every_layer_with_intervals(tmp_path):
             s = row[level]
             for est in ("twonn", "mle"):
                 lo, hi = s[f"{est}_ci"]
-                assert 0 < s[est] < s["dimension"] and 0 < lo <= hi
+                assert 0 < s[est] < s["dimension"] and 0 < lo < s[est] < hi
+                assert hi - s[est] == pytest.approx(s[est] - lo)  # estimate +- z SE
+    assert doc["bootstrap"]["method"] == "random halves" and doc["bootstrap"]["resamples"] == 50
     assert doc["config"]["mle_k"] == 8 and (tmp_path / "figures" / "intrinsic-dimension.png").exists()
 
 

@@ -1,10 +1,11 @@
-"""IsoScore (analyses.isoscore): equal to the ``isoscore`` package (Rudman et al. 2022) on the same points, the
-planted extremes (isotropic Gaussian ~1, a rank-one cloud ~0, a k-dimensional isotropic subspace
-(k - 1) / (n - 1)), bootstrap replicates equal to recomputing on the resampled points, and the CLI on a tiny
-model."""
+"""IsoScore (analyses.isoscore): the paper's algorithm equal to the ``isoscore`` package (Rudman et al. 2022) on
+the same points and the planted extremes (isotropic Gaussian ~1, a rank-one cloud ~0, a k-dimensional isotropic
+subspace (k - 1) / (n - 1)); the unbiased estimate and its resamples equal the average over 4-tuples of
+different sentences written out, and the CLI on a tiny model (coverage: tests/test_isoscore_coverage.py)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -66,20 +67,36 @@ def test_planted_extremes():
     assert abs(iso.isoscore(X + 100.0) - iso.isoscore(X)) < 1e-9
 
 
-def test_replicates_equal_recomputing_on_the_resampled_points():
+def four_tuples(X, unit, w) -> float:
+    """The unbiased IsoScore written out: over ordered 4-tuples (u, v, t, r) of different units with weight
+    w_u w_v w_t w_r, the sums over their points of |a - b|^2 |c - e|^2 and ((a - b) . (c - e))^2; PR is their
+    ratio."""
+    groups = {u: X[unit == u] for u in np.unique(unit)}
+    num = den = 0.0
+    for u, v, t, r in itertools.permutations(groups, 4):
+        ab = (groups[u][:, None] - groups[v][None]).reshape(-1, X.shape[1])  # every a - b
+        ce = (groups[t][:, None] - groups[r][None]).reshape(-1, X.shape[1])
+        num += w[u] * w[v] * w[t] * w[r] * (ab**2).sum() * (ce**2).sum()
+        den += w[u] * w[v] * w[t] * w[r] * ((ab @ ce.T) ** 2).sum()
+    return (num / den - 1) / (X.shape[1] - 1) if den > 0 else np.nan  # fewer than 4 sentences drawn: none
+
+
+@pytest.mark.parametrize("counts", [[1, 3, 2, 1, 4, 2, 1], [1] * 8])  # tokens of sentences; sentence vectors
+def test_estimates_equal_the_four_tuples_written_out(counts, monkeypatch):
     rng = np.random.default_rng(2)
-    X = rng.normal(size=(90, 7)) * np.arange(1, 8) + 5.0
-    unit = np.repeat(np.arange(30), 3)  # 30 sentences of 3 tokens
-    W = rng.multinomial(30, np.full(30, 1 / 30), size=4).astype(float)
-    rep = iso.isoscore_replicates(X, unit, W)
-    direct = [iso.isoscore(np.repeat(X, W[b][unit].astype(int), axis=0)) for b in range(len(W))]
-    np.testing.assert_allclose(rep, direct, atol=1e-10)
-    small = iso.BLOCK_ELEMENTS
-    try:  # Gram blocks of a few rows: the same numbers
-        iso.BLOCK_ELEMENTS = 200
-        np.testing.assert_allclose(iso.isoscore_replicates(X, unit, W), rep, atol=1e-10)
-    finally:
-        iso.BLOCK_ELEMENTS = small
+    unit = np.repeat(np.arange(len(counts)), counts)
+    X = rng.normal(size=(len(unit), 4)) * [1, 2, 0.5, 0.3] + 5.0
+    W = np.vstack([np.ones(len(counts)), rng.multinomial(len(counts), np.full(len(counts), 1 / len(counts)),
+                                                         size=4)]).astype(float)  # the sample, 4 resamples
+    W[1, :2] = 0  # (a resample may leave out sentences)
+    direct = [four_tuples(X, unit, w) for w in W]
+    shuffled = rng.permutation(len(unit))  # the points in any order
+    np.testing.assert_allclose(iso.isoscore_estimates(X[shuffled], unit[shuffled], W), np.clip(direct, 0, 1),
+                               rtol=1e-9)
+    monkeypatch.setattr(iso, "BLOCK_ELEMENTS", 10)  # Gram blocks of a unit or two, resamples one by one
+    monkeypatch.setattr(iso, "REPLICATE_ELEMENTS", 1)
+    np.testing.assert_allclose(iso.isoscore_estimates(X, unit, W), np.clip(direct, 0, 1), rtol=1e-9)
+    assert np.isnan(iso.isoscore_estimates(X[unit < 3], unit[unit < 3], W)).all()  # 3 sentences: no 4-tuple
 
 
 def test_cli_on_a_tiny_model_writes_every_layer_with_intervals(tmp_path):
@@ -95,7 +112,8 @@ def test_cli_on_a_tiny_model_writes_every_layer_with_intervals(tmp_path):
             s = row[level]
             assert 0 <= s["isoscore"] <= 1 and s["dimension"] == 32 and "note" not in s
             lo, hi = s["isoscore_ci"]
-            assert 0 <= lo <= hi <= 1
+            assert 0 <= lo <= s["isoscore"] <= hi <= 1
+            assert 0 < s["isoscore_plugin"] <= 1 and 4 <= s["n_sentences"] <= 30
     assert doc["layers"][0]["sentence"]["n_points"] == 30 and doc["bootstrap"]["unit"] == "sentence"
     assert (tmp_path / "figures" / "isoscore.png").exists()
 

@@ -417,7 +417,7 @@ def test_two_megabytes_of_ff_are_refused_at_once():
     start = time.perf_counter()
     with pytest.raises(cv.FormatError, match="longer than 10 bytes"):
         cv.read_onnx(data)
-    assert time.perf_counter() - start < 0.5
+    assert time.perf_counter() - start < 5  # a hang guard: reading it byte by byte takes minutes
 
 
 def test_format_error_is_a_probe_error():

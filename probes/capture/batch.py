@@ -8,18 +8,19 @@ output arrays (``dest``, a :class:`~probes.capture.work.ChunkOut`), in the chunk
     sentence    # (L+1, T_chunk, d)
     map.<name>  # flat, each text's (layers, K, n_t[, n_t]) in turn; only with maps
 
-Per kept layer the real tokens are gathered once, rounded once to the storage dtype (by torch) and written
-into their rows; no copy of all layers is made. Sentence vectors are pooled in float32, after that, from the
-encoder's stacked states with the left-out rows zeroed in place (a sequence of per-layer tensors is copied
-first, one layer at a time). With float16 storage every state, sentence
-vector and map is checked (:func:`probes.precision.float16_problem`); one that float16 cannot hold raises
-:class:`NotFloat16`, and the capture starts again in float32.
+Layer by layer (each layer's states are read while they are in the CPU's caches; the encoder's layers are never
+copied into one tensor), a kept layer's states are checked, rounded once to the storage dtype (by torch), its real
+tokens gathered once and written into their rows with one scatter; the layer's sentence vector is pooled in float32
+(:class:`Pooling`). With float16 storage every state, sentence vector and map is checked
+(:func:`probes.precision.float16_problem`); one that float16 cannot hold raises :class:`NotFloat16`, and the
+capture starts again in float32.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -71,34 +72,45 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: Chunk
     special_np[mask_np] = chunk.special[dst]
     mask = torch.from_numpy(mask_np)
     out = encoder.forward(torch.from_numpy(ids_np), mask.long(), maps=bool(chunk.maps))
-    hidden: torch.Tensor | Sequence[torch.Tensor] = out.hidden  # (L+1, B, n, d), stacked or one tensor per layer
+    hidden: torch.Tensor | Sequence[torch.Tensor] = out.hidden  # L+1 of (B, n, d): one per layer, or stacked
     if len(hidden) != encoder.num_layers + 1:
         raise ProbeError(f"model '{encoder.name}' returned {len(hidden)} hidden states, not "
                          f"{encoder.num_layers + 1} (the embeddings and every layer)")
     dev = hidden[0].device
-    mask_d, special_d = mask.to(dev), torch.from_numpy(special_np).to(dev)
     f16 = dest.sentence.dtype == np.float16
-    store = torch.float16 if f16 else torch.float32
     B, d = len(idx), hidden[0].shape[-1]
     real = torch.from_numpy(np.flatnonzero(mask_np)).to(dev)  # (R,) the real tokens in the flat (B n) batch
+    flat_mask = mask.reshape(-1).to(dev)  # (B n,)
+    pool = Pooling(encoder, hidden, mask.to(dev), torch.from_numpy(special_np).to(dev), lengths, out.sentence)
+    kept = dict(enumerate(range(len(hidden)))) if chunk.keep is None else dict(enumerate(chunk.keep))
+    row_of = {layer: j for j, layer in kept.items()}
     bad: dict[str, int] = {}
-    for j, layer in enumerate(range(len(hidden)) if chunk.keep is None else chunk.keep):
-        x = hidden[layer].float()  # (B, n, d); float32 states: no copy
-        if f16 and not float16_rows_ok(torch.linalg.vector_norm(x, dim=-1)[mask_d], d):
-            _refuse(x[mask_d], f"a hidden state of layer {layer}")
-        # one gather of the real tokens, rounded once to the storage dtype, written into their rows
-        rows = x.reshape(B * n, d).to(store).index_select(0, real).cpu()  # (R, d)
-        if not f16 and not bool(torch.isfinite(rows.sum())):
-            _tally(bad, f"hidden layer {layer}", rows)
-        dest.rows("hidden", j, rows.numpy(), dst)
-    s = sentence_vectors(encoder, hidden, mask_d, special_d, torch.as_tensor(lengths).to(dev),
-                         out.sentence).cpu()  # (L+1, B, d) float32
+    for layer in range(len(hidden)):  # layer by layer: each layer's states are read while they are in the caches
+        x = hidden[layer].reshape(B * n, d)
+        if layer not in row_of:
+            pool.add(x)
+            continue
+        x = x.float()  # float32 states: no copy
+        if f16:
+            if not float16_rows_ok(torch.linalg.vector_norm(x, dim=-1)[flat_mask], d):
+                _refuse(x.index_select(0, real), f"a hidden state of layer {layer}")
+            whole = x.to(torch.float16)  # rounded once, padding too: cheaper than gathering in float32 first
+            pool.add(x)  # the means zero x's left-out rows (``whole`` is a copy)
+            rows = whole.index_select(0, real)  # (R, d): one gather of the real tokens
+        else:
+            rows = x.index_select(0, real)  # (R, d) float32, gathered before the means change x
+            if not bool(torch.isfinite(rows.sum())):
+                _tally(bad, f"hidden layer {layer}", rows)
+            pool.add(x)
+        dest.rows("hidden", row_of[layer], rows.cpu().numpy(), dst)
+    s = pool.vectors().cpu()  # (L+1, B, d) float32
     if f16:
-        _refuse(s, "a sentence vector")
+        if not float16_rows_ok(torch.linalg.vector_norm(s, dim=-1), d):  # the fast screen, then the check
+            _refuse(s, "a sentence vector")
     elif not bool(torch.isfinite(s).all()):
         for layer in range(len(s)):
             _tally(bad, f"sentence layer {layer}", s[layer])
-    torch.from_numpy(dest.sentence).index_copy_(1, torch.from_numpy(idx), s.to(store))
+    dest.sentence[:, idx] = s.to(torch.float16 if f16 else torch.float32).numpy()
     if chunk.maps:
         _write_maps(out, chunk, idx, dest, f16)
     return bad
@@ -117,35 +129,53 @@ def _refuse(x: torch.Tensor, what: str) -> None:
         raise NotFloat16(why)
 
 
-def sentence_vectors(encoder: Encoder, hidden: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor,
-                     special: torch.Tensor, lengths: torch.Tensor, model_sentence: torch.Tensor | None) -> torch.Tensor:
-    """(L+1, B, d) float32 sentence vector per layer. hidden: L+1 of (B, n, d); mask, special (B, n) bool.
-    Mean pooling zeroes, in place, the rows it leaves out of a stacked float32 ``hidden`` (an encoder's stacked
-    output is the caller's to use: call this after the token states are stored); a sequence of per-layer
-    tensors (they may be the model's own) or other dtypes are copied first."""
-    kind = encoder.spec.sentence
-    if kind == "g":
-        if model_sentence is None:
+class Pooling:
+    """The sentence vector of every layer of one padded batch, one layer at a time (:meth:`add`), in float32.
+    mask, special: (B, n) bool; lengths: (B,) real tokens per text; model_sentence: (L+1, B, d) the model's own
+    sentence node (S-LSTM's g), or None.
+
+    ``mean`` and ``mean_all`` sum each layer's (B, n, d) states with zeros where a token does not count, as over
+    the masked batch: the rows left out are zeroed in place in the encoder's output (its tensors are the capture's,
+    :class:`~probes.models.encoder.EncoderOutput`), or in a copy where two layers share memory."""
+
+    def __init__(self, encoder: Encoder, hidden: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor,
+                 special: torch.Tensor, lengths: np.ndarray, model_sentence: torch.Tensor | None):
+        self.kind = encoder.spec.sentence
+        self.out: list[torch.Tensor] = []  # (B, d) per layer pooled so far
+        self.model_sentence = model_sentence
+        if self.kind == "g" and model_sentence is None:
             raise ProbeError(f"model '{encoder.name}' is registered with sentence: g but returns no sentence node")
-        return model_sentence.float()
-    if kind == "cls":
-        return torch.stack([h[:, 0].float() for h in hidden])
-    if kind == "last":
-        rows = torch.arange(len(lengths), device=lengths.device)
-        return torch.stack([h[rows, lengths - 1].float() for h in hidden])
-    keep = mask & ~special  # mean over real, non-special tokens; all real tokens if a text has none
-    keep = torch.where(keep.any(1, keepdim=True), keep, mask)  # (B, n)
-    count = keep.sum(1, dtype=torch.float32)[:, None]  # (B, 1)
-    B, n, d = hidden[0].shape
-    left_out = torch.nonzero(~keep.reshape(-1)).flatten()  # (B n) positions that do not count: zeroed
-    own = isinstance(hidden, torch.Tensor) and hidden.dtype == torch.float32  # ours to change in place
-    scratch = None if own else torch.empty((B * n, d), dtype=torch.float32, device=hidden[0].device)
-    out = []
-    for h in hidden:  # the sum over the batch with zeros where a token does not count, as over the masked batch
-        x = h.reshape(B * n, d) if scratch is None else scratch.copy_(h.reshape(B * n, d))
-        x.index_fill_(0, left_out, 0.0)
-        out.append(x.view(B, n, d).sum(1) / count)
-    return torch.stack(out)
+        B, n = mask.shape
+        self.rows = torch.arange(B, device=mask.device) * n  # (B,) each text's first position in the flat batch
+        if self.kind == "last":
+            self.rows = self.rows + torch.from_numpy(lengths - 1).to(mask.device)
+        if self.kind in ("mean", "mean_all"):
+            if self.kind == "mean_all":  # every real token, special tokens included (sentence-transformers' mean)
+                keep = mask  # (B, n)
+            else:  # real, non-special tokens; all real tokens if a text has none
+                keep = mask & ~special
+                keep = torch.where(keep.any(1, keepdim=True), keep, mask)  # (B, n)
+            self.count = keep.sum(1, dtype=torch.float32)[:, None]  # (B, 1)
+            self.left_out = torch.nonzero(~keep.reshape(-1)).flatten()  # (B n) positions that do not count: zeroed
+            # zeroing in place is safe unless two layers share memory (an encoder returning one tensor twice)
+            self.shared = not isinstance(hidden, torch.Tensor) and len({h.data_ptr() for h in hidden}) < len(hidden)
+        self.n = n
+
+    def add(self, x: torch.Tensor) -> None:
+        """Pool the next layer's states ``x`` (B n, d), the encoder's tensor or its float32 copy (the means change
+        a float32 ``x`` in place)."""
+        if self.kind in ("cls", "last"):
+            self.out.append(x.index_select(0, self.rows).float())  # (B, d)
+        elif self.kind in ("mean", "mean_all"):
+            x = x.clone() if self.shared and x.dtype == torch.float32 else x.float()  # float(): a copy, or x itself
+            x.index_fill_(0, self.left_out, 0.0)
+            self.out.append(x.view(-1, self.n, x.shape[-1]).sum(1) / self.count)  # (B, d)
+
+    def vectors(self) -> torch.Tensor:
+        """(L+1, B, d) float32."""
+        if self.kind == "g":
+            return cast("torch.Tensor", self.model_sentence).float()
+        return torch.stack(self.out)
 
 
 def _write_maps(out, chunk: ChunkInputs, idx: np.ndarray, dest: ChunkOut, f16: bool) -> None:

@@ -66,6 +66,7 @@ from probes.capture.work import (
     save_done,
 )
 from probes.checkpoints.names import get_spec
+from probes.checkpoints.pooling import pooling_words
 from probes.config import tqdm_class
 from probes.errors import ProbeError
 from probes.models.encoder import Encoder, runtime_changes
@@ -162,10 +163,10 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
         return _extract_sharded(model, inputs, settings, key, entry, batch_size, progress, device, run_dtype,
                                 device_map)
     if entry is not None and (hit := open_entry(entry, repair=False)) is not None:
-        return hit  # finished entries are immutable: no lock needed to read one
+        return _described(hit, spec)  # finished entries are immutable: no lock needed to read one
     with entry_lock(entry, progress):  # one writer per entry; the others wait, then read its result
         if entry is not None and (hit := open_entry(entry, repair=True)) is not None:
-            return hit
+            return _described(hit, spec)
         if not isinstance(model, Encoder):
             from probes.checkpoints.loaders import load  # here: a cache hit never imports model code
 
@@ -204,6 +205,13 @@ def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: st
     if main and hit is not None:
         return hit
     return read_entry(entry, full=False)  # rank 0 checked every byte
+
+
+def _described(acts: Activations, spec) -> Activations:
+    """``acts`` read from the cache, its model record completed with what an entry written before it was recorded
+    lacks (the sentence vector's pooling in words), so that every result says it."""
+    acts.meta["model"].setdefault("sentence_pooling", pooling_words(spec))
+    return acts
 
 
 def _check_batch_size(batch_size) -> int:

@@ -90,8 +90,9 @@ def window_states(lm, x: torch.Tensor, windows: list[Window], T: int, o: int,
         h_prev = None
         for k, w in enumerate(windows):
             last = k + 1 == len(windows)
-            out = lm.model(x[:, w.start:w.start + w.n_inputs], h_prev=h_prev, pool_len=None if last else T - o,
-                           need_state=not last)
+            with lm.running():  # eval mode; a caller's model object gets its train/eval flags back after
+                out = lm.model(x[:, w.start:w.start + w.n_inputs], h_prev=h_prev, pool_len=None if last else T - o,
+                               need_state=not last)
             h_prev = out.h_next
             yield w, torch.stack(out.hidden_states)[:, 0], out.logits[0, -1].float()
         return
@@ -100,7 +101,8 @@ def window_states(lm, x: torch.Tensor, windows: list[Window], T: int, o: int,
     groups = [full[b:b + batch_size] for b in range(0, len(full), batch_size)] + groups
     for group in groups:
         inputs = torch.cat([x[:, w.start:w.start + w.n_inputs] for w in group])
-        out = lm.base(input_ids=inputs, output_hidden_states=True, use_cache=False, logits_to_keep=1)
+        with lm.running():
+            out = lm.base(input_ids=inputs, output_hidden_states=True, use_cache=False, logits_to_keep=1)
         hidden = torch.stack(out.hidden_states)  # (L+1, B, n, d)
         for i, w in enumerate(group):
             yield w, hidden[:, i], out.logits[i, -1].float()

@@ -24,6 +24,7 @@ forward and its unembedding, so it lives here, where models run; no model weight
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -151,11 +152,30 @@ def save_state(path: Path, translators, opt, sched, step, position, h_prev, log)
 def train(lm, docs, settings: TrainSettings, folder: Path, save_every: int = 50,
           progress: bool = True) -> tuple[Translators, list]:
     """Train (or resume training) the translators of ``lm`` on token-id documents (or :class:`Documents`);
-    ``folder`` holds state.pt while training. Returns the translators and the log [(step, per-layer mean KL)]."""
+    ``folder`` holds state.pt while training. Returns the translators and the log [(step, per-layer mean KL)].
+    The model runs in eval mode without gradients for its own weights; a caller's model object gets its
+    train/eval flags and ``requires_grad`` back after."""
     check_fits(lm, settings.window)
-    unembed = unembedding(lm)
-    for p in lm.model.parameters():
+    with frozen(lm.model), lm.running():
+        return _train(lm, docs, settings, folder, save_every, progress)
+
+
+@contextlib.contextmanager
+def frozen(model: torch.nn.Module):
+    """``model``'s parameters without gradients inside; each one's ``requires_grad`` as it was after."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
         p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
+def _train(lm, docs, settings: TrainSettings, folder: Path, save_every: int,
+           progress: bool) -> tuple[Translators, list]:
+    unembed = unembedding(lm)
     L, d = n_layers(lm), int(lm.base.config.hidden_size)
     translators = Translators(L, d).to(lm.device)
     opt = torch.optim.SGD(translators.parameters(), lr=settings.lr * (1 - settings.momentum),

@@ -144,9 +144,10 @@ def windowed_nll(lm: LM, ids: list[int], T: int, o: int, batch_size: int = 16) -
     x = torch.tensor(ids, dtype=torch.long, device=lm.device)[None]  # (1, n)
     windows = plan(len(ids), T, o)
     nll = np.full(max(len(ids) - 1, 0), np.nan)
-    for w, logits in run_windows(lm.model, lm.recurrent, x, windows, T, o, None if lm.recurrent else batch_size):
-        logp = _target_logprobs(logits[0], x[0, w.start + 1:w.start + w.n_inputs + 1])
-        nll[w.start + w.first:w.start + w.n_inputs] = -logp[w.first:w.n_inputs].double().cpu().numpy()
+    with lm.running():  # eval mode; a caller's model object gets its train/eval flags back after
+        for w, logits in run_windows(lm.model, lm.recurrent, x, windows, T, o, None if lm.recurrent else batch_size):
+            logp = _target_logprobs(logits[0], x[0, w.start + 1:w.start + w.n_inputs + 1])
+            nll[w.start + w.first:w.start + w.n_inputs] = -logp[w.first:w.n_inputs].double().cpu().numpy()
     if np.isnan(nll).any():
         raise AssertionError("windowed_nll left a target unscored")  # a bug, not a user error
     return {"nll": nll, "n_windows": len(windows), "tokens_processed": int(sum(w.n_inputs for w in windows)),
@@ -165,14 +166,15 @@ def greedy_windowed(lm: LM, context: torch.Tensor, n_new: int, T: int, o: int) -
     stride = T - o
     seq = context.to(lm.device)
     h, k_have = None, 0  # h = h_prev entering window k_have
-    for _ in range(n_new):
-        p = seq.shape[1]
-        s = scoring_context_start(p, T, o)
-        if lm.recurrent:
-            while k_have < s // stride:
-                a = k_have * stride
-                _, h = forward(lm.model, True, seq[:, a:a + T], h, pool_len=stride)
-                k_have += 1
-        logits, _ = forward(lm.model, lm.recurrent, seq[:, s:p], h, need_state=False)
-        seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    with lm.running():  # eval mode; a caller's model object gets its train/eval flags back after
+        for _ in range(n_new):
+            p = seq.shape[1]
+            s = scoring_context_start(p, T, o)
+            if lm.recurrent:
+                while k_have < s // stride:
+                    a = k_have * stride
+                    _, h = forward(lm.model, True, seq[:, a:a + T], h, pool_len=stride)
+                    k_have += 1
+            logits, _ = forward(lm.model, lm.recurrent, seq[:, s:p], h, need_state=False)
+            seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     return seq[:, context.shape[1]:].cpu()

@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from probes.capture import distributed
 from probes.errors import ProbeError
@@ -203,8 +202,9 @@ class ChunkOut:
         return self.parts["sentence"]
 
     def rows(self, name: str, lead: int, data: np.ndarray, dst: np.ndarray) -> None:
-        """``data`` (R, ...) into rows ``dst`` (R,) of ``name[lead]`` (one scatter, by torch)."""
-        torch.from_numpy(self.parts[name][lead]).index_copy_(0, torch.from_numpy(dst), torch.from_numpy(data))
+        """``data`` (R, ...) into rows ``dst`` (R,) of ``name[lead]`` (one scatter, by numpy: a row at a time,
+        several times faster than torch's index_copy_, which copies element by element)."""
+        self.parts[name][lead][dst] = data
 
     def run(self, name: str, start: int, values: np.ndarray) -> None:
         """``values`` (flat) into the flat array ``name`` from element ``start`` of the chunk on."""

@@ -170,13 +170,33 @@ def weight_problems(model, info: dict) -> str | None:
 
 def check_vocab(name: str, tokenizer, model) -> None:
     """One line when ``tokenizer`` can give ids beyond ``model``'s embedding table (a tokenizer of another model:
-    the first such id would end the run with an IndexError deep in the forward pass)."""
-    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    the first such id would end the run with an IndexError deep in the forward pass). ``model``: a transformers
+    model, or the suite's S-LSTM or Graph-Transformer (``embed_tokens``); ``tokenizer``: a transformers
+    tokenizer, or the suite's wrapper of one or of a SentencePiece model."""
+    embeddings = (model.get_input_embeddings() if hasattr(model, "get_input_embeddings")
+                  else getattr(model, "embed_tokens", None))
     rows = getattr(embeddings, "num_embeddings", None)
     if not isinstance(rows, int):
         return
-    ids = max(tokenizer.get_vocab().values(), default=-1) + 1
+    ids, tokens = id_range(tokenizer)
     if ids > rows:
-        raise CheckpointError(f"model '{name}': its tokenizer has ids up to {ids - 1:,} ({len(tokenizer):,} tokens) "
-                              f"but the model's embedding table has {rows:,} rows: use the tokenizer the model was "
-                              f"trained with (or a model whose vocab_size covers this tokenizer)")
+        count = f" ({tokens:,} tokens)" if tokens is not None else ""
+        raise CheckpointError(f"model '{name}': its tokenizer has ids up to {ids - 1:,}{count} but the model's "
+                              f"embedding table has {rows:,} rows: use the tokenizer the model was trained with (or a "
+                              f"model whose vocab_size covers this tokenizer)")
+
+
+def id_range(tokenizer) -> tuple[int, int | None]:
+    """(one more than the largest id ``tokenizer`` gives, its number of tokens where known): a transformers
+    tokenizer's vocabulary with added tokens; the suite's SentencePiece tokenizer's pieces after its id offset
+    (fairseq's convention: the special ids lie below it); (0, None) for anything else."""
+    inner = getattr(tokenizer, "tokenizer", None)  # the suite's HFTokenizer wraps a transformers tokenizer
+    if hasattr(inner, "get_vocab"):
+        tokenizer = inner
+    if hasattr(tokenizer, "get_vocab"):
+        return max(tokenizer.get_vocab().values(), default=-1) + 1, len(tokenizer)
+    sp, offset = getattr(tokenizer, "sp", None), getattr(tokenizer, "offset", None)
+    if sp is not None and isinstance(offset, int):
+        pieces = int(sp.get_piece_size())
+        return offset + pieces, pieces
+    return 0, None

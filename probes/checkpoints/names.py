@@ -17,12 +17,16 @@ A :class:`~probes.checkpoints.registry.CheckpointSpec` of family ``hf`` is built
   encoder head (``ForMaskedLM``, ``ForSequenceClassification``, ...). A bare ``XModel`` of an
   unknown type, encoder-decoder configs (T5, BART), multimodal configs (``text_config``) and
   custom code (``auto_map``) are refused with one line: register those in checkpoints.yaml.
-- sentence vector: ``mean`` for a sentence-transformers model (``modules.json`` or
-  ``sentence_bert_config.json`` beside config.json: it was trained with mean pooling), ``cls`` (first
-  token) for every other encoder (BERT, ALBERT, ConvBERT, DistilBERT, RoBERTa's ``<s>``, ...), ``last``
-  for causal LMs. A ``?sentence=cls|mean|last`` suffix overrides it (on registry names too); the
-  suffix, not a ``--sentence`` flag, because then it rides on the name through every CLI, the cache
-  key and the result file name with no CLI change, and two vectors of one model never share a file.
+- sentence vector: the pooling a sentence-transformers model declares, when its ``modules.json`` lists a
+  ``Pooling`` module (``1_Pooling/config.json``: mean_tokens -> ``mean_all``, the mean over all tokens with
+  [CLS]/[SEP], as the model was trained; cls_token -> ``cls``; lasttoken -> ``last``; a pooling the suite has no
+  vector for, max or weighted means, -> ``mean``, and the results say why: :mod:`probes.checkpoints.pooling`);
+  ``mean`` (the mean over non-special tokens) for a sentence-transformers model without one (``modules.json`` or
+  ``sentence_bert_config.json`` beside config.json), ``cls`` (first token) for every other encoder (BERT, ALBERT,
+  ConvBERT, DistilBERT, RoBERTa's ``<s>``, ...), ``last`` for causal LMs. A ``?sentence=cls|mean|mean_all|last``
+  suffix overrides it (on registry names too); the suffix, not a ``--sentence`` flag, because then it rides on
+  the name through every CLI, the cache key and the result file name with no CLI change, and two vectors of one
+  model never share a file.
 - special tokens are always added: the model's own tokenizer adds what it was trained with
   ([CLS]/[SEP] for BERT, ``<s>`` for Llama, ``<bos>`` for Gemma, nothing for GPT-2).
 
@@ -52,6 +56,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from probes.checkpoints.folder import check_folder
+from probes.checkpoints.pooling import MODULES, Declared, declared_pooling, folder_pooling
 from probes.checkpoints.registry import MAX_NAME, SENTENCE_VECTORS, CheckpointSpec, read_registry
 from probes.errors import CheckpointError
 
@@ -59,7 +64,7 @@ HUB_HOST = "huggingface.co"
 HF_PREFIX = "hf:"
 HUB_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # an org or repo name (the hub also forbids '--', '..')
 SAFE_REVISION = re.compile(r"[A-Za-z0-9._]+(-[A-Za-z0-9._]+)*")  # kept verbatim in the name (no '--', no '/')
-SENTENCE_SUFFIX = re.compile(r"(?P<base>.+)\?sentence=(?P<sentence>[A-Za-z]*)")
+SENTENCE_SUFFIX = re.compile(r"(?P<base>.+)\?sentence=(?P<sentence>[A-Za-z_]*)")
 ST_MARKERS = ("modules.json", "sentence_bert_config.json")  # a sentence-transformers model folder
 CAUSAL_ARCH = ("ForCausalLM", "LMHeadModel")
 ENCODER_HEADS = ("ForMaskedLM", "ForPreTraining", "ForSequenceClassification", "ForTokenClassification",
@@ -111,7 +116,7 @@ def synthesise(name: str, registry: dict[str, CheckpointSpec]) -> CheckpointSpec
 
 def _override(spec: CheckpointSpec, sentence: str, requested: str) -> CheckpointSpec:
     if sentence not in SENTENCE_VECTORS or (sentence == "g") != (spec.sentence == "g"):
-        allowed = "g" if spec.sentence == "g" else "cls, mean, last"
+        allowed = "g" if spec.sentence == "g" else ", ".join(v for v in SENTENCE_VECTORS if v != "g")
         raise CheckpointError(f"model '{requested}': sentence vector must be one of {allowed}, not {sentence!r}")
     if sentence == spec.sentence:
         return spec  # same vector, same name: shares the cache entry and result file
@@ -147,9 +152,11 @@ def _hub_spec(name: str) -> CheckpointSpec:
     files = _hub_files(name, hub_id, revision)
     cfg = _read_config(name, files["config.json"])
     kind, sentence = infer(name, cfg, any(files.get(m) for m in ST_MARKERS))
+    declared = declared_pooling(name, files[MODULES], lambda rel: _hub_file(name, hub_id, rel, revision))
     return CheckpointSpec(name=hub_name(hub_id, revision), family="hf", kind=kind, source={"hub": hub_id},
-                          sentence=sentence, special_tokens=True, revision=revision,
-                          description=f"{name} ({cfg.get('model_type')}), kind and sentence vector from its config",
+                          sentence=_declared_or(sentence, declared), special_tokens=True, revision=revision,
+                          description=f"{name} ({cfg.get('model_type')}), kind and sentence vector from its config"
+                                      + (" and its Pooling module" if declared and declared.vector else ""),
                           extra={"requested": name})
 
 
@@ -181,6 +188,32 @@ def _hub_files(name: str, hub_id: str, revision: str | None) -> dict[str, Path |
     return files
 
 
+def _hub_file(name: str, hub_id: str, filename: str, revision: str | None) -> Path | None:
+    """One more file of a hub model (the Pooling module's config): from the local cache, else downloaded when the
+    hub answers; None when the hub has none. Neither cached nor reachable is one line (offline, the sentence
+    vector would otherwise differ from the one chosen online)."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+    cached = try_to_load_from_cache(hub_id, filename, revision=revision)
+    if isinstance(cached, str):
+        return Path(cached)
+    if cached is not None:  # known to be absent
+        return None
+    if not hub_reachable():
+        raise CheckpointError(f"model '{name}': its {filename} (the sentence-transformers pooling) is not in the "
+                              f"local Hugging Face cache, and {HUB_HOST} cannot be reached: run once with internet "
+                              f"access to download it")
+    try:
+        return Path(hf_hub_download(hub_id, filename, revision=revision))
+    except (OSError, ValueError):
+        return None
+
+
+def _declared_or(sentence: str, declared: Declared | None) -> str:
+    """The vector of the pooling the model declares where the suite has one, else the rule's ``sentence``."""
+    return declared.vector if declared is not None and declared.vector is not None else sentence
+
+
 def _registered_folder(path: Path, registry: dict[str, CheckpointSpec]) -> CheckpointSpec | None:
     """The registry entry (built-in or the user's) whose ``path`` source is this folder, if one is: a folder
     named by path and by an entry is one model (one name, one cache entry, one result file)."""
@@ -196,13 +229,15 @@ def _folder_spec(name: str, path: Path) -> CheckpointSpec:
     path = path.resolve()
     cfg = _read_config(name, path / "config.json")
     kind, sentence = infer(name, cfg, any((path / m).is_file() for m in ST_MARKERS))
+    declared = folder_pooling(name, path)  # a sentence-transformers folder's Pooling module
     check_folder(name, path, cfg)  # tokenizer and weight files, positions: before anything runs
     label = re.sub(r"[^A-Za-z0-9._-]", "_", path.name).strip(".-")[:60].strip(".-") or "_"
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
     return CheckpointSpec(name=f"dir--{label}--{digest}", family="hf", kind=kind, source={"path": str(path)},
-                          sentence=sentence, special_tokens=True,
+                          sentence=_declared_or(sentence, declared), special_tokens=True,
                           description=f"folder {path} ({cfg.get('model_type')}), kind and sentence vector from "
-                                      f"its config", extra={"requested": name})
+                                      f"its config" + (" and its Pooling module" if declared and declared.vector
+                                                       else ""), extra={"requested": name})
 
 
 def _read_config(name: str, path: Path | None) -> dict:

@@ -37,7 +37,7 @@ from probes.checkpoints.identity import WEIGHT_SUFFIXES, code_versions, files_sh
 from probes.errors import CheckpointError
 
 REGISTRY_PATH = resources.builtin_registry()  # checkpoints.yaml, shipped inside the package (probes/_data)
-SENTENCE_VECTORS = ("cls", "mean", "last", "g")
+SENTENCE_VECTORS = ("cls", "mean", "mean_all", "last", "g")  # in words: probes.checkpoints.pooling
 KINDS = ("encoder", "causal")
 SOURCES = ("package", "path", "hub", "random")
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # one safe path component (a model name, a pair's name)

@@ -7,10 +7,12 @@ so every architecture is captured by the same code path.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import torch
 
+from probes.checkpoints.pooling import pooling_words
 from probes.checkpoints.registry import CheckpointSpec
 
 
@@ -23,11 +25,36 @@ class Tokenized:
     tokens: list[str]  # (n,) the token strings
 
 
+class LayerStates(tuple):
+    """The L+1 hidden states of one forward pass, one (B, n, d) tensor per layer as the model returned them, not
+    copied into one tensor: the capture reads them layer by layer (``states[l]``, ``len``, iteration). Anything
+    else a stacked (L+1, B, n, d) tensor has (``.shape``, ``[:, i]``, ``.clone()``, ...) stacks them, each time
+    it is used."""
+
+    def __getitem__(self, index):  # a layer, or what the stacked tensor gives
+        if isinstance(index, numbers.Integral):
+            return tuple.__getitem__(self, index)
+        return self.stacked()[index]
+
+    def stacked(self) -> torch.Tensor:
+        """(L+1, B, n, d) a copy of every layer in one tensor."""
+        return torch.stack(tuple(self))
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.stacked(), name)
+
+
 @dataclass
 class EncoderOutput:
-    """What one forward pass over a padded batch returns (all on the model's device)."""
+    """What one forward pass over a padded batch returns (all on the model's device). The capture may change these
+    tensors in place (it zeroes rows that a mean leaves out once their states are stored): an encoder returns
+    tensors of its own forward pass, never ones it keeps."""
 
-    hidden: torch.Tensor  # (L+1, B, n, d); hidden[0] = embedding output, hidden[l] = output of layer l
+    # (L+1, B, n, d); hidden[0] = embedding output, hidden[l] = output of layer l: one stacked tensor, or a
+    # LayerStates of one tensor per layer
+    hidden: torch.Tensor | LayerStates
     attentions: torch.Tensor | None = None  # (L, B, H, n, n) softmaxed attention, when asked
     sentence: torch.Tensor | None = None  # (L+1, B, d) model-defined sentence vector (S-LSTM's g)
     maps: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (L, B, K, n) or (L, B, K, n, n)
@@ -115,7 +142,8 @@ class Encoder:
             "name": self.spec.name, "family": self.spec.family, "kind": self.spec.kind,
             "source": self.spec.source, "fingerprint": self.fingerprint, "num_layers": self.num_layers,
             "hidden_size": self.hidden_size, "max_length": self.max_length,
-            "sentence_vector": self.spec.sentence, "special_tokens_added": self.spec.special_tokens,
+            "sentence_vector": self.spec.sentence, "sentence_pooling": pooling_words(self.spec),
+            "special_tokens_added": self.spec.special_tokens,
             "final_norm_on_last_hidden": self.final_norm_on_last_hidden,
             **({"requested": self.spec.extra["requested"]} if "requested" in self.spec.extra else {}),
         }  # requested: the hf:/folder/?sentence= name the spec was synthesised from (probes.checkpoints.names)

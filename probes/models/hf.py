@@ -24,7 +24,7 @@ from probes.checkpoints.loaders import check_device_map
 from probes.checkpoints.names import hub_reachable, hub_unreachable
 from probes.checkpoints.registry import CheckpointSpec
 from probes.errors import CheckpointError, ProbeError
-from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenized, Tokenizer
+from probes.models.encoder import Encoder, EncoderOutput, LayerStates, MapSpec, Tokenized, Tokenizer
 
 # attributes of a base model that hold a final norm applied after the last layer only (GPT-2, GPT-J,
 # Bloom: ln_f; Llama, Mistral: norm; OPT: final_layer_norm). BERT-style post-LN models have none:
@@ -181,7 +181,7 @@ class HFEncoder(Encoder):
         # with a device map each layer's output stays on that layer's device: gathered on the first
         here = lambda xs: [x.to(self.device) for x in xs] if self.device_map else xs
         att = torch.stack(here(att_layers)) if maps else None
-        return EncoderOutput(hidden=torch.stack(here(hidden)), attentions=att,
+        return EncoderOutput(hidden=LayerStates(here(hidden)), attentions=att,  # no copy of every layer
                              maps={k: v.to(self.device) for k, v in captured.items()} if self.device_map else captured)
 
 

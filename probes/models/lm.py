@@ -72,6 +72,14 @@ class LM:
     def name(self) -> str:
         return self.spec.name
 
+    def running(self):
+        """The context every forward pass of an analysis runs in: eval mode (dropout off), each module's train/eval
+        flag restored on exit, so a caller's model object is left as it came in (a model the suite loaded is in
+        eval mode for good)."""
+        from probes.models.hf import eval_mode
+
+        return eval_mode(self.model)
+
     @property
     def base(self):
         """The transformers causal LM (inside the recurrent wrapper for recurrent models)."""
@@ -161,7 +169,8 @@ def weights_spec(spec: CheckpointSpec) -> CheckpointSpec:
 def load_lm(name, device: str | torch.device = "cpu", tokenizer=None, model_name: str | None = None) -> LM:
     """Load registry entry ``name`` as a causal LM with its head (plain or recurrent), in eval mode.
     ``name`` may also be a loaded transformers causal LM given with its ``tokenizer=`` (named
-    ``model_name``, see :mod:`probes.models.user`); it stays on its own device."""
+    ``model_name``, see :mod:`probes.models.user`); it stays on its own device and in the train/eval mode it
+    came in: the suite's forward passes run in eval mode (:meth:`LM.running`) and restore it after."""
     from probes.models.hf import hf_tokenizer
     from probes.models.user import is_model_object, object_spec
 
@@ -170,7 +179,7 @@ def load_lm(name, device: str | torch.device = "cpu", tokenizer=None, model_name
         if spec.kind != "causal" or getattr(name, "get_output_embeddings", lambda: None)() is None:
             raise CheckpointError(f"{type(name).__name__} is not a causal language model with its head: perplexity "
                                   "and generation need one (e.g. AutoModelForCausalLM)")
-        return LM(spec, name.eval(), tokenizer, spec.fingerprint(), False)
+        return LM(spec, name, tokenizer, spec.fingerprint(), False)
     spec = get_spec(name)
     need_causal(spec)
     wspec = weights_spec(spec)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from probes.checkpoints.folder import check_vocab
 from probes.checkpoints.registry import CheckpointSpec
 from probes.errors import CheckpointError
 from probes.models.encoder import Encoder, EncoderOutput, MapSpec, Tokenizer
@@ -118,6 +119,7 @@ def load_mog(spec: CheckpointSpec, device: str | torch.device = "cpu",
              dtype: torch.dtype = torch.float32) -> MoGEncoder:
     """Load a registry entry of family ``mog`` onto ``device``, its weights in ``dtype``."""
     model, tokenizer, _ = _resolve(spec, weights=True)
+    check_vocab(spec.name, tokenizer, model)  # a tokenizer beyond the embedding table: one line, not an IndexError
     return MoGEncoder(spec, model.to(device=device, dtype=dtype), tokenizer, spec.fingerprint())
 
 

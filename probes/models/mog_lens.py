@@ -128,7 +128,7 @@ class LensEncoder(Encoder):
         out = self.inner.forward(input_ids, attention_mask, maps=maps)
         if not maps:
             return out
-        mask = attention_mask.to(out.hidden.device)
+        mask = attention_mask.to(out.hidden[0].device)
         covs, vars_ = [], []
         for layer in range(1, self.num_layers + 1):
             r_f = out.hidden[layer - 1]

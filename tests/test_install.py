@@ -96,3 +96,27 @@ def test_the_repository_folders_are_not_importable(user):
     for name in ("recipes", "benchmarks", "scripts"):
         done = run([python, "-c", f"import {name}"], home, env, ok=False)
         assert done.returncode != 0 and "ModuleNotFoundError" in done.stderr, name
+
+
+def test_the_readmes_five_lines_run_there_and_cache_under_xdg_cache_home(user):
+    from test_readme_example import SENTENCES, readme_example
+
+    python, home, env = user
+    work = home / "notebook"
+    work.mkdir()
+    (work / "my_sentences.txt").write_text(SENTENCES, encoding="utf-8")
+    setup = """
+import probes
+from transformers import AutoTokenizer, BertConfig, BertModel
+tok = AutoTokenizer.from_pretrained(probes.get_spec("minilm-l6").local_path())
+BertModel(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64)).save_pretrained("my-model")
+tok.save_pretrained("my-model")
+"""
+    run([python, "-c", setup], work, env)
+    code = "import matplotlib\nmatplotlib.use('Agg')\n" + readme_example() + "print(result.corpus['n_texts'])\n"
+    done = run([python, "-c", code], work, env)
+    assert done.stdout.strip().splitlines()[-1] == str(len([s for s in SENTENCES.splitlines() if s.strip()]))
+    assert sorted(p.name for p in work.iterdir()) == ["anisotropy.png", "my-model", "my_sentences.txt"]
+    entries = list((Path(env["XDG_CACHE_HOME"]) / "probes" / "my-model").iterdir())
+    assert len(entries) == 1, entries  # the activation cache: in the per-user folder, not the working one

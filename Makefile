@@ -18,7 +18,7 @@ M       := $(foreach m,$(MODELS),--model $(m))
 # their seed-0 models by the analyses whose numbers the claims compare (anisotropy, transitions, redundancy).
 SEEDS   := $(foreach m,$(MODELS),$(foreach s,1 2,$(if $(wildcard checkpoints/$(m)-seed$(s)/config.json),$(m)-seed$(s))))
 MS      := $(M) $(foreach m,$(SEEDS),--model $(m))
-# The demo is cut to fit 10 minutes on 2 cores (set-up included); FULL=1 runs the CLI defaults
+# The demo is cut to fit 8 minutes on 2 cores (set-up included); FULL=1 runs the CLI defaults
 # (5000 sentences, all held-out tokens, 500 topic contexts).
 SENTENCES  := $(if $(FULL),5000,1500)
 PPL_TOKENS := $(if $(FULL),0,8000)
@@ -40,7 +40,7 @@ REAL_SENTENCES := $(if $(FULL),2000,300)
 REAL_LMS       := --model smollm2-135m --model smollm2-135m-recurrent
 HAVE_REAL_LMS  := $(and $(wildcard models/smollm2-135m/config.json),$(wildcard models/gemma3-270m/config.json))
 
-.PHONY: dist demo test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots
+.PHONY: dist demo demo-sentences demo-rest test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots
 
 # the tests also compare with the reference packages (pyproject.toml's `reference` extra, and tuned-lens without its
 # training dependencies); the demo does not need them
@@ -59,17 +59,36 @@ $(STAMP): pyproject.toml
 
 # Every sentence analysis draws the same seeded sample, so each model is extracted once and cached. Each analysis
 # writes results only (--no-figures); analyses.summary.figures draws every figure once at the end.
+# The steps run as two chains at once (make -j2), every process on one thread: on two cores two one-thread
+# processes finish the same work in about half the wall time, where one process on two threads spins. The chains
+# share the activation cache (a process that needs an entry the other is writing waits for it, then reads it).
 # Each step is timed by /usr/bin/time into $(OUT)/timing.tsv (step, wall s, user s, sys s, peak RSS KiB), printed at
 # the end; where /usr/bin/time is missing the steps run untimed.
 TIMING  = $(OUT)/timing.tsv
 step    = $(if $(wildcard /usr/bin/time),/usr/bin/time -a -o $(TIMING) -f "$(1)	%e	%U	%S	%M")
 demo: $(STAMP)
 	@mkdir -p $(OUT) && printf "step\twall_s\tuser_s\tsys_s\tmax_rss_kib\n" > $(TIMING)
+	@$(MAKE) --no-print-directory -j2 demo-sentences demo-rest
+	$(call step,figures) $(PY) -m analyses.summary.figures --out $(OUT) --jobs 2
+	@column -t -s "$$(printf '\t')" $(TIMING) 2>/dev/null || cat $(TIMING)
+	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"
+	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/, everything on one page: $(OUT)/report.html"
+
+demo-sentences demo-rest: export OMP_NUM_THREADS := 1
+demo-sentences demo-rest: export MKL_NUM_THREADS := 1
+# the analyses of every model's sentence sample (anisotropy extracts it, the others read the cache)
+demo-sentences: $(STAMP)
 	$(call step,anisotropy) $(PY) -m analyses.anisotropy --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
 	$(call step,transitions) $(PY) -m analyses.transitions --no-figures $(MS) --n-sentences $(SENTENCES) --out $(OUT)
+	$(call step,isoscore) $(PY) -m analyses.isoscore --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
+	$(call step,intrinsic_dimension) $(PY) -m analyses.intrinsic_dimension --no-figures $(MS) --n-sentences $(SENTENCES) \
+		--n-tokens $(SENTENCES) --out $(OUT)
+
+# everything else: token windows, probes, pairs, maps, the Graph-Transformer, the recurrent LMs
+demo-rest: $(STAMP)
+	$(call step,redundancy) $(PY) -m analyses.redundancy --no-figures $(MS) --out $(OUT)
 	$(call step,probing) $(PY) -m analyses.probing --no-figures $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
 	$(call step,similarity) $(PY) -m analyses.similarity --no-figures $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
-	$(call step,redundancy) $(PY) -m analyses.redundancy --no-figures $(MS) --out $(OUT)
 	$(call step,maps) $(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
 	$(call step,mog) $(PY) -m analyses.mog --no-figures --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
 	$(call step,mog_lens) $(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
@@ -78,15 +97,8 @@ demo: $(STAMP)
 	$(call step,topics) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
 	$(call step,lens) $(PY) -m analyses.lens --no-figures --model gpt2-small-base --model gpt2-small-recurrent $(if $(FULL),,--no-tuned) \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
-	$(call step,isoscore) $(PY) -m analyses.isoscore --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
-	$(call step,intrinsic_dimension) $(PY) -m analyses.intrinsic_dimension --no-figures $(MS) --n-sentences $(SENTENCES) \
-		--n-tokens $(SENTENCES) --out $(OUT)
 	$(call step,mlm_loss) $(PY) -m analyses.mlm_loss --no-figures --model mog-small-wg --model mog-small-sum --model mog-small-wg-seed1 \
 		--model mog-small-sum-seed1 --model mog-small-selfgate --out $(OUT)
-	$(call step,figures) $(PY) -m analyses.summary.figures --out $(OUT)
-	@column -t -s "$$(printf '\t')" $(TIMING) 2>/dev/null || cat $(TIMING)
-	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"
-	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/, everything on one page: $(OUT)/report.html"
 
 # Perplexity at T = 64 and 128, o = 0 and T/4 (the module was trained at T = 128, o = 0), topic JSD at
 # T = 128, anisotropy and transitions beside minilm-l6, then the claim tables (REAL_OUT/results/recurrence-claims.md).

@@ -34,6 +34,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -316,7 +317,7 @@ class Windows(Inputs):
         spec = model.spec if isinstance(model, Encoder) else resolve_spec(model)
         tok = check_window_lengths(spec, cfg.window_length, model.tokenizer if isinstance(model, Encoder) else None)
         corp = load_corpus(cfg.corpus) if corpus is None else corpus
-        encode = functools.lru_cache(maxsize=None)(tok.encode)  # each paragraph is tokenized once for all n
+        encode = paragraph_encoder(tok)  # each paragraph tokenized once for all n, and for models sharing tok
         out = []
         for n in cfg.window_length:
             ids = token_windows(corp, encode, n, cfg.n_windows, cfg.seed)
@@ -330,6 +331,23 @@ class Windows(Inputs):
                                  "tokens")
             out.append(record_model_requested(acts, model))
         return out
+
+
+# one memo per distinct tokenizer (by the sha256 of its full serialisation): models that share a tokenizer (the
+# suite's small models and their seeds) tokenize the corpus once between them, not once each
+_PARAGRAPH_IDS: dict[str, Callable[[str], list[int]]] = {}
+
+
+def paragraph_encoder(tok) -> Callable[[str], list[int]]:
+    """``tok.encode`` (a paragraph -> its ids, no special tokens) with a memo shared by every tokenizer equal to
+    ``tok``; a tokenizer that cannot be identified (not a transformers tokenizer) gets a memo of its own."""
+    from probes.models.user import tokenizer_sha256
+
+    inner = getattr(tok, "tokenizer", None)  # the transformers tokenizer inside the suite's HFTokenizer
+    if inner is None or not hasattr(inner, "get_vocab"):
+        return functools.lru_cache(maxsize=None)(tok.encode)
+    key = f"{type(tok).__module__}.{type(tok).__qualname__}:{tokenizer_sha256(inner)}"  # the wrapper's encode too
+    return _PARAGRAPH_IDS.setdefault(key, functools.lru_cache(maxsize=None)(tok.encode))
 
 
 def non_special_counts(acts):

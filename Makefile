@@ -76,22 +76,23 @@ demo: $(STAMP)
 
 demo-sentences demo-rest: export OMP_NUM_THREADS := 1
 demo-sentences demo-rest: export MKL_NUM_THREADS := 1
-# the analyses of every model's sentence sample (anisotropy extracts it, the others read the cache)
+# the analyses of every model's sentence sample (anisotropy extracts it, the others read the cache), then the maps
+# and the Graph-Transformer's analyses (the two chains take about the same time)
 demo-sentences: $(STAMP)
 	$(call step,anisotropy) $(PY) -m analyses.anisotropy --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
 	$(call step,transitions) $(PY) -m analyses.transitions --no-figures $(MS) --n-sentences $(SENTENCES) --out $(OUT)
 	$(call step,isoscore) $(PY) -m analyses.isoscore --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
 	$(call step,intrinsic_dimension) $(PY) -m analyses.intrinsic_dimension --no-figures $(MS) --n-sentences $(SENTENCES) \
 		--n-tokens $(SENTENCES) --out $(OUT)
+	$(call step,maps) $(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
+	$(call step,mog) $(PY) -m analyses.mog --no-figures --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
+	$(call step,mog_lens) $(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
 
-# everything else: token windows, probes, pairs, maps, the Graph-Transformer, the recurrent LMs
+# everything else: token windows, probes, pairs, the recurrent LMs
 demo-rest: $(STAMP)
 	$(call step,redundancy) $(PY) -m analyses.redundancy --no-figures $(MS) --out $(OUT)
 	$(call step,probing) $(PY) -m analyses.probing --no-figures $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
 	$(call step,similarity) $(PY) -m analyses.similarity --no-figures $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
-	$(call step,maps) $(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
-	$(call step,mog) $(PY) -m analyses.mog --no-figures --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
-	$(call step,mog_lens) $(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
 	$(call step,perplexity) $(PY) -m analyses.perplexity --no-figures --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
 	$(call step,topics) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)

@@ -5,7 +5,8 @@
     >>> acts = probes.extract("minilm-l6", texts)      # Activations, cached on disk
 
 Names come from checkpoints.yaml (see probes.checkpoints.registry), or name any Hugging Face model without an entry:
-``hf:org/name[@revision]``, a model folder's path, and ``<name>?sentence=cls|mean|last`` (see probes.checkpoints.names).
+``hf:org/name[@revision]``, a model folder's path, and ``<name>?sentence=cls|mean|mean_all|last`` (see
+probes.checkpoints.names).
 Analyses only ever see Activations.
 """
 

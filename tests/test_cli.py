@@ -89,6 +89,24 @@ def test_same_seed_gives_identical_files_and_a_new_seed_does_not(tmp_path):
 
 
 @pytest.mark.slow
+def test_figures_drawn_in_two_processes_are_the_files_drawn_in_one(tmp_path):
+    import shutil
+
+    from analyses import transitions
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    anisotropy.main(["--model", "tiny-bert", *SMALL, "--no-figures", "--out", str(one)])
+    transitions.main(["--model", "tiny-bert", "--n-sentences", "80", "--no-figures", "--out", str(one)])
+    shutil.copytree(one / "results", two / "results")
+    drawn_one, drawn_two = figures.redraw(str(one)), figures.redraw(str(two), jobs=2)
+    assert [p.name for p in drawn_one] == [p.name for p in drawn_two]
+    assert {"anisotropy.png", "transitions.png"} <= {p.name for p in drawn_one}
+    for a, b in zip(drawn_one, drawn_two):
+        if a.suffix == ".png":
+            assert a.read_bytes() == b.read_bytes(), a.name
+
+
+@pytest.mark.slow
 def test_result_file_says_how_it_was_computed_and_figures_redraw(tmp_path):
     out = tmp_path / "out"
     anisotropy.main(["--model", "tiny-bert", "--model", "tiny-gpt2", *SMALL, "--out", str(out)])

@@ -99,3 +99,5 @@ def test_a_wrong_argument_is_one_line_naming_it(texts, tiny_bert, tmp_path):
         anisotropy.run("tiny-bert", texts, tokenizer=tiny_bert[1], cache_dir=tmp_path)
     with pytest.raises(ProbeError, match="texts= takes a list of strings"):
         anisotropy.run("tiny-bert", [1, 2], cache_dir=tmp_path)
+    with pytest.raises(ProbeError, match="sentence= must be one of cls, mean, mean_all, last, not 'g'"):
+        probes.extract(tiny_bert[0], texts, tokenizer=tiny_bert[1], sentence="g", cache_dir=tmp_path)

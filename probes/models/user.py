@@ -155,8 +155,9 @@ def object_spec(model, tokenizer, name: str | None = None, sentence: str | None 
     shown = name or f"{cfg.model_type or 'model'}-object"
     kind, default_sentence = infer(shown, doc, sentence_transformers=False)
     sentence = sentence or default_sentence
-    if sentence not in SENTENCE_VECTORS:
-        raise ProbeError(f"sentence= must be one of {SENTENCE_VECTORS}, not {sentence!r}")
+    allowed = [v for v in SENTENCE_VECTORS if v != "g"]  # g is the S-LSTM's own node, no transformers model has it
+    if sentence not in allowed:
+        raise ProbeError(f"sentence= must be one of {', '.join(allowed)}, not {sentence!r}")
     special = set(getattr(tokenizer, "all_special_tokens", ()))
     if not any(t not in special for t in tokenizer.get_vocab()):
         raise ProbeError(f"the tokenizer given for {shown} holds only its {len(special)} special tokens: every "

@@ -166,8 +166,8 @@ class Analysis:
 
     # ------------------------------------------------------------------------- from Python
 
-    def run(self, model, texts=None, *, tokenizer=None, name: str | None = None, config=None,
-            cache_dir: str | os.PathLike | None = None, **settings):
+    def run(self, model, texts=None, *, tokenizer=None, name: str | None = None, sentence: str | None = None,
+            config=None, cache_dir: str | os.PathLike | None = None, **settings):
         """The analysis of ``model`` on ``texts`` from Python, with every input the command line would build,
         as a Result (not written: :func:`analyses.common.write_result` saves one).
 
@@ -177,7 +177,10 @@ class Analysis:
         the command line draws); None: the config's corpus. ``settings``: any field of the Config
         (``n_tokens=2000``), checked like the command line's flags; ``config``: a whole Config instead.
         ``cache_dir``: the activation cache (default: probes' per-user cache; the command line's is
-        ``<out>/cache``)."""
+        ``<out>/cache``). ``sentence``: the model's sentence vector (cls, mean, mean_all, last), for the analyses
+        of one model's sentence sample; as ``?sentence=`` on a name."""
+        if sentence is not None:
+            model, tokenizer, name = self._with_sentence(model, sentence, tokenizer, name)
         cfg = self.config(config, **settings)
         cfg = self.inputs.with_corpus(cfg, texts)
         if self.check is not None:
@@ -185,6 +188,22 @@ class Analysis:
         inputs = self.inputs.from_python(model, texts, cfg, tokenizer=tokenizer, name=name, cache_dir=cache_dir)
         computed = self.compute(cfg, **inputs)
         return computed
+
+    def _with_sentence(self, model, sentence: str, tokenizer, name):
+        """(model, tokenizer, name) for :meth:`run` with the sentence vector ``sentence``: a name or folder gets
+        the ``?sentence=`` suffix, a loaded object is wrapped as the Encoder ``probes.extract`` would make."""
+        from analyses.inputs import is_object
+        from probes.models.user import wrap_encoder
+
+        if self.inputs.kind != "sentences":
+            raise ProbeError(f"{self.name} takes no sentence=: it is for the analyses of one model's sentence sample "
+                             "(name each model of a pair with ?sentence=)")
+        if is_object(model):
+            return wrap_encoder(model, tokenizer, name=name, sentence=sentence), None, None
+        if isinstance(model, (str, os.PathLike)):
+            return f"{os.fspath(model)}?sentence={sentence}", tokenizer, name
+        raise ProbeError(f"sentence= goes with a model name, folder or loaded transformers model, not "
+                         f"{type(model).__name__}")
 
     def config(self, config=None, **settings):
         """A Config: ``config`` (or the defaults) with ``settings`` replaced; an unknown setting or a value out

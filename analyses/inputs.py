@@ -98,9 +98,11 @@ def caller_texts(texts) -> dict:
 
 
 def resolve_spec(model):
+    """The CheckpointSpec of a name, folder or spec, or of an Encoder already made (a wrapped model object)."""
     from probes.checkpoints.names import get_spec
+    from probes.models.encoder import Encoder
 
-    return get_spec(model)
+    return model.spec if isinstance(model, Encoder) else get_spec(model)
 
 
 def is_object(model) -> bool:

@@ -101,3 +101,25 @@ def test_a_wrong_argument_is_one_line_naming_it(texts, tiny_bert, tmp_path):
         anisotropy.run("tiny-bert", [1, 2], cache_dir=tmp_path)
     with pytest.raises(ProbeError, match="sentence= must be one of cls, mean, mean_all, last, not 'g'"):
         probes.extract(tiny_bert[0], texts, tokenizer=tiny_bert[1], sentence="g", cache_dir=tmp_path)
+
+
+def test_sentence_picks_the_vector_of_an_object_and_of_a_name(tiny_bert, texts, tmp_path):
+    model, tok = tiny_bert
+    own = {"tokenizer": tok, "name": "my-bert", "cache_dir": tmp_path}
+    first = anisotropy.run(model, texts[:20], **own)
+    pooled = anisotropy.run(model, texts[:20], sentence="mean_all", **own)
+    assert first.model["sentence_vector"] == "cls" and pooled.model["sentence_vector"] == "mean_all"
+    assert "mean over all tokens incl. [CLS]/[SEP]" in pooled.model["sentence_pooling"]
+    # the same states, another sentence vector: the token statistics agree, the sentence ones do not
+    assert [la["token"]["mean"] for la in first.layers] == [la["token"]["mean"] for la in pooled.layers]
+    assert first.layers[-1]["sentence"]["mean"] != pooled.layers[-1]["sentence"]["mean"]
+    # the same as the extraction with sentence= and compute
+    acts = probes.extract(model, texts[:20], sentence="mean_all", progress=False, **own)
+    assert anisotropy.compute(anisotropy.Config(), acts=acts).layers == pooled.layers
+
+    named = anisotropy.run("tiny-bert", texts[:20], sentence="mean", cache_dir=tmp_path)
+    assert named.model["sentence_vector"] == "mean" and named.model["requested"] == "tiny-bert?sentence=mean"
+    with pytest.raises(ProbeError, match="similarity takes no sentence="):
+        similarity.run(("tiny-bert", "tiny-bert"), texts[:20], sentence="mean", cache_dir=tmp_path)
+    with pytest.raises(ProbeError, match="sentence= must be one of cls, mean, mean_all, last, not 'max'"):
+        anisotropy.run(model, texts[:20], sentence="max", **own)

@@ -32,7 +32,7 @@ seconds are shown too, and labelled as such. Goal for cold extraction: <= 1.03 x
     $ python -m benchmarks.bench_extract [--n-sentences 1000] [--repeats 5] [--batch-size 32] [--threads 1]
 
 The module also holds the helpers the other benchmarks share: :func:`machine_info`,
-:func:`interleave` and :func:`print_table`.
+:func:`interleave`, :func:`print_table` and :func:`run_alone` (each benchmark's ``main``).
 """
 
 from __future__ import annotations
@@ -183,6 +183,14 @@ def print_table(rows: list[Row]) -> None:
                         for i, (s, w) in enumerate(zip(c, widths))).rstrip())
         if k == 0:
             print("  ".join("-" * w for w in widths))
+
+
+def run_alone(settings_class, run, doc: str, argv: list[str] | None) -> None:
+    """A benchmark module's ``main``: its settings from ``argv`` (``settings_class``, the module docstring's
+    first paragraph as the help), the machine, then the rows ``run(settings)`` returns as the summary table."""
+    cfg = parse_config(settings_class, argv, doc.split("\n\n")[0])
+    print("\n".join(machine_info()))
+    print_table(run(cfg))
 
 
 def goal_text(ratio: float, goal: float) -> str:
@@ -355,9 +363,7 @@ def cache_size(encoder, cache_dir: str) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = parse_config(Settings, argv, __doc__.split("\n\n")[0])
-    print("\n".join(machine_info()))
-    print_table(run(cfg))
+    run_alone(Settings, run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from benchmarks.bench_extract import Row, load_average, machine_info, print_table
-from probes.config import arg, parse_config, run_main
+from benchmarks.bench_extract import Row, load_average, run_alone
+from probes.config import arg, run_main
 
 PERIOD = 0.005  # seconds between samples of the child's /proc/<pid>/status
 
@@ -141,9 +141,7 @@ def run(cfg: Settings) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = parse_config(Settings, argv, __doc__.split("\n\n")[0])
-    print("\n".join(machine_info()))
-    print_table(run(cfg))
+    run_alone(Settings, run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.bench_extract import Row, goal_text, interleave, machine_info, median, print_table
-from probes.config import arg, parse_config, run_main
+from benchmarks.bench_extract import Row, goal_text, interleave, median, run_alone
+from probes.config import arg, run_main
 
 GOAL = 1.5  # protocol / plain LogisticRegression() loop
 
@@ -101,9 +101,7 @@ def run(cfg: Settings) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = parse_config(Settings, argv, __doc__.split("\n\n")[0])
-    print("\n".join(machine_info()))
-    print_table(run(cfg))
+    run_alone(Settings, run, __doc__, argv)
 
 
 if __name__ == "__main__":

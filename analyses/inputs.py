@@ -34,6 +34,7 @@ import functools
 import hashlib
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -336,8 +337,10 @@ class Windows(Inputs):
 
 
 # one memo per distinct tokenizer (by the sha256 of its full serialisation): models that share a tokenizer (the
-# suite's small models and their seeds) tokenize the corpus once between them, not once each
-_PARAGRAPH_IDS: dict[str, Callable[[str], list[int]]] = {}
+# suite's small models and their seeds) tokenize the corpus once between them, not once each. The memos of the
+# MEMO_TOKENIZERS tokenizers used last are kept (a memo holds a corpus's ids: tens of MB for the default corpus).
+_PARAGRAPH_IDS: OrderedDict[str, Callable[[str], list[int]]] = OrderedDict()
+MEMO_TOKENIZERS = 2
 
 
 def paragraph_encoder(tok) -> Callable[[str], list[int]]:
@@ -349,7 +352,11 @@ def paragraph_encoder(tok) -> Callable[[str], list[int]]:
     if inner is None or not hasattr(inner, "get_vocab"):
         return functools.lru_cache(maxsize=None)(tok.encode)
     key = f"{type(tok).__module__}.{type(tok).__qualname__}:{tokenizer_sha256(inner)}"  # the wrapper's encode too
-    return _PARAGRAPH_IDS.setdefault(key, functools.lru_cache(maxsize=None)(tok.encode))
+    memo = _PARAGRAPH_IDS.pop(key, None) or functools.lru_cache(maxsize=None)(tok.encode)
+    _PARAGRAPH_IDS[key] = memo  # the most recent last
+    while len(_PARAGRAPH_IDS) > MEMO_TOKENIZERS:
+        _PARAGRAPH_IDS.popitem(last=False)
+    return memo
 
 
 def non_special_counts(acts):

@@ -14,7 +14,6 @@ processes at once (the files are the same whatever the number).
 from __future__ import annotations
 
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +44,8 @@ def redraw(out: str, models: list[str] | None = None, jobs: int = 1) -> list[Pat
             todo.append((name, wanted))
     if jobs == 1 or len(todo) < 2:
         return [p for name, wanted in todo for p in draw(out, name, wanted)]
-    methods = multiprocessing.get_all_start_methods()  # fork: the children start with everything imported
-    context = multiprocessing.get_context("fork" if "fork" in methods and os.name == "posix" else None)
+    # fork where there is one: the children start with everything imported
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=context) as pool:
         drawn = [pool.submit(draw, out, name, wanted) for name, wanted in todo]
         return [p for job in drawn for p in job.result()]

@@ -82,8 +82,7 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: Chunk
     real = torch.from_numpy(np.flatnonzero(mask_np)).to(dev)  # (R,) the real tokens in the flat (B n) batch
     flat_mask = mask.reshape(-1).to(dev)  # (B n,)
     pool = Pooling(encoder, hidden, mask.to(dev), torch.from_numpy(special_np).to(dev), lengths, out.sentence)
-    kept = dict(enumerate(range(len(hidden)))) if chunk.keep is None else dict(enumerate(chunk.keep))
-    row_of = {layer: j for j, layer in kept.items()}
+    row_of = {layer: j for j, layer in enumerate(range(len(hidden)) if chunk.keep is None else chunk.keep)}
     bad: dict[str, int] = {}
     for layer in range(len(hidden)):  # layer by layer: each layer's states are read while they are in the caches
         x = hidden[layer].reshape(B * n, d)

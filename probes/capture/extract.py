@@ -210,7 +210,8 @@ def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: st
 def _described(acts: Activations, spec) -> Activations:
     """``acts`` read from the cache, its model record completed with what an entry written before it was recorded
     lacks (the sentence vector's pooling in words), so that every result says it."""
-    acts.meta["model"].setdefault("sentence_pooling", pooling_words(spec))
+    if "sentence_pooling" not in acts.meta["model"]:  # a hit of a newer entry reads no model file
+        acts.meta["model"]["sentence_pooling"] = pooling_words(spec)
     return acts
 
 

@@ -231,24 +231,28 @@ def test_work_arrays_on_disk_hold_what_the_same_chunks_hold_in_memory(tmp_path):
     rng = np.random.default_rng(0)
     (tmp_path / "w").mkdir()
     disk, memory = pw.WorkArrays.create(tmp_path / "w", shapes, "float16"), pw.WorkArrays(shapes, "float16")
+    expected = np.full(shapes["hidden"], np.nan, np.float16)
     for sp in spans:
         n_rows, n_texts = sp["hidden"][1] - sp["hidden"][0], sp["sentence"][1] - sp["sentence"][0]
         # two texts per chunk, written in the other order (as a batch sorted by length would), and a map each
         starts, lengths = np.array([n_rows // 2, 0]), np.array([n_rows - n_rows // 2, n_rows // 2])
-        dst = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, lengths, strict=True)])
+        runs = [(0, int(starts[0]), int(lengths[0])), (int(lengths[0]), int(starts[1]), int(lengths[1]))]
         layers = rng.standard_normal((3, n_rows, 4)).astype(np.float16)
         sentence = rng.standard_normal((3, n_texts, 4)).astype(np.float16)
         flat = rng.standard_normal(sp["map.x"][1] - sp["map.x"][0]).astype(np.float16)
+        for src, dst, k in runs:  # where each text's run of rows belongs
+            expected[:, sp["hidden"][0] + dst:sp["hidden"][0] + dst + k] = layers[:, src:src + k]
         for w in (disk, memory):
             out = w.chunk(sp)
             for lead in range(3):
-                out.rows("hidden", lead, layers[lead], dst)
+                out.runs("hidden", lead, layers[lead], runs)
             out.sentence[...] = sentence
             out.run("map.x", 3, flat[3:])
             out.run("map.x", 0, flat[:3])
             out.commit()
         assert pw.chunk_digest(disk.read(sp)) == pw.chunk_digest(memory.read(sp))
     disk.close()
+    np.testing.assert_array_equal(memory.result()["hidden"], expected)  # every row written, each where it belongs
     for name in shapes:
         loaded = np.load(tmp_path / "w" / f"{name}.npy")  # a plain .npy file
         np.testing.assert_array_equal(loaded, memory.result()[name])
@@ -274,15 +278,16 @@ def test_a_file_system_without_fallocate_still_gets_files_of_the_full_size(tmp_p
     assert np.load(tmp_path / "w" / "hidden.npy").shape == (2, 5, 3)
 
 
-def test_entries_with_sha256_block_checksums_are_still_read(tmp_path, monkeypatch):
+@pytest.mark.parametrize("older", ["sha256", "crc32"])
+def test_entries_with_older_block_checksums_are_still_read(tmp_path, monkeypatch, older):
     import probes.capture.store as ps
 
     enc = probes.load("tiny-bert")
-    monkeypatch.setattr(ps, "CHECKSUM", "sha256")  # an entry written before CRC-32 blocks
+    monkeypatch.setattr(ps, "CHECKSUM", older)  # an entry written before XXH3 blocks
     old = run(enc, cache_dir=tmp_path)
-    monkeypatch.setattr(ps, "CHECKSUM", "crc32")
+    monkeypatch.setattr(ps, "CHECKSUM", "xxh3_64")
     entry = tmp_path / "tiny-bert" / old.meta["key"]
-    assert json.loads((entry / "meta.json").read_text())["checksums"]["algorithm"] == "sha256"
+    assert json.loads((entry / "meta.json").read_text())["checksums"]["algorithm"] == older
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a checksum mismatch would warn and extract again
         again = run(enc, cache_dir=tmp_path)
@@ -330,19 +335,21 @@ def test_a_single_chunk_is_checksummed_from_memory_as_it_would_be_read_back(tmp_
     import probes.capture.store as ps
 
     monkeypatch.setattr(ps, "CHECK_BLOCK", 1000)  # blocks that cross the header and the arrays' ends
-    shapes = {"hidden": (2, 301, 3), "sentence": (2, 5, 3)}
+    shapes = {"hidden": (2, 301, 3), "sentence": (2, 301, 3)}
     (tmp_path / "w").mkdir()
     w = pw.WorkArrays.create(tmp_path / "w", shapes, "float16")
-    out = w.chunk({"hidden": (0, 301), "sentence": (0, 5)})
-    out.parts["hidden"][...] = np.arange(2 * 301 * 3).reshape(2, 301, 3)
-    out.sentence[...] = 7
+    out = w.chunk({"hidden": (0, 301), "sentence": (0, 301)})
+    states = np.arange(2 * 301 * 3).reshape(2, 301, 3).astype(np.float16)
+    for lead in range(2):  # hidden goes straight to its file, a text's run at a time (three texts, out of order)
+        out.runs("hidden", lead, states[lead], [(200, 200, 101), (0, 0, 150), (150, 150, 50)])
+    out.sentence[...] = states
     out.commit()
     contents = w.contents()
-    assert sorted(contents) == ["hidden.npy", "sentence.npy"]
-    for name in contents:
-        from_memory = ps.file_blocks(tmp_path / "w" / name, contents[name])
-        assert from_memory == ps.file_blocks(tmp_path / "w" / name)
-    assert len(ps.file_blocks(tmp_path / "w" / "hidden.npy", contents["hidden.npy"])["blocks"]) == 4
+    assert sorted(contents) == ["sentence.npy"]  # the staged array; hidden is read back from its file
+    from_memory = ps.file_blocks(tmp_path / "w" / "sentence.npy", contents["sentence.npy"])
+    assert from_memory == ps.file_blocks(tmp_path / "w" / "sentence.npy")
+    assert len(from_memory["blocks"]) == 4
+    assert ps.file_blocks(tmp_path / "w" / "hidden.npy") == from_memory  # the same bytes, read back
     w.chunk({"hidden": (0, 100), "sentence": (0, 2)}).commit()  # a chunk of part of the arrays: read back
     assert w.contents() == {}
     w.close()

@@ -248,7 +248,7 @@ def test_interrupted_extraction_resumes(tmp_path, monkeypatch, encoders):
     assert not entry.exists() and partial.is_dir()
     state = json.loads((partial / "done.json").read_text())
     assert state["key"] == key and sorted(state["chunks"]) == ["0", "1"]
-    assert all(r["batch_size"] == 64 and len(r["sha256"]) == 64 for r in state["chunks"].values())
+    assert all(r["batch_size"] == 64 and len(r["xxh3_64"]) == 16 for r in state["chunks"].values())
 
     monkeypatch.undo()
     monkeypatch.setattr(pe, "CHUNK_BYTES", 2 * 12 * per_token)

@@ -9,8 +9,9 @@ output arrays (``dest``, a :class:`~probes.capture.work.ChunkOut`), in the chunk
     map.<name>  # flat, each text's (layers, K, n_t[, n_t]) in turn; only with maps
 
 Layer by layer (each layer's states are read while they are in the CPU's caches; the encoder's layers are never
-copied into one tensor), a kept layer's states are checked, rounded once to the storage dtype (by torch), its real
-tokens gathered once and written into their rows with one scatter; the layer's sentence vector is pooled in float32
+copied into one tensor), a kept layer's states are checked, rounded once to the storage dtype (by torch), and each
+text's real tokens copied as one run of rows into the text's rows of the output (no gather into an intermediate
+array: a run per text is a plain memory copy); the layer's sentence vector is pooled in float32
 (:class:`Pooling`). With float16 storage every state, sentence vector and map is checked
 (:func:`probes.precision.float16_problem`); one that float16 cannot hold raises :class:`NotFloat16`, and the
 capture starts again in float32.
@@ -37,7 +38,7 @@ class NotFloat16(Exception):
 
 @dataclass(frozen=True)
 class ChunkInputs:
-    """One chunk's texts, flat, with offsets into the chunk's staged arrays."""
+    """One chunk's texts, flat, with offsets into the chunk's part of the output arrays."""
 
     lengths: np.ndarray  # (T_c,) tokens per text
     offsets: np.ndarray  # (T_c+1,) rows of dest["hidden"] of each text
@@ -83,6 +84,8 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: Chunk
     flat_mask = mask.reshape(-1).to(dev)  # (B n,)
     pool = Pooling(encoder, hidden, mask.to(dev), torch.from_numpy(special_np).to(dev), lengths, out.sentence)
     row_of = {layer: j for j, layer in enumerate(range(len(hidden)) if chunk.keep is None else chunk.keep)}
+    # each text's real tokens are one run of rows in the padded batch (from r n on) and one in the chunk's arrays
+    runs = list(zip((np.arange(B) * n).tolist(), chunk.offsets[idx].tolist(), lengths.tolist()))
     bad: dict[str, int] = {}
     for layer in range(len(hidden)):  # layer by layer: each layer's states are read while they are in the caches
         x = hidden[layer].reshape(B * n, d)
@@ -93,15 +96,13 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: Chunk
         if f16:
             if not float16_rows_ok(torch.linalg.vector_norm(x, dim=-1)[flat_mask], d):
                 _refuse(x.index_select(0, real), f"a hidden state of layer {layer}")
-            whole = x.to(torch.float16)  # rounded once, padding too: cheaper than gathering in float32 first
-            pool.add(x)  # the means zero x's left-out rows (``whole`` is a copy)
-            rows = whole.index_select(0, real)  # (R, d): one gather of the real tokens
+            # rounded once, padding too (cheaper than gathering the real tokens first), then copied run by run
+            dest.runs("hidden", row_of[layer], x.to(torch.float16).cpu().numpy(), runs)
         else:
-            rows = x.index_select(0, real)  # (R, d) float32, gathered before the means change x
-            if not bool(torch.isfinite(rows.sum())):
-                _tally(bad, f"hidden layer {layer}", rows)
-            pool.add(x)
-        dest.rows("hidden", row_of[layer], rows.cpu().numpy(), dst)
+            if not bool(torch.isfinite(x.sum())):  # a screen (padding included); the count is of real tokens
+                _tally(bad, f"hidden layer {layer}", x.index_select(0, real))
+            dest.runs("hidden", row_of[layer], x.cpu().numpy(), runs)  # copied before the means change x
+        pool.add(x)  # the means zero x's left-out rows in place
     s = pool.vectors().cpu()  # (L+1, B, d) float32
     if f16:
         if not float16_rows_ok(torch.linalg.vector_norm(s, dim=-1), d):  # the fast screen, then the check

@@ -296,11 +296,11 @@ class _Capture:
                 spans, rec = self.plan.spans(c), self.plan.record(c)
                 if c in done:  # finished by an earlier, interrupted run: reused only if its checksum still holds
                     same = all(done[c].get(k) == v for k, v in rec.items())
-                    if same and done[c].get("sha256") == chunk_digest(arrays.read(spans)):
+                    if same and done[c].get("xxh3_64") == chunk_digest(arrays.read(spans)):
                         bar.update(len(chunks[c]))
                         continue
-                    warnings.warn(f"chunk {c} of the interrupted extraction {self.work} is damaged; running it "
-                                  "again", stacklevel=4)
+                    warnings.warn(f"chunk {c} of the interrupted extraction {self.work} is damaged (or was recorded "
+                                  "by an older version of the suite); running it again", stacklevel=4)
                     del done[c]
                 dest = arrays.chunk(spans)
                 bad = _run_chunk(self.encoder, ChunkInputs.of(self.plan, c), dest, self.batch_size, bar)
@@ -311,7 +311,7 @@ class _Capture:
                 if self.work is not None and not (only is None and c == mine[-1]):
                     with writing():
                         arrays.sync()
-                    done[c]["sha256"] = chunk_digest(arrays.read(spans))
+                    done[c]["xxh3_64"] = chunk_digest(arrays.read(spans))
                     save_done(self.work, self.key, self.state, done, c, lock)
 
     def fill_stored(self) -> tuple[WorkArrays, dict] | None:

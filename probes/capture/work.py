@@ -2,13 +2,14 @@
 
 The big arrays (``hidden``, ``sentence``, ``map.<name>``) of an entry being extracted live in ``<entry>.partial/``
 as ``.npy`` files (:class:`WorkArrays`); without a cache, in memory. A chunk's part of each array (the chunk axis:
-axis 1 of ``hidden`` (L+1, N, d) and ``sentence`` (L+1, T, d), axis 0 of a flat map) is filled in a staging
-buffer (:class:`ChunkOut`; at most the chunk budget), then written to the files with plain positioned writes
-(``os.pwrite``), one contiguous run per layer. Nothing is ever written through a writable memory map, so a disk
-that fills up (even by another process) is an ``OSError``, never a ``SIGBUS``: the files' space is reserved when
-they are created (``os.posix_fallocate``, where the file system has it), and :func:`cache_write_errors` turns
-any ``OSError`` of a cache write into one :class:`~probes.errors.ProbeError` line, with the work folder left to
-resume.
+axis 1 of ``hidden`` (L+1, N, d) and ``sentence`` (L+1, T, d), axis 0 of a flat map) is written with plain
+positioned writes (``os.pwrite``): ``hidden``, the bulk of an entry, one text's run of token rows per layer at a
+time, straight from the batch (:meth:`ChunkOut.runs`); the small arrays are filled in a staging buffer
+(:class:`ChunkOut`) and written when the chunk is done, one contiguous run per layer. Nothing is ever written
+through a writable memory map, so a disk that fills up (even by another process) is an ``OSError``, never a
+``SIGBUS``: the files' space is reserved when they are created (``os.posix_fallocate``, where the file system has
+it), and :func:`cache_write_errors` turns any ``OSError`` of a cache write into one
+:class:`~probes.errors.ProbeError` line, with the work folder left to resume.
 
 ``done.json`` records the finished chunks (:func:`save_done`) with their checksums (:func:`chunk_digest` of the
 chunk's part of the files), the count of states that hold NaN or inf, if any, and the :class:`StoreState` (the
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import io as _io
 import json
 import math
@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import xxhash
 
 from probes.capture import distributed
 from probes.errors import ProbeError
@@ -141,6 +142,8 @@ class WorkArrays:
                                           for k, a in self.memory.items()})
         parts = {}
         for name, shape in self.shapes.items():
+            if name in DIRECT:
+                continue
             part = list(shape)
             part[chunk_axis(shape)] = spans[name][1] - spans[name][0]
             size = math.prod(part)
@@ -188,10 +191,11 @@ class WorkArrays:
 class ChunkOut:
     """One chunk's part of each output array, ``parts``: {name: (lead, rows of the chunk, ...) or (elements of
     the chunk,)}, rows counted from the chunk's start. In memory they are views of the arrays themselves; on
-    disk, staging buffers (reused from chunk to chunk) that :meth:`commit` writes with one positioned write per
-    contiguous run (a layer of ``hidden`` or ``sentence``, a whole map). A staged chunk holds at most the chunk
-    budget (``PROBES_CHUNK_BYTES``, counted in float32: half of it in float16), so the memory of a capture stops
-    growing with the number of texts once a chunk is full."""
+    disk, ``hidden`` goes straight to its file (:meth:`runs`) and the other arrays are staging buffers (reused
+    from chunk to chunk) that :meth:`commit` writes with one positioned write per contiguous run (a layer of
+    ``sentence``, a whole map). A staged chunk holds at most the chunk budget (``PROBES_CHUNK_BYTES``, counted in
+    float32: half of it in float16), so the memory of a capture stops growing with the number of texts once a chunk
+    is full."""
 
     def __init__(self, arrays: WorkArrays, spans: Spans, parts: dict[str, np.ndarray]):
         self.arrays, self.spans, self.parts = arrays, spans, parts
@@ -201,10 +205,27 @@ class ChunkOut:
         """(L+1, T_chunk, d) the chunk's sentence vectors, filled in place."""
         return self.parts["sentence"]
 
-    def rows(self, name: str, lead: int, data: np.ndarray, dst: np.ndarray) -> None:
-        """``data`` (R, ...) into rows ``dst`` (R,) of ``name[lead]`` (one scatter, by numpy: a row at a time,
-        several times faster than torch's index_copy_, which copies element by element)."""
-        self.parts[name][lead][dst] = data
+    def runs(self, name: str, lead: int, src: np.ndarray, runs: list[tuple[int, int, int]]) -> None:
+        """Rows ``src[s:s + k]`` (``src``: (rows, ...), C-contiguous) into rows ``o:o + k`` of the chunk's part of
+        ``name[lead]``, for each ``(s, o, k)`` of ``runs``: one text's real tokens at a time, a contiguous run on
+        both sides. In memory, a plain copy; on disk (an array of :data:`DIRECT`), one positioned write of the run
+        from ``src`` straight into the file, with no staging buffer in between."""
+        a = self.arrays
+        if a.memory is not None:
+            part = self.parts[name][lead]
+            for s, o, k in runs:
+                part[o:o + k] = src[s:s + k]
+            return
+        data = np.ascontiguousarray(src).data.cast("B")
+        row = data.nbytes // len(src) if len(src) else 0  # bytes per row
+        shape = a.shapes[name]
+        base = a.header[name] + (lead * shape[1] + self.spans[name][0]) * row  # where the chunk's rows start
+        fd = a.fds[name]
+        with cache_write_errors(a._file(name).parent):
+            for s, o, k in runs:
+                piece = data[s * row:(s + k) * row]
+                if os.pwrite(fd, piece, base + o * row) < len(piece):  # a short write: the rest, until done
+                    _write_all(fd, piece, base + o * row)
 
     def run(self, name: str, start: int, values: np.ndarray) -> None:
         """``values`` (flat) into the flat array ``name`` from element ``start`` of the chunk on."""
@@ -228,6 +249,13 @@ class ChunkOut:
             row = math.prod(shape[2:])
             for lead in range(shape[0]):
                 a.write(name, (lead * shape[1] + first) * row, part[lead])
+
+
+# arrays written run by run straight into their files (ChunkOut.runs), never staged: a staging buffer of the chunk
+# is memory touched for the first time on every extraction, and where fresh memory is dear (a virtual machine that
+# hands freed pages back to its host) it cost more than the forward's own work around it; a positioned write per
+# text and layer costs a system call each, a few microseconds
+DIRECT = {"hidden"}
 
 
 def _write_all(fd: int, data: memoryview, offset: int) -> None:
@@ -260,7 +288,7 @@ def reserve(fd: int, offset: int, length: int) -> None:
 
 def open_work(work: Path | None, key: str, shapes: dict, state: StoreState) -> tuple[WorkArrays, dict]:
     """The output arrays in ``state.dtype``: in memory without a cache; else files in ``work``, reused (with
-    their records of finished chunks: {chunk: {texts, tokens, batch_size, sha256}}) when an earlier run with
+    their records of finished chunks: {chunk: {texts, tokens, batch_size, xxh3_64}}) when an earlier run with
     the same key was interrupted; ``state`` then takes that run's dtype (float32 after a fallback) and
     reason. A damaged or foreign work folder is started afresh."""
     if work is None:
@@ -328,8 +356,9 @@ def save_done(work: Path, key: str, state: StoreState, done: dict, c: int, lock=
 
 
 def chunk_digest(dest: dict) -> str:
-    """sha256 over one chunk's parts of the output arrays (each contiguous per leading index), in name order."""
-    h = hashlib.sha256()
+    """XXH3-64 (hex) over one chunk's parts of the output arrays (each contiguous per leading index), in name order:
+    the check, on resuming, that a finished chunk's bytes are still the ones written (see probes.capture.store)."""
+    h = xxhash.xxh3_64()
     for name in sorted(dest):
         arr = dest[name]
         for part in (arr if arr.ndim > 1 else [arr]):  # hidden[l, a:b], sentence[l, a:b]: contiguous rows

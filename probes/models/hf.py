@@ -210,6 +210,9 @@ class HFEncoder(Encoder):
 def eval_mode(model: torch.nn.Module):
     """``model`` in eval mode (dropout off) inside; every module's train/eval flag as it was after."""
     training = [m for m in model.modules() if m.training]
+    if not training:  # in eval mode already (a model the suite loaded): nothing to switch or restore
+        yield
+        return
     model.eval()
     try:
         yield

@@ -77,7 +77,7 @@ demo: $(STAMP)
 demo-sentences demo-rest: export OMP_NUM_THREADS := 1
 demo-sentences demo-rest: export MKL_NUM_THREADS := 1
 # the analyses of every model's sentence sample (anisotropy extracts it, the others read the cache), then the maps
-# and the Graph-Transformer's analyses (the two chains take about the same time)
+# and the Graph-Transformer's analyses (the two chains take about the same time: 5.5 CPU minutes each)
 demo-sentences: $(STAMP)
 	$(call step,anisotropy) $(PY) -m analyses.anisotropy --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
 	$(call step,transitions) $(PY) -m analyses.transitions --no-figures $(MS) --n-sentences $(SENTENCES) --out $(OUT)
@@ -86,9 +86,8 @@ demo-sentences: $(STAMP)
 		--n-tokens $(SENTENCES) --out $(OUT)
 	$(call step,maps) $(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
 	$(call step,mog) $(PY) -m analyses.mog --no-figures --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
-	$(call step,mog_lens) $(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
 
-# everything else: token windows, probes, pairs, the recurrent LMs
+# everything else: token windows, probes, pairs, the recurrent LMs, the lens of Eq. 14 on MiniLM
 demo-rest: $(STAMP)
 	$(call step,redundancy) $(PY) -m analyses.redundancy --no-figures $(MS) --out $(OUT)
 	$(call step,probing) $(PY) -m analyses.probing --no-figures $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
@@ -100,6 +99,7 @@ demo-rest: $(STAMP)
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
 	$(call step,mlm_loss) $(PY) -m analyses.mlm_loss --no-figures --model mog-small-wg --model mog-small-sum --model mog-small-wg-seed1 \
 		--model mog-small-sum-seed1 --model mog-small-selfgate --out $(OUT)
+	$(call step,mog_lens) $(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
 
 # Perplexity at T = 64 and 128, o = 0 and T/4 (the module was trained at T = 128, o = 0), topic JSD at
 # T = 128, anisotropy and transitions beside minilm-l6, then the claim tables (REAL_OUT/results/recurrence-claims.md).

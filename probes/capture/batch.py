@@ -10,9 +10,9 @@ output arrays (``dest``, a :class:`~probes.capture.work.ChunkOut`), in the chunk
 
 Layer by layer (each layer's states are read while they are in the CPU's caches; the encoder's layers are never
 copied into one tensor), a kept layer's states are checked, rounded once to the storage dtype (by torch), and each
-text's real tokens copied as one run of rows into the text's rows of the output (no gather into an intermediate
-array: a run per text is a plain memory copy); the layer's sentence vector is pooled in float32
-(:class:`Pooling`). With float16 storage every state, sentence vector and map is checked
+text's real tokens written as one run of rows into the text's rows of the output (in memory a copy; into a cache
+entry one positioned write straight into the file: no gather, no staging copy); the layer's sentence vector is
+pooled in float32 (:class:`Pooling`). With float16 storage every state, sentence vector and map is checked
 (:func:`probes.precision.float16_problem`); one that float16 cannot hold raises :class:`NotFloat16`, and the
 capture starts again in float32.
 """

@@ -208,10 +208,10 @@ class ChunkOut:
     def runs(self, name: str, lead: int, src: np.ndarray, runs: list[tuple[int, int, int]]) -> None:
         """Rows ``src[s:s + k]`` (``src``: (rows, ...), C-contiguous) into rows ``o:o + k`` of the chunk's part of
         ``name[lead]``, for each ``(s, o, k)`` of ``runs``: one text's real tokens at a time, a contiguous run on
-        both sides. In memory, a plain copy; on disk (an array of :data:`DIRECT`), one positioned write of the run
-        from ``src`` straight into the file, with no staging buffer in between."""
+        both sides. In memory (or into a staged array), a plain copy; on disk, for an array of :data:`DIRECT`, one
+        positioned write of the run from ``src`` straight into the file, with no staging buffer in between."""
         a = self.arrays
-        if a.memory is not None:
+        if a.memory is not None or name not in DIRECT:  # a view of the array, or its staging buffer
             part = self.parts[name][lead]
             for s, o, k in runs:
                 part[o:o + k] = src[s:s + k]

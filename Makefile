@@ -68,7 +68,7 @@ TIMING  = $(OUT)/timing.tsv
 step    = $(if $(wildcard /usr/bin/time),/usr/bin/time -a -o $(TIMING) -f "$(1)	%e	%U	%S	%M")
 demo: $(STAMP)
 	@mkdir -p $(OUT) && printf "step\twall_s\tuser_s\tsys_s\tmax_rss_kib\n" > $(TIMING)
-	@$(MAKE) --no-print-directory -j2 demo-sentences demo-rest
+	@$(MAKE) --no-print-directory -j2 demo-sentences demo-rest QUIET_REST=1
 	$(call step,figures) $(PY) -m analyses.summary.figures --out $(OUT) --jobs 2
 	@column -t -s "$$(printf '\t')" $(TIMING) 2>/dev/null || cat $(TIMING)
 	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"
@@ -76,6 +76,11 @@ demo: $(STAMP)
 
 demo-sentences demo-rest: export OMP_NUM_THREADS := 1
 demo-sentences demo-rest: export MKL_NUM_THREADS := 1
+# run beside chain 1 (make demo), chain 2 draws no progress bars: two processes' bars on one terminal overwrite
+# each other; its steps still print what they write, and out/timing.tsv has every step's time
+ifdef QUIET_REST
+demo-rest: export TQDM_DISABLE := 1
+endif
 # the analyses of every model's sentence sample (anisotropy extracts it, the others read the cache), then the maps
 # and the Graph-Transformer's analyses (the two chains take about the same time: 5.5 CPU minutes each)
 demo-sentences: $(STAMP)

@@ -355,6 +355,12 @@ def tqdm_class():
     return tqdm
 
 
+def progress_bar(progress: bool, **kwargs):
+    """A :func:`tqdm_class` bar over ``kwargs``, off when ``progress`` is False; when it is on, tqdm's environment
+    defaults still apply (``TQDM_DISABLE=1`` turns every bar off: ``make demo`` does so for its second chain)."""
+    return tqdm_class()(**kwargs, **({} if progress else {"disable": True}))
+
+
 def run_main(main, argv: list[str] | None = None) -> None:
     """Run a CLI entry point: user errors become one line on stderr and exit status 2
     (``PROBES_DEBUG=1`` re-raises them with their traceback)."""

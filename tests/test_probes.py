@@ -8,6 +8,9 @@ Models: the seeded random-init ``tiny-bert`` / ``tiny-gpt2`` (seconds, no downlo
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -430,3 +433,22 @@ def test_extraction_is_deterministic(encoders):
     # a freshly loaded random-init model has the same (seeded) weights
     c = run("tiny-bert", TEXTS)
     assert np.array_equal(c.hidden, run(encoders("tiny-bert"), TEXTS).hidden)
+
+
+def test_progress_bars_follow_progress(capsys):
+    texts = ["one short text", "and a second one"]
+    probes.extract("tiny-bert", texts, cache_dir=None, progress=True)
+    assert "extract tiny-bert" in capsys.readouterr().err
+    probes.extract("tiny-bert", texts, cache_dir=None, progress=False)
+    assert "extract tiny-bert" not in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_tqdm_disable_turns_the_bars_off():
+    """What make demo sets for its second chain (tqdm reads its environment defaults when it is imported)."""
+    code = "import probes; probes.extract('tiny-bert', ['one short text'], cache_dir=None, progress=True)"
+    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    shown = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    hidden = subprocess.run([sys.executable, "-c", code], env={**env, "TQDM_DISABLE": "1"}, capture_output=True,
+                            text=True, check=True)
+    assert "extract tiny-bert" in shown.stderr and "extract tiny-bert" not in hidden.stderr

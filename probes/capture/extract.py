@@ -67,7 +67,7 @@ from probes.capture.work import (
 )
 from probes.checkpoints.names import get_spec
 from probes.checkpoints.pooling import pooling_words
-from probes.config import tqdm_class
+from probes.config import progress_bar
 from probes.errors import ProbeError
 from probes.models.encoder import Encoder, runtime_changes
 from probes.precision import cache_np_dtype, dtype_name, forward_dtype
@@ -291,7 +291,7 @@ class _Capture:
         desc = f"extract {self.encoder.name}" + (f" (rank {distributed.rank()} of {distributed.world_size()})"
                                                  if distributed.launched() else "")
         total = sum(len(chunks[c]) for c in mine)
-        with tqdm_class()(total=total, desc=desc, unit="text", disable=not self.progress) as bar:
+        with progress_bar(self.progress, total=total, desc=desc, unit="text") as bar:
             for c in mine:
                 spans, rec = self.plan.spans(c), self.plan.record(c)
                 if c in done:  # finished by an earlier, interrupted run: reused only if its checksum still holds

@@ -128,12 +128,11 @@ def _sample(fn, ids, mask, loops: int) -> float:
 
 def time_models(runners: list[Runner], cfg: TimingConfig, progress: bool = True) -> dict[str, dict[int, dict]]:
     """{model: {length: {"samples": [...], "loops": k}}}; interleaved within each length."""
-    from probes.config import tqdm_class
+    from probes.config import progress_bar
 
     gen = torch.Generator().manual_seed(cfg.seed)
     out: dict[str, dict[int, dict]] = {r.name: {} for r in runners}
-    with torch.inference_mode(), tqdm_class()(total=len(cfg.lengths), desc="speed", unit="length",
-                                      disable=not progress) as bar:
+    with torch.inference_mode(), progress_bar(progress, total=len(cfg.lengths), desc="speed", unit="length") as bar:
         for n in cfg.lengths:
             ids = torch.randint(5, cfg.vocab_size, (cfg.batch, n), generator=gen).to(cfg.device)
             mask = torch.ones_like(ids)

@@ -37,7 +37,7 @@ from filelock import FileLock
 
 from probes.capture.lens import Unembedding, chunk_tokens, n_layers, unembedding
 from probes.capture.windows import check_fits, plan
-from probes.config import tqdm_class
+from probes.config import progress_bar
 from probes.errors import ProbeError
 from probes.io import atomic_write, strict_json
 
@@ -192,8 +192,7 @@ def _train(lm, docs, settings: TrainSettings, folder: Path, save_every: int,
     chunk = chunk_tokens(unembed.head.weight.shape[0])
     stream = _stream(docs, settings, position)
     T, o = settings.window, settings.overlap
-    bar = tqdm_class()(total=settings.steps, initial=step, desc=f"tuned lens {lm.name}", unit="step",
-                       disable=not progress)
+    bar = progress_bar(progress, total=settings.steps, initial=step, desc=f"tuned lens {lm.name}", unit="step")
     while step < settings.steps:
         batch, n_tok = [], 0
         while n_tok < settings.tokens_per_step:

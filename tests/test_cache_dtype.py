@@ -23,6 +23,7 @@ import probes
 import probes.capture.cache as pc
 import probes.capture.extract as pe
 import probes.capture.store as ps
+import probes.capture.work as pw
 from analyses.common import SentenceConfig, activations_identity, check_reached
 from probes import ProbeError, extract
 from probes.config import check_device
@@ -127,11 +128,15 @@ def planting(monkeypatch, encoder, value: float) -> None:
     monkeypatch.setattr(encoder, "forward", forward)
 
 
+@pytest.mark.parametrize("direct_from", [0, None], ids=["hidden-written-directly", "hidden-as-sized"])
 @pytest.mark.parametrize("value, why", [(1e5, f"> {FLOAT16_MAX:g}"), (float("nan"), "NaN or inf"),
                                         (-float("inf"), "NaN or inf")])
-def test_a_state_float16_cannot_hold_makes_the_entry_float32(value, why, tmp_path, tiny_bert, monkeypatch):
+def test_a_state_float16_cannot_hold_makes_the_entry_float32(value, why, tmp_path, tiny_bert, monkeypatch,
+                                                             direct_from):
     per_token = 4 * (tiny_bert.num_layers + 1) * tiny_bert.hidden_size
     monkeypatch.setattr(pe, "CHUNK_BYTES", 2 * 12 * per_token)  # several chunks: the bad one is not the first
+    if direct_from is not None:  # float16 rows already in the file when the bad state comes
+        monkeypatch.setattr(pw, "DIRECT_RUN_BYTES", direct_from)
     planting(monkeypatch, tiny_bert, value)
     with pytest.warns(UserWarning, match=f"float16 cannot hold the states: .*{why}.*stored as float32"):
         acts = run(tiny_bert, batch_size=1, cache_dir=tmp_path)

@@ -224,7 +224,25 @@ def test_the_python_api_caches_in_the_user_folder_never_the_current_one(tmp_path
 # --------------------------------------------------------------------------- the work arrays
 
 
-def test_work_arrays_on_disk_hold_what_the_same_chunks_hold_in_memory(tmp_path):
+@pytest.mark.parametrize("chunk_bytes", [None, 40_000], ids=["one-chunk", "several-chunks"])
+def test_hidden_written_directly_or_staged_makes_the_same_entry(tmp_path, monkeypatch, chunk_bytes):
+    if chunk_bytes:
+        monkeypatch.setattr(pe, "CHUNK_BYTES", chunk_bytes)
+    chunks, chunk = [], pw.WorkArrays.chunk
+    monkeypatch.setattr(pw.WorkArrays, "chunk", lambda self, spans: chunks.append(spans) or chunk(self, spans))
+    files = {}
+    for direct_from in (0, 10**9):  # every run written straight to the file / every run staged
+        monkeypatch.setattr(pw, "DIRECT_RUN_BYTES", direct_from)
+        acts = run("tiny-bert", TEXTS * 5, cache_dir=tmp_path / str(direct_from))
+        entry = tmp_path / str(direct_from) / "tiny-bert" / acts.meta["key"]
+        files[direct_from] = {p.name: p.read_bytes() for p in entry.iterdir() if p.suffix == ".npy"}
+    assert (len(chunks) == 2) == (chunk_bytes is None)  # one chunk per extraction, or several
+    assert files[0] == files[10**9] and "hidden.npy" in files[0]  # byte for byte
+
+
+@pytest.mark.parametrize("direct_from", [0, 10**9], ids=["hidden-written-directly", "hidden-staged"])
+def test_work_arrays_on_disk_hold_what_the_same_chunks_hold_in_memory(tmp_path, monkeypatch, direct_from):
+    monkeypatch.setattr(pw, "DIRECT_RUN_BYTES", direct_from)
     shapes = {"hidden": (3, 10, 4), "sentence": (3, 4, 4), "map.x": (17,)}
     spans = [{"hidden": (0, 6), "sentence": (0, 2), "map.x": (0, 9)},
              {"hidden": (6, 10), "sentence": (2, 4), "map.x": (9, 17)}]
@@ -331,25 +349,29 @@ def test_states_that_hold_nan_are_counted_in_the_meta_with_a_warning(tmp_path, m
     assert "nonfinite_states" in activations_entry(hit.meta)  # a result records them with its activations
 
 
-def test_a_single_chunk_is_checksummed_from_memory_as_it_would_be_read_back(tmp_path, monkeypatch):
+@pytest.mark.parametrize("direct_from", [0, 10**9], ids=["hidden-written-directly", "hidden-staged"])
+def test_a_single_chunk_is_checksummed_from_memory_as_it_would_be_read_back(tmp_path, monkeypatch, direct_from):
     import probes.capture.store as ps
 
     monkeypatch.setattr(ps, "CHECK_BLOCK", 1000)  # blocks that cross the header and the arrays' ends
+    monkeypatch.setattr(pw, "DIRECT_RUN_BYTES", direct_from)
     shapes = {"hidden": (2, 301, 3), "sentence": (2, 301, 3)}
     (tmp_path / "w").mkdir()
     w = pw.WorkArrays.create(tmp_path / "w", shapes, "float16")
     out = w.chunk({"hidden": (0, 301), "sentence": (0, 301)})
     states = np.arange(2 * 301 * 3).reshape(2, 301, 3).astype(np.float16)
-    for lead in range(2):  # hidden goes straight to its file, a text's run at a time (three texts, out of order)
+    for lead in range(2):  # a text's run at a time (three texts, out of order)
         out.runs("hidden", lead, states[lead], [(200, 200, 101), (0, 0, 150), (150, 150, 50)])
     out.sentence[...] = states
     out.commit()
     contents = w.contents()
-    assert sorted(contents) == ["sentence.npy"]  # the staged array; hidden is read back from its file
-    from_memory = ps.file_blocks(tmp_path / "w" / "sentence.npy", contents["sentence.npy"])
-    assert from_memory == ps.file_blocks(tmp_path / "w" / "sentence.npy")
-    assert len(from_memory["blocks"]) == 4
-    assert ps.file_blocks(tmp_path / "w" / "hidden.npy") == from_memory  # the same bytes, read back
+    # staged arrays are checksummed from memory; hidden written straight to its file is read back
+    assert sorted(contents) == (["sentence.npy"] if direct_from == 0 else ["hidden.npy", "sentence.npy"])
+    for name in contents:
+        from_memory = ps.file_blocks(tmp_path / "w" / name, contents[name])
+        assert from_memory == ps.file_blocks(tmp_path / "w" / name)
+        assert len(from_memory["blocks"]) == 4
+    assert ps.file_blocks(tmp_path / "w" / "hidden.npy") == ps.file_blocks(tmp_path / "w" / "sentence.npy")
     w.chunk({"hidden": (0, 100), "sentence": (0, 2)}).commit()  # a chunk of part of the arrays: read back
     assert w.contents() == {}
     w.close()

@@ -140,9 +140,9 @@ class WorkArrays:
         if self.memory is not None:
             return ChunkOut(self, spans, {k: a[:, slice(*spans[k])] if a.ndim > 1 else a[slice(*spans[k])]
                                           for k, a in self.memory.items()})
-        parts = {}
+        parts, direct = {}, self.direct(spans)
         for name, shape in self.shapes.items():
-            if name in DIRECT:
+            if name in direct:
                 continue
             part = list(shape)
             part[chunk_axis(shape)] = spans[name][1] - spans[name][0]
@@ -150,7 +150,16 @@ class WorkArrays:
             if name not in self.buffers or self.buffers[name].size < size:
                 self.buffers[name] = np.empty(size, self.dtype)
             parts[name] = self.buffers[name][:size].reshape(part)
-        return ChunkOut(self, spans, parts)
+        return ChunkOut(self, spans, parts, direct)
+
+    def direct(self, spans: Spans) -> frozenset[str]:
+        """The arrays of :data:`DIRECT` that the chunk with ``spans`` writes straight into their files: those
+        whose runs (one text's rows of one layer) hold DIRECT_RUN_BYTES or more on average. Shorter runs (single
+        words, say) are staged: a system call per short run costs more than the copy it saves."""
+        texts = spans["sentence"][1] - spans["sentence"][0]
+        return frozenset(name for name in DIRECT if name in self.shapes and texts > 0 and
+                         (spans[name][1] - spans[name][0]) * math.prod(self.shapes[name][2:]) * self.dtype.itemsize
+                         >= DIRECT_RUN_BYTES * texts)
 
     def write(self, name: str, at: int, data: np.ndarray) -> None:
         """``data`` into the file of ``name`` from element ``at`` on (counted in the flat array); an OSError
@@ -197,8 +206,9 @@ class ChunkOut:
     float32: half of it in float16), so the memory of a capture stops growing with the number of texts once a chunk
     is full."""
 
-    def __init__(self, arrays: WorkArrays, spans: Spans, parts: dict[str, np.ndarray]):
-        self.arrays, self.spans, self.parts = arrays, spans, parts
+    def __init__(self, arrays: WorkArrays, spans: Spans, parts: dict[str, np.ndarray],
+                 direct: frozenset[str] = frozenset()):
+        self.arrays, self.spans, self.parts, self.direct = arrays, spans, parts, direct  # direct: not staged
 
     @property
     def sentence(self) -> np.ndarray:
@@ -208,10 +218,11 @@ class ChunkOut:
     def runs(self, name: str, lead: int, src: np.ndarray, runs: list[tuple[int, int, int]]) -> None:
         """Rows ``src[s:s + k]`` (``src``: (rows, ...), C-contiguous) into rows ``o:o + k`` of the chunk's part of
         ``name[lead]``, for each ``(s, o, k)`` of ``runs``: one text's real tokens at a time, a contiguous run on
-        both sides. In memory (or into a staged array), a plain copy; on disk, for an array of :data:`DIRECT`, one
-        positioned write of the run from ``src`` straight into the file, with no staging buffer in between."""
+        both sides. In memory (or into a staged array), a plain copy; on disk, for an array the chunk writes
+        directly (:meth:`WorkArrays.direct`), one positioned write of the run from ``src`` straight into the file,
+        with no staging buffer in between."""
         a = self.arrays
-        if a.memory is not None or name not in DIRECT:  # a view of the array, or its staging buffer
+        if name not in self.direct:  # a view of the array, or its staging buffer
             part = self.parts[name][lead]
             for s, o, k in runs:
                 part[o:o + k] = src[s:s + k]
@@ -236,6 +247,8 @@ class ChunkOut:
         a = self.arrays
         if a.memory is not None:
             return
+        for name in self.direct:  # in the files already; not held in memory
+            a.whole.pop(name, None)
         for name, part in self.parts.items():
             shape, first = a.shapes[name], self.spans[name][0]
             a.whole.pop(name, None)
@@ -251,11 +264,15 @@ class ChunkOut:
                 a.write(name, (lead * shape[1] + first) * row, part[lead])
 
 
-# arrays written run by run straight into their files (ChunkOut.runs), never staged: a staging buffer of the chunk
-# is memory touched for the first time on every extraction, and where fresh memory is dear (a virtual machine that
-# hands freed pages back to its host) it cost more than the forward's own work around it; a positioned write per
-# text and layer costs a system call each, a few microseconds
-DIRECT = {"hidden"}
+# arrays written run by run straight into their files (ChunkOut.runs) when their runs are long enough
+# (WorkArrays.direct): a staging buffer of the chunk is memory touched for the first time on every extraction, and
+# where fresh memory is dear (a virtual machine that reports freed pages to its host, which takes them back) it cost
+# more than the rest of the capture's work around the forward; a positioned write per text and layer costs a system
+# call each. Here (a 2-core Firecracker microVM with free-page reporting, where system calls and page faults are
+# dear too) the two broke even at runs of about 5 KiB: 30-token sentences of MiniLM-L6 (23 KiB runs) took 96 ms of
+# own work written directly against 165-195 ms staged, single words (2.8 KiB runs) 154 ms against 110
+DIRECT = ("hidden",)
+DIRECT_RUN_BYTES = 8 * 2**10
 
 
 def _write_all(fd: int, data: memoryview, offset: int) -> None:

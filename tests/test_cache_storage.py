@@ -126,10 +126,14 @@ def test_no_space_when_the_arrays_are_reserved_is_one_line_and_resumes(tmp_path,
         np.testing.assert_array_equal(np.asarray(getattr(acts, name)), np.asarray(getattr(ref, name)))
 
 
+@pytest.mark.parametrize("direct_from", [0, None], ids=["hidden-written-directly", "hidden-as-sized"])
 @pytest.mark.parametrize("code, start", [(errno.ENOSPC, "no space left on"), (errno.EIO, "cannot write the")])
-def test_a_write_error_midway_is_one_line_and_the_same_command_resumes(tmp_path, monkeypatch, code, start):
+def test_a_write_error_midway_is_one_line_and_the_same_command_resumes(tmp_path, monkeypatch, code, start,
+                                                                      direct_from):
     """Another process fills the disk (or the disk fails) while chunk 2 is written: one line, the finished chunk
     stays recorded, and the rerun runs only the chunks not done and writes the entry a clean run writes."""
+    if direct_from is not None:
+        monkeypatch.setattr(pw, "DIRECT_RUN_BYTES", direct_from)
     enc = probes.load("tiny-bert")
     several_chunks(monkeypatch, enc)
     forwards, inner = [], enc.forward

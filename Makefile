@@ -76,10 +76,12 @@ demo: $(STAMP)
 
 demo-sentences demo-rest: export OMP_NUM_THREADS := 1
 demo-sentences demo-rest: export MKL_NUM_THREADS := 1
-# run beside chain 1 (make demo), chain 2 draws no progress bars: two processes' bars on one terminal overwrite
-# each other; its steps still print what they write, and out/timing.tsv has every step's time
+# run beside chain 1 (make demo), chain 2 draws no progress bars (the suite's, and transformers' "Loading weights"):
+# two processes' bars on one terminal overwrite each other; its steps still print what they write, and
+# out/timing.tsv has every step's time
 ifdef QUIET_REST
 demo-rest: export TQDM_DISABLE := 1
+demo-rest: export HF_HUB_DISABLE_PROGRESS_BARS := 1
 endif
 # the analyses of every model's sentence sample (anisotropy extracts it, the others read the cache), then the maps
 # and the Graph-Transformer's analyses (the two chains take about the same time: 5.5 CPU minutes each)

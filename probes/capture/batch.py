@@ -80,8 +80,7 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: Chunk
     dev = hidden[0].device
     f16 = dest.sentence.dtype == np.float16
     B, d = len(idx), hidden[0].shape[-1]
-    real = torch.from_numpy(np.flatnonzero(mask_np)).to(dev)  # (R,) the real tokens in the flat (B n) batch
-    flat_mask = mask.reshape(-1).to(dev)  # (B n,)
+    flat_mask = mask.reshape(-1).to(dev)  # (B n,) the real tokens in the flat batch
     pool = Pooling(encoder, hidden, mask.to(dev), torch.from_numpy(special_np).to(dev), lengths, out.sentence)
     row_of = {layer: j for j, layer in enumerate(range(len(hidden)) if chunk.keep is None else chunk.keep)}
     # each text's real tokens are one run of rows in the padded batch (from r n on) and one in the chunk's arrays
@@ -95,12 +94,12 @@ def run_batch(encoder: Encoder, chunk: ChunkInputs, idx: np.ndarray, dest: Chunk
         x = x.float()  # float32 states: no copy
         if f16:
             if not float16_rows_ok(torch.linalg.vector_norm(x, dim=-1)[flat_mask], d):
-                _refuse(x.index_select(0, real), f"a hidden state of layer {layer}")
+                _refuse(x[flat_mask], f"a hidden state of layer {layer}")
             # rounded once, padding too (cheaper than gathering the real tokens first), then copied run by run
             dest.runs("hidden", row_of[layer], x.to(torch.float16).cpu().numpy(), runs)
         else:
             if not bool(torch.isfinite(x.sum())):  # a screen (padding included); the count is of real tokens
-                _tally(bad, f"hidden layer {layer}", x.index_select(0, real))
+                _tally(bad, f"hidden layer {layer}", x[flat_mask])
             dest.runs("hidden", row_of[layer], x.cpu().numpy(), runs)  # copied before the means change x
         pool.add(x)  # the means zero x's left-out rows in place
     s = pool.vectors().cpu()  # (L+1, B, d) float32

@@ -234,9 +234,7 @@ class ChunkOut:
         fd = a.fds[name]
         with cache_write_errors(a._file(name).parent):
             for s, o, k in runs:
-                piece = data[s * row:(s + k) * row]
-                if os.pwrite(fd, piece, base + o * row) < len(piece):  # a short write: the rest, until done
-                    _write_all(fd, piece, base + o * row)
+                _write_all(fd, data[s * row:(s + k) * row], base + o * row)
 
     def run(self, name: str, start: int, values: np.ndarray) -> None:
         """``values`` (flat) into the flat array ``name`` from element ``start`` of the chunk on."""
@@ -247,11 +245,9 @@ class ChunkOut:
         a = self.arrays
         if a.memory is not None:
             return
-        for name in self.direct:  # in the files already; not held in memory
-            a.whole.pop(name, None)
+        a.whole = {}  # the arrays this commit writes whole from memory (a capture of one chunk, staged)
         for name, part in self.parts.items():
             shape, first = a.shapes[name], self.spans[name][0]
-            a.whole.pop(name, None)
             if part.shape == shape:
                 a.whole[name] = part
             if part.size == 0:

@@ -1,7 +1,7 @@
 """Sentence vectors in words, and the pooling a sentence-transformers model declares.
 
 The suite's sentence vectors (``sentence:`` of a registry entry, ``?sentence=`` on a name; computed by
-:func:`probes.capture.batch.sentence_vectors`):
+:class:`probes.capture.batch.Pooling`):
 
     cls       the first token's state ([CLS], <s>)
     mean      the mean over the real tokens other than special tokens ([CLS]/[SEP], <s>/</s>, an entry's prefix);

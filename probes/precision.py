@@ -66,8 +66,15 @@ def float16_rows_ok(norms: torch.Tensor, d: int) -> bool:
     """The fast screen of :func:`float16_problem` from the rows' L2 norms (any shape, float32): True when
     every norm is finite, at most FLOAT16_MAX (then no number exceeds it) and either 0 or at least
     ``sqrt(d) * FLOAT16_TINY``. False says only "look closer": :func:`float16_problem` decides."""
-    # one pass: a NaN norm fails both comparisons, so it counts as not fine
-    fine = (norms == 0) | ((norms >= math.sqrt(d) * FLOAT16_TINY) & (norms <= FLOAT16_MAX))
+    if norms.numel() == 0:
+        return True
+    low = math.sqrt(d) * FLOAT16_TINY
+    # the common case in one reduction (it runs for every layer of every batch): a NaN makes both NaN, and fails
+    smallest, largest = torch.aminmax(norms)
+    if float(smallest) >= low and float(largest) <= FLOAT16_MAX:
+        return True
+    # rows of zeros are fine too; a NaN norm fails both comparisons, so it counts as not fine
+    fine = (norms == 0) | ((norms >= low) & (norms <= FLOAT16_MAX))
     return bool(fine.all())
 
 

@@ -97,6 +97,11 @@ def test_the_row_rule_bounds_the_rounding_error_and_refuses_below_it():
     assert "1 of 3 rows" in float16_problem(mixed, "x")
     norms = torch.linalg.vector_norm(torch.from_numpy(mixed), dim=-1)
     assert not float16_rows_ok(norms, d) and float16_rows_ok(norms[:2], d)
+    # zero rows pass the screen beside fine ones; a NaN or inf norm among fine ones does not; nothing to screen passes
+    fine = torch.tensor([1.0, 2.0, 3.0])
+    assert float16_rows_ok(torch.cat([fine, torch.zeros(2)]), d) and float16_rows_ok(torch.zeros(0), d)
+    for odd in (math.nan, math.inf, 7e4):
+        assert not float16_rows_ok(torch.cat([fine, torch.tensor([odd])]), d)
     # the screen is never laxer than the full check: a norm above 65504 only asks for a closer look
     wide = np.full((1, 4), 40000.0, np.float32)  # norm 80000, every number < 65504: storable
     assert not float16_rows_ok(torch.linalg.vector_norm(torch.from_numpy(wide), dim=-1), 4)

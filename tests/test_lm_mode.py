@@ -77,3 +77,20 @@ def test_the_lenses_restore_the_callers_mode_and_gradients(caller, tmp_path):
     assert unchanged(model, before)
     train(lm, [ids, ids[::-1]], TrainSettings(window=16, steps=2, tokens_per_step=16), tmp_path, progress=False)
     assert unchanged(model, before)  # requires_grad too: the frozen embeddings stay frozen, the rest trainable
+
+
+def test_eval_mode_reaches_every_module_and_restores_each_flag_once_a_module_is_shared():
+    from probes.models.hf import eval_mode
+
+    shared = torch.nn.Dropout(0.5)
+    model = torch.nn.Sequential(torch.nn.Sequential(shared, torch.nn.Linear(2, 2)), shared, torch.nn.Dropout(0.5))
+    model.train()
+    model[0][1].eval()
+    before = flags(model)
+    with eval_mode(model):
+        assert not any(m.training for m in model.modules())
+    assert flags(model) == before
+    model.eval()
+    with eval_mode(model):  # already in eval mode: nothing switched
+        assert not any(m.training for m in model.modules())
+    assert not any(flags(model).values())

@@ -46,6 +46,7 @@ def task_features(cfg: Settings) -> list[dict]:
     import probes
     from analyses import probing as pr
     from analyses.probing import tasks as pt
+    from analyses.probing.inputs import documents_of
     from probes.corpus import load_corpus, sample_sentences
 
     pcfg = pr.Config(seed=cfg.seed, max_items=cfg.max_items)
@@ -54,7 +55,7 @@ def task_features(cfg: Settings) -> list[dict]:
     acts = probes.extract(cfg.model, texts, cache_dir=cache, progress=False)
     perturbed = pt.bigram_shift_plan(acts.texts, cfg.seed)[2]
     shifted = probes.extract(cfg.model, perturbed, cache_dir=cache, progress=False, layers=()) if perturbed else None
-    doc_of, doc_names = pr.documents_of("default", acts.texts)
+    doc_of, doc_names = documents_of("default", acts.texts)
     out = []
     for name in pt.TASKS:
         task = pr.cap_items(pr.make_task(name, acts, pcfg, doc_of, doc_names), pcfg.max_items, pcfg.seed)

@@ -27,6 +27,8 @@ import time
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+for _var in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):  # progress bars would garble the printed lines
+    os.environ.setdefault(_var, "1")
 
 import torch  # noqa: E402
 

@@ -65,10 +65,22 @@ class Config(SentenceConfig):
 def _unit_rows(X) -> tuple[np.ndarray, np.ndarray]:
     """(the rows of X scaled to unit length, float32; (n,) bool: the rows that have a direction). A zero row
     (Euclidean norm 0 in float32) has no direction, so its cosine with anything is undefined: it stays zero
-    here, and every statistic leaves it out (and counts it)."""
+    here, and every statistic leaves it out (and counts it). A row whose float32 norm overflows or underflows
+    (numbers beyond about 1e19, or below 1e-19, which a float32 cache holds) is scaled in float64 instead: a
+    cosine does not depend on the scale."""
     X = np.asarray(X, dtype=np.float32)
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(norms > 0, norms, 1), norms[:, 0] > 0
+    with np.errstate(over="ignore", under="ignore"):  # such rows are redone below
+        norms = np.linalg.norm(X, axis=1, keepdims=True)
+    unit = X / np.where(norms > 0, norms, 1)
+    # rows whose squares left float32's range: an infinite norm (every cosine would be 0) or a norm of 0 or below
+    # 1e-30 for a row with numbers in it (no direction, or one rounded away); a row holding NaN or inf stays NaN
+    redo = np.flatnonzero(((norms[:, 0] == np.inf) | (norms[:, 0] < 1e-30)) & np.isfinite(X).all(1) & X.any(1))
+    if len(redo):
+        wide = X[redo].astype(np.float64)
+        wide_norms = np.linalg.norm(wide, axis=1, keepdims=True)
+        unit[redo] = (wide / wide_norms).astype(np.float32)
+        norms[redo] = 1.0  # has a direction
+    return unit, norms[:, 0] > 0
 
 
 def _upper_blocks(Xn: np.ndarray):

@@ -93,7 +93,7 @@ def isoscore(points) -> float:
     if X.ndim != 2 or X.shape[0] < 2:
         raise ProbeError(f"IsoScore needs at least 2 points as rows of an (N, n) array, got shape {X.shape}")
     n = X.shape[1]
-    if n < 2:
+    if n < 2 or not np.isfinite(X).all():  # a state that holds NaN or inf: no covariance
         return float("nan")
     cov = np.cov(X, rowvar=False)  # (n, n), ddof 1
     variances = np.clip(np.linalg.eigvalsh(cov)[::-1], 0, None)  # steps 1-2: variance along each PC
@@ -285,7 +285,10 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                           "isoscore_ci": finite(stats.interval(rep, boot["level"])),
                           "isoscore_plugin": finite(isoscore(X)), "n_points": len(X), "n_sentences": n_sentences,
                           "dimension": X.shape[1], "total_variance": float(np.var(X, 0).sum())}
-            if not row[level]["total_variance"] > 0:  # e.g. [CLS] at the embedding layer: one vector for all
+            if not np.isfinite(X).all():  # the model's own NaN or inf states (recorded in the activations' meta)
+                row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None, total_variance=None,
+                                  note="states that hold NaN or inf: IsoScore is undefined")
+            elif not row[level]["total_variance"] > 0:  # e.g. [CLS] at the embedding layer: one vector for all
                 row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None,
                                   note="every vector is the same (no variance): IsoScore is undefined")
             elif row[level]["isoscore"] is None:

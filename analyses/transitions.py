@@ -55,13 +55,15 @@ def _check_hidden(hidden) -> np.ndarray:
 def token_transitions(hidden) -> tuple[np.ndarray, np.ndarray]:
     """Per layer and token: (distances, cosines), each (L, n), between hidden[l-1] and hidden[l].
 
-    hidden (L+1, n, d). Float64. A zero vector has cosine 0 with anything."""
+    hidden (L+1, n, d). Float64. A zero vector has cosine 0 with anything; a state that holds NaN or inf has a NaN
+    distance and cosine (its layer's mean is then undefined and written as null)."""
     h = np.asarray(_check_hidden(hidden), dtype=np.float64)
     a, b = h[:-1], h[1:]  # layer inputs, layer outputs
     dist = np.linalg.norm(b - a, axis=-1)
     na, nb = np.linalg.norm(a, axis=-1), np.linalg.norm(b, axis=-1)
     denom = na * nb
-    cos = np.divide(np.einsum("lnd,lnd->ln", a, b), denom, out=np.zeros_like(denom), where=denom > 0)
+    undefined = np.where(np.isfinite(denom), 0.0, np.nan)  # zero vectors: 0; non-finite states: NaN
+    cos = np.divide(np.einsum("lnd,lnd->ln", a, b), denom, out=undefined, where=denom > 0)
     return dist, cos
 
 

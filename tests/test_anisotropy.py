@@ -336,3 +336,18 @@ def test_plot_layers_draws_the_statistics_by_depth():
     np.testing.assert_allclose(lines[1].get_xdata(), [0, 1 / 3, 2 / 3, 1])
     assert fig.axes[0].get_xlabel() == "relative depth l / L"
     assert to_hex(lines[1].get_color()) == model_color("deep")
+
+
+def test_cosines_do_not_depend_on_the_scale_of_the_states():
+    """A float32 cache holds states up to 3.4e38: rows whose float32 norm overflows (or underflows) are scaled in
+    float64, so their cosines are those of the same directions at ordinary scale, never 0."""
+    from analyses.anisotropy import cosine_summary, pairwise_cosines, self_similarity
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 16)).astype(np.float32) + 0.5
+    for scale in (4e30, 1e-25):
+        Y = X * np.float32(scale)
+        np.testing.assert_allclose(pairwise_cosines(Y), pairwise_cosines(X), atol=1e-6)
+        assert abs(cosine_summary(Y).mean - cosine_summary(X).mean) < 1e-6
+        groups = [Y[:10], Y[10:25], Y[25:]]
+        assert abs(self_similarity(groups) - self_similarity([X[:10], X[10:25], X[25:]])) < 1e-6

@@ -200,6 +200,61 @@ def test_global_hooks_and_parametrizations_bypass_the_cache(tok, tmp_path):
     assert entries(cache) == []
 
 
+@pytest.mark.parametrize("edit", ["data", "no_grad", "eps", "activation"])
+def test_an_encoder_from_probes_load_changed_in_memory_is_extracted_without_the_cache(tmp_path, edit):
+    """An ablation on a loaded encoder (a weight zeroed in place through .data or under no_grad, a LayerNorm's eps,
+    an activation swapped): its key comes from the files, so the cache would hand back the unablated states."""
+    cache = tmp_path / "cache"
+    enc = probes.load("tiny-bert")
+    before = run(enc, cache)
+    layer = enc.model.encoder.layer[0]
+    if edit == "data":
+        layer.output.dense.weight.data.zero_()  # .data: no version counter moves
+    elif edit == "no_grad":
+        with torch.no_grad():
+            layer.output.dense.weight.mul_(0.5)
+    elif edit == "eps":
+        layer.output.LayerNorm.eps = 0.5
+    else:
+        layer.intermediate.intermediate_act_fn = torch.nn.ReLU()
+    with pytest.warns(UserWarning, match="changed in memory since probes.load .*extracted without the activation "
+                                         "cache"):
+        after = run(enc, cache)
+    fresh = run(enc, None)
+    assert same_states(after, fresh, atol=1e-6) and not same_states(after, before)
+    assert len(entries(cache)) == 1  # nothing written for the changed encoder
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fresh load is its files again: the cache, the first entry
+        assert run(probes.load("tiny-bert"), cache).meta["key"] == before.meta["key"]
+
+
+def test_a_forward_patched_on_the_class_bypasses_the_cache_and_a_model_objects_attributes_are_in_its_key(
+        tok, tmp_path):
+    from transformers.models.bert import modeling_bert
+
+    cache = tmp_path / "cache"
+    model = tiny_bert(len(tok))
+    plain = run(model, cache, tokenizer=tok, name="obj")
+    original = modeling_bert.BertOutput.forward
+
+    def zeroed(self, hidden_states, input_tensor):
+        return torch.zeros_like(original(self, hidden_states, input_tensor))
+
+    modeling_bert.BertOutput.forward = zeroed
+    try:
+        with pytest.warns(UserWarning, match=r"BertOutput\.forward is replaced on the class by .*zeroed"):
+            patched = run(model, cache, tokenizer=tok, name="obj")
+        with pytest.warns(UserWarning, match=r"BertOutput\.forward is replaced on the class"):
+            run("tiny-bert", cache)  # a registry name loaded after the patch too
+    finally:
+        modeling_bert.BertOutput.forward = original
+    assert np.abs(np.asarray(patched.hidden[1])).max() == 0 and len(entries(cache)) == 1
+    model.encoder.layer[0].output.LayerNorm.eps = 0.5  # no weight shows it: the object's key does
+    changed = run(model, cache, tokenizer=tok, name="obj")
+    assert changed.meta["key"] != plain.meta["key"] and same_states(changed, run(model, None, tokenizer=tok,
+                                                                                name="obj"))
+
+
 def test_a_tokenizer_with_the_same_vocabulary_and_another_normaliser_gets_another_key(tok, tmp_path):
     from tokenizers import normalizers
 

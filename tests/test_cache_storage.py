@@ -35,16 +35,21 @@ def run(model, texts=TEXTS, **kw):
     return extract(model, texts, progress=False, **kw)
 
 
-def scaled_bert(factor: float):
-    """tiny-bert with every LayerNorm's weight and bias times ``factor``: every state (each is a LayerNorm's
-    output) is ``factor`` times the usual size."""
+def scaled_bert(factor: float, folder):
+    """tiny-bert with every LayerNorm's weight and bias times ``factor``, saved as a model folder (with the MiniLM
+    tokenizer) and loaded from it: every state (each is a LayerNorm's output) is ``factor`` times the usual size.
+    (Edited in memory after probes.load instead, it would be extracted without the cache.)"""
+    from transformers import AutoTokenizer
+
     enc = probes.load("tiny-bert")
     with torch.no_grad():
         for m in enc.model.modules():
             if isinstance(m, torch.nn.LayerNorm):
                 m.weight.mul_(factor)
                 m.bias.mul_(factor)
-    return enc
+    enc.model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(probes.get_spec("minilm-l6").local_path()).save_pretrained(folder)
+    return probes.load(str(folder))
 
 
 def several_chunks(monkeypatch, enc) -> None:
@@ -57,7 +62,7 @@ def several_chunks(monkeypatch, enc) -> None:
 
 @pytest.mark.parametrize("factor, why", [(1e-9, "subnormals or zeros"), (1e6, "the largest float16")])
 def test_tiny_and_huge_states_fall_back_to_float32_and_equal_a_float32_extraction(tmp_path, factor, why):
-    enc = scaled_bert(factor)
+    enc = scaled_bert(factor, tmp_path / "scaled")
     with pytest.warns(UserWarning, match=why):
         f16 = run(enc, cache_dir=tmp_path / "f16", batch_size=2)
     f32 = run(enc, cache_dir=tmp_path / "f32", batch_size=2, cache_dtype="float32")

@@ -123,3 +123,25 @@ def test_too_few_tokens_is_one_error_line(tmp_path, capsys):
         run_main(iso.main, ["--model", "tiny-bert", "--n-tokens", "2", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_states_that_hold_nan_give_nulls_with_their_reason_not_a_traceback():
+    import warnings
+
+    import probes
+
+    assert np.isnan(iso.isoscore(np.array([[1.0, 2.0], [np.nan, 1.0], [0.5, 0.1]])))
+    enc = probes.load("tiny-bert")
+    nan = lambda m, i, o: (o[0] * np.nan,) + tuple(o[1:]) if isinstance(o, tuple) else o * np.nan
+    handle = enc.model.encoder.layer[0].register_forward_hook(nan, prepend=True)
+    texts = [f"Sentence number {i} is here, with a few words." for i in range(12)]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the hook (no cache) and the NaN states are each warned about
+            acts = probes.extract(enc, texts, cache_dir=None, progress=False)
+    finally:
+        handle.remove()
+    res = iso.compute(iso.Config(n_tokens=60, resamples=20), acts=acts)
+    first, nan_layer = res.layers[0]["token"], res.layers[1]["token"]
+    assert first["isoscore"] is not None
+    assert nan_layer["isoscore"] is None and nan_layer["isoscore_plugin"] is None and "NaN" in nan_layer["note"]

@@ -200,3 +200,14 @@ def test_missing_corpus_is_one_clear_line(tmp_path, capsys):
     assert done.value.code == 2 and "Traceback" not in err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "/no/such/path" in lines[0]
+
+
+def test_a_state_that_holds_nan_has_an_undefined_cosine_not_zero():
+    from analyses.transitions import token_transitions
+
+    h = np.random.default_rng(0).standard_normal((3, 4, 8))
+    h[1, 2, 0] = np.nan  # token 2 at layer 1: its transitions into and out of layer 1 are undefined
+    h[2, 1] = 0.0  # a zero vector: cosine 0 by convention
+    dist, cos = token_transitions(h)
+    assert np.isnan(cos[:, 2]).all() and np.isnan(dist[:, 2]).all()
+    assert cos[1, 1] == 0 and np.isfinite(np.delete(cos, 2, axis=1)).all()

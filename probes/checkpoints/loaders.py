@@ -47,6 +47,7 @@ def load(name: str | CheckpointSpec, device: str = "cpu", dtype: str | torch.dty
     float16; None = float32). ``device_map`` (``auto``, ``balanced``, ``sequential``, ``cpu``: needs
     the accelerate package) loads a Hugging Face checkpoint spread over every device instead, for
     models larger than one device; ``device`` is then not used."""
+    from probes.checkpoints.identity import module_state
     from probes.config import resolve_device
     from probes.precision import forward_dtype
 
@@ -54,8 +55,13 @@ def load(name: str | CheckpointSpec, device: str = "cpu", dtype: str | torch.dty
     spec, fn = _loader(name, 0)
     if device_map is not None:
         check_device_map(spec, device_map)
-        return fn(spec, device="cpu", dtype=torch_dtype, device_map=device_map)
-    return fn(spec, device=resolve_device(device), dtype=torch_dtype)
+        encoder = fn(spec, device="cpu", dtype=torch_dtype, device_map=device_map)
+    else:
+        encoder = fn(spec, device=resolve_device(device), dtype=torch_dtype)
+    # what was loaded, as it is in memory: a later change (an ablation edits weights in place) is then seen by
+    # probes.models.encoder.runtime_changes, and the cache, which keys on the files, is not used for it
+    encoder.loaded_state = module_state(encoder.model)
+    return encoder
 
 
 def load_tokenizer(name: str | CheckpointSpec) -> Tokenizer:

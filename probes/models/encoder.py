@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from probes.checkpoints.identity import module_state
 from probes.checkpoints.pooling import pooling_words
 from probes.checkpoints.registry import CheckpointSpec
 
@@ -115,6 +116,9 @@ class Encoder:
     # True when hidden[L] (the last layer's states) has been through a final normalisation that the
     # other layers' states have not (Hugging Face applies GPT-2's ln_f to the last hidden state only)
     final_norm_on_last_hidden: bool = False
+    # module_state(model) when probes.load returned it; None for a caller's model object, whose key hashes its
+    # weights on every call (probes.models.user)
+    loaded_state: str | None = None
 
     @property
     def name(self) -> str:
@@ -154,10 +158,13 @@ def runtime_changes(model) -> str | None:
     key sees, in words; None when nothing does. Checked: global module hooks
     (``torch.nn.modules.module.register_module_forward_hook`` / ``_pre_hook``), and on the module that runs (an
     Encoder's ``model``) and each of its submodules, forward hooks and pre-hooks, parametrizations
-    (``torch.nn.utils.parametrize``) and a ``forward`` replaced on the instance (accelerate's device-placement
-    wrapper, ``_hf_hook``, moves tensors only and is not counted). An ablation or a steering vector is usually
-    one of these; the activation cache then extracts without being read or written. transformers' own
-    output-capturing hooks (:data:`CAPTURING_HOOKS`: they record hidden states, never change them) do not count."""
+    (``torch.nn.utils.parametrize``), a ``forward`` replaced on the instance (accelerate's device-placement
+    wrapper, ``_hf_hook``, moves tensors only and is not counted) or on the class by a function from elsewhere
+    (:func:`patched_forward`); and for an Encoder from ``probes.load``, whose key comes from its files, any change
+    in memory since it was loaded (:func:`~probes.checkpoints.identity.module_state`: a weight edited in place, an
+    attribute such as a LayerNorm's eps, a swapped submodule). An ablation or a steering vector is usually one of
+    these; the activation cache then extracts without being read or written. transformers' own output-capturing
+    hooks (:data:`CAPTURING_HOOKS`: they record hidden states, never change them) do not count."""
     import torch.nn.modules.module as torch_module
     from torch.nn.utils import parametrize
 
@@ -166,8 +173,9 @@ def runtime_changes(model) -> str | None:
         if getattr(torch_module, hooks, None):
             return f"a global module hook is registered (torch.nn.modules.module.{how})"
     module = getattr(model, "model", model)
-    if not isinstance(module, torch.nn.Module):
-        return None
+    if not isinstance(module, torch.nn.Module):  # a name: any module class the model may use could be patched
+        return next((f"{cls.__name__}.forward is replaced on the class by {patch}" for cls in _module_classes()
+                     if (patch := patched_forward(cls)) is not None), None)
     for name, sub in module.named_modules():
         where = f"{type(module).__name__}.{name}" if name else type(module).__name__
         if _changing(sub._forward_hooks) or _changing(sub._forward_pre_hooks):
@@ -177,7 +185,45 @@ def runtime_changes(model) -> str | None:
             return f"{where} has a parametrization (torch.nn.utils.parametrize)"
         if "forward" in vars(sub) and not hasattr(sub, "_hf_hook"):
             return f"{where} has its forward replaced on the instance"
+        if (patch := patched_forward(type(sub))) is not None:
+            return f"{type(sub).__name__}.forward is replaced on the class by {patch}"
+    loaded = getattr(model, "loaded_state", None)
+    if loaded is not None and module_state(module) != loaded:
+        return ("its weights, buffers or modules were changed in memory since probes.load (the cache keys on its "
+                "files)")
     return None
+
+
+# where the forward of a module class may come from besides the class's own module: the libraries that define
+# the modules (a forward inherited from torch.nn, or installed by transformers' own decorators)
+FORWARD_HOMES = ("torch", "transformers", "probes")
+
+
+def patched_forward(cls: type) -> str | None:
+    """The function (``module.qualname``) that replaced ``cls.forward`` on the class, when it comes from neither the
+    class's own module nor one of :data:`FORWARD_HOMES` (a monkeypatch: the states change, no key sees it); else
+    None."""
+    fn = getattr(cls, "forward", None)
+    home = getattr(fn, "__module__", None) or ""
+    if fn is None or home == cls.__module__ or home.split(".")[0] in FORWARD_HOMES:
+        return None
+    if any(home == base.__module__ for base in cls.__mro__):  # inherited from a user's own base class
+        return None
+    return f"{home}.{getattr(fn, '__qualname__', '?')}"
+
+
+def _module_classes() -> list[type]:
+    """Every subclass of torch.nn.Module defined so far (about 450 with transformers' BERT loaded: under 1 ms)."""
+    seen: dict[type, None] = {}
+    todo = [torch.nn.Module]
+    while todo:
+        for sub in type.__subclasses__(todo.pop()):
+            if sub not in seen:
+                seen[sub] = None
+                todo.append(sub)
+    return list(seen)
+
+
 
 
 # modules whose forward hooks only record outputs: transformers (>= 5) installs them on the layers at the first

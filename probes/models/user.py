@@ -16,6 +16,9 @@ captured states depend on, not on the Python object:
   ``BertModel.pooler``, which hidden states never pass through). ``AutoModel.from_pretrained`` on a masked-LM
   checkpoint initialises that pooler at random on every load, so hashing it would give the same model a new key
   in every process;
+* ``structure_sha256``: sha256 of the base model's printed structure and its module classes' forward functions
+  (:func:`probes.checkpoints.identity.module_structure`): an attribute that no weight shows (a LayerNorm's eps set
+  after loading, an activation module swapped for another) changes the key;
 * ``tokenizer_sha256``: sha256 of the tokenizer's full serialisation: for a fast tokenizer
   ``backend_tokenizer.to_str()`` (normaliser, pre-tokenizer, model and vocabulary, post-processor, decoder,
   added tokens; without its transient truncation and padding state), for any tokenizer its class, vocabulary,
@@ -47,7 +50,7 @@ from typing import Any
 import torch
 
 from probes.checkpoints.folder import check_vocab
-from probes.checkpoints.identity import code_versions
+from probes.checkpoints.identity import code_versions, module_structure
 from probes.checkpoints.registry import SENTENCE_VECTORS, CheckpointSpec, name_problem
 from probes.errors import CheckpointError, ProbeError
 
@@ -167,6 +170,7 @@ def object_spec(model, tokenizer, name: str | None = None, sentence: str | None 
     except CheckpointError as e:
         raise ProbeError(str(e)) from None
     identity = {"object": cls, "model_type": cfg.model_type, "config_sha256": config_sha256(model),
+                "structure_sha256": hashlib.sha256(module_structure(base_model(model)).encode()).hexdigest(),
                 "weights_sha256": weights_sha256(base_model(model), skip=NOT_STATES),
                 "tokenizer_sha256": tokenizer_sha256(tokenizer)}
     if code := code_versions("hf", cfg.model_type):

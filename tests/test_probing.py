@@ -206,9 +206,12 @@ def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
     for t in doc["tasks"]:
         assert len(t["layers"]) == 3 and t["n_train"] + t["n_test"] == t["n_items"] <= 500
         assert all(0 <= r["ci_low"] <= r["accuracy"] <= r["ci_high"] <= 1 for r in t["layers"])
-        assert ("selectivity" in t["layers"][0]) == (t["level"] == "token")
+        # a control task for position; none for token_identity, whose label is the word type itself
+        assert ("selectivity" in t["layers"][0]) == (t["task"] == "position")
     tok = next(t for t in doc["tasks"] if t["task"] == "token_identity")
     assert tok["layers"][0]["accuracy"] > 0.8  # layer 0 of any model holds its word identity
+    assert "selectivity would be 0 by construction" in tok["control"] and "control_balance" not in tok
+    pos = next(t for t in doc["tasks"] if t["task"] == "position")
     results = [pr.Result.from_json(json.loads((a / f"results/probing/{m}.json").read_text()))
                for m in ("tiny-bert", "tiny-slstm")]
     fig = pr.plot(results)
@@ -221,8 +224,9 @@ def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
     assert [ax.get_title() for ax in fig.axes] == [f"{n} (only {small[n]} test items)" if n in small else n
                                                   for n in pt.TASKS]
     sel = pr.plot_selectivity(results)
-    ys = [ln.get_ydata() for ln in sel.axes[1].get_lines() if ln.get_label() == "tiny-slstm"][0]
-    np.testing.assert_allclose(ys, [r["selectivity"] for r in tok["layers"]])
+    assert [ax.get_title() for ax in sel.axes if ax.get_visible()][:1] == ["position"]
+    ys = [ln.get_ydata() for ln in sel.axes[0].get_lines() if ln.get_label() == "tiny-slstm"][0]
+    np.testing.assert_allclose(ys, [r["selectivity"] for r in pos["layers"]])
     from analyses.summary import figures
 
     redrawn = {p.name for p in figures.redraw(str(a))}  # analyses.summary.figures redraws from the saved results
@@ -268,3 +272,8 @@ def test_unknown_task_in_compute_and_missing_shifted_are_errors():
         pr.compute(pr.Config(task=["nope"]), acts=acts)
     with pytest.raises(ProbeError, match="perturbed"):
         pr.compute(pr.Config(task=["bigram_shift"]), acts=fake_acts([["the cat sat on the mat"]] * 30))
+
+
+def test_only_a_task_whose_label_is_not_the_word_type_gets_a_control_task():
+    assert pt.label_follows_type(np.array([3, 3, 5, 7]), np.array([0, 0, 1, 2]))  # token_identity's shape
+    assert not pt.label_follows_type(np.array([3, 3, 5]), np.array([0, 1, 1]))  # position: a type at two places

@@ -23,7 +23,9 @@ model's sentence vector; position, token_identity on token vectors) and every la
   capacity: parameters ((d + 1) * K, or d + 1 for two classes) and the chosen C;
 * token tasks also get a control task (Hewitt & Liang): each word type a random label drawn from the
   task's label distribution, probed the same way on the same split; selectivity = task accuracy -
-  control accuracy, with a paired bootstrap interval over the same test sentences.
+  control accuracy, with a paired bootstrap interval over the same test sentences. A task whose label is
+  the word type itself (token_identity) has none: the control would be the task relabelled, and its
+  selectivity 0 by construction (the result's task entry says so under ``control``).
 
 No model runs here: the inputs (:class:`ProbingInputs`) are the sentence sample's cached activations, for
 bigram_shift also those of the perturbed sentences (same cache, same extraction path), and for source each
@@ -36,7 +38,7 @@ cannot give (source: a list of texts has no documents) is skipped and the result
 Writes out/results/probing/<model>.json (+ .csv, one row per task and layer) and
 out/figures/probing.{png,pdf} (accuracy by relative depth l / L, one panel per task, one line per
 model with its interval band, dashed: majority baseline, dotted: control task) and
-out/figures/probing-selectivity.{png,pdf} (selectivity of the token-level tasks).
+out/figures/probing-selectivity.{png,pdf} (selectivity of the token tasks that have a control task).
 """
 
 from __future__ import annotations
@@ -305,11 +307,15 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
                          "it out (--task, or task= from Python)", file=sys.stderr)
     out = []
     for task in tasks:
-        control = None
+        control, no_control = None, None
         if task.level == "token":
             if task.types is None:
                 raise ValueError(f"token task {task.name} was built without its word types")
-            control = pt.control_labels(task.types, task.labels, len(task.classes), cfg.seed)
+            if pt.label_follows_type(task.types, task.labels):
+                no_control = ("no control task: each word type has one label, so a random label per type "
+                              "relabels the task itself and selectivity would be 0 by construction")
+            else:
+                control = pt.control_labels(task.types, task.labels, len(task.classes), cfg.seed)
         rows, sizes = probe_layers(TaskLayers(task, acts, shifted), task.labels, task.groups, cfg, control,
                                    desc=f"{acts.meta['model']['name']} {task.name}")
         entry = {"task": task.name, "level": task.level, "n_items": len(task.labels), **sizes,
@@ -320,6 +326,8 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
             tqdm_class().write(f"probing {acts.meta['model']['name']}: task {task.name} has only {sizes['n_test']} "
                              f"test items (< --min-test-items {cfg.min_test_items}): marked small; use more sentences "
                              "(--n-sentences, or more texts from Python)", file=sys.stderr)
+        if no_control is not None:
+            entry["control"] = no_control
         if control is not None:
             entry["control_balance"] = {c: int(k) for c, k in zip(task.classes, np.bincount(control, minlength=len(
                 task.classes)))}
@@ -348,7 +356,7 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
 
 
 def table_rows(result: Result) -> list[dict]:
-    """Flat CSV rows, one per (task, layer); control columns are empty for sentence tasks."""
+    """Flat CSV rows, one per (task, layer); control columns are empty for the tasks without a control task."""
     rows = [{"task": t["task"], **row} for t in result.tasks for row in t["layers"]]
     keys = list(dict.fromkeys(k for row in rows for k in row))
     return [{k: row.get(k) for k in keys} for row in rows]
@@ -368,7 +376,7 @@ def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | N
     small: list[int] = []  # the test sizes too small to read an accuracy
     for d in drawn:
         entry = next((e for e in d.result.tasks if e["task"] == name), None)
-        if entry is None:
+        if entry is None or key not in entry["layers"][0]:  # not run, or no control task (no selectivity)
             continue
         rows = entry["layers"]
         x = np.array([r["layer"] for r in rows]) / max(len(rows) - 1, 1)
@@ -377,7 +385,7 @@ def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | N
         ax.fill_between(x, [r[lo] for r in rows], [r[hi] for r in rows], alpha=0.18, lw=0, **d.quiet)
         if key == "accuracy":
             ax.plot(x, [r["majority"] for r in rows], ls="--", lw=0.8, **d.quiet)
-            if entry["level"] == "token":  # token tasks have a control task
+            if "control_accuracy" in rows[0]:  # a token task with a control task
                 ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, **d.quiet)
         if entry.get("small_test"):
             small.append(int(entry["n_test"]))
@@ -393,7 +401,8 @@ def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | N
 def _panels(results: list[Result], key: str, tasks: tuple, fig):
     """One panel per task in ``tasks`` that some result holds, in ``fig`` (a Figure or SubFigure; None:
     a new one); ``key`` against relative depth, one line per model in its colour."""
-    present = [t for t in tasks if any(e["task"] == t for r in results for e in r.tasks)]
+    present = [t for t in tasks if any(e["task"] == t and (key == "accuracy" or key in e["layers"][0])
+                                       for r in results for e in r.tasks)]
     cols = min(max(len(present), 1), 3)
     rows = -(-max(len(present), 1) // cols)
     fig = style.new_figure(fig, (3.0 * cols + 0.4, 2.6 * rows))
@@ -419,7 +428,8 @@ def plot(results: list[Result], fig=None):
 
 @style.drawing
 def plot_selectivity(results: list[Result], fig=None):
-    """Selectivity (task - control accuracy) of the token-level tasks against relative depth."""
+    """Selectivity (task - control accuracy) against relative depth, for the token tasks that have a control task
+    (position; token_identity's label is the word type itself, so it has none)."""
     return _panels(results, "selectivity", pt.TOKEN_TASKS, fig)
 
 
@@ -432,7 +442,8 @@ ANALYSIS = Analysis(
                "bootstrap band; dashed: the majority baseline, dotted: the control task (token tasks). Higher than "
                "the control = the layer encodes the property, not just word identities."),
         Figure("probing-selectivity", plot_selectivity, "Selectivity = task accuracy - control accuracy per layer "
-               "(Hewitt & Liang 2019); near 0: the probe could as well be memorising word types."),
+               "(Hewitt & Liang 2019), for the token tasks with a control task; near 0: the probe could as well be "
+               "memorising word types."),
     ),
     example=("--model", "tiny-bert", "--n-sentences", "40", "--max-items", "40", "--n-boot", "10", "--task",
              "sent_len", "--task", "position", "--cv-folds", "2", "--cs", "1.0", "--sent-len-bins", "2",

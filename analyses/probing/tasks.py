@@ -54,7 +54,9 @@ DEFINITIONS = {
     "position": "Position: the relative position of a word in its sentence, floor(bins * i / n) for word i of n "
                 "(first sub-token of each word, special tokens excluded); near-uniform by construction.",
     "token_identity": "TokenIdentity: which of the N most frequent word types (over the sample) the word is; "
-                      "only words of those types are items; classes keep their natural frequencies.",
+                      "only words of those types are items; classes keep their natural frequencies. No control "
+                      "task: the label is the word type, so a control task (a random label per type) is the task "
+                      "relabelled, and its selectivity would be 0 by construction.",
 }
 
 
@@ -274,6 +276,14 @@ def token_identity(acts: Activations, seed: int, n_types: int = 30, max_items: i
     labels = np.searchsorted(top, types[keep])
     return Task("token_identity", "token", labels, [names[t] for t in top], first[keep], text[keep], types[keep],
                 notes={"n_word_types": len(top)})
+
+
+def label_follows_type(types: np.ndarray, labels: np.ndarray) -> bool:
+    """Whether every word type of a token task has one label (TokenIdentity: the label is the type). A control
+    task then measures nothing: it relabels the task's own classes, so a probe that finds the type scores the
+    same on both and selectivity is 0 whatever the model."""
+    pairs = np.unique(np.stack([np.asarray(types), np.asarray(labels)]), axis=1)
+    return len(np.unique(pairs[0])) == pairs.shape[1]
 
 
 def control_labels(types: np.ndarray, labels: np.ndarray, n_classes: int, seed: int) -> np.ndarray:

@@ -335,7 +335,10 @@ def token_windows(corpus: Corpus, tokenize: Callable[[str], list[int]], n_tokens
     if n_windows > capacity.sum():
         raise CorpusError(f"corpus {corpus.name} is too short: its {len(doc_ids)} documents "
                           f"({sum(map(len, doc_ids))} tokens) hold {int(capacity.sum())} "
-                          f"non-overlapping windows of {n_tokens} tokens; asked for {n_windows}")
+                          f"non-overlapping windows of {n_tokens} tokens; asked for {n_windows}. Windows never "
+                          f"cross documents (each text given from Python is one): ask for fewer windows "
+                          f"(--n-windows, n_windows=) or shorter ones (--window-length, window_length=), or give "
+                          f"longer documents (one running text: [' '.join(texts)])")
     rng = np.random.default_rng(seed)
     slots = rng.choice(int(capacity.sum()), size=n_windows, replace=False)
     per_doc = np.bincount(np.searchsorted(np.cumsum(capacity), slots, side="right"),

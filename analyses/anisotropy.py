@@ -90,6 +90,7 @@ def _upper_blocks(Xn: np.ndarray):
     while start < n - 1:
         rows = max(1, min(n - 1 - start, BLOCK_ELEMENTS // max(n - start, 1)))
         G = Xn[start:start + rows] @ Xn[start:].T  # (rows, n - start)
+        np.clip(G, -1.0, 1.0, out=G)  # two unit rows of one direction can round to 1.0000001: a cosine is <= 1
         yield start, [G[r, r + 1:] for r in range(rows)]
         start += rows
 
@@ -253,7 +254,8 @@ def self_similarity(groups: list[np.ndarray]) -> float:
     for where, Gn in _by_size(unit):  # Gn: (m, k, d) unit rows
         k = Gn.shape[1]
         iu = np.triu_indices(k, 1)
-        means[where] = (Gn @ Gn.transpose(0, 2, 1))[:, iu[0], iu[1]].mean(1)  # (m,) float32 means
+        cos = np.clip((Gn @ Gn.transpose(0, 2, 1))[:, iu[0], iu[1]], -1.0, 1.0)  # (m, k(k-1)/2), rounding cut
+        means[where] = cos.mean(1)  # (m,) float32 means
     return float(np.mean(means))
 
 
@@ -312,7 +314,7 @@ def intra_sentence(H, offsets: np.ndarray, keep: np.ndarray,
         sums = np.zeros((t1 - t0, X.shape[1]))
         np.add.at(sums, text, X.astype(np.float64))  # in token order, sentence by sentence: float64 sums
         centre, has_direction = _unit_rows(sums / np.maximum(counts, 1)[:, None])  # (t, d) unit mean directions
-        cos = np.einsum("nd,nd->n", Xn, centre[text])  # (n,) float32
+        cos = np.clip(np.einsum("nd,nd->n", Xn, centre[text]), -1.0, 1.0)  # (n,) float32, rounding cut
         per_text[t0:t1] = np.bincount(text, weights=cos, minlength=t1 - t0) / np.maximum(counts, 1)
         used[t0:t1] = (counts >= 2) & has_direction
     return (float(per_text[used].mean()) if used.any() else float("nan")), n_zero

@@ -471,6 +471,14 @@ def check(cfg: Config) -> None:
     """Before any model loads: A and B are two models (a model compared with itself ties on every context)."""
     if cfg.model_a == cfg.model_b:
         raise ProbeError(f"--model-a and --model-b are both {cfg.model_a!r}: topics compares two different models")
+    if isinstance(cfg.model_a, str) and isinstance(cfg.model_b, str):
+        from probes.checkpoints.names import get_spec
+
+        a, b = get_spec(cfg.model_a), get_spec(cfg.model_b)  # no weights are read
+        # the same weights, config and tokenizer under two spellings (a ?sentence= suffix changes no LM output)
+        if a.family == b.family and a.fingerprint() == b.fingerprint():
+            raise ProbeError(f"--model-a {cfg.model_a!r} and --model-b {cfg.model_b!r} are the same model (the same "
+                             "weights, config and tokenizer): topics compares two different models")
 
 
 ANALYSIS = Analysis(

@@ -351,3 +351,24 @@ def test_cosines_do_not_depend_on_the_scale_of_the_states():
         assert abs(cosine_summary(Y).mean - cosine_summary(X).mean) < 1e-6
         groups = [Y[:10], Y[10:25], Y[25:]]
         assert abs(self_similarity(groups) - self_similarity([X[:10], X[10:25], X[25:]])) < 1e-6
+
+
+def test_a_sample_of_one_repeated_direction_has_cosines_of_exactly_1_never_above():
+    """Forty copies of one vector (texts that all tokenise alike): every float32 cosine rounds near 1; none may
+    exceed it, so the mean is 1 and lies inside its own interval."""
+    from analyses.anisotropy import cosine_summary, intra_sentence, pairwise_cosines, self_similarity
+
+    v = np.random.default_rng(3).standard_normal(384).astype(np.float32) * np.float32(0.37)
+    X = np.repeat(v[None], 40, axis=0)
+    c = pairwise_cosines(X)
+    assert c.max() <= 1.0 and c.min() > 0.9999
+    assert cosine_summary(X).mean <= 1.0 and self_similarity([X[:20], X[20:]]) <= 1.0
+    assert intra_sentence(X, np.array([0, 20, 40]), np.ones(40, bool))[0] <= 1.0
+
+
+def test_texts_that_all_give_the_same_tokens_are_warned_about():
+    import probes
+
+    texts = ["\u200b" * (i + 1) + "." for i in range(5)]  # zero-width spaces: the tokenizer drops them
+    with pytest.warns(UserWarning, match=r"the 5 texts all give the same tokens \(\[CLS\] \. \[SEP\]\)"):
+        probes.extract("tiny-bert", texts, cache_dir=None, progress=False)

@@ -215,3 +215,12 @@ def test_cli_encoder_model_a_is_one_clear_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: model 'tiny-bert' is not a causal language model")
+
+
+def test_a_model_compared_with_itself_under_another_spelling_is_refused():
+    from probes.errors import ProbeError
+
+    for b in ("tiny-gpt2", "tiny-gpt2?sentence=last"):
+        with pytest.raises(ProbeError, match="topics compares two different models"):
+            tp.check(tp.Config(model_a="tiny-gpt2", model_b=b))
+    tp.check(tp.Config(model_a="tiny-gpt2-recurrent", model_b="tiny-gpt2"))  # two models: no error

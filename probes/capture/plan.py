@@ -151,6 +151,12 @@ def prepare(encoder: Encoder, inputs: list, truncate: bool) -> tuple[list[Tokeni
     if cut:
         warnings.warn(f"{len(cut)} of {len(inputs)} texts were longer than {encoder.max_length} tokens "
                       f"and were truncated (recorded in the activations' meta)", stacklevel=5)
+    # (stops at the first text that differs from the first: one comparison for nearly every input)
+    if len(toks) > 1 and all(t.ids == toks[0].ids for t in toks) and len(set(map(str, inputs))) > 1:
+        warnings.warn(f"the {len(toks)} texts all give the same tokens ({' '.join(toks[0].tokens[:8])}"
+                      f"{' ...' if len(toks[0].tokens) > 8 else ''}) for model '{encoder.name}' (characters its "
+                      "tokenizer drops or cannot read?): every statistic across them compares one input with "
+                      "itself", stacklevel=5)
     return toks, cut
 
 

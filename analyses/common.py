@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -366,7 +367,9 @@ def write_result(out: str | os.PathLike, analysis: str, model: str, result: Resu
 def read_results(out: str | os.PathLike, analysis: str, models: list[str] | None = None) -> list[AnalysisResult]:
     """The saved results of registered analysis ``analysis`` (all models, or the named ones in that order) as
     its Result objects: each file read strictly (:func:`read_result`); a file of another layout (written by
-    another version of the suite) is one error line naming it."""
+    another version of the suite) is one error line naming it. Reading every model's, a JSON file that is not a
+    result of ``analysis`` at all (no ``"analysis"`` key naming it: a file of the user's) is left out with a
+    warning."""
     from analyses import get
 
     cls = get(analysis).Result
@@ -380,8 +383,13 @@ def read_results(out: str | os.PathLike, analysis: str, models: list[str] | None
         raise ProbeError(f"no saved result {missing[0]}: run python -m analyses.{analysis} first")
     results = []
     for p in dict.fromkeys(paths):
+        doc = read_result(p)
+        if models is None and doc.get("analysis") != analysis:  # a file of the user's beside the results
+            warnings.warn(f"{p} is not a saved {analysis} result (it has no \"analysis\": \"{analysis}\"): left "
+                          "out", stacklevel=2)
+            continue
         try:
-            results.append(cls.from_json(read_result(p)))
+            results.append(cls.from_json(doc))
         except (KeyError, TypeError, AttributeError) as e:
             raise ProbeError(f"{p} does not have the layout this version reads (missing {e}); run python -m "
                              f"analyses.{analysis} again") from None

@@ -362,3 +362,14 @@ def test_mog_and_the_lens_refuse_a_model_of_another_family_before_it_runs(module
     err = capsys.readouterr().err
     assert done.value.code == 2 and err.startswith(f"error: model '{model}' is of family") and err.count("\n") == 1
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("meta.json"))
+
+
+def test_a_json_file_that_is_not_a_result_is_left_out_with_a_warning(tmp_path):
+    out = _claims_out(tmp_path, "0.1")
+    n = len(read_results(out, "anisotropy"))
+    notes = out / "results" / "anisotropy" / "notes.json"
+    notes.write_text('{"note": "mine"}')
+    with pytest.warns(UserWarning, match="notes.json is not a saved anisotropy result"):
+        assert len(read_results(out, "anisotropy")) == n
+    notes.write_text('{"analysis": "anisotropy", "note": "mine"}')  # says it is one: its layout is checked
+    assert "notes.json does not have the layout" in error_of(read_results, out, "anisotropy")

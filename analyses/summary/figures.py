@@ -54,6 +54,8 @@ def redraw(out: str, models: list[str] | None = None, jobs: int = 1) -> list[Pat
 def draw(out: str, name: str, models: list[str] | None) -> list[Path]:
     """The figures and tables of analysis ``name`` from its saved results (of ``models``, default all)."""
     results = read_results(out, name, models)
+    if not results:  # only files that are not results of this analysis
+        return []
     try:
         return analyses.get(name).save_figures(results, out)
     except (KeyError, TypeError, IndexError) as e:  # a result written by another version of the suite

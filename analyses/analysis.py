@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analyses.inputs import Inputs
+from probes.capture.store import USER_CACHE, UserCache
 from probes.errors import ProbeError
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ class Analysis:
     # ------------------------------------------------------------------------- from Python
 
     def run(self, model, texts=None, *, tokenizer=None, name: str | None = None, sentence: str | None = None,
-            config=None, cache_dir: str | os.PathLike | None = None, **settings):
+            config=None, cache_dir: str | os.PathLike | UserCache | None = USER_CACHE, **settings):
         """The analysis of ``model`` on ``texts`` from Python, with every input the command line would build,
         as a Result (not written: :func:`analyses.common.write_result` saves one).
 
@@ -177,8 +178,9 @@ class Analysis:
         the command line draws); None: the config's corpus. ``settings``: any field of the Config
         (``n_tokens=2000``), checked like the command line's flags; ``config``: a whole Config instead.
         ``cache_dir``: the activation cache (default: probes' per-user cache; the command line's is
-        ``<out>/cache``). ``sentence``: the model's sentence vector (cls, mean, mean_all, last), for the analyses
-        of one model's sentence sample; as ``?sentence=`` on a name."""
+        ``<out>/cache``); None: no cache, as in ``probes.extract``. ``sentence``: the model's sentence vector
+        (cls, mean, mean_all, last), for the analyses of one model's sentence sample; as ``?sentence=`` on a
+        name."""
         if sentence is not None:
             model, tokenizer, name = self._with_sentence(model, sentence, tokenizer, name)
         cfg = self.config(config, **settings)

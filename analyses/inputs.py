@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
+from probes.capture.store import USER_CACHE, UserCache
 from probes.config import (
     CaptureConfig,
     CorpusConfig,
@@ -125,8 +126,9 @@ def cli_cache(cfg) -> dict:
 
 
 def python_cache(cache_dir) -> dict:
-    """The Python call's cache: the folder given, else probes' default (a per-user cache)."""
-    return {} if cache_dir is None else {"cache_dir": cache_dir}
+    """The Python call's cache, as ``probes.extract`` takes it: probes' default (a per-user cache) for
+    ``USER_CACHE``, the folder given, or None: no cache (the states stay in memory)."""
+    return {} if isinstance(cache_dir, UserCache) else {"cache_dir": cache_dir}
 
 
 def object_options(model, tokenizer, name) -> dict:
@@ -178,7 +180,7 @@ class Inputs:
         """The keyword inputs of ``compute(cfg, **inputs)`` for one unit of resolved models (the CLI's path)."""
         raise NotImplementedError
 
-    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=None) -> dict:
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
         """The keyword inputs of ``compute`` for a model (a name, a folder, ``hf:`` id or a loaded object) and
         ``texts`` (a list of strings, or a corpus name or path; None: ``cfg.corpus``)."""
         raise NotImplementedError
@@ -230,7 +232,7 @@ class Sentences(Inputs):
     def load(self, unit: tuple, cfg) -> dict:
         return {"acts": self.activations(unit[0], cfg, **cli_cache(cfg))}
 
-    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=None) -> dict:
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
         if not is_object(model):
             self.check_model(resolve_spec(model), cfg)
         given = None if texts is None or corpus_of(texts) is not None else caller_texts_list(texts)
@@ -254,7 +256,7 @@ class Pairs(Sentences):
         acts_a = self.activations(a, cfg, **cli_cache(cfg))
         return {"acts_a": acts_a, "acts_b": acts_a if b == a else self.activations(b, cfg, **cli_cache(cfg))}
 
-    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=None) -> dict:
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
         """``model``: the pair (A, B); ``tokenizer=`` and ``name=``: a pair too where A or B is a loaded object."""
         a, b = _pair(model, "models to compare")
         given = None if texts is None or corpus_of(texts) is not None else caller_texts_list(texts)
@@ -295,7 +297,7 @@ class Windows(Inputs):
     def load(self, unit: tuple, cfg) -> dict:
         return {"acts": self.activations(unit[0], cfg, **cli_cache(cfg))}
 
-    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=None) -> dict:
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
         """``texts``: a corpus name or path, or the caller's texts (each a document the windows are cut from)."""
         from probes.corpus import Corpus, Document
         from probes.models.user import wrap_encoder
@@ -404,7 +406,7 @@ class LM(Inputs):
 
         return {"lm": load_lm(unit[0], cfg.device)}
 
-    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=None) -> dict:
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
         from probes.models.lm import load_lm
 
         if not is_object(model):
@@ -449,7 +451,7 @@ class LMPair(Inputs):
         lm_a = load_lm(a, cfg.device)
         return {"lm_a": lm_a, "lm_b": lm_a if b == a else load_lm(b, cfg.device), "corpus": load_corpus(cfg.corpus)}
 
-    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=None) -> dict:
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
         """``model``: the pair (A, B); ``tokenizer=`` and ``name=``: a pair too where A or B is a loaded object;
         ``texts``: a corpus name or path, or the caller's texts as the corpus's documents."""
         from probes.corpus import Corpus, Document, load_corpus
@@ -491,7 +493,7 @@ class Timing(Inputs):
 
         return {"runners": [build_runner(m, cfg.timing()) for m in unit]}
 
-    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=None) -> dict:
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
         if texts is not None:
             raise ProbeError("speed times random token ids: it takes no texts=")
         models = list(model) if isinstance(model, (tuple, list)) else [model]

@@ -35,6 +35,7 @@ from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, settings_used
 from analyses.inputs import Inputs, resolve_spec
+from probes.capture.store import USER_CACHE
 from probes.config import ModelsConfig, OutConfig, SeedConfig
 from probes.errors import ProbeError
 
@@ -70,7 +71,7 @@ class TrainingRecords(Inputs):
     def load(self, unit: tuple, cfg) -> dict:
         return load_inputs(unit[0], cfg)
 
-    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=None) -> dict:
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
         if texts is not None or tokenizer is not None or name is not None:
             raise ProbeError("mlm_loss reads a trained model's folder: give the model's name, no texts")
         return load_inputs(model, cfg)

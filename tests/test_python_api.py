@@ -123,3 +123,15 @@ def test_sentence_picks_the_vector_of_an_object_and_of_a_name(tiny_bert, texts, 
         similarity.run(("tiny-bert", "tiny-bert"), texts[:20], sentence="mean", cache_dir=tmp_path)
     with pytest.raises(ProbeError, match="sentence= must be one of cls, mean, mean_all, last, not 'max'"):
         anisotropy.run(model, texts[:20], sentence="max", **own)
+
+
+def test_run_without_a_cache_writes_no_entry_and_gives_the_cached_numbers(tmp_path, monkeypatch):
+    from analyses import anisotropy
+
+    monkeypatch.setenv("PROBES_CACHE", str(tmp_path / "user-cache"))  # where the default cache would go
+    texts = [f"Sentence {i} says something about the sea and the ship." for i in range(12)]
+    plain = anisotropy.run("tiny-bert", texts, n_tokens=60, cache_dir=None)
+    assert not (tmp_path / "user-cache").exists()
+    cached = anisotropy.run("tiny-bert", texts, n_tokens=60, cache_dir=tmp_path / "cache")
+    assert list((tmp_path / "cache").rglob("meta.json"))
+    assert abs(plain.layers[-1]["token"]["mean"] - cached.layers[-1]["token"]["mean"]) < 1e-3

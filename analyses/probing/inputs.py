@@ -14,6 +14,7 @@ import numpy as np
 
 from analyses.inputs import Sentences, cli_cache, corpus_of, object_options, python_cache, record_model_requested
 from analyses.probing import tasks as pt
+from probes.capture.store import USER_CACHE
 from probes.errors import ProbeError
 
 
@@ -49,7 +50,7 @@ class ProbingInputs(Sentences):
         acts = self.activations(unit[0], cfg, **cli_cache(cfg))
         return {"acts": acts, **self.task_inputs(unit[0], acts, cfg, cfg.corpus, **cli_cache(cfg))}
 
-    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=None) -> dict:
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
         check_tasks(cfg.task)
         inputs = super().from_python(model, texts, cfg, tokenizer=tokenizer, name=name, cache_dir=cache_dir)
         corpus = cfg.corpus if texts is None or corpus_of(texts) is not None else None

@@ -187,6 +187,7 @@ class AnalysisResult(Result):
 
     identity: Identity
     ANALYSIS: ClassVar[str] = ""  # the analysis whose Result this is (set by its declaration, analyses.analysis)
+    FIRST_LAYER: ClassVar[int] = 0  # the first layer the result has numbers for (1: maps, which layers compute)
     IDENTITY_KEYS: ClassVar[dict] = {}
     SIDE_FILES: ClassVar[dict] = {}  # field -> file suffix: saved as JSON lines beside the result (write_result)
 
@@ -224,7 +225,8 @@ class AnalysisResult(Result):
         rows = {"analysis": self.ANALYSIS or _analysis_of(type(self)), "model": self.model_name,
                 "inputs": _inputs_text(self.corpus)}
         if isinstance(layers, int):
-            rows["layers"] = f"0..{layers} (0 = embeddings)"
+            rows["layers"] = (f"0..{layers} (0 = embeddings)" if self.FIRST_LAYER == 0 else
+                              f"{self.FIRST_LAYER}..{layers} (layer l's own maps; the embeddings have none)")
         return {**rows, **self.headline()}
 
     def __repr__(self) -> str:

@@ -33,6 +33,7 @@ out/figures/mog-attention-<model>.{png,pdf} (Fig. 10 + the entropy panel).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -78,6 +79,7 @@ class Result(common.AnalysisResult):
     spearman_length: list[dict] | None  # per layer {"rho", "p"}
     claims: dict  # the numbers behind the paper's Fig. 9 claims (weight-gate models; empty otherwise)
     slot_weights: list | None  # (L, 3, 3) self-gate slot weights, mean over tokens; None otherwise
+    FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
     entropy: dict  # order -> (L,) mean row entropy (nats); entropy_normalised likewise in [0, 1]
     entropy_normalised: dict
     example: dict  # {"text", "tokens", "layer", order -> (n, n) head-mean matrix}

@@ -22,6 +22,7 @@ out/figures/mog-lens.{png,pdf} (share of each term per layer, one panel per mode
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -60,6 +61,7 @@ class Result(common.AnalysisResult):
     share: list  # (buckets, L, 6) covariance shares (add to 1); null rows for empty buckets
     variance_ratio: list  # (buckets, L, 6) sum var_t / sum var_logit
     definitions: dict = field(default_factory=dict)
+    FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
 
     def headline(self) -> dict[str, str]:
         last = self.share[0][-1]

@@ -140,6 +140,9 @@ def check_round_trip(name: str, cfg, result, tmp_path) -> None:
         assert {"model_name", "config"} <= set(doc) and not {"out", "figures"} & set(res.config)
         text = repr(res)  # a notebook cell shows a few lines, not every number
         assert type(res).__repr__ is AnalysisResult.__repr__ and len(text) < 1500 and name in text, text[:200]
+        # the layers it has numbers for: from the embeddings, or from layer 1 for maps (the layers compute them)
+        layers = res.summary().get("layers")
+        assert layers is None or layers.startswith(f"{type(res).FIRST_LAYER}.."), layers
         assert res.model_name in res._repr_html_()
         # through the file: read back, the same document again
         path, _ = write_result(tmp_path, name, res.model_name, res, decl.table_rows(res))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -91,6 +92,7 @@ class Result(common.AnalysisResult):
     maps_captured: list[str]  # map kinds, "attention" first
     examples: list[dict]  # per example sentence: text_index, text, kept tokens
     maps: dict[str, dict]  # map kind -> summary
+    FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
 
     def headline(self) -> dict[str, str]:
         out = {}

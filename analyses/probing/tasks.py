@@ -115,11 +115,19 @@ def word_units(acts: Activations) -> tuple[np.ndarray, np.ndarray, list[str], np
 # ----------------------------------------------------------------------------- helpers
 
 
+# the setting that sets each task's number of classes: (command-line flag, Config field)
+CLASS_SETTINGS = {"sent_len": ("--sent-len-bins", "sent_len_bins"), "position": ("--position-bins", "position_bins"),
+                  "token_identity": ("--identity-types", "identity_types")}
+MORE_TEXTS = "use more sentences (--n-sentences; from Python, more texts)"
+
+
 def _check_classes(name: str, counts: np.ndarray, min_per_class: int, what: str) -> None:
     if len(counts) < 2 or counts.min() < min_per_class:
+        flag, field = CLASS_SETTINGS.get(name, ("", ""))
+        fewer = f", fewer classes ({flag}, {field}=)" if flag else ""
         raise ProbeError(f"corpus too small for task {name}: {len(counts)} {what} with at least "
-                         f"{min_per_class} items each are needed and at least 2 classes; use more sentences "
-                         "(--n-sentences) or fewer classes")
+                         f"{min_per_class} items each are needed and at least 2 classes; {MORE_TEXTS}{fewer} or "
+                         "a lower --min-per-class (min_per_class=)")
 
 
 def _equalize(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -139,7 +147,7 @@ def sent_len(texts: list[str], seed: int, bins: int = 6, min_per_class: int = 10
     labels = np.searchsorted(edges, n_words, side="right")  # bin k: edges[k-1] < n <= edges[k]
     if len(edges) < bins - 1:
         raise ProbeError(f"corpus too small for task sent_len: only {len(edges) + 1} distinct length bins "
-                         f"for {bins} classes; use more sentences (--n-sentences)")
+                         f"for {bins} classes; {MORE_TEXTS} or fewer classes (--sent-len-bins, sent_len_bins=)")
     _check_classes("sent_len", np.bincount(labels, minlength=bins), min_per_class, "length bins")
     keep = _equalize(labels, np.random.default_rng([seed, 1]))
     lo = np.concatenate([[n_words.min()], edges + 1])
@@ -179,8 +187,8 @@ def word_content(texts: list[str], seed: int, vocab: int = 1000, skip_top: int =
     kept, word_of, k = best
     if len(kept) < 2:
         raise ProbeError(f"corpus too small for task word_content: fewer than 2 mid-frequency words have "
-                         f"{min_per_class} sentences containing exactly one vocabulary word; use more sentences "
-                         "(--n-sentences), lower --min-per-class or --word-content-skip")
+                         f"{min_per_class} sentences containing exactly one vocabulary word; {MORE_TEXTS}, a lower "
+                         "--min-per-class (min_per_class=) or --word-content-skip (word_content_skip=)")
     index = {w: c for c, w in enumerate(kept)}
     items = np.array(sorted(i for i, w in word_of.items() if w in index), np.int64)
     labels = np.array([index[word_of[i]] for i in items], np.int64)

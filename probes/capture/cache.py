@@ -150,9 +150,10 @@ def main(argv: list[str] | None = None) -> None:
                          f".locks folder{hint}; nothing {'removed' if cfg.command == 'remove' else 'listed'}")
     found = select(entries(cache), cfg.model, cfg.older_than, cfg.stale)
     if cfg.command == "list":
-        print(f"{'model':<24} {'key':<32} {'dtype':<8} {'texts':>7} {'size':>10} {'age':>8}  status")
+        w = max([24, *(len(e.model) for e in found)])  # the model column as wide as its longest name
+        print(f"{'model':<{w}} {'key':<32} {'dtype':<8} {'texts':>7} {'size':>10} {'age':>8}  status")
         for e in found:
-            print(f"{e.model:<24} {e.key:<32} {e.dtype:<8} {e.n_texts if e.n_texts is not None else '-':>7} "
+            print(f"{e.model:<{w}} {e.key:<32} {e.dtype:<8} {e.n_texts if e.n_texts is not None else '-':>7} "
                   f"{human_bytes(e.bytes):>10} {_age(e.age_days):>8}  {e.status}")
         print(f"{len(found)} entries, {human_bytes(sum(e.bytes for e in found))}")
         return

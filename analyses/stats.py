@@ -24,6 +24,7 @@ import enum
 import hashlib
 import math
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -239,11 +240,17 @@ def difference_replicates(rep_a, rep_b, paired: bool, seed: int = SEED) -> np.nd
 
 def bootstrap_block(unit: str, n_units: int, resamples: int = RESAMPLES, level: float = LEVEL,
                     seed: int = SEED, units_id: str | None = None) -> dict:
-    """The ``bootstrap`` block a result saves beside its intervals."""
+    """The ``bootstrap`` block a result saves beside its intervals. With fewer than :data:`MIN_UNITS` units it
+    says (``note``) and warns that the intervals cover less than their level (claims then read none of them)."""
     block = {"resamples": int(resamples), "level": float(level), "unit": unit, "n_units": int(n_units),
              "seed": int(seed), "method": "percentile"}
     if units_id is not None:
         block["units_id"] = units_id
+    if n_units < MIN_UNITS:
+        block["note"] = (f"{n_units} {unit}s: an interval over fewer than {MIN_UNITS} covers less than its "
+                         f"nominal {level:.0%} (about 60% at 2 units); read it as a rough range")
+        warnings.warn(f"bootstrap intervals over {n_units} {unit}s (fewer than {MIN_UNITS}) cover less than "
+                      f"{level:.0%}: recorded in the result's bootstrap note", stacklevel=2)
     return block
 
 

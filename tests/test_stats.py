@@ -169,3 +169,14 @@ def test_combine_says_which_comparison_decides():
 def test_units_id_and_rounding():
     assert stats.units_id(["a", "b"]) == stats.units_id(["a", "b"]) != stats.units_id(["b", "a"])
     assert stats.rounded([0.123456789, np.nan]) == [0.123457, pytest.approx(np.nan, nan_ok=True)]
+
+
+def test_a_bootstrap_over_fewer_than_min_units_says_its_interval_is_rough():
+    import warnings
+
+    with pytest.warns(UserWarning, match="over 2 sentences .* cover less than 95%"):
+        block = stats.bootstrap_block("sentence", 2)
+    assert "about 60% at 2 units" in block["note"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "note" not in stats.bootstrap_block("sentence", stats.MIN_UNITS)

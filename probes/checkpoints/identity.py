@@ -123,24 +123,30 @@ def module_state(module: torch.nn.Module) -> str:
     every parameter and buffer (name, dtype, shape and bytes; a tensor on an accelerator is read in pieces, a
     meta tensor by its shape alone). ``probes.load`` records it, so an Encoder changed in memory afterwards is
     never served its files' cached states; it costs one read of the weights (about 5 ms for MiniLM-L6's 90 MB)."""
-    import torch
     import xxhash
 
     h = xxhash.xxh3_64()
     h.update(module_structure(module).encode())
-    tensors = list(module.named_parameters(remove_duplicate=False)) + list(module.named_buffers(remove_duplicate=False))
+    hash_tensors(h, [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)])
+    return h.hexdigest()
+
+
+def hash_tensors(h, tensors) -> None:
+    """Feed each ``(name, tensor)`` of ``tensors`` into the hasher ``h`` (hashlib's or xxhash's): its name, dtype
+    and shape, then its bytes, read where they are on the CPU; a tensor on an accelerator is copied to the host
+    STATE_PIECE bytes at a time, a meta tensor (no data) counts by its name, dtype and shape alone."""
+    import torch
+
     for name, t in tensors:
-        h.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
         if t.device.type == "meta" or t.numel() == 0:
             continue
-        flat = t.detach().reshape(-1).view(torch.uint8) if t.is_contiguous() else t.detach().contiguous().reshape(
-            -1).view(torch.uint8)
+        flat = t.detach().contiguous().reshape(-1).view(torch.uint8)  # contiguous(): no copy when it already is
         if flat.device.type == "cpu":
             h.update(flat.numpy().data)
             continue
         for i in range(0, flat.numel(), STATE_PIECE):
             h.update(flat[i:i + STATE_PIECE].cpu().numpy().data)
-    return h.hexdigest()
 
 
 def module_structure(module: torch.nn.Module) -> str:

@@ -224,8 +224,6 @@ def _module_classes() -> list[type]:
     return list(seen)
 
 
-
-
 # modules whose forward hooks only record outputs: transformers (>= 5) installs them on the layers at the first
 # forward pass that asks for hidden states or attentions, and leaves them in place
 CAPTURING_HOOKS = ("transformers.utils.output_capturing",)

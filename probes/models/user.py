@@ -50,7 +50,7 @@ from typing import Any
 import torch
 
 from probes.checkpoints.folder import check_vocab
-from probes.checkpoints.identity import code_versions, module_structure
+from probes.checkpoints.identity import code_versions, hash_tensors, module_structure
 from probes.checkpoints.registry import SENTENCE_VECTORS, CheckpointSpec, name_problem
 from probes.errors import CheckpointError, ProbeError
 
@@ -92,12 +92,7 @@ def weights_sha256(model: torch.nn.Module, skip: tuple[str, ...] = ()) -> str:
     tensors: dict[str, torch.Tensor] = dict(model.named_parameters())
     tensors.update(model.named_buffers())
     h = hashlib.sha256()
-    for name, t in sorted(tensors.items()):
-        if name.startswith(skip):
-            continue
-        t = t.detach().to("cpu").contiguous()
-        h.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    hash_tensors(h, [(name, t) for name, t in sorted(tensors.items()) if not name.startswith(skip)])
     return h.hexdigest()
 
 

@@ -25,9 +25,9 @@ import os
 import sys
 import time
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-for _var in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):  # progress bars would garble the printed lines
+# one thread per process; no progress bars (they would garble the printed lines)
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+             "TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):
     os.environ.setdefault(_var, "1")
 
 import torch  # noqa: E402

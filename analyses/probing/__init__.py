@@ -401,8 +401,7 @@ def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | N
 def _panels(results: list[Result], key: str, tasks: tuple, fig):
     """One panel per task in ``tasks`` that some result holds, in ``fig`` (a Figure or SubFigure; None:
     a new one); ``key`` against relative depth, one line per model in its colour."""
-    present = [t for t in tasks if any(e["task"] == t and (key == "accuracy" or key in e["layers"][0])
-                                       for r in results for e in r.tasks)]
+    present = [t for t in tasks if any(e["task"] == t and key in e["layers"][0] for r in results for e in r.tasks)]
     cols = min(max(len(present), 1), 3)
     rows = -(-max(len(present), 1) // cols)
     fig = style.new_figure(fig, (3.0 * cols + 0.4, 2.6 * rows))

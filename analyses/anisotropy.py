@@ -564,8 +564,9 @@ def _histogram(ax, drawn: style.Drawn, level: str, layer: int, mean: dict, **def
 
 
 def _figure_panel(ax, drawn: style.Drawn, level: str, layer: int | None, title: bool, ylabel: bool,
-                  xlabel: bool) -> None:
-    """Fig. 6's panel of one model: its histogram in its colour, the mean and the share below 0 written in it."""
+                  xlabel: bool, how: str = "") -> None:
+    """Fig. 6's panel of one model: its histogram in its colour, the mean and the share below 0 written in it;
+    ``how``: how its sentence vectors are made, in the title (where the figure's models differ in that)."""
     res = drawn.result
     lyr = res.headline_layer if layer is None else layer
     _histogram(ax, drawn, level, lyr, {"color": "k", "lw": 0.8}, alpha=0.75)
@@ -573,7 +574,7 @@ def _figure_panel(ax, drawn: style.Drawn, level: str, layer: int | None, title: 
     ax.text(0.03, 0.95, f"mean {s['mean']:.2f}\n<0: {100 * s['frac_negative']:.1f}%", transform=ax.transAxes,
             va="top")
     if title:
-        ax.set_title(f"{style.display_name(res.model_name)} (layer {lyr})")
+        ax.set_title(f"{style.display_name(res.model_name)} (layer {lyr}{', ' + how if how else ''})")
     if ylabel:
         ax.set_ylabel(f"{level} cosine\ndensity")
     if xlabel:
@@ -588,9 +589,9 @@ def plot(results: list[Result], fig=None, layer: int | None = None):
     result's headline layer. Returns the figure. One panel on one Axes: ``result.plot(ax=ax)``."""
     fig = style.new_figure(fig, (2.6 * len(results) + 0.6, 4.4))
     axes = fig.subplots(2, len(results), squeeze=False, sharex=True)
-    for col, drawn in enumerate(style.in_figure(results)):
+    for col, (drawn, how) in enumerate(zip(style.in_figure(results), style.pooling_tags(results))):
         for r, level in enumerate(("token", "sentence")):
-            _figure_panel(axes[r, col], drawn, level, layer, title=r == 0, ylabel=col == 0, xlabel=r == 1)
+            _figure_panel(axes[r, col], drawn, level, layer, title=r == 0, ylabel=col == 0, xlabel=r == 1, how=how)
     return fig
 
 

@@ -352,7 +352,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
     fig = style.new_figure(fig, (7.2, 5.4))
     axes = fig.subplots(2, 2, sharex=True)
-    drawn = style.in_figure(results)
+    drawn = style.in_figure(results, pooling=True)
     for i, level in enumerate(LEVELS):
         for j, est in enumerate(ESTIMATORS):
             level_panel(axes[i, j], drawn, est, level, relative, "intrinsic dimension")

@@ -79,7 +79,7 @@ def plot_levels(results: list, key: str, ylabel: str, fig=None, relative_depth: 
     fig = style.new_figure(fig, (7.2, 2.9))
     axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, LEVELS):
-        level_panel(ax, style.in_figure(results), key, level, relative, ylabel)
+        level_panel(ax, style.in_figure(results, pooling=True), key, level, relative, ylabel)
         if ylim is not None:
             ax.set_ylim(*ylim)
     style.legend(axes, len(results))

@@ -158,14 +158,33 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINESTYLES = ("-", "--", ":", "-.")
 
 
-def in_figure(results: Sequence, names: Sequence[str] | None = None) -> list[Drawn]:
+def in_figure(results: Sequence, names: Sequence[str] | None = None, pooling: bool = False) -> list[Drawn]:
     """The suite's multi-model figures: each result in its model's colour of this figure
     (:func:`figure_colors`; ``names``: the name that picks each result's colour, default its model's), its
-    seed's line style, labelled with its model's name; the band drawn for seed-0 runs only."""
+    seed's line style, labelled with its model's name; the band drawn for seed-0 runs only. ``pooling``: the
+    figure shows sentence vectors, so where its models make them differently each label says how
+    (:func:`pooling_tags`: "minilm-l6 (mean)", "bert-small ([CLS])")."""
     names = [r.model_name for r in results] if names is None else list(names)
     colors = figure_colors(names)
-    return [Drawn(r, {"color": colors[n], "label": display_name(r.model_name), **seed_style(r.model_name)},
-                  band=not seed_of(r.model_name)[1]) for r, n in zip(results, names)]
+    hows = pooling_tags(results) if pooling else [""] * len(results)
+    return [Drawn(r, {"color": colors[n], "label": display_name(r.model_name) + (f" ({how})" if how else ""),
+                      **seed_style(r.model_name)}, band=not seed_of(r.model_name)[1])
+            for r, n, how in zip(results, names, hows)]
+
+
+# a model's sentence vector (its registry `sentence:`, recorded in each result's model description) in a label
+POOLING_TAGS = {"cls": "[CLS]", "mean": "mean", "mean_all": "mean incl. specials", "last": "last token",
+                "g": "sentence node"}
+
+
+def pooling_tags(results: Sequence) -> list[str]:
+    """How each result's model makes its sentence vectors ("mean", "[CLS]", "sentence node") when the results
+    make them in more than one way, else "" for each: side by side, such vectors differ by construction as well
+    as by model, and a reader of the figure should see that."""
+    kinds = [(getattr(getattr(r, "identity", None), "model", None) or {}).get("sentence_vector") for r in results]
+    if len(set(kinds)) < 2:
+        return [""] * len(results)
+    return [POOLING_TAGS.get(k, k) if k else "" for k in kinds]
 
 
 def next_color(ax):

@@ -273,7 +273,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None, qu
     fig = style.new_figure(fig, (7.2, 2.9))
     axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, ("token", "sentence")):
-        _transition_panel(ax, style.in_figure(results), level, quantity, relative)
+        _transition_panel(ax, style.in_figure(results, pooling=True), level, quantity, relative)
     style.legend(axes, len(results), title=LEGEND)
     return fig
 

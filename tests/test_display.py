@@ -519,3 +519,29 @@ def test_a_users_model_never_shares_a_colour_with_the_suites_models():
     lines = {ln.get_label(): to_hex(ln.get_color()) for ln in fig.axes[0].get_lines()}
     assert lines["bert-small"] == style.model_color("bert-small") and lines["my-bert"] != lines["bert-small"]
     plt.close(fig)
+
+
+def _with_pooling(doc: dict, kind: str) -> dict:
+    return {**doc, "model": {**doc["model"], "sentence_vector": kind}}
+
+
+def test_sentence_vectors_made_differently_are_marked():
+    """Models whose sentence vectors are made differently (a mean over tokens, the [CLS] state, the S-LSTM's node
+    g) are told apart in the figures that show sentence vectors, and only where the figure mixes them."""
+    Result = analyses.get("transitions").Result
+    mixed = [Result.from_json(_with_pooling(transitions(n), k))
+             for n, k in (("m-mean", "mean"), ("m-cls", "cls"), ("m-g", "g"))]
+    fig = analyses.get("transitions").figures[0].render(mixed)
+    labels = [t.get_text() for leg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if leg
+              for t in leg.get_texts()]
+    assert {"m-mean (mean)", "m-cls ([CLS])", "m-g (sentence node)"} <= set(labels), labels
+    plt.close(fig)
+    alike = [Result.from_json(transitions(n)) for n in ("m-a", "m-b")]  # both "mean": plain names
+    assert [d.label for d in style.in_figure(alike, pooling=True)] == ["m-a", "m-b"]
+    assert [d.label for d in style.in_figure(mixed)] == ["m-mean", "m-cls", "m-g"]  # a token-only figure: no marks
+    Aniso = analyses.get("anisotropy").Result
+    fig = analyses.get("anisotropy").figures[0].render(
+        [Aniso.from_json(_with_pooling(anisotropy(n), k)) for n, k in (("m-a", "mean"), ("m-b", "cls"))])
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == [f"m-a (layer {L}, mean)", f"m-b (layer {L}, [CLS])"]
+    plt.close(fig)

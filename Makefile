@@ -172,9 +172,12 @@ small-models: $(STAMP)
 	$(PY) scripts/train_small_models.py train --group all $(SMALL)
 
 # The two wheels of a library install (README, "Install"): dist/probes_suite-*.whl and dist/probes_checkpoints-*.whl
-# (the small models of checkpoints/ as a data package, where names such as slstm-small resolve)
-dist: $(STAMP)
-	$(PY) scripts/build_dist.py --out dist
+# (the small models of checkpoints/ as a data package, where names such as slstm-small resolve). Building them needs
+# only setuptools: a small environment of its own (.venv-dist, a few MB), not the suite's with torch.
+dist:
+	test -x .venv-dist/bin/python || python3 -m venv .venv-dist
+	.venv-dist/bin/python -m pip install -q "setuptools>=77"
+	.venv-dist/bin/python scripts/build_dist.py --out dist
 
 models: $(STAMP)
 	$(PY) -m pip install -q -e ".[models]"  # gguf + accelerate: transformers reads and dequantises GGUF files

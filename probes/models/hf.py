@@ -92,28 +92,6 @@ def _max_length(cfg, tokenizer) -> int:
     return min(limits) if limits else 512
 
 
-# where transformers defines the steps from a tokenizer's __call__ to its Rust backend (4.x and 5.x)
-_ENCODING_MODULES = ("transformers.tokenization_utils_base", "transformers.tokenization_utils_fast",
-                     "transformers.tokenization_utils_tokenizers")
-_ENCODING_STEPS = ("__call__", "_call_one", "encode_plus", "batch_encode_plus", "_encode_plus", "_batch_encode_plus",
-                   "_switch_to_input_mode", "set_truncation_and_padding", "prepare_for_tokenization")
-
-
-def plain_fast_tokenizer(tokenizer) -> bool:
-    """True for a fast tokenizer whose class keeps transformers' own path from ``__call__`` to the Rust backend's
-    ``encode_batch`` (BertTokenizerFast, GPT2TokenizerFast, a PreTrainedTokenizerFast around a tokenizer.json, ...):
-    its encodings can then be asked of the backend directly. A class that overrides a step (a language-code prefix,
-    its own preprocessing) is False."""
-    backend = getattr(tokenizer, "_tokenizer", None)
-    if not getattr(tokenizer, "is_fast", False) or not hasattr(backend, "encode_batch_fast"):
-        return False
-    for step in _ENCODING_STEPS:
-        f = getattr(type(tokenizer), step, None)
-        if f is not None and getattr(f, "__module__", None) not in _ENCODING_MODULES:
-            return False
-    return True
-
-
 class HFTokenizer(Tokenizer):
     """A Hugging Face tokenizer behind the :class:`Tokenizer` interface."""
 
@@ -133,61 +111,17 @@ class HFTokenizer(Tokenizer):
         return self.tokenizer.decode(ids)
 
     def tokenize(self, texts: list[str]) -> list[Tokenized]:
-        texts = list(texts)
-        rows: list[tuple[list[int], list[int], list[str] | None]] | None = self._backend_rows(texts)
-        if rows is None:  # through transformers' __call__, which this tokenizer's class changes
-            enc = self.tokenizer(texts, add_special_tokens=self.spec.special_tokens, truncation=False,
-                                 return_special_tokens_mask=True, return_attention_mask=False, verbose=False)
-            # a fast tokenizer's encoding holds the token strings already (the vocabulary's, as convert_ids_to_tokens)
-            rows = [(ids, sp, enc.tokens(k) if enc.is_fast else None)
-                    for k, (ids, sp) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"]))]
+        enc = self.tokenizer(list(texts), add_special_tokens=self.spec.special_tokens, truncation=False,
+                             return_special_tokens_mask=True, return_attention_mask=False, verbose=False)
         out = []
-        for ids, sp, tokens in rows:
+        for k, (ids, sp) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
             if self.prefix_ids:
                 at = next((i for i, s in enumerate(sp) if not s), len(sp) // 2)  # an empty text: [CLS] | [SEP]
                 ids, sp = ids[:at] + self.prefix_ids + ids[at:], sp[:at] + [1] * len(self.prefix_ids) + sp[at:]
-                tokens = None
-            tokens = self.tokenizer.convert_ids_to_tokens(ids) if tokens is None else tokens
+            # a fast tokenizer's encoding holds the token strings already (the vocabulary's, as convert_ids_to_tokens)
+            tokens = enc.tokens(k) if enc.is_fast and not self.prefix_ids else self.tokenizer.convert_ids_to_tokens(ids)
             out.append(Tokenized(ids=ids, special=[bool(s) for s in sp], tokens=tokens))
         return out
-
-    def _backend_rows(self, texts: list[str]) -> list[tuple[list[int], list[int], list[str] | None]] | None:
-        """(ids, special mask, token strings) of each text, as transformers' ``__call__`` and its encodings give
-        them, from the Rust backend's ``encode_batch_fast`` (no character offsets: 40% less time here); None for
-        a slow tokenizer or a class that changes the encoding path (:func:`plain_fast_tokenizer`). The token strings
-        are the vocabulary's, except that an unknown token's is its text (a Unigram model's ``<unk>`` stands for
-        the characters it covers): the few texts with one are encoded again with offsets for those."""
-        encodings = self._backend_encodings(texts)
-        if encodings is None:
-            return None
-        backend, unk = self.tokenizer._tokenizer, self.tokenizer.unk_token_id
-        seen: dict[int, str] = {}  # each distinct id's token string, looked up once per call
-        rows: list[tuple[list[int], list[int], list[str] | None]] = []
-        for e in encodings:
-            ids = e.ids
-            tokens = None if unk is not None and unk in ids else [
-                seen[i] if i in seen else seen.setdefault(i, backend.id_to_token(i)) for i in ids]
-            rows.append((ids, e.special_tokens_mask, tokens))
-        if redo := [k for k, r in enumerate(rows) if r[2] is None]:
-            full = backend.encode_batch([texts[k] for k in redo], add_special_tokens=self.spec.special_tokens)
-            for k, e in zip(redo, full, strict=True):
-                rows[k] = (rows[k][0], rows[k][1], e.tokens)
-        return rows
-
-    def _backend_encodings(self, texts: list[str]) -> list | None:
-        """The backend's encodings of ``texts`` with the settings ``__call__`` gives it (no padding, no truncation,
-        the tokenizer's ``split_special_tokens``) but no character offsets; None where ``__call__`` must run."""
-        if not plain_fast_tokenizer(self.tokenizer):
-            return None
-        backend = self.tokenizer._tokenizer
-        if backend.truncation is not None:
-            backend.no_truncation()
-        if backend.padding is not None:
-            backend.no_padding()
-        split = bool(getattr(self.tokenizer, "split_special_tokens", False))
-        if getattr(backend, "encode_special_tokens", split) != split:
-            backend.encode_special_tokens = split
-        return backend.encode_batch_fast(texts, add_special_tokens=self.spec.special_tokens)
 
     def tokenize_ids(self, ids_list: list[list[int]]) -> list[Tokenized]:
         prefix, suffix = self._special_frame()

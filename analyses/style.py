@@ -181,9 +181,14 @@ def pooling_tags(results: Sequence) -> list[str]:
     """How each result's model makes its sentence vectors ("mean", "[CLS]", "sentence node") when the results
     make them in more than one way, else "" for each: side by side, such vectors differ by construction as well
     as by model, and a reader of the figure should see that."""
-    kinds = [(getattr(getattr(r, "identity", None), "model", None) or {}).get("sentence_vector") for r in results]
-    if len(set(kinds)) < 2:
-        return [""] * len(results)
+    return pooling_words([(getattr(getattr(r, "identity", None), "model", None) or {}).get("sentence_vector")
+                          for r in results])
+
+
+def pooling_words(kinds: Sequence[str | None]) -> list[str]:
+    """:func:`pooling_tags` from the models' sentence-vector kinds (None: a result that does not say)."""
+    if len(set(kinds) - {None}) < 2:  # one way, or only one result that says (none is marked then)
+        return [""] * len(kinds)
     return [POOLING_TAGS.get(k, k) if k else "" for k in kinds]
 
 

@@ -545,3 +545,40 @@ def test_sentence_vectors_made_differently_are_marked():
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == [f"m-a (layer {L}, mean)", f"m-b (layer {L}, [CLS])"]
     plt.close(fig)
+
+
+def test_probing_marks_pooling_where_it_probes_sentence_vectors():
+    """The accuracy figure probes sentence vectors (sent_len) as well as tokens: its legend says how each model
+    makes them; the selectivity figure (token tasks only) keeps plain names."""
+    Result = analyses.get("probing").Result
+
+    def doc(name, kind):
+        d = _with_pooling(probing(name), kind)
+        return {**d, "tasks": [{**d["tasks"][0], "task": "sent_len"}, d["tasks"][1]]}
+
+    results = [Result.from_json(doc(n, k)) for n, k in (("m-mean", "mean"), ("m-cls", "cls"))]
+    figures = {f.name: f for f in analyses.get("probing").figures}
+    for name, want in (("probing", ["m-mean (mean)", "m-cls ([CLS])"]), ("probing-selectivity", ["m-mean", "m-cls"])):
+        fig = figures[name].render(results)
+        legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+        assert [t.get_text() for t in legends[0].get_texts()] == want, name
+        plt.close(fig)
+    unknown = dict(_with_pooling(transitions("m-b"), "cls"))
+    unknown["model"] = {k: v for k, v in unknown["model"].items() if k != "sentence_vector"}
+    said = analyses.get("transitions").Result.from_json(unknown)
+    assert style.pooling_tags([analyses.get("transitions").Result.from_json(transitions("m-a")), said]) == ["", ""]
+
+
+def test_similarity_heatmaps_mark_pooling_of_sentence_units():
+    Result = analyses.get("similarity").Result
+    doc = similarity()
+    doc["models"] = doc["model"] = {"a": {"name": "m-a", "sentence_vector": "mean"},
+                                    "b": {"name": "m-b", "sentence_vector": "cls"}}
+    sentence, words = Result.from_json(doc), Result.from_json({**doc, "unit": "token"})
+    fig = analyses.get("similarity").figures[0].render([sentence])
+    assert "CKA: m-a (mean) x m-b ([CLS])" in [ax.get_title() for ax in fig.axes]
+    plt.close(fig)
+    ax = sentence.plot()
+    assert (ax.get_title(), ax.get_ylabel()) == ("CKA: m-a (mean) x m-b ([CLS])", f"m-a (mean) (depth l/{L})")
+    plt.close(ax.figure)
+    assert words.sides() == (("m-a", L), ("m-b", 2))  # token units (words): no sentence vectors, no marks

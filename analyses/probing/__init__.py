@@ -408,7 +408,9 @@ def _panels(results: list[Result], key: str, tasks: tuple, fig):
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[len(present):]:
         ax.set_visible(False)
-    drawn = [d._replace(kw={k: v for k, v in d.kw.items() if k != "linestyle"}) for d in style.in_figure(results)]
+    sentences = any(t in pt.SENTENCE_TASKS for t in present)  # panels of sentence vectors: label how each is made
+    drawn = [d._replace(kw={k: v for k, v in d.kw.items() if k != "linestyle"})
+             for d in style.in_figure(results, pooling=sentences)]
     for ax, name in zip(axes, present):
         _task_panel(ax, drawn, name, key)
         ax.set_ylabel(PANEL_YLABELS[key])

@@ -103,6 +103,16 @@ class Result(common.AnalysisResult):
         """The results-file stem: <A>__<B>__<unit>."""
         return f"{self.model_a}__{self.model_b}__{self.unit}"
 
+    def sides(self) -> tuple[tuple[str, int], tuple[str, int]]:
+        """(name, L) of model A and of model B as the heatmaps label them; with sentence units, a name says how
+        its model makes sentence vectors where the two models differ in that ("minilm-l6 (mean)",
+        :func:`style.pooling_tags`)."""
+        names = [self.model_a, self.model_b]
+        if self.unit == "sentence":
+            kinds = [(self.identity.model.get(side) or {}).get("sentence_vector") for side in "ab"]
+            names = [f"{n} ({how})" if how else n for n, how in zip(names, style.pooling_words(kinds))]
+        return (names[0], self.n_layers_a), (names[1], self.n_layers_b)
+
     def matrix(self, measure: str, block: str = "ab") -> np.ndarray:
         return np.asarray(self.matrices[measure][block], float)
 
@@ -129,7 +139,7 @@ class Result(common.AnalysisResult):
         if ax.images:
             raise ProbeError("a similarity heatmap does not overlay: this Axes already holds an image; draw each "
                              "result on its own Axes (plt.subplots(1, 2))")
-        a, b = (self.model_a, self.n_layers_a), (self.model_b, self.n_layers_b)
+        a, b = self.sides()
         y, x = {"aa": (a, a), "ab": (a, b), "bb": (b, b)}[block]
         im = _heatmap(ax, self.matrix(measure, block), y, x, f"{measure.upper()}: {y[0]} x {x[0]}", grid=False,
                       **kwargs)
@@ -304,7 +314,7 @@ def plot(results: list[Result], fig=None, measures: list[str] | None = None):
     fig = style.new_figure(fig, (10.5, 3.1 * len(rows)))
     axes = fig.subplots(len(rows), 3, squeeze=False)
     for (r, m), axrow in zip(rows, axes):
-        a, b = (r.model_a, r.n_layers_a), (r.model_b, r.n_layers_b)
+        a, b = r.sides()
         for ax, blk, (y, x) in zip(axrow, BLOCKS, ((a, a), (a, b), (b, b))):
             im = _heatmap(ax, r.matrix(m, blk), y, x, f"{m.upper()}: {y[0]} x {x[0]}")
         fig.colorbar(im, ax=list(axrow), shrink=0.8, label=f"{LABELS[m]}, {r.unit} units")
@@ -330,9 +340,9 @@ def plot_overview(results: list[Result], fig=None, measure: str = "cka"):
         im = _heatmap(top[0], group[0].matrix(measure, "aa"), a, a, f"{name} x {name} ({unit})")
         others = [r for r in group if r.model_b != r.model_a]
         for c, r in enumerate(others, start=1):
-            b = (r.model_b, r.n_layers_b)
-            _heatmap(top[c], r.matrix(measure, "ab"), a, b, f"{name} x {r.model_b} ({unit})")
-            _heatmap(bottom[c], r.matrix(measure, "bb"), b, b, f"{r.model_b} x {r.model_b} ({unit})")
+            a_r, b = r.sides()  # names marked with their pooling where A and this B make sentence vectors differently
+            _heatmap(top[c], r.matrix(measure, "ab"), a_r, b, f"{a_r[0]} x {b[0]} ({unit})")
+            _heatmap(bottom[c], r.matrix(measure, "bb"), b, b, f"{b[0]} x {b[0]} ({unit})")
         for ax in [bottom[0], *top[1 + len(others):], *bottom[1 + len(others):]]:
             ax.axis("off")
         fig.colorbar(im, ax=[*top, *bottom], shrink=0.6, label=LABELS[measure])

@@ -82,6 +82,34 @@ def test_an_edited_config_gives_fresh_states_not_the_cached_ones(folder, tmp_pat
     assert not same_states(second, first)
 
 
+def test_a_same_size_edit_with_its_old_mtime_set_back_is_seen(folder, tmp_path):
+    """The file hashes are memoised within a process; an edit that keeps the size and sets the old mtime back
+    (``touch -r``, ``cp -p``) must not be served the memo: ctime moves, and no user can set it back."""
+    import os
+
+    from probes.checkpoints import registry
+
+    cache = tmp_path / "cache"
+    path = folder / "config.json"
+    first = run(str(folder), cache)
+    st = path.stat()
+    text = path.read_text()
+    edited = text.replace('"gelu"', '"relu"') if '"gelu"' in text else None
+    assert edited is not None and len(edited) == len(text)  # the same size: only the activation differs
+    path.write_text(edited)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # the old mtime back
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    second, fresh = run(str(folder), cache), run(str(folder), None)
+    assert second.meta["key"] != first.meta["key"] and same_states(second, fresh) and not same_states(second, first)
+    reg = tmp_path / "checkpoints.yaml"  # the registry's memo, the same way
+    reg.write_text("a-model:\n  family: hf\n  kind: encoder\n  source: {hub: org/a}\n  sentence: cls\n")
+    st = reg.stat()
+    assert set(registry.read_registry(reg)) == {"a-model"}
+    reg.write_text("b-model:\n  family: hf\n  kind: encoder\n  source: {hub: org/b}\n  sentence: cls\n")
+    os.utime(reg, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert set(registry.read_registry(reg)) == {"b-model"}
+
+
 def test_an_edited_tokenizer_gives_fresh_tokens_and_states(folder, tmp_path):
     cache = tmp_path / "cache"
     first = run(str(folder), cache)

@@ -12,8 +12,9 @@ Equal keys must mean equal states, so a key covers every input of the forward pa
   ``train_config.json``, which the loaders do not read) plus the same files inside every sentence-transformers
   module folder that ``modules.json`` lists (``1_Pooling/config.json``). The rule is by suffix, not by a list of
   names, so a tokenizer file of a kind not named here still counts; a README or a training log (``.md``, ``.csv``)
-  does not. Each file's sha256 is memoised on (path, size, mtime_ns), so a process hashes a file once while it is
-  unchanged.
+  does not. Each file's sha256 is memoised on (path, inode, size, mtime_ns, ctime_ns), so a process hashes a file
+  once while it is unchanged; an edit that keeps the size and sets the old mtime back (``touch -r``, a copy with
+  ``cp -p``) still moves ctime, which no user can set, and a file replaced by another has another inode.
 * **Code**: the suite's own architectures put the version of their forward code in the key (:func:`code_versions`):
   a ``FORWARD_VERSION`` constant per family in the module that holds its forward (``probes.models.slstm`` for the
   S-LSTM, ``.mog`` for the Graph-Transformer, ``.mog_lens`` for the lens maps, ``.recurrent`` for the recurrence
@@ -53,9 +54,9 @@ _SHA_MEMO: dict[tuple, str] = {}
 
 
 def file_sha(path: Path) -> str:
-    """sha256 of one file, memoised on (path, size, mtime_ns)."""
+    """sha256 of one file, memoised on (path, inode, size, mtime_ns, ctime_ns)."""
     st = path.stat()
-    memo_key = (str(path), st.st_size, st.st_mtime_ns)
+    memo_key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if memo_key not in _SHA_MEMO:
         h = hashlib.sha256()
         with open(path, "rb") as f:

@@ -206,6 +206,22 @@ def test_a_hooked_model_object_is_extracted_without_the_cache(tok, tmp_path):
         assert run(model, cache, tokenizer=tok, name="hooked").meta["key"] == plain.meta["key"]
 
 
+def test_a_hook_registered_after_the_first_forward_changes_the_recorded_state(tok):
+    """transformers (5.x) records hidden states with hooks it installs at the first forward pass; a hook the user
+    registers after that still gives the state its layer passes on (what the next layer reads), as a hook
+    registered before it does."""
+    model = tiny_bert(len(tok))
+    plain = run(model, None, tokenizer=tok, name="late-hook")  # the first forward: transformers' hooks go in
+    layer = model.encoder.layer[0]
+    handle = layer.register_forward_hook(lambda m, i, o: (2 * o[0],) + tuple(o[1:]) if isinstance(o, tuple) else 2 * o)
+    try:
+        late = run(model, None, tokenizer=tok, name="late-hook")
+    finally:
+        handle.remove()
+    np.testing.assert_allclose(np.asarray(late.hidden[1]), 2 * np.asarray(plain.hidden[1]), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(late.hidden[0]), np.asarray(plain.hidden[0]))
+
+
 def test_global_hooks_and_parametrizations_bypass_the_cache(tok, tmp_path):
     from torch.nn.utils import parametrize
 

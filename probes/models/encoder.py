@@ -229,6 +229,22 @@ def _module_classes() -> list[type]:
 CAPTURING_HOOKS = ("transformers.utils.output_capturing",)
 
 
+def record_after_changing_hooks(module) -> None:
+    """Move transformers' output-capturing hooks (:data:`CAPTURING_HOOKS`) of every submodule of ``module`` behind
+    the module's other forward hooks, so that a layer's recorded hidden state is its output as the next layer reads
+    it. transformers (>= 5) installs its hooks at the model's first forward pass that asks for hidden states; a hook
+    registered after that (an ablation, a steering vector) would otherwise run after the recording and change what
+    the next layer reads but not the state recorded for its layer. transformers 4.x, and a model whose own hooks
+    came first, record the changed output: so does every model here. The order of the other hooks is kept."""
+    if not isinstance(module, torch.nn.Module):
+        return
+    for sub in module.modules():
+        hooks = sub._forward_hooks
+        if len(hooks) > 1:
+            for hook_id in [k for k, h in hooks.items() if getattr(h, "__module__", None) in CAPTURING_HOOKS]:
+                hooks[hook_id] = hooks.pop(hook_id)  # to the end (hooks run in insertion order)
+
+
 def _changing(hooks: dict) -> bool:
     """Whether any of a module's hooks may change what it computes (one not in CAPTURING_HOOKS)."""
     return any(getattr(h, "__module__", None) not in CAPTURING_HOOKS for h in hooks.values())

@@ -199,3 +199,22 @@ def test_an_encoder_is_refused_in_one_line(tmp_path, capsys):
         run_main(lens_analysis.main, ["--model", "tiny-bert", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "not a causal language model" in err and err.count("\n") == 1
+
+
+def test_a_late_hook_changes_the_recorded_hidden_state_of_a_causal_lm(gpt2):
+    """As for the encoders: a hook registered after the first forward pass (transformers' recording hooks are in
+    by then) gives the changed output as its layer's hidden state inside ``lm.running()``."""
+    ids = torch.arange(5)[None] % gpt2.base.config.vocab_size
+
+    def states():
+        with gpt2.running(), torch.no_grad():
+            return gpt2.base(input_ids=ids, output_hidden_states=True, use_cache=False).hidden_states
+
+    plain = states()
+    block = gpt2.base.transformer.h[0]
+    handle = block.register_forward_hook(lambda m, i, o: (2 * o[0],) + tuple(o[1:]) if isinstance(o, tuple) else 2 * o)
+    try:
+        late = states()
+    finally:
+        handle.remove()
+    torch.testing.assert_close(late[1], 2 * plain[1])

@@ -75,9 +75,12 @@ class LM:
     def running(self):
         """The context every forward pass of an analysis runs in: eval mode (dropout off), each module's train/eval
         flag restored on exit, so a caller's model object is left as it came in (a model the suite loaded is in
-        eval mode for good)."""
+        eval mode for good); transformers' recording hooks behind the caller's, so a hooked layer's recorded hidden
+        state is its changed output (:func:`~probes.models.encoder.record_after_changing_hooks`)."""
+        from probes.models.encoder import record_after_changing_hooks
         from probes.models.hf import eval_mode
 
+        record_after_changing_hooks(self.model)
         return eval_mode(self.model)
 
     @property

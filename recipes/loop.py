@@ -42,7 +42,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import shutil
 import sys
 import time
@@ -52,6 +51,7 @@ from pathlib import Path
 import torch
 
 from probes.capture import distributed
+from probes.checkpoints.registry import SAFE_NAME
 from probes.config import arg, check_device
 from probes.errors import ProbeError
 from probes.io import atomic_path
@@ -278,14 +278,13 @@ def state_dir(out: str | Path) -> Path:
     return out.with_name(f".{out.name}.state")
 
 
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # one path component, as model names (no '/', '..')
 OWN_RECORDS = {"recipes.train": "train_config.json", "recipes.train_lm": "training_config.json",
                "recipes.train_recurrent": "training_config.json"}  # the record each recipe writes into its folder
 
 
 def check_name(name: str, flag: str = "--name") -> None:
     """One line unless ``name`` is one safe folder name (it is joined to --out-dir: ``../x`` would escape it)."""
-    if not SAFE_NAME.fullmatch(name) or ".." in name:
+    if not SAFE_NAME.fullmatch(name) or ".." in name or len(name) > 100:  # one path component, as model names
         raise ProbeError(f"{flag} {name!r}: a checkpoint name is one folder name of letters, digits, '.', '_' and "
                          f"'-' (at most 100, no '..'), written inside the output folder")
 

@@ -163,3 +163,15 @@ def test_causal_lm_pretraining_resumes_exactly(corpus, tmp_path):
         [r.split(",")[:2] for r in (done / "loss.csv").read_text().splitlines()]
     with pytest.raises(ProbeError, match="pass --overwrite"):  # checked before any training
         pretrain(PretrainConfig(out=str(ref), **kw))
+
+
+@pytest.mark.parametrize("name,ok", [("slstm-small", True), ("a" * 100, True), ("a" * 101, False), ("../x", False),
+                                     (".hidden", False), ("x/y", False), ("x..y", False), ("", False)])
+def test_a_checkpoint_name_is_one_safe_folder_name(name, ok):
+    from recipes.loop import check_name
+
+    if ok:
+        check_name(name)
+    else:
+        with pytest.raises(ProbeError, match="one folder name"):
+            check_name(name)

@@ -627,7 +627,7 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
         ax.set_title(title)
         ax.set_ylabel(LAYER_UNITS[key])
         ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)")
-    style.legend(np.ravel(axes), len(results))
+    style.legend(np.ravel(axes))
     return fig
 
 

@@ -357,7 +357,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
         for j, est in enumerate(ESTIMATORS):
             level_panel(axes[i, j], drawn, est, level, relative, "intrinsic dimension")
             axes[i, j].set_title(f"{level}s: {ESTIMATORS[est]}")
-    style.legend(axes.ravel(), len(results))
+    style.legend(axes[0])  # beside the top right panel
     return fig
 
 

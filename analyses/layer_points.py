@@ -82,5 +82,5 @@ def plot_levels(results: list, key: str, ylabel: str, fig=None, relative_depth: 
         level_panel(ax, style.in_figure(results, pooling=True), key, level, relative, ylabel)
         if ylim is not None:
             ax.set_ylim(*ylim)
-    style.legend(axes, len(results))
+    style.legend(axes)
     return fig

@@ -304,7 +304,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
         _stat_panel(ax, drawn, stat, relative)
     for d in drawn:
         mark_recurrence(axes[-1], d.result, d.color, relative)
-    style.legend(axes, 2 * len(results))
+    style.legend(axes)
     return fig
 
 

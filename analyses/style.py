@@ -268,12 +268,11 @@ def points(key: str = "font.size", scale: float = 1.0) -> float:
     return FontProperties(size=rc[key]).get_size_in_points() * scale
 
 
-def legend(axes, n_models: int, **kwargs):
-    """The models' legend on the first of ``axes`` or, for more than four models (whose long legend would hide
-    the first panel's lines), beside the last one. ``kwargs`` go to ``Axes.legend``."""
-    if n_models > 4:
-        return axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), **kwargs)
-    return axes[0].legend(**kwargs)
+def legend(axes, **kwargs):
+    """The models' legend beside the last of ``axes``, outside the panels: inside one it hides lines as soon as the
+    labels are long (a seed, how a model pools, a band's note in the title), whatever the number of models.
+    ``kwargs`` go to ``Axes.legend``."""
+    return axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), **kwargs)
 
 
 # ----------------------------------------------------------------------------- the suite's theme

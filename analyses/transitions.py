@@ -274,7 +274,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None, qu
     axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, ("token", "sentence")):
         _transition_panel(ax, style.in_figure(results, pooling=True), level, quantity, relative)
-    style.legend(axes, len(results), title=LEGEND)
+    style.legend(axes, title=LEGEND)
     return fig
 
 

@@ -214,8 +214,11 @@ def test_a_hook_registered_after_the_first_forward_changes_the_recorded_state(to
     plain = run(model, None, tokenizer=tok, name="late-hook")  # the first forward: transformers' hooks go in
     layer = model.encoder.layer[0]
     handle = layer.register_forward_hook(lambda m, i, o: (2 * o[0],) + tuple(o[1:]) if isinstance(o, tuple) else 2 * o)
+    before = list(layer._forward_hooks)
+    assert len(before) == 2 and before[-1] == handle.id  # transformers' recording hook first, then the late one
     try:
         late = run(model, None, tokenizer=tok, name="late-hook")
+        assert list(layer._forward_hooks) == before  # the caller's model is left with its hooks in their order
     finally:
         handle.remove()
     np.testing.assert_allclose(np.asarray(late.hidden[1]), 2 * np.asarray(plain.hidden[1]), rtol=1e-6, atol=1e-6)

@@ -213,8 +213,10 @@ def test_a_late_hook_changes_the_recorded_hidden_state_of_a_causal_lm(gpt2):
     plain = states()
     block = gpt2.base.transformer.h[0]
     handle = block.register_forward_hook(lambda m, i, o: (2 * o[0],) + tuple(o[1:]) if isinstance(o, tuple) else 2 * o)
+    before = list(block._forward_hooks)
     try:
         late = states()
+        assert list(block._forward_hooks) == before  # the order is the caller's again after running()
     finally:
         handle.remove()
     torch.testing.assert_close(late[1], 2 * plain[1])

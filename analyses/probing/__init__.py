@@ -414,9 +414,8 @@ def _panels(results: list[Result], key: str, tasks: tuple, fig):
     for ax, name in zip(axes, present):
         _task_panel(ax, drawn, name, key)
         ax.set_ylabel(PANEL_YLABELS[key])
-    if present:  # beside the last panel, outside the data: the models' labels are long where they say their pooling
-        axes[len(present) - 1].legend(title=f"band: {LEVEL:.0%} interval", loc="upper left",
-                                      bbox_to_anchor=(1.02, 1.0))
+    if present:
+        style.legend(axes[:len(present)], title=f"band: {LEVEL:.0%} interval")
     return fig
 
 

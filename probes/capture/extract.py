@@ -69,7 +69,7 @@ from probes.checkpoints.names import get_spec
 from probes.checkpoints.pooling import pooling_words
 from probes.config import progress_bar
 from probes.errors import ProbeError
-from probes.models.encoder import Encoder, record_after_changing_hooks, runtime_changes
+from probes.models.encoder import Encoder, recording_after_changing_hooks, runtime_changes
 from probes.precision import cache_np_dtype, dtype_name, forward_dtype
 
 # memory budget of one chunk of captured states; chunks are also the unit of resuming and of sharding
@@ -391,10 +391,10 @@ def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Pa
     ``<entry>.partial/`` and a chunk is listed in ``done.json`` once written, so a rerun after an interruption
     skips the finished chunks. Under torchrun the ranks other than 0 return None (they read the entry)."""
     plan = CapturePlan.build(encoder, inputs, settings, CHUNK_BYTES)
-    record_after_changing_hooks(getattr(encoder, "model", None))  # a hooked layer's state: its changed output
     # without a cache the states stay float32 in memory; float16 is a storage format
     state = (StoreState(settings["cache_dtype"]) if entry is not None
              else StoreState("float32", "no cache: the states are kept in memory as float32"))
     capture = _Capture(encoder, plan, settings, key, entry, state, batch_size, progress)
-    filled = capture.fill_stored()
+    with recording_after_changing_hooks(getattr(encoder, "model", None)):  # a hooked layer's state: its changed output
+        filled = capture.fill_stored()
     return None if filled is None else capture.finalise(*filled)

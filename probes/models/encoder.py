@@ -7,6 +7,7 @@ so every architecture is captured by the same code path.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 from dataclasses import dataclass, field
 
@@ -229,20 +230,29 @@ def _module_classes() -> list[type]:
 CAPTURING_HOOKS = ("transformers.utils.output_capturing",)
 
 
-def record_after_changing_hooks(module) -> None:
-    """Move transformers' output-capturing hooks (:data:`CAPTURING_HOOKS`) of every submodule of ``module`` behind
-    the module's other forward hooks, so that a layer's recorded hidden state is its output as the next layer reads
-    it. transformers (>= 5) installs its hooks at the model's first forward pass that asks for hidden states; a hook
+@contextlib.contextmanager
+def recording_after_changing_hooks(module):
+    """Inside: transformers' output-capturing hooks (:data:`CAPTURING_HOOKS`) of every submodule of ``module`` run
+    behind the module's other forward hooks, so that a layer's recorded hidden state is its output as the next
+    layer reads it; on exit each module's hooks are back in their order (the caller's model is left as it came).
+    transformers (>= 5) installs its hooks at the model's first forward pass that asks for hidden states; a hook
     registered after that (an ablation, a steering vector) would otherwise run after the recording and change what
     the next layer reads but not the state recorded for its layer. transformers 4.x, and a model whose own hooks
     came first, record the changed output: so does every model here. The order of the other hooks is kept."""
-    if not isinstance(module, torch.nn.Module):
-        return
-    for sub in module.modules():
+    moved: list[tuple[dict, list]] = []  # (a module's hooks, their order before)
+    for sub in module.modules() if isinstance(module, torch.nn.Module) else ():
         hooks = sub._forward_hooks
-        if len(hooks) > 1:
-            for hook_id in [k for k, h in hooks.items() if getattr(h, "__module__", None) in CAPTURING_HOOKS]:
+        capturing = [k for k, h in hooks.items() if getattr(h, "__module__", None) in CAPTURING_HOOKS]
+        if capturing and list(hooks)[-len(capturing):] != capturing:
+            moved.append((hooks, list(hooks)))
+            for hook_id in capturing:
                 hooks[hook_id] = hooks.pop(hook_id)  # to the end (hooks run in insertion order)
+    try:
+        yield
+    finally:
+        for hooks, order in moved:  # the order before; a hook added inside goes after those, one removed is gone
+            for hook_id in [k for k in order if k in hooks] + [k for k in hooks if k not in order]:
+                hooks[hook_id] = hooks.pop(hook_id)
 
 
 def _changing(hooks: dict) -> bool:

@@ -39,6 +39,7 @@ The train / held-out split of a corpus lives in :mod:`probes.corpus` (:func:`pro
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
@@ -72,16 +73,17 @@ class LM:
     def name(self) -> str:
         return self.spec.name
 
+    @contextlib.contextmanager
     def running(self):
         """The context every forward pass of an analysis runs in: eval mode (dropout off), each module's train/eval
         flag restored on exit, so a caller's model object is left as it came in (a model the suite loaded is in
         eval mode for good); transformers' recording hooks behind the caller's, so a hooked layer's recorded hidden
-        state is its changed output (:func:`~probes.models.encoder.record_after_changing_hooks`)."""
-        from probes.models.encoder import record_after_changing_hooks
+        state is its changed output (:func:`~probes.models.encoder.recording_after_changing_hooks`)."""
+        from probes.models.encoder import recording_after_changing_hooks
         from probes.models.hf import eval_mode
 
-        record_after_changing_hooks(self.model)
-        return eval_mode(self.model)
+        with recording_after_changing_hooks(self.model), eval_mode(self.model):
+            yield
 
     @property
     def base(self):

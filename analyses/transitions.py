@@ -225,7 +225,7 @@ def table_rows(result: Result) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-LEGEND = "band: ± std over texts; bars: 95% bootstrap CI of the mean"
+LEGEND = "band: ± std over texts\nbars: 95% bootstrap CI of the mean"  # two lines: a narrower legend
 QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$ (hidden-state units)",
               "cosine": r"cosine$(h_{l-1}, h_l)$"}
 

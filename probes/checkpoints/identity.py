@@ -12,9 +12,8 @@ Equal keys must mean equal states, so a key covers every input of the forward pa
   ``train_config.json``, which the loaders do not read) plus the same files inside every sentence-transformers
   module folder that ``modules.json`` lists (``1_Pooling/config.json``). The rule is by suffix, not by a list of
   names, so a tokenizer file of a kind not named here still counts; a README or a training log (``.md``, ``.csv``)
-  does not. Each file's sha256 is memoised on (path, inode, size, mtime_ns, ctime_ns), so a process hashes a file
-  once while it is unchanged; an edit that keeps the size and sets the old mtime back (``touch -r``, a copy with
-  ``cp -p``) still moves ctime, which no user can set, and a file replaced by another has another inode.
+  does not. Each file's sha256 is memoised on its path and :func:`file_version` (inode, size, mtime, ctime), so a
+  process hashes a file once while it is unchanged.
 * **Code**: the suite's own architectures put the version of their forward code in the key (:func:`code_versions`):
   a ``FORWARD_VERSION`` constant per family in the module that holds its forward (``probes.models.slstm`` for the
   S-LSTM, ``.mog`` for the Graph-Transformer, ``.mog_lens`` for the lens maps, ``.recurrent`` for the recurrence
@@ -53,10 +52,16 @@ MODEL_TYPE_CODE = {"convbert": "probes.models.convbert"}
 _SHA_MEMO: dict[tuple, str] = {}
 
 
+def file_version(st) -> tuple[int, int, int, int]:
+    """What changes in a file's ``os.stat_result`` whenever its content does: (inode, size, mtime_ns, ctime_ns). An
+    edit that keeps the size and sets the old mtime back (``touch -r``, ``cp -p``) still moves ctime, which no user
+    can set, and a file replaced by another has another inode: the key of the memos of file contents."""
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def file_sha(path: Path) -> str:
-    """sha256 of one file, memoised on (path, inode, size, mtime_ns, ctime_ns)."""
-    st = path.stat()
-    memo_key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    """sha256 of one file, memoised on its path and :func:`file_version`."""
+    memo_key = (str(path), *file_version(path.stat()))
     if memo_key not in _SHA_MEMO:
         h = hashlib.sha256()
         with open(path, "rb") as f:

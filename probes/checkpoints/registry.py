@@ -33,7 +33,7 @@ import yaml
 
 import probes.resources as resources
 from probes.checkpoints import registry_yaml
-from probes.checkpoints.identity import WEIGHT_SUFFIXES, code_versions, files_sha, plain, weights_sha
+from probes.checkpoints.identity import WEIGHT_SUFFIXES, code_versions, file_version, files_sha, plain, weights_sha
 from probes.errors import CheckpointError
 
 REGISTRY_PATH = resources.builtin_registry()  # checkpoints.yaml, shipped inside the package (probes/_data)
@@ -290,15 +290,15 @@ def merged_registry() -> tuple[dict[str, CheckpointSpec], dict[str, Path]]:
     return specs, origin
 
 
-# (path, inode, mtime_ns, ctime_ns, size) -> parsed specs: the file is parsed once while it does not change (an
-# edit that keeps the size and sets the old mtime back still moves ctime)
-_PARSED: dict[tuple[str, int, int, int, int], dict[str, CheckpointSpec]] = {}
+# (path, *file_version) -> parsed specs: the file is parsed once while it does not change
+_PARSED: dict[tuple, dict[str, CheckpointSpec]] = {}
 
 
 def read_registry(path: str | os.PathLike | None = None) -> dict[str, CheckpointSpec]:
     """Parse a registry file into specs, validating every field; without ``path``, the built-in
-    registry plus the user's files (:func:`merged_registry`). Memoised on the file's (path, inode,
-    mtime_ns, ctime_ns, size); each call returns its own copy of the dict (the specs are frozen)."""
+    registry plus the user's files (:func:`merged_registry`). Memoised on the file's path and
+    :func:`~probes.checkpoints.identity.file_version`; each call returns its own copy of the dict (the specs are
+    frozen)."""
     if path is None:  # the built-in registry and the user's files
         return merged_registry()[0]
     path = Path(path)
@@ -306,7 +306,7 @@ def read_registry(path: str | os.PathLike | None = None) -> dict[str, Checkpoint
         st = path.stat()
     except OSError:
         st = None  # _parse_registry says why in one line
-    memo = (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size) if st is not None else None
+    memo = (str(path.resolve()), *file_version(st)) if st is not None else None
     if memo is not None and memo in _PARSED:
         return dict(_PARSED[memo])
     specs = _parse_registry(path)

@@ -79,11 +79,11 @@ class Result(common.AnalysisResult):
     spearman_length: list[dict] | None  # per layer {"rho", "p"}
     claims: dict  # the numbers behind the paper's Fig. 9 claims (weight-gate models; empty otherwise)
     slot_weights: list | None  # (L, 3, 3) self-gate slot weights, mean over tokens; None otherwise
-    FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
     entropy: dict  # order -> (L,) mean row entropy (nats); entropy_normalised likewise in [0, 1]
     entropy_normalised: dict
     example: dict  # {"text", "tokens", "layer", order -> (n, n) head-mean matrix}
     definitions: dict = field(default_factory=dict)
+    FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
 
     @style.drawing
     def plot(self, ax=None, **kwargs):

@@ -122,6 +122,8 @@ def plain(value):
 
 # ----------------------------------------------------------------------------- a module in memory
 
+STATE_PIECE = 256 * 2**20  # bytes of an accelerator tensor copied to the host at a time by hash_tensors
+
 
 def module_state(module: torch.nn.Module) -> str:
     """XXH3-64 (hex) of what a module's forward reads beside its inputs: its printed structure (every submodule's
@@ -162,6 +164,3 @@ def module_structure(module: torch.nn.Module) -> str:
     forwards = {f"{type(m).__module__}.{type(m).__qualname__}:{getattr(type(m).forward, '__module__', '')}."
                 f"{getattr(type(m).forward, '__qualname__', '')}" for m in module.modules()}
     return repr(module) + "\n" + "\n".join(sorted(forwards))
-
-
-STATE_PIECE = 256 * 2**20  # bytes of an accelerator tensor copied to the host at a time by module_state

@@ -28,6 +28,14 @@ except for the fields that only say how the run is carried out (``RESUMABLE_CHAN
 state of another layout (``STATE_FORMAT``). When the recipe has written its final folder the state
 folder is removed.
 
+**Snapshots.** With ``--snapshots`` the run also keeps the model as it is after the steps of
+:data:`SNAPSHOT_FRACTIONS` of training (1/32, 1/16, ..., 1/2 of the steps, then 3/4 and the end), each a
+complete, loadable model folder ``<snapshot-dir>/step-NNNNNNN/`` written atomically by the recipe's own
+writer, with ``snapshot.json`` (the step, the steps, the tokens seen, the run's name and seed). Such a folder
+of step folders is a checkpoint series (:mod:`probes.series`): any analysis runs along it. Writing a
+snapshot reads the weights and draws no random numbers, so a run with snapshots trains the same model as
+one without; a resumed run keeps the snapshots already written.
+
 **Processes.** The process group is :mod:`probes.capture.distributed`'s (the one the extractions use):
 joined when torchrun started the run, ``cuda`` meaning ``cuda:LOCAL_RANK`` in each process.
 
@@ -54,13 +62,19 @@ from probes.capture import distributed
 from probes.checkpoints.registry import SAFE_NAME
 from probes.config import arg, check_device
 from probes.errors import ProbeError
-from probes.io import atomic_path
+from probes.io import atomic_path, write_folder
 from probes.io import provenance as io_provenance
 
 PAUSED_EXIT = 75  # EX_TEMPFAIL: the run saved its state and stopped; the same command resumes it
 # Config fields that may differ between a saved state and the command that resumes it.
-RESUMABLE_CHANGES = frozenset({"max_minutes", "save_every", "progress", "resume", "threads", "device", "overwrite"})
+RESUMABLE_CHANGES = frozenset({"max_minutes", "save_every", "progress", "resume", "threads", "device", "overwrite",
+                               "snapshots", "snapshot_dir"})
 STATE_FORMAT = 2  # the layout of state.pt; 2: numeric loss-log rows (formatted when the log is written)
+# When --snapshots keeps the model, as fractions of the run's steps: log-spaced (each twice the one before) from
+# 1/32 to the end, and 3/4, so that the last half of training has three points (docs/definitions.md, "over
+# training", reads them).
+SNAPSHOT_FRACTIONS = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 3 / 4, 1)
+SNAPSHOT_RECORD = "snapshot.json"  # in each snapshot folder: step, steps, tokens, name, seed
 
 
 @dataclass
@@ -79,6 +93,9 @@ class ScaleConfig:
     resume: bool = arg(True, "continue from the run's saved state if there is one (--no-resume: start over)")
     overwrite: bool = arg(False, "replace an existing model folder this recipe wrote (without it, an existing "
                                  "output folder is an error)")
+    snapshots: bool = arg(False, "also keep the model after 1/32, 1/16, 1/8, 1/4, 1/2, 3/4 and all of the steps, each "
+                                 "a loadable folder <snapshot-dir>/step-NNNNNNN (a checkpoint series)")
+    snapshot_dir: str = arg("", "the series folder --snapshots writes (default: out/train/series/<output name>)")
 
 
 class Paused(SystemExit):
@@ -269,6 +286,35 @@ class Loop:
         if _joined():
             distributed.barrier()
             torch.distributed.destroy_process_group()
+
+
+def snapshot_steps(steps: int) -> list[int]:
+    """The steps after which ``--snapshots`` keeps the model: :data:`SNAPSHOT_FRACTIONS` of ``steps``, rounded,
+    at least step 1, each once (a short run has fewer)."""
+    return sorted({max(1, round(steps * f)) for f in SNAPSHOT_FRACTIONS})
+
+
+def series_dir(config, out: str | Path) -> Path:
+    """Where a run's snapshots go: ``--snapshot-dir``, else ``out/train/series/<name of the output folder>``."""
+    return Path(config.snapshot_dir) if config.snapshot_dir else Path("out/train/series") / Path(out).name
+
+
+def write_snapshot(loop: Loop, step: int, out: str | Path, write, record: dict) -> Path | None:
+    """If ``--snapshots`` is on and ``step`` is a snapshot step: rank 0 writes the model folder
+    ``<series>/step-NNNNNNN`` with ``write(tmp)`` (the recipe's own writer) and ``snapshot.json`` (``record``
+    plus the step, the steps and the fraction), atomically; returns the folder (None when no snapshot)."""
+    if not loop.scale.snapshots or step not in snapshot_steps(loop.steps):
+        return None
+    dest = series_dir(loop.scale, out) / f"step-{step:07d}"
+    if loop.is_main:
+        def fill(tmp: Path) -> None:
+            write(tmp)
+            doc = {**record, "step": step, "steps": loop.steps, "fraction": step / loop.steps}
+            (tmp / SNAPSHOT_RECORD).write_text(json.dumps(doc, indent=1) + "\n")
+
+        write_folder(dest, fill)
+    loop.barrier()
+    return dest
 
 
 def state_dir(out: str | Path) -> Path:

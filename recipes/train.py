@@ -66,7 +66,7 @@ from probes.config import arg, parse_config, run_main
 from probes.errors import ProbeError
 from probes.io import write_folder
 from probes.models.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
-from recipes.loop import Loop, ScaleConfig, check_name, check_output, run_command, state_dir
+from recipes.loop import Loop, ScaleConfig, check_name, check_output, run_command, state_dir, write_snapshot
 from recipes.mlm_data import MLMData, MLMDataset, batches, masked_batch, unigram_baselines
 
 EVAL_BATCH = 32  # held-out blocks scored per forward pass (a memory bound only: the mean does not depend on it)
@@ -338,6 +338,7 @@ def _train(cfg: TrainConfig, state_dir: Path) -> TrainOutcome:
         if _logged(row):
             row["seconds"] = time.perf_counter() - t0
         loop.rows.append(row)
+        _snapshot(loop, arch, data, cfg, step)
         loop.after_step(step, lambda: {"mask_rng": gen.get_state(), "seconds": time.perf_counter() - t0})
     losses = [r["loss"] for r in loop.rows]
     train_seconds = time.perf_counter() - t0
@@ -361,6 +362,28 @@ def _train(cfg: TrainConfig, state_dir: Path) -> TrainOutcome:
     return TrainOutcome(loop, arch, tokenizer, summary)
 
 
+def _snapshot(loop: Loop, arch: Arch, data: MLMDataset, cfg: TrainConfig, step: int) -> None:
+    """``--snapshots``: the model after ``step`` as a complete folder of this recipe (weights, tokenizer, the log so
+    far) whose ``train_config.json`` records the held-out loss at that step, so that ``analyses.mlm_loss`` and
+    ``scripts/heldout_blocks.py`` read a snapshot as they read the final folder."""
+    name = cfg.name or f"{cfg.arch}-small"
+
+    def write(work: Path) -> None:
+        loss, masked = heldout_loss(loop, arch, data, cfg) if data.heldout else (float("nan"), 0)
+        record = {"config": asdict(cfg), "name": name, "command": run_command("recipes.train"), "arch": cfg.arch,
+                  "parameters": count_parameters(loop.model), "vocab_size": data.vocab,
+                  "heldout_loss": loss if data.heldout else None, "heldout_masked_tokens": masked,
+                  "heldout_blocks": min(len(data.heldout), cfg.eval_blocks or len(data.heldout)),
+                  "tokens_seen": loop.rows[-1]["tokens"], "training_blocks": len(data.blocks), "corpus": data.corpus,
+                  "tokenizer_corpus": data.tokenizer_corpus, "weights_dtype": cfg.dtype, "torch": torch.__version__,
+                  "torch_threads": torch.get_num_threads(), "device": loop.device, "amp": loop.amp, "step": step}
+        _write_folder(TrainOutcome(loop, arch, data.tokenizer, {}), work, cfg)
+        (work / "train_config.json").write_text(json.dumps(record, indent=1) + "\n")
+
+    write_snapshot(loop, step, Path(cfg.out_dir) / name, write,
+                   {"name": name, "seed": cfg.seed, "recipe": "recipes.train", "tokens": loop.rows[-1]["tokens"]})
+
+
 def _logged(row: dict) -> bool:
     """Whether a step's row goes into train_log.csv: every --log-every steps, the last step, and every evaluation."""
     return row["loss_mean"] is not None or row["heldout_loss"] is not None
@@ -379,10 +402,10 @@ def _write_folder(outcome: TrainOutcome, work: Path, cfg: TrainConfig) -> None:
             if _logged(r):
                 writer.writerow("" if r[k] is None else format(r[k], spec) for k, spec in LOG_FORMATS.items())
     model = outcome.loop.model
-    device = next(model.parameters()).device
+    device, was_training = next(model.parameters()).device, model.training
     model.eval().cpu()
     outcome.arch.save(model, work, cfg)
-    model.to(device)
+    model.to(device).train(was_training)
     outcome.tokenizer.save_pretrained(work)
 
 

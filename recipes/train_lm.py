@@ -62,6 +62,7 @@ from recipes.loop import (
     setup_processes,
     state_dir,
     warmup_cosine,
+    write_snapshot,
 )
 
 EOS = "<|endoftext|>"
@@ -342,6 +343,33 @@ def finetune(cfg: FinetuneConfig) -> Path:
     if extra:
         gen.set_state(extra["rng"])
         t0 -= extra["elapsed_s"]
+    init_training = json.loads((init / "training_config.json").read_text()) \
+        if (init / "training_config.json").exists() else None
+
+    def record() -> dict:
+        """The folder's training_config.json after the steps done so far."""
+        rows = loop.rows
+        return {"stage": "finetune-recurrent" if cfg.recurrent else "finetune", "config": asdict(cfg),
+                "init": str(init), "init_training": init_training, "corpus": corpus_id, "sequence_tokens": span,
+                "storage_dtype": "float16", "compute_dtype": loop.compute_dtype, "processes": loop.world,
+                "device": loop.device, "parameters": sum(p.numel() for p in model.parameters()),
+                "steps_done": len(rows), "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
+                "wall_time_s": round(time.time() - t0, 1), "command": run_command("recipes.train_lm"),
+                "provenance": provenance()}
+
+    def write(tmp: Path, info: dict) -> None:
+        """The model folder: the transformer as float16 safetensors with eager attention in its config (the
+        attention it trains with is put back after), the recurrence module, loss.csv, training_config.json."""
+        base = model.lm if cfg.recurrent else model
+        training_attention = base.config._attn_implementation
+        base.set_attn_implementation("eager")
+        _save_hf(base, tokenizer, tmp)
+        base.set_attn_implementation(training_attention)
+        if cfg.recurrent:
+            model.save_recurrence(tmp)
+        _write_loss_csv(tmp / "loss.csv", loop.rows)
+        (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
+
     micro = loop.micro_slices(cfg.batch_size)
     bar = tqdm(range(loop.start_step, cfg.steps), desc="finetune" + (" (recurrent)" if cfg.recurrent else ""),
                unit="step", initial=loop.start_step, total=cfg.steps, disable=not cfg.progress or not loop.is_main)
@@ -360,29 +388,17 @@ def finetune(cfg: FinetuneConfig) -> Path:
         value = loop.step(local)
         _loss_rows(loop, step + 1, value, (step + 1) * cfg.batch_size * (span - 1), t0)
         bar.set_postfix(loss=f"{value:.3f}")
+        if cfg.snapshots:
+            was_training = model.training
+            model.eval()
+            write_snapshot(loop, step + 1, cfg.out, lambda tmp: write(tmp, record()),
+                           {"name": Path(cfg.out).name, "seed": cfg.seed, "recipe": "recipes.train_lm finetune",
+                            "tokens": loop.rows[-1]["tokens"]})
+            model.train(was_training)
         loop.after_step(step + 1, lambda: {"rng": gen.get_state(), "elapsed_s": time.time() - t0})
-    rows = loop.rows
     model.eval()
-    base = model.lm if cfg.recurrent else model
-    base.set_attn_implementation("eager")
-    info = {"stage": "finetune-recurrent" if cfg.recurrent else "finetune", "config": asdict(cfg),
-            "init": str(init), "init_training": json.loads((init / "training_config.json").read_text())
-            if (init / "training_config.json").exists() else None,
-            "corpus": corpus_id, "sequence_tokens": span, "storage_dtype": "float16",
-            "compute_dtype": loop.compute_dtype, "processes": loop.world, "device": loop.device,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "final_loss_mean_last_20": float(np.mean([r["loss"] for r in rows[-20:]])),
-            "wall_time_s": round(time.time() - t0, 1), "command": run_command("recipes.train_lm"),
-            "provenance": provenance()}
-
-    def write(tmp: Path):
-        _save_hf(base, tokenizer, tmp)
-        if cfg.recurrent:
-            model.save_recurrence(tmp)
-        _write_loss_csv(tmp / "loss.csv", rows)
-        (tmp / "training_config.json").write_text(json.dumps(info, indent=1) + "\n")
-
-    return _finish(loop, model, Path(cfg.out), write,
+    info = record()
+    return _finish(loop, model, Path(cfg.out), lambda tmp: write(tmp, info),
                    f"finetune{' (recurrent)' if cfg.recurrent else ''}: final loss "
                    f"{info['final_loss_mean_last_20']:.3f}, {info['wall_time_s']:.0f} s -> {cfg.out}")
 

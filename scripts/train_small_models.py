@@ -118,7 +118,8 @@ def gpt2_stages(cfg: Config, steps_override: int | None, out_dir: str) -> list[l
 
 
 # Flags that change how a run is executed, not what it computes: a finished run is not redone for them.
-OPERATIONAL = {"device", "threads", "max_minutes", "save_every", "log_every", "resume", "progress", "overwrite"}
+OPERATIONAL = {"device", "threads", "max_minutes", "save_every", "log_every", "resume", "progress", "overwrite",
+               "snapshots", "snapshot_dir"}
 
 
 def command_settings(cmd: list[str]) -> dict[str, str]:

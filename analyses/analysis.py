@@ -168,7 +168,8 @@ class Analysis:
     # ------------------------------------------------------------------------- from Python
 
     def run(self, model, texts=None, *, tokenizer=None, name: str | None = None, sentence: str | None = None,
-            config=None, cache_dir: str | os.PathLike | UserCache | None = USER_CACHE, **settings):
+            config=None, cache_dir: str | os.PathLike | UserCache | None = USER_CACHE, intervention=None,
+            **settings):
         """The analysis of ``model`` on ``texts`` from Python, with every input the command line would build,
         as a Result (not written: :func:`analyses.common.write_result` saves one).
 
@@ -180,15 +181,21 @@ class Analysis:
         ``cache_dir``: the activation cache (default: probes' per-user cache; the command line's is
         ``<out>/cache``); None: no cache, as in ``probes.extract``. ``sentence``: the model's sentence vector
         (cls, mean, mean_all, last), for the analyses of one model's sentence sample; as ``?sentence=`` on a
-        name."""
+        name. ``intervention``: a :class:`probes.intervention.Intervention` (or a list) that edits a layer's
+        states in every forward pass the analysis runs (its extractions under their own cache key; an LM's
+        scoring and generation); the result records it."""
+        from probes.intervention import as_interventions, intervening
+
+        edits = as_interventions(intervention)
         if sentence is not None:
             model, tokenizer, name = self._with_sentence(model, sentence, tokenizer, name)
         cfg = self.config(config, **settings)
         cfg = self.inputs.with_corpus(cfg, texts)
         if self.check is not None:
             self.check(cfg)
-        inputs = self.inputs.from_python(model, texts, cfg, tokenizer=tokenizer, name=name, cache_dir=cache_dir)
-        computed = self.compute(cfg, **inputs)
+        with intervening(edits):
+            inputs = self.inputs.from_python(model, texts, cfg, tokenizer=tokenizer, name=name, cache_dir=cache_dir)
+            computed = self.compute(cfg, **inputs)
         return computed
 
     def _with_sentence(self, model, sentence: str, tokenizer, name):

@@ -301,8 +301,10 @@ def settings_used(cfg, meta: dict | None = None, corpus: dict | None = None, req
 def activations_entry(meta: dict) -> dict:
     """The activation cache entry a result records (with the device and dtypes that produced it)."""
     # batch_size: the one that produced the cache entry (states differ by up to ~5e-6 between sizes)
+    # intervention: the edits of the forward pass that made the states (probes.intervention), when there were any
     return {k: meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts", "batch_size", "device", "dtype",
-                                 "cache_dtype", "cache_dtype_fallback", "cache_verify", "nonfinite_states")
+                                 "cache_dtype", "cache_dtype_fallback", "cache_verify", "nonfinite_states",
+                                 "intervention")
             if k in meta}
 
 

@@ -65,10 +65,12 @@ from probes.capture.work import (
     open_work,
     save_done,
 )
+from probes.checkpoints.identity import source_versions
 from probes.checkpoints.names import get_spec
 from probes.checkpoints.pooling import pooling_words
 from probes.config import progress_bar
 from probes.errors import ProbeError
+from probes.intervention import active, as_interventions, describe, hooked, key_identity
 from probes.models.encoder import Encoder, recording_after_changing_hooks, runtime_changes
 from probes.precision import cache_np_dtype, dtype_name, forward_dtype
 
@@ -76,6 +78,8 @@ from probes.precision import cache_np_dtype, dtype_name, forward_dtype
 # across processes. PROBES_CHUNK_BYTES changes it (smaller: finer sharding; the batches, hence the
 # numbers, are planned within a chunk, so compare runs made with the same value)
 CHUNK_BYTES = int(os.environ.get("PROBES_CHUNK_BYTES", 256 * 2**20))
+FILES_MOVED = ("files of its folder changed between hashing them for the cache key and loading the model (a job "
+               "writing into the folder?): the states may not be those of the files the key names")
 
 
 def extract(model, inputs: list[str] | list[list[int]], *, maps: bool = False,
@@ -84,7 +88,7 @@ def extract(model, inputs: list[str] | list[list[int]], *, maps: bool = False,
             device: str = "cpu", corpus: dict | None = None, dtype: str | None = None,
             cache_dtype: str = "float16", device_map: str | None = None,
             layers: list[int] | tuple[int, ...] | None = None, tokenizer=None, name: str | None = None,
-            sentence: str | None = None) -> Activations:
+            sentence: str | None = None, intervention=None) -> Activations:
     """Activations of ``model`` on ``inputs``: a model name (registry entry, folder, ``hf:`` id), a loaded
     :class:`Encoder`, or a loaded transformers model (encoder or causal LM) with its ``tokenizer=``.
 
@@ -102,7 +106,10 @@ def extract(model, inputs: list[str] | list[list[int]], *, maps: bool = False,
     float16 (None: float32, or a loaded encoder's own); ``cache_dtype``: float16 | float32 storage;
     ``device_map``: "auto" (or another accelerate device map) spreads a model too big for one device
     over all of them (see :func:`probes.load`). Under torchrun the work is shared by the processes
-    (see probes.capture.distributed). The rest: see :func:`_extract`."""
+    (see probes.capture.distributed). ``intervention``: an :class:`~probes.intervention.Intervention` (or a list)
+    that edits a layer's states during the forward pass, after those of any enclosing
+    :func:`probes.intervention.intervening` block; the cache key and ``meta["intervention"]`` hold them. The rest:
+    see :func:`_extract`."""
     from probes.models.user import is_model_object, wrap_encoder
 
     if is_model_object(model):
@@ -112,7 +119,7 @@ def extract(model, inputs: list[str] | list[list[int]], *, maps: bool = False,
                          f"not with {type(model).__name__} {model!r:.60}")
     acts = _extract(model, inputs, maps=maps, truncate=truncate, batch_size=batch_size,
                     cache_dir=cache_dir, progress=progress, device=device, dtype=dtype, cache_dtype=cache_dtype,
-                    device_map=device_map, layers=layers)
+                    device_map=device_map, layers=layers, intervention=intervention)
     if corpus is not None:
         acts.meta["corpus"] = corpus
     return acts
@@ -123,7 +130,7 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
              cache_dir: str | os.PathLike | UserCache | None = USER_CACHE, progress: bool = True,
              device: str = "cpu", dtype: str | None = None,
              cache_dtype: str = "float16", device_map: str | None = None,
-             layers: list[int] | tuple[int, ...] | None = None) -> Activations:
+             layers: list[int] | tuple[int, ...] | None = None, intervention=None) -> Activations:
     """Activations of ``model`` (a registry name or a loaded :class:`Encoder`) on ``inputs``.
 
     ``inputs`` are texts, or token-id sequences without special tokens (fixed-length windows cut
@@ -132,7 +139,8 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
     A cache hit returns at once without loading the model. ``truncate=False`` makes an input longer
     than the model's limit an error; ``truncate=True`` cuts it (keeping a final special token),
     warns, and records which inputs were cut. ``cache_dir``: the activation cache folder (default: the
-    per-user cache, :func:`~probes.capture.store.user_cache_dir`); None disables the cache.
+    per-user cache, :func:`~probes.capture.store.user_cache_dir`); None disables the cache. ``intervention``:
+    see :func:`extract` (an intervention with a Python function runs without the cache, with one warning).
     """
     inputs = cast("list[str] | list[list[int]]", [i if isinstance(i, str) else [int(t) for t in i] for i in inputs])
     if not inputs:
@@ -157,11 +165,21 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
     if cache_dir is not None and (why := runtime_changes(model)) is not None:  # hooks: no key can see them
         warnings.warn(f"model '{spec.name}': {why}; extracted without the activation cache", stacklevel=3)
         cache_dir = None
+    edits = active() + as_interventions(intervention)
+    if edits:  # in the key (and so in meta): an edited model's states are an entry of their own
+        ident = key_identity(edits)
+        settings["intervention"] = describe(edits) if ident is None else ident
+        if cache_dir is not None and ident is None:
+            warnings.warn(f"model '{spec.name}': an intervention runs a Python function, which no key can see; "
+                          "extracted without the activation cache", stacklevel=3)
+            cache_dir = None
+    # the files the key hashes, as they are before it is made: the model loaded on a miss must have read the same
+    versions = source_versions(spec) if cache_dir is not None and not isinstance(model, Encoder) else None
     key = cache_key(spec, inputs, settings)
     entry = Path(cache_dir) / spec.name / key if cache_dir is not None else None
     if distributed.launched():
         return _extract_sharded(model, inputs, settings, key, entry, batch_size, progress, device, run_dtype,
-                                device_map)
+                                device_map, edits, versions)
     if entry is not None and (hit := open_entry(entry, repair=False)) is not None:
         return _described(hit, spec)  # finished entries are immutable: no lock needed to read one
     with entry_lock(entry, progress):  # one writer per entry; the others wait, then read its result
@@ -171,14 +189,19 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
             from probes.checkpoints.loaders import load  # here: a cache hit never imports model code
 
             model = load(model, device=device, dtype=run_dtype, device_map=device_map)
-        acts = _capture(model, inputs, settings, key, entry, batch_size, progress)
+            if entry is not None and model.loaded_files != versions:
+                warnings.warn(f"model '{spec.name}': {FILES_MOVED}; extracted without the activation cache",
+                              stacklevel=3)
+                entry = None
+        acts = _capture(model, inputs, settings, key, entry, batch_size, progress, edits)
         if acts is None:  # only a rank other than 0 under torchrun, which takes _extract_sharded
             raise RuntimeError("a capture outside torchrun returned no activations")
         return acts
 
 
 def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: str, entry: Path | None,
-                     batch_size: int, progress: bool, device: str, run_dtype, device_map: str | None) -> Activations:
+                     batch_size: int, progress: bool, device: str, run_dtype, device_map: str | None,
+                     edits: tuple = (), versions: tuple | None = None) -> Activations:
     """:func:`_extract` in one of several processes started by torchrun. Rank 0 holds the entry's
     lock and decides (hit or not) for all; on a miss every rank loads the model and fills its share
     of the chunks (:func:`_capture`); rank 0 finalises. Every rank returns the finished entry."""
@@ -200,7 +223,10 @@ def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: st
                 from probes.checkpoints.loaders import load
 
                 model = load(model, device=device, dtype=run_dtype)
-            hit = _capture(model, inputs, settings, key, entry, batch_size, progress)
+                if model.loaded_files != versions:  # the processes share their work through the cache only
+                    raise ProbeError(f"model '{model.spec.name}': {FILES_MOVED}; run again once its folder "
+                                     "stays unchanged")
+            hit = _capture(model, inputs, settings, key, entry, batch_size, progress, edits)
         distributed.barrier()  # rank 0 has finalised the entry
     if main and hit is not None:
         return hit
@@ -386,15 +412,16 @@ class _Capture:
 
 
 def _capture(encoder: Encoder, inputs: list, settings: dict, key: str, entry: Path | None,
-             batch_size: int, progress: bool) -> Activations | None:
+             batch_size: int, progress: bool, edits: tuple = ()) -> Activations | None:
     """Plan, fill and finalise one capture (see :class:`_Capture`). With a cache the arrays are written into
     ``<entry>.partial/`` and a chunk is listed in ``done.json`` once written, so a rerun after an interruption
-    skips the finished chunks. Under torchrun the ranks other than 0 return None (they read the entry)."""
+    skips the finished chunks. Under torchrun the ranks other than 0 return None (they read the entry).
+    ``edits``: interventions, hooked on the encoder for the capture only (ahead of transformers' recording)."""
     plan = CapturePlan.build(encoder, inputs, settings, CHUNK_BYTES)
     # without a cache the states stay float32 in memory; float16 is a storage format
     state = (StoreState(settings["cache_dtype"]) if entry is not None
              else StoreState("float32", "no cache: the states are kept in memory as float32"))
     capture = _Capture(encoder, plan, settings, key, entry, state, batch_size, progress)
-    with recording_after_changing_hooks(getattr(encoder, "model", None)):  # a hooked layer's state: its changed output
-        filled = capture.fill_stored()
+    with hooked(encoder, edits), recording_after_changing_hooks(getattr(encoder, "model", None)):
+        filled = capture.fill_stored()  # a hooked layer's state: its changed output
     return None if filled is None else capture.finalise(*filled)

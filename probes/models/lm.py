@@ -78,11 +78,13 @@ class LM:
         """The context every forward pass of an analysis runs in: eval mode (dropout off), each module's train/eval
         flag restored on exit, so a caller's model object is left as it came in (a model the suite loaded is in
         eval mode for good); transformers' recording hooks behind the caller's, so a hooked layer's recorded hidden
-        state is its changed output (:func:`~probes.models.encoder.recording_after_changing_hooks`)."""
+        state is its changed output (:func:`~probes.models.encoder.recording_after_changing_hooks`); the
+        interventions of the enclosing :func:`probes.intervention.intervening` blocks edit its layers' states."""
+        from probes.intervention import active, hooked
         from probes.models.encoder import recording_after_changing_hooks
         from probes.models.hf import eval_mode
 
-        with recording_after_changing_hooks(self.model), eval_mode(self.model):
+        with hooked(self, active()), recording_after_changing_hooks(self.model), eval_mode(self.model):
             yield
 
     @property
@@ -132,6 +134,10 @@ class LM:
                "parameters": sum(p.numel() for p in self.model.parameters())}
         if self.recurrent:
             out["recurrence"] = self.model.config.to_dict()
+        from probes.intervention import active, describe
+
+        if active():  # what the analyses' forward passes run under (and what the tuned lens's key holds)
+            out["intervention"] = describe(active())
         return out
 
 

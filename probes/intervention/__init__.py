@@ -1,0 +1,122 @@
+"""Interventions: edit a layer's states during the forward pass of any model the suite loads.
+
+An :class:`Intervention` is a layer and an :class:`~probes.intervention.edits.Edit` (project out a subspace, an
+affine erasure, add a vector, patch in the states of other inputs, or any function). Layer l is what the capture
+records as ``hidden[l]`` (0 = embeddings), so the edit is read back exactly in the states recorded for layer l,
+and every later layer and the model's head compute from the edited states (:mod:`probes.intervention.sites`).
+
+Three ways to use one::
+
+    import probes
+    from probes.intervention import AddVector, Intervention, ProjectOut, hooked, intervening
+
+    iv = Intervention(2, ProjectOut(directions))           # (r, d) rows to remove from layer 2's states
+    acts = probes.extract("tiny-bert", texts, intervention=iv)    # one extraction
+    r = anisotropy.run("tiny-bert", texts, intervention=iv)        # any analysis (every forward pass it runs)
+    with intervening(iv):                                 # every forward pass the suite runs inside the block:
+        r = perplexity.run("tiny-gpt2", texts)            # extractions, LM scoring, generation, the lens
+    with hooked(my_model, iv):                            # plain hooks on a model, for one's own forward passes
+        logits = my_model(**batch).logits
+
+The activation cache key holds each intervention's identity (layer, kind, settings and a sha256 of its arrays),
+and the activations' meta and every result's ``activations`` and ``model`` records say which intervention made
+them. A :class:`~probes.intervention.edits.Function` cannot be keyed: an extraction under it runs without the cache
+(one warning). Several interventions apply in the order given (at one layer, one after the other).
+
+    $ python -c "from probes.intervention import Intervention, AddVector; print(Intervention(1, AddVector([1.0, 0.0])))"
+"""
+
+from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from probes.errors import ProbeError
+from probes.intervention.edits import AddVector, Batch, Edit, Erase, Function, Patch, ProjectOut
+from probes.intervention.sites import Sites, find_sites
+from probes.intervention.sites import hooked as _hooked
+
+__all__ = ["AddVector", "Batch", "Edit", "Erase", "Function", "Intervention", "Patch", "ProjectOut", "Sites",
+           "active", "as_interventions", "describe", "find_sites", "hooked", "intervening", "key_identity"]
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """Edit ``edit`` applied to the states of layer ``layer`` (0 = embeddings, l = layer l, -1 = the last)."""
+
+    layer: int
+    edit: Edit
+
+    def __post_init__(self):
+        if isinstance(self.layer, bool) or not isinstance(self.layer, int):
+            raise ProbeError(f"an intervention's layer is a whole number (0 = embeddings, -1 = last), not "
+                             f"{self.layer!r}")
+        if not isinstance(self.edit, Edit):
+            raise ProbeError(f"an intervention's edit is a probes.intervention Edit (ProjectOut, Erase, AddVector, "
+                             f"Patch, Function), not {type(self.edit).__name__}")
+
+    def layer_index(self, num_layers: int) -> int:
+        """The layer as an index in 0..L; ProbeError when the model has no such layer."""
+        index = self.layer + num_layers + 1 if self.layer < 0 else self.layer
+        if not 0 <= index <= num_layers:
+            raise ProbeError(f"intervention at layer {self.layer}: the model has layers 0..{num_layers} (or -1)")
+        return index
+
+    def identity(self) -> dict | None:
+        """The layer and the edit's identity (None when no key can see the edit: a Function)."""
+        edit = self.edit.identity()
+        return None if edit is None else {"layer": self.layer, **edit}
+
+    def describe(self) -> dict:
+        """What results record: the identity, or for a Function its name."""
+        edit = self.edit.identity() or getattr(self.edit, "describe", lambda: {"edit": self.edit.kind})()
+        return {"layer": self.layer, **edit}
+
+
+def as_interventions(x) -> tuple[Intervention, ...]:
+    """An Intervention, a sequence of them or None as a tuple; one ProbeError line for anything else."""
+    if x is None:
+        return ()
+    if isinstance(x, Intervention):
+        return (x,)
+    if isinstance(x, (list, tuple)) and all(isinstance(i, Intervention) for i in x):
+        return tuple(x)
+    raise ProbeError(f"intervention= takes a probes.intervention.Intervention or a list of them, not "
+                     f"{type(x).__name__}")
+
+
+_ACTIVE: ContextVar[tuple[Intervention, ...]] = ContextVar("probes_interventions", default=())
+
+
+def active() -> tuple[Intervention, ...]:
+    """The interventions of the enclosing :func:`intervening` blocks, outermost first."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def intervening(interventions):
+    """Inside: every forward pass the suite runs (extractions, LM scoring and generation, the lens) applies
+    ``interventions`` (an Intervention or a list), after those of any enclosing block."""
+    token = _ACTIVE.set(_ACTIVE.get() + as_interventions(interventions))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def hooked(model, interventions):
+    """Inside: ``interventions`` edit every forward pass of ``model`` (a transformers model, the suite's S-LSTM or
+    MoG, or an Encoder or LM of the suite), one's own included; see :func:`probes.intervention.sites.hooked`."""
+    return _hooked(model, as_interventions(interventions))
+
+
+def key_identity(interventions) -> list[dict] | None:
+    """The identities the cache key holds ([] without interventions; None when one cannot be keyed)."""
+    idents = [iv.identity() for iv in as_interventions(interventions)]
+    return None if any(i is None for i in idents) else idents
+
+
+def describe(interventions) -> list[dict]:
+    """What a result records of ``interventions``."""
+    return [iv.describe() for iv in as_interventions(interventions)]

@@ -38,6 +38,7 @@ __all__ = [
     "sample_sentences",
     "sentences",
     "split_sentences",
+    "split_shares",
     "split_text",
     "token_windows",
 ]
@@ -66,21 +67,26 @@ class Corpus:
     name: str  # "default" for the embedded corpus, else the path as given
     documents: tuple[Document, ...]
     sha256: str
+    held_out: dict | None = None  # a part made by corpus_split: how much of the text went to held-out (split_shares)
 
     @classmethod
-    def from_documents(cls, name: str, documents: tuple[Document, ...] | list[Document]) -> Corpus:
+    def from_documents(cls, name: str, documents: tuple[Document, ...] | list[Document],
+                       held_out: dict | None = None) -> Corpus:
         """Make a corpus and compute its hash."""
         documents = tuple(documents)
-        return cls(name=name, documents=documents, sha256=_corpus_hash(documents))
+        return cls(name=name, documents=documents, sha256=_corpus_hash(documents), held_out=held_out)
 
     def identity(self) -> dict:
-        """What result files record about the corpus."""
-        return {
+        """What result files record about the corpus (a part of a split: also its ``held_out`` record)."""
+        ident = {
             "name": self.name,
             "sha256": self.sha256,
             "n_documents": len(self.documents),
             "n_characters": sum(len(d.text) for d in self.documents),
         }
+        if self.held_out is not None:
+            ident["held_out"] = self.held_out
+        return ident
 
 
 def _corpus_hash(documents: tuple[Document, ...]) -> str:
@@ -364,12 +370,23 @@ SPLITS = ("train", "heldout", "all")
 
 
 def split_text(text: str, held_out: float = HELD_OUT_FRACTION) -> tuple[str, str]:
-    """(train part, held-out part) of one document: the cut is the first paragraph break (a line
-    holding only whitespace, as the corpus reader counts them) at or after ``(1 - held_out) *
-    len(text)`` characters; if there is none, the first line break there, else the character
-    position itself. A cut that would leave the held-out part empty (it fell in trailing blank
-    lines) moves back to the last break before that position, so a document with any text after
-    90% always contributes to both parts. Both parts are stripped."""
+    """(train part, held-out part) of one document, cut at the target ``at = (1 - held_out) * len(text)``
+    characters (rounded). The cut is, in this order of preference:
+
+    1. the first paragraph break (a line holding only whitespace, as the corpus reader counts them) at or
+       after ``at`` (less than ``held_out`` is held out where that break lies far after the target);
+    2. else the LAST paragraph break before ``at``: a document whose paragraph breaks all lie before the
+       target (a book that stops using blank lines, a short book of few paragraphs) holds out more than
+       ``held_out``: all the text after that break;
+    3. only in a document without any paragraph break: the same with line breaks (the first at or after
+       ``at``, else the last before it);
+    4. without either, the character position ``at`` itself.
+
+    A break counts only where both sides hold text, so trailing or leading blank lines never leave a part
+    empty; a document with text on both sides of some break always contributes to both parts. Both parts are
+    stripped. The held-out share this gives each document is recorded by :func:`corpus_split` (``held_out``
+    of the part's identity, :func:`split_shares`); the recipes trained the committed models on this split, so
+    it is kept as it is."""
     if not 0 < held_out < 1:
         raise ProbeError(f"held-out fraction must be in (0, 1), got {held_out}")
     at = int(round((1 - held_out) * len(text)))
@@ -382,6 +399,19 @@ def split_text(text: str, held_out: float = HELD_OUT_FRACTION) -> tuple[str, str
     return text[:at].strip(), text[at:].strip()
 
 
+def split_shares(parts: list[tuple[str, str, str]], held_out: float = HELD_OUT_FRACTION) -> dict:
+    """The record of a split that a part's identity carries: the target ``fraction``, the held-out ``share``
+    of all the text (held-out characters / characters of both stripped parts) and ``documents``, each
+    document's own share; ``parts``: [(name, train part, held-out part)]. Shares are rounded to 4 digits."""
+    per_doc, train_chars, held_chars = {}, 0, 0
+    for name, train, test in parts:
+        total = len(train) + len(test)
+        per_doc[name] = round(len(test) / total, 4) if total else 0.0
+        train_chars, held_chars = train_chars + len(train), held_chars + len(test)
+    both = train_chars + held_chars
+    return {"fraction": held_out, "share": round(held_chars / both, 4) if both else 0.0, "documents": per_doc}
+
+
 def corpus_split(corpus: Corpus, part: str, held_out: float = HELD_OUT_FRACTION) -> Corpus:
     """The ``train`` or ``heldout`` part of every document (``all``: the corpus itself).
     Documents keep their names; empty parts are dropped; the hash is recomputed."""
@@ -389,9 +419,10 @@ def corpus_split(corpus: Corpus, part: str, held_out: float = HELD_OUT_FRACTION)
         raise ProbeError(f"split must be one of {', '.join(SPLITS)}, not {part!r}")
     if part == "all":
         return corpus
-    docs, lost = [], []
+    docs, lost, parts = [], [], []
     for d in corpus.documents:
         train, test = split_text(d.text, held_out)
+        parts.append((d.name, train, test))
         text = train if part == "train" else test
         if text:
             docs.append(Document(d.name, text))
@@ -404,4 +435,4 @@ def corpus_split(corpus: Corpus, part: str, held_out: float = HELD_OUT_FRACTION)
         raise ProbeError(f"corpus {corpus.name} has no text in its {part} part")
     return Corpus.from_documents(f"{corpus.name} [{part}: {'first' if part == 'train' else 'last'} "
                                  f"{100 * (1 - held_out if part == 'train' else held_out):g}% of each document]",
-                                 docs)
+                                 docs, held_out=split_shares(parts, held_out))

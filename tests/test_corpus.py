@@ -438,3 +438,50 @@ def test_a_document_without_a_held_out_part_is_reported(recwarn):
     held = corpus_split(corp, "heldout")
     assert [d.name for d in held.documents] == ["long"]
     assert any("short" in str(w.message) for w in recwarn.list)
+
+
+def test_split_falls_back_to_the_last_paragraph_break_before_the_target():
+    """The order split_text's docstring states: a paragraph break after 90% first; else the last paragraph break
+    BEFORE it (here at about 50%), even where a line break lies after 90%; line breaks only without any
+    paragraph break."""
+    from probes.corpus import split_text
+
+    head, tail = "First half of the book. " * 20, "line of the second half\n" * 20
+    train, held = split_text(head + "\n\n" + tail)
+    assert train == head.strip() and held == tail.strip()  # not cut at a line break after 90%
+    no_paragraphs = "A line of text.\n" * 50
+    train, held = split_text(no_paragraphs)
+    assert held == ("A line of text.\n" * 4).strip()  # the first line break at or after 90% (at 91.9%)
+
+
+def test_split_records_the_held_out_share_per_document_and_overall():
+    from probes.corpus import Corpus, Document, corpus_split
+
+    late = "Para one. " * 20 + "\n\n" + "Para two, long. " * 60 + "\n\n" + "End."  # break at 95%: 0.4%
+    early = "Early. " * 30 + "\n\n" + "No blank line after this point. " * 10 + "\nmore" * 5  # falls back
+    corp = Corpus.from_documents("two", [Document("late", late), Document("early", early)])
+    train, held = corpus_split(corp, "train"), corpus_split(corp, "heldout")
+    assert "held_out" not in corp.identity()  # a whole corpus has no split record
+    rec = held.identity()["held_out"]
+    assert rec == train.identity()["held_out"]  # both parts carry the split's one record
+    parts = {d.name: (next(t.text for t in train.documents if t.name == d.name),
+                      next(h.text for h in held.documents if h.name == d.name)) for d in corp.documents}
+    for name, (t, h) in parts.items():
+        assert rec["documents"][name] == round(len(h) / (len(t) + len(h)), 4)
+    assert rec["documents"]["early"] > 0.5 and rec["documents"]["late"] < 0.01  # the shares the rule gave
+    chars = [sum(len(p[k]) for p in parts.values()) for k in (0, 1)]
+    assert rec["share"] == round(chars[1] / sum(chars), 4) and rec["fraction"] == 0.1
+
+
+def test_the_default_corpus_split_is_the_one_the_committed_models_were_trained_on():
+    """The committed models were trained on this split (recipes.train_lm, recipes.mlm_data): its parts' hashes
+    stay fixed, and so does the share of the text held out."""
+    from probes.corpus import corpus_split, load_corpus
+
+    full = load_corpus()
+    if full.sha256 != "d3544bab13f9fac8a08ff549b0883a78dd606f625ed9cdc1fbaf505f355d3e23":
+        pytest.skip("the default corpus was rebuilt: its split's hashes are pinned for the corpus of the models")
+    held = corpus_split(full, "heldout")
+    assert corpus_split(full, "train").sha256 == "68b8051dada4e08c6a3288f2caba8ae802da583ff98fe70bf0720e9eddcc3838"
+    assert held.sha256 == "271c57f5a9032e258b5373be5e0722107ae577679a22c174bd44efb7d63c979e"
+    assert held.identity()["held_out"]["share"] == 0.0974

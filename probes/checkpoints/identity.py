@@ -29,9 +29,11 @@ Hugging Face code (transformers, torch) is not in the key: the result files reco
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import importlib
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,12 +81,39 @@ def _digest(folder: Path, files: list[Path]) -> str:
     return h.hexdigest()
 
 
+def weight_files(folder: Path) -> list[Path]:
+    """The weight files anywhere under ``folder``."""
+    return [p for p in folder.rglob("*") if p.suffix in WEIGHT_SUFFIXES and p.is_file()]
+
+
 def weights_sha(folder: Path) -> str:
     """sha256 over the weight files anywhere under ``folder`` (one-line error when there are none)."""
-    files = [p for p in folder.rglob("*") if p.suffix in WEIGHT_SUFFIXES and p.is_file()]
+    files = weight_files(folder)
     if not files:
         raise CheckpointError(f"no weight files ({', '.join(WEIGHT_SUFFIXES)}) under {folder}")
     return _digest(folder, files)
+
+
+def source_versions(spec) -> tuple:
+    """The :func:`file_version` of every file that ``spec.fingerprint()`` hashes (a folder's weights and input
+    files, a ``base:`` entry's, a random entry's tokenizer entry's), by path; () for a hub entry (the local hub
+    cache keeps each commit's files apart). Two equal values taken before a cache key is made and after the model
+    is loaded mean that the key and the load saw the same bytes: replacing, editing or renaming a file moves its
+    ctime, which no user can set back. A folder whose files are being written (a training job saving into it)
+    gives two different values, and its states are not cached."""
+    kind = spec.source_type
+    found: list = []
+    if kind in ("package", "path"):
+        folder = spec.folder()
+        try:
+            found = [(str(p), file_version(p.stat())) for p in [*weight_files(folder), *input_files(folder)]]
+        except OSError:  # a file removed between the listing and its stat: changing
+            found = [("changing", time.monotonic_ns())]
+    if "base" in spec.extra:
+        found.append(("base", source_versions(spec.base_spec())))
+    if kind == "random":
+        found.append(("tokenizer", source_versions(spec.tokenizer_spec())))
+    return tuple(sorted(found, key=lambda pv: pv[0]))
 
 
 def input_files(folder: Path) -> list[Path]:
@@ -94,8 +123,8 @@ def input_files(folder: Path) -> list[Path]:
     if modules.is_file():  # sentence-transformers: each module's folder holds its own config
         try:
             listed = [str(m.get("path", "")) for m in json.loads(modules.read_text(encoding="utf-8"))]
-        except (OSError, ValueError, TypeError, AttributeError):
-            listed = []  # an unreadable modules.json is itself hashed
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+            listed = []  # an unreadable modules.json is itself hashed (nested too deep: RecursionError)
         for sub in listed:
             where = folder / sub
             if sub and where.is_dir() and folder.resolve() in where.resolve().parents:
@@ -127,10 +156,11 @@ STATE_PIECE = 256 * 2**20  # bytes of an accelerator tensor copied to the host a
 
 def module_state(module: torch.nn.Module) -> str:
     """XXH3-64 (hex) of what a module's forward reads beside its inputs: its printed structure (every submodule's
-    class and settings such as a LayerNorm's eps or a dropout's p), each submodule class's forward function, and
-    every parameter and buffer (name, dtype, shape and bytes; a tensor on an accelerator is read in pieces, a
-    meta tensor by its shape alone). ``probes.load`` records it, so an Encoder changed in memory afterwards is
-    never served its files' cached states; it costs one read of the weights (about 5 ms for MiniLM-L6's 90 MB)."""
+    class and settings such as a LayerNorm's eps or a dropout's p), each submodule class's forward function, every
+    submodule's plain attributes and the config it reads (:func:`module_structure`), and every parameter and
+    buffer (name, dtype, shape and bytes; a tensor on an accelerator is read in pieces, a meta tensor by its shape
+    alone). ``probes.load`` records it, so an Encoder changed in memory afterwards is never served its files'
+    cached states; it costs one read of the weights (about 5 ms for MiniLM-L6's 90 MB)."""
     import xxhash
 
     h = xxhash.xxh3_64()
@@ -159,8 +189,105 @@ def hash_tensors(h, tensors) -> None:
 
 def module_structure(module: torch.nn.Module) -> str:
     """What decides a module's forward besides its tensors, as text: its printed structure (each submodule's class
-    and settings: a LayerNorm's eps, a dropout's p, an activation swapped for another) and the forward function of
-    each submodule class (where a class-level patch shows)."""
-    forwards = {f"{type(m).__module__}.{type(m).__qualname__}:{getattr(type(m).forward, '__module__', '')}."
-                f"{getattr(type(m).forward, '__qualname__', '')}" for m in module.modules()}
-    return repr(module) + "\n" + "\n".join(sorted(forwards))
+    and settings: a LayerNorm's eps, a dropout's p, an activation swapped for another), the forward function of
+    each submodule class (named by the module its code runs in, which ``functools.wraps`` does not copy), and each
+    submodule's plain attributes (:func:`module_attributes`: an attention's ``scaling``, an activation's function,
+    the config a module reads)."""
+    import torch
+
+    forwards = {f"{type(m).__module__}.{type(m).__qualname__}:{_callable_name(type(m).forward)}"
+                for m in module.modules()}
+    return "\n".join([repr(module), *sorted(forwards), module_attributes(module, torch)])
+
+
+# attributes of every torch module that say how it is run or hooked, not what it computes
+MODULE_BOOKKEEPING = ("training",)
+CONFIG_PLACE = ("_name_or_path", "transformers_version", "_commit_hash")  # where a config came from, not what it says
+
+
+def module_attributes(module, torch) -> str:
+    """Every submodule's plain attributes (``vars(m)`` without torch's own bookkeeping: the names that start with
+    "_", parameters, buffers, submodules, hooks, ``training``), one line per submodule: numbers, strings and their
+    containers as written, a function by the module its code runs in and its name, a config (an object with
+    ``to_dict``) by the sha256 of its fields and attention implementation, a tensor kept as a plain attribute by
+    its bytes, any other object by its class and (two levels deep) its own plain attributes. Never an object's
+    default ``repr``, which holds its address: the text is the same in every process for the same model."""
+    configs: dict[int, str] = {}
+    lines = []
+    for name, sub in module.named_modules(remove_duplicate=False):
+        own = {k: v for k, v in vars(sub).items() if not k.startswith("_") and k not in MODULE_BOOKKEEPING}
+        if own:
+            lines.append(f"{name or '.'}: " + ", ".join(f"{k}={_describe(v, torch, configs, 0)}"
+                                                          for k, v in sorted(own.items())))
+    return "\n".join(lines)
+
+
+def _describe(value, torch, configs: dict, depth: int) -> str:
+    """One attribute's value as stable text (see :func:`module_attributes`)."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return repr(value)
+    if isinstance(value, (torch.dtype, torch.device, enum.Enum)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__}[" + ", ".join(_describe(v, torch, configs, depth + 1) for v in value) + "]"
+    if isinstance(value, (set, frozenset)):
+        return "set[" + ", ".join(sorted(_describe(v, torch, configs, depth + 1) for v in value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_describe(k, torch, configs, depth + 1)}: {_describe(v, torch, configs, depth + 1)}"
+                               for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))) + "}"
+    if isinstance(value, torch.Tensor):
+        import xxhash
+
+        h = xxhash.xxh3_64()
+        hash_tensors(h, [("", value)])
+        return f"tensor:{h.hexdigest()}"
+    if isinstance(value, torch.nn.Module):  # a module kept outside _modules: its class (its tensors are not read)
+        return f"module:{type(value).__module__}.{type(value).__qualname__}"
+    if callable(getattr(value, "to_dict", None)) and hasattr(value, "model_type"):  # a transformers config
+        if id(value) not in configs:
+            configs[id(value)] = config_digest(value)
+        return f"config:{configs[id(value)]}"
+    if callable(value):
+        return f"function:{_callable_name(value)}"
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
+    inner = getattr(value, "__dict__", None)
+    if depth >= 2 or not isinstance(inner, dict):
+        return kind
+    return kind + "(" + ", ".join(f"{k}={_describe(v, torch, configs, depth + 1)}"
+                                  for k, v in sorted(inner.items()) if not k.startswith("_")) + ")"
+
+
+def config_digest(config) -> str:
+    """sha256 of a transformers config's fields (without where it was loaded from) and its attention
+    implementation: what a model reads from its config during the forward pass (``is_decoder``, ...)."""
+    doc = {k: v for k, v in config.to_dict().items() if k not in CONFIG_PLACE}
+    doc["attention"] = getattr(config, "_attn_implementation", None)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def _callable_name(fn) -> str:
+    """A function as ``module.qualname``, the module being the one its code runs in (``fn.__globals__``, which
+    ``functools.wraps`` does not copy) and the name its code's (``co_qualname``); a builtin by its ``__module__``
+    and ``__qualname__``; a partial by its function and arguments; a bound method by its function and its object's
+    class; each function of a ``__wrapped__`` chain, outermost first."""
+    import functools
+    import types
+
+    if isinstance(fn, functools.partial):
+        args = [repr(a) if isinstance(a, (bool, int, float, str)) else type(a).__name__ for a in fn.args]
+        return f"partial({_callable_name(fn.func)}, {', '.join(args)}, {sorted(fn.keywords)})"
+    if isinstance(fn, types.MethodType):
+        return f"{_callable_name(fn.__func__)} of {type(fn.__self__).__qualname__}"
+    names = []
+    for _ in range(16):
+        code = getattr(fn, "__code__", None)
+        g = getattr(fn, "__globals__", None)
+        if code is not None and isinstance(g, dict):
+            names.append(f"{g.get('__name__')}.{getattr(code, 'co_qualname', code.co_name)}")
+        else:
+            names.append(f"{getattr(fn, '__module__', None) or type(fn).__module__}."
+                         f"{getattr(fn, '__qualname__', None) or type(fn).__qualname__}")
+        fn = vars(fn).get("__wrapped__") if isinstance(getattr(fn, "__dict__", None), dict) else None
+        if fn is None:
+            break
+    return " > ".join(names)

@@ -47,12 +47,13 @@ def load(name: str | CheckpointSpec, device: str = "cpu", dtype: str | torch.dty
     float16; None = float32). ``device_map`` (``auto``, ``balanced``, ``sequential``, ``cpu``: needs
     the accelerate package) loads a Hugging Face checkpoint spread over every device instead, for
     models larger than one device; ``device`` is then not used."""
-    from probes.checkpoints.identity import module_state
+    from probes.checkpoints.identity import module_state, source_versions
     from probes.config import resolve_device
     from probes.precision import forward_dtype
 
     torch_dtype = forward_dtype(dtype)
     spec, fn = _loader(name, 0)
+    files_before = source_versions(spec)
     if device_map is not None:
         check_device_map(spec, device_map)
         encoder = fn(spec, device="cpu", dtype=torch_dtype, device_map=device_map)
@@ -61,6 +62,10 @@ def load(name: str | CheckpointSpec, device: str = "cpu", dtype: str | torch.dty
     # what was loaded, as it is in memory: a later change (an ablation edits weights in place) is then seen by
     # probes.models.encoder.runtime_changes, and the cache, which keys on the files, is not used for it
     encoder.loaded_state = module_state(encoder.model)
+    # the files it was loaded from, as they were before the load: a file replaced while it was read (a training job
+    # saving into the folder) or afterwards makes them differ from the files' versions at extraction, and the
+    # cache, whose key would hash the files then, is not used (runtime_changes)
+    encoder.loaded_files = files_before if source_versions(spec) == files_before else ()
     return encoder
 
 

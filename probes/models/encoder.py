@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from probes.checkpoints.identity import module_state
+from probes.checkpoints.identity import module_state, source_versions
 from probes.checkpoints.pooling import pooling_words
 from probes.checkpoints.registry import CheckpointSpec
 
@@ -120,6 +120,8 @@ class Encoder:
     # module_state(model) when probes.load returned it; None for a caller's model object, whose key hashes its
     # weights on every call (probes.models.user)
     loaded_state: str | None = None
+    # identity.source_versions(spec) when probes.load began reading its files; None for a model object
+    loaded_files: tuple | None = None
 
     @property
     def name(self) -> str:
@@ -157,17 +159,22 @@ class Encoder:
 def runtime_changes(model) -> str | None:
     """Why the states of ``model`` (an Encoder, a torch module or a name) may depend on something that no cache
     key sees, in words; None when nothing does. Checked: global module hooks
-    (``torch.nn.modules.module.register_module_forward_hook`` / ``_pre_hook``), and on the module that runs (an
-    Encoder's ``model``) and each of its submodules, forward hooks and pre-hooks, parametrizations
-    (``torch.nn.utils.parametrize``), a ``forward`` replaced on the instance (accelerate's device-placement
-    wrapper, ``_hf_hook``, moves tensors only and is not counted) or on the class by a function from elsewhere
-    (:func:`patched_forward`); and for an Encoder from ``probes.load``, whose key comes from its files, any change
-    in memory since it was loaded (:func:`~probes.checkpoints.identity.module_state`: a weight edited in place, an
-    attribute such as a LayerNorm's eps, a swapped submodule). An ablation or a steering vector is usually one of
-    these; the activation cache then extracts without being read or written. transformers' own output-capturing
-    hooks (:data:`CAPTURING_HOOKS`: they record hidden states, never change them) do not count."""
+    (``torch.nn.modules.module.register_module_forward_hook`` / ``_pre_hook``); code replaced at run time
+    (:func:`probes.models.patches.code_patch`: a method of a module class, a function of torch or of a model's
+    modules; for a name, every module class defined so far); on the module that runs (an Encoder's ``model``) and
+    each of its submodules, forward hooks and pre-hooks, parametrizations (``torch.nn.utils.parametrize``) and a
+    ``forward`` replaced on the instance (accelerate's device-placement wrapper, ``_hf_hook``, moves tensors only
+    and is not counted); and for an Encoder from ``probes.load``, whose key comes from its files, any change in
+    memory since it was loaded (:func:`~probes.checkpoints.identity.module_state`: a weight edited in place, an
+    attribute such as a LayerNorm's eps or an attention's ``scaling``, a swapped submodule or activation function,
+    its config) and any change of its folder's files since (the cache would key on the new files). An ablation or
+    a steering vector is usually one of these; the activation cache then extracts without being read or written.
+    transformers' own output-capturing hooks (:data:`CAPTURING_HOOKS`: they record hidden states, never change
+    them) do not count."""
     import torch.nn.modules.module as torch_module
     from torch.nn.utils import parametrize
+
+    from probes.models.patches import code_patch
 
     for hooks, how in (("_global_forward_hooks", "register_module_forward_hook"),
                        ("_global_forward_pre_hooks", "register_module_forward_pre_hook")):
@@ -175,8 +182,7 @@ def runtime_changes(model) -> str | None:
             return f"a global module hook is registered (torch.nn.modules.module.{how})"
     module = getattr(model, "model", model)
     if not isinstance(module, torch.nn.Module):  # a name: any module class the model may use could be patched
-        return next((f"{cls.__name__}.forward is replaced on the class by {patch}" for cls in _module_classes()
-                     if (patch := patched_forward(cls)) is not None), None)
+        return code_patch(_module_classes())
     for name, sub in module.named_modules():
         where = f"{type(module).__name__}.{name}" if name else type(module).__name__
         if _changing(sub._forward_hooks) or _changing(sub._forward_pre_hooks):
@@ -186,31 +192,16 @@ def runtime_changes(model) -> str | None:
             return f"{where} has a parametrization (torch.nn.utils.parametrize)"
         if "forward" in vars(sub) and not hasattr(sub, "_hf_hook"):
             return f"{where} has its forward replaced on the instance"
-        if (patch := patched_forward(type(sub))) is not None:
-            return f"{type(sub).__name__}.forward is replaced on the class by {patch}"
+    if (patch := code_patch([type(sub) for sub in submodules(module)])) is not None:
+        return patch
     loaded = getattr(model, "loaded_state", None)
     if loaded is not None and module_state(module) != loaded:
-        return ("its weights, buffers or modules were changed in memory since probes.load (the cache keys on its "
-                "files)")
+        return ("its weights, buffers, modules, attributes or config were changed in memory since probes.load (the "
+                "cache keys on its files)")
+    loaded_files = getattr(model, "loaded_files", None)
+    if loaded_files is not None and source_versions(model.spec) != loaded_files:
+        return "the files of its folder changed since probes.load read them (the cache would key on the new files)"
     return None
-
-
-# where the forward of a module class may come from besides the class's own module: the libraries that define
-# the modules (a forward inherited from torch.nn, or installed by transformers' own decorators)
-FORWARD_HOMES = ("torch", "transformers", "probes")
-
-
-def patched_forward(cls: type) -> str | None:
-    """The function (``module.qualname``) that replaced ``cls.forward`` on the class, when it comes from neither the
-    class's own module nor one of :data:`FORWARD_HOMES` (a monkeypatch: the states change, no key sees it); else
-    None."""
-    fn = getattr(cls, "forward", None)
-    home = getattr(fn, "__module__", None) or ""
-    if fn is None or home == cls.__module__ or home.split(".")[0] in FORWARD_HOMES:
-        return None
-    if any(home == base.__module__ for base in cls.__mro__):  # inherited from a user's own base class
-        return None
-    return f"{home}.{getattr(fn, '__qualname__', '?')}"
 
 
 def _module_classes() -> list[type]:

@@ -45,18 +45,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any
 
 import torch
 
 from probes.checkpoints.folder import check_vocab
-from probes.checkpoints.identity import code_versions, hash_tensors, module_structure
+from probes.checkpoints.identity import code_versions, config_digest, hash_tensors, module_structure
 from probes.checkpoints.registry import SENTENCE_VECTORS, CheckpointSpec, name_problem
 from probes.errors import CheckpointError, ProbeError
 
 OBJECT = "object"  # the spec's source key: {"object": "<module>.<Class>"}
 NOT_STATES = ("pooler.",)  # base-model parameters that hidden states never pass through
-CONFIG_PLACE = ("_name_or_path", "transformers_version", "_commit_hash")  # where and by what, not what
 # init settings of a tokenizer that name files or loading options, not how it tokenizes
 TOKENIZER_PLACE = ("name_or_path", "is_local", "local_files_only", "cache_dir", "revision", "token",
                    "trust_remote_code", "_commit_hash", "use_auth_token", "force_download", "proxies", "subfolder",
@@ -98,10 +96,7 @@ def weights_sha256(model: torch.nn.Module, skip: tuple[str, ...] = ()) -> str:
 
 def config_sha256(model: torch.nn.Module) -> str:
     """sha256 of the config (without where it came from) and the attention implementation."""
-    config: Any = model.config  # a transformers config (is_model_object)
-    doc = {k: v for k, v in config.to_dict().items() if k not in CONFIG_PLACE}
-    doc["attention"] = getattr(config, "_attn_implementation", None)
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=repr).encode()).hexdigest()
+    return config_digest(model.config)
 
 
 def _plain(value):

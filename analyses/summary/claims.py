@@ -37,11 +37,13 @@ from analyses.summary.evidence import (  # noqa: F401 - the readers, re-exported
     Pair,
     Untestable,
     by_model,
+    distinct_seeds,
     family,
     load_all,
     number,
     seed_pairs,
     typed,
+    weights_id,
 )
 from probes.errors import ProbeError
 
@@ -211,6 +213,10 @@ def _topic_matchups(results: list) -> list[Matchup]:
         d = r.mean_jsd_difference()
         key = (stats.seed_of(rn)[0], stats.seed_of(bn)[0])
         groups.setdefault(key, []).append(Pair(stats.seed_of(rn)[1], rn, bn, (r,), saved=d if rec_a else _negated(d)))
+    for (r_base, b_base), pairs in groups.items():  # each side's seeds are distinct models (evidence.distinct_seeds)
+        for base, names in ((r_base, [p.a for p in pairs]), (b_base, list(dict.fromkeys(p.b for p in pairs)))):
+            models = {m["name"]: m for p in pairs for m in (p.results[0].model_a, p.results[0].model_b)}
+            distinct_seeds(base, [(stats.seed_of(n)[1], n, weights_id(models[n])) for n in names])
     return [Matchup(f"{r} vs {b}", sorted(p, key=lambda x: x.seed)) for (r, b), p in groups.items()]
 
 

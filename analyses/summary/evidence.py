@@ -2,7 +2,10 @@
 compared model with its per-seed differences, the interval over seeds and the verdict.
 
 A model trained with other seeds is registered as ``<model>-seed1``, ``<model>-seed2`` (seed 0 is the
-plain name); :func:`by_model` groups a model with its seed variants. A comparison (:class:`Matchup`) holds,
+plain name); :func:`by_model` groups a model with its seed variants. A seed is a model trained again, so two
+results that are one seed -- the same seed number, or the same weights (:func:`weights_id`) under two seed names --
+are an error naming both (:func:`distinct_seeds`), as are two result files of one model in one analysis's folder
+(:func:`load_all`): the claims never pick one silently. A comparison (:class:`Matchup`) holds,
 per seed both models have, the two :class:`analyses.stats.Sample` the claim's typed accessor read (or a
 difference a result saved itself, paired: topics). :func:`compare` then
 
@@ -27,6 +30,7 @@ import numpy as np
 from analyses import stats
 from analyses.common import read_result
 from analyses.stats import Verdict
+from probes.errors import ProbeError
 
 seed_of = stats.seed_of
 
@@ -70,10 +74,23 @@ def untestable_reason(e: Exception) -> str:
 
 def load_all(out: str | Path) -> dict[str, list[dict]]:
     """analysis name -> the saved result documents (JSON) under ``<out>/results/<analysis>/``, each read by
-    :func:`~analyses.common.read_result` (one error line naming a damaged file)."""
+    :func:`~analyses.common.read_result` (one error line naming a damaged file).
+
+    One result per model: two files of one analysis whose results name the same model (a backup copy
+    ``slstm-small.old.json`` beside ``slstm-small.json``, a renamed copy) are a ProbeError naming both files,
+    since a claim could only pick one of them silently."""
     found = {}
     for folder in sorted((Path(out) / "results").glob("*")):
-        docs = [read_result(p) for p in sorted(folder.glob("*.json"))]
+        docs, seen = [], {}
+        for p in sorted(folder.glob("*.json")):
+            doc = read_result(p)
+            name = doc.get("model_name")
+            if isinstance(name, str):
+                if name in seen:
+                    raise ProbeError(f"{seen[name]} and {p} are both {folder.name} results of model {name}: a claim "
+                                     "reads one result per model; move or delete the one that is not current")
+                seen[name] = p
+            docs.append(doc)
         if docs:
             found[folder.name] = docs
     return found
@@ -108,12 +125,46 @@ def typed(docs: dict[str, list[dict]]) -> dict[str, list]:
     return out
 
 
+def weights_id(model) -> tuple | None:
+    """What identifies trained weights: every ``*weights_sha256`` the ``model`` identity's fingerprint records (a
+    module-only recurrent model: the base's and its module's), from the identity dict or a result's ``model``;
+    None when it records none (then no two models can be told apart by their weights)."""
+    model = model if isinstance(model, dict) else getattr(model, "model", None)
+    fp = model.get("fingerprint") if isinstance(model, dict) else None
+    if not isinstance(fp, dict):
+        return None
+    found = tuple(sorted((k, v) for k, v in fp.items() if str(k).endswith("weights_sha256") and isinstance(v, str)))
+    return found or None
+
+
+def distinct_seeds(model: str, seeds: list[tuple[int, str, tuple | None]]) -> None:
+    """A ProbeError naming both when two of ``model``'s seed results, ``(seed, result's model name, weights_id)``,
+    are one seed: the same seed number (``bert-small`` and ``bert-small-seed0``), or the same weights (one
+    checkpoint registered under two seed names). A seed is a model trained again; counting one set of weights
+    twice would make an interval over seeds of nothing but that one model."""
+    by_seed: dict[int, str] = {}
+    by_weights: dict[tuple, str] = {}
+    for seed, name, key in sorted(seeds, key=lambda s: s[:2]):  # the lower seed named first
+        if seed in by_seed:
+            raise ProbeError(f"results of {by_seed[seed]} and {name} are both seed {seed} of model {model}: keep one")
+        by_seed[seed] = name
+        if key is not None:
+            if key in by_weights:
+                what = f"{key[0][0]} {key[0][1][:12]}..."
+                raise ProbeError(f"{by_weights[key]} and {name} have the same weights ({what}): they are one trained "
+                                 f"model, not two seeds of {model}; register each seed's own checkpoint")
+            by_weights[key] = name
+
+
 def by_model(results: list) -> dict[str, dict[int, object]]:
-    """model -> seed -> its result."""
+    """model -> seed -> its result; two results that are one seed are a ProbeError (:func:`distinct_seeds`)."""
     out: dict[str, dict[int, object]] = {}
     for r in results:
         base, seed = seed_of(r.model_name)
         out.setdefault(base, {})[seed] = r
+    for base in out:
+        distinct_seeds(base, [(seed, r.model_name, weights_id(r)) for r in results
+                              for b, seed in [seed_of(r.model_name)] if b == base])
     return out
 
 

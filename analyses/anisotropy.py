@@ -403,6 +403,9 @@ class Result(common.AnalysisResult):
         ax.set_ylabel("density")
         return style.finish(ax)
 
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {f"{level} cosine, last layer": self.last_layer_mean(level) for level in ("token", "sentence")}
+
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
         return {f"{level} cosine, last layer": f"mean {last[level]['mean']:.3f}, "

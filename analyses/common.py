@@ -219,6 +219,12 @@ class AnalysisResult(Result):
         """A few numbers that say what the result found, as label -> formatted value (each analysis's own)."""
         return {}
 
+    def headline_numbers(self) -> dict:
+        """The headline numbers as :class:`analyses.stats.Sample` s, label -> the value with its bootstrap
+        replicates where the result keeps them: what :mod:`analyses.series` draws against training step (the
+        first by default). Each analysis's own; empty: nothing to draw."""
+        return {}
+
     def summary(self) -> dict[str, str]:
         """What the result is: analysis, model, inputs, layers, then :meth:`headline`."""
         layers = self.model.get("num_layers") if isinstance(self.model, dict) else None

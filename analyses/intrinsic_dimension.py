@@ -279,6 +279,10 @@ class Result(common.AnalysisResult):
                     f"{ESTIMATORS[estimator]}\nintrinsic dimension")
         return style.finish(ax)
 
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {f"{level} {short} intrinsic dimension, last layer": stats.Sample(self.layers[-1][level][e])
+                for e, short in (("twonn", "TwoNN"), ("mle", "MLE")) for level in LEVELS}
+
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
         return {f"{level} TwoNN / MLE, last layer": "n/a" if last[level]["twonn"] is None

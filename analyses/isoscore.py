@@ -248,6 +248,10 @@ class Result(common.AnalysisResult):
         level_panel(ax, [style.on_axes(ax, self, kwargs)], "isoscore", level, False, "IsoScore (1 = isotropic)")
         return style.finish(ax)
 
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {f"{level} IsoScore (unbiased estimate), last layer": self.last_layer_isoscore(level)
+                for level in LEVELS}
+
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
         return {f"{level} IsoScore, last layer": "n/a" if last[level]["isoscore"] is None

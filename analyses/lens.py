@@ -148,6 +148,11 @@ class Result(common.AnalysisResult):
         _stat_panel(ax, [style.on_axes(ax, self, kwargs)], stat, relative=False, own_linestyle=True)
         return style.finish(ax)
 
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        mid = self.layers[(len(self.layers) - 1) // 2]
+        return {f"{lens} lens {what}, layer {mid['layer']}": stats.Sample(mid[lens][key])
+                for lens in self.lenses for key, what in (("kl", "KL"), ("top1", "top-1"))}
+
     def headline(self) -> dict[str, str]:
         mid = self.layers[(len(self.layers) - 1) // 2]
         return {f"{lens} lens, layer {mid['layer']}": f"KL {mid[lens]['kl']:.3f} nats, top-1 {mid[lens]['top1']:.3f}"

@@ -89,6 +89,9 @@ class Result(common.AnalysisResult):
     blocks: dict | None  # {"loss_sum": (n,), "masked_tokens": (n,)} per held-out block; None without the file
     bootstrap: dict | None = None  # analyses.stats.bootstrap_block over blocks (units_id: the masked-token counts)
 
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {"held-out MLM loss": self.heldout_loss()}
+
     def headline(self) -> dict[str, str]:
         ci = "" if self.loss_ci is None else f" [{self.loss_ci[0]:.3f}, {self.loss_ci[1]:.3f}]"
         return {"held-out MLM loss": f"{self.loss:.3f}{ci} nats per masked token ({self.loss_source})",

@@ -38,7 +38,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.stats import spearmanr
 
-from analyses import common, style
+from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import activations_identity
 from analyses.inputs import Sentences
@@ -102,6 +102,12 @@ class Result(common.AnalysisResult):
             return style.finish(ax, title="tokens (sentences)")
         _entropy_panel(ax, self, drawn)
         return style.finish(ax, title="smoother = higher")
+
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        out = {} if self.w_layer_mean is None else {"mean high-order weight w": stats.Sample(
+            float(np.mean([w for w in self.w_layer_mean if w is not None])))}
+        return {**out, "high - middle normalised entropy, mean over layers": stats.Sample(
+            float(np.mean(self.smoothness_margin())))}
 
     def headline(self) -> dict[str, str]:
         out = {"fusion": self.fusion}

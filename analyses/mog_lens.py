@@ -26,7 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from analyses import common, style
+from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import activations_identity
 from analyses.inputs import Sentences
@@ -62,6 +62,10 @@ class Result(common.AnalysisResult):
     variance_ratio: list  # (buckets, L, 6) sum var_t / sum var_logit
     definitions: dict = field(default_factory=dict)
     FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
+
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        last = self.share[0][-1]
+        return {} if last is None else {f"{t} share, last layer": stats.Sample(v) for t, v in zip(self.terms, last)}
 
     def headline(self) -> dict[str, str]:
         last = self.share[0][-1]

@@ -128,6 +128,9 @@ class Result(common.AnalysisResult):
         return {f"T={r['window']}, o={r['overlap']}": f"token perplexity {r['token_perplexity']:.2f}, word "
                                                       f"perplexity {r['word_perplexity']:.2f}" for r in self.rows}
 
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {f"token perplexity, T={t}, o={o}": self.token_perplexity(t, o) for t, o in self.measured()}
+
     def measured(self) -> list[tuple[int, int]]:
         """The (window T, overlap o) of every row."""
         return [(row["window"], row["overlap"]) for row in self.rows]

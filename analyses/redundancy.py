@@ -193,6 +193,10 @@ class Result(common.AnalysisResult):
         ax.set_ylabel("principal components k")
         return style.finish(ax, loc="upper left", title=LEGEND)
 
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {f"k({_pct(t['threshold'])}), n = {w['window']}": self.mean_k(w["window"], t["threshold"])
+                for w in self.windows for t in w["thresholds"]}
+
     def headline(self) -> dict[str, str]:
         return {f"k({_pct(t['threshold'])}), n = {w['window']}": f"{t['mean']:.2f} ± {t['std']:.2f} (of at most "
                                                                  f"{w['max_components']})"

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from analyses import common, style
+from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, settings_used
 from analyses.inputs import TimedConfig, Timing
@@ -143,6 +143,9 @@ class Result(common.AnalysisResult):
     rows: list[dict]  # per length: median_s, min_s, max_s, samples_s, loops_per_sample, tokens_per_s,
     #                   speedup_vs_reference; or {"length", "skipped": why} beyond the model's limit
     machine: dict  # "before" / "after": platform and load
+
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {"log-log slope": stats.Sample(self.slope)}
 
     def headline(self) -> dict[str, str]:
         out = {"log-log slope": "n/a" if self.slope is None else f"{self.slope:.2f}"}

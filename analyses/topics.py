@@ -275,6 +275,9 @@ class Result(common.AnalysisResult):
         ax.set_ylabel("JSD (bits), A's continuation")
         return style.finish(ax, title="below the diagonal: A closer to the topic", markerscale=2)
 
+    def headline_numbers(self) -> dict[str, bootstrap_stats.Sample]:
+        return {"mean JSD(A) - JSD(B)": self.mean_jsd_difference()}
+
     def headline(self) -> dict[str, str]:
         s = self.statistics
         return {"mean topic JSD": f"A {s['mean_jsd_a']:.4f}, B {s['mean_jsd_b']:.4f}, real continuation "

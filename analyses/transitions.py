@@ -157,6 +157,9 @@ class Result(common.AnalysisResult):
         _transition_panel(ax, [style.on_axes(ax, self, kwargs)], level, quantity, relative=False)
         return style.finish(ax, title=LEGEND)
 
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {"token L2 change, intermediate layers": self.middle_token_distance()}
+
     def headline(self) -> dict[str, str]:
         tok = ", ".join(f"{row['token']['distance_mean']:.3g}" for row in self.layers)
         cos = np.mean([row["sentence"]["cosine_mean"] for row in self.layers])

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from analyses import common
+from analyses import common, stats
 from analyses.common import SentenceConfig, arg
 from probes.capture.activations import Activations
 
@@ -93,6 +93,10 @@ class Result(common.AnalysisResult):
     examples: list[dict]  # per example sentence: text_index, text, kept tokens
     maps: dict[str, dict]  # map kind -> summary
     FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
+
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {f"{MAP_TITLES.get(name, name)}: local share": stats.Sample(m["local_share_overall"])
+                for name, m in self.maps.items() if is_pair_map(m)}
 
     def headline(self) -> dict[str, str]:
         out = {}

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from analyses import common, style
+from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
 from analyses.probing import tasks as pt
@@ -248,6 +248,10 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose (and n_layers, kept here for the files' layout; nothing reads it)
     tasks: list[dict]  # per task: task, level ("sentence" / "token"), sizes, classes, balance, layers (rows)
     skipped: list[dict] = field(default_factory=list)  # tasks the data could not build: task, reason
+
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {f"{t['task']}: best accuracy": stats.Sample(max(r["accuracy"] for r in t["layers"]))
+                for t in self.tasks}
 
     def headline(self) -> dict[str, str]:
         out = {}

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from analyses import common, style
+from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, SentenceConfig, caller_texts, settings_used
 from analyses.inputs import Pairs
@@ -115,6 +115,10 @@ class Result(common.AnalysisResult):
 
     def matrix(self, measure: str, block: str = "ab") -> np.ndarray:
         return np.asarray(self.matrices[measure][block], float)
+
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {f"{m.upper()} last x last layer": stats.Sample(float(self.matrix(m, "ab")[-1, -1]))
+                for m in self.measures}
 
     def headline(self) -> dict[str, str]:
         out = {"units": f"{self.n_units} {self.unit} units"}

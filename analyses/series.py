@@ -1,0 +1,251 @@
+"""Any analysis along checkpoint series: its headline number against the training step, one line per model.
+
+    $ python -m analyses.series anisotropy --series out/train/series/bert-small-seed3 \\
+          --series out/train/series/slstm-small-seed3 -- --n-sentences 300
+    $ python -m analyses.series perplexity --series 'hf:EleutherAI/pythia-70m@step1000,step8000,step64000' \\
+          -- --max-tokens 4000
+
+A series (:mod:`probes.series`) is a folder of step checkpoints, as the suite's recipes write them with
+``--snapshots`` (or as Hugging Face's Trainer writes ``checkpoint-N/``), or a hub model at several revisions.
+Every point is registered under ``<series>.step-<step>`` for the run (the entries are written to
+``<out>/series/<analysis>.points.yaml``, which names the folder or revision behind each), and the analysis runs
+once over all the points with the options given after ``--`` (``--model``, ``--out`` and ``--no-figures`` are set
+here), writing each point's result to ``<out>/results/<analysis>/`` as any run does and sharing the activation
+cache under ``<out>/cache``. Then each point's :meth:`~analyses.common.AnalysisResult.headline_numbers`
+(``--statistic``; default: the analysis's first) is collected into :class:`SeriesResult`, saved as
+``<out>/series/<analysis>.json``, and drawn against the step on a log scale (:meth:`SeriesResult.plot`), with
+each point's 95% bootstrap interval where the result keeps per-unit values:
+``<out>/figures/series-<analysis>.{png,pdf}``.
+
+An analysis of a pair of models (similarity, topics) takes two series and runs on the two checkpoints of each
+step both have: one line, A against B.
+
+From Python: ``analyses.series.run("anisotropy", ["out/train/series/bert-small-seed3"], n_sentences=300)``
+returns the :class:`SeriesResult` (settings as the analysis's Config fields).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from analyses import style
+from analyses.common import arg, parse_config, read_result, run_main
+from probes.errors import ProbeError
+from probes.io import atomic_write, strict_json
+from probes.series import Series, registry_file, resolve
+
+PAIR_KINDS = ("pair", "lm_pair")  # inputs of two models: similarity, topics
+
+
+@dataclass
+class Config:
+    """Run an analysis on every checkpoint of one or more series and draw its headline number against the step."""
+
+    analysis: str = arg("anisotropy", "the analysis (a name of analyses.ANALYSES)", positional=True)
+    series: list[str] = arg([], "a series: a folder of step checkpoints, or hf:org/name@rev1,rev2,... (repeat the "
+                                "flag for several)")
+    like: list[str] = arg([], "the registry entry each --series is a run of, in the same order (default: the name "
+                              "the recipe recorded in each snapshot.json, where it is registered)")
+    statistic: str = arg("", "which of the analysis's headline numbers to draw (default: its first)")
+    out: str = arg("out/series", "output root: results/, cache/, series/ and figures/ go under it")
+    figures: bool = arg(True, "draw the figure (--no-figures: only the numbers)")
+
+
+@dataclass
+class SeriesPoint:
+    step: int
+    value: float | None
+    interval: list[float] | None  # the 95% bootstrap interval where the result keeps per-unit values
+    model: str  # the point's registry name (its result file's name)
+    tokens: int | None = None
+
+
+@dataclass
+class SeriesLine:
+    name: str  # the series (or "A vs B" for a pair)
+    points: list[SeriesPoint]
+
+
+@dataclass
+class SeriesResult:
+    """An analysis's headline number along checkpoint series."""
+
+    analysis: str
+    statistic: str
+    lines: list[SeriesLine]
+    sources: dict = field(default_factory=dict)  # point name -> the folder or hub revision it was loaded from
+    settings: list[str] = field(default_factory=list)  # the analysis's own options, as given
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict) -> SeriesResult:
+        lines = [SeriesLine(x["name"], [SeriesPoint(**p) for p in x["points"]]) for x in doc["lines"]]
+        return cls(doc["analysis"], doc["statistic"], lines, doc.get("sources", {}), doc.get("settings", []))
+
+    @style.drawing
+    def plot(self, ax=None, **kwargs):
+        """The statistic against the training step (log scale), one line per series with its interval band where
+        the points have one. ``kwargs`` go to every line (``marker=``, ``linewidth=`` ...); colours follow the
+        Axes' cycle, labels the series, fonts and colours the caller's rcParams. Returns the Axes."""
+        ax = style.one_axes(ax, (3.8, 2.9))
+        for line in self.lines:
+            pts = [p for p in line.points if p.value is not None]
+            if not pts:
+                continue
+            x = np.array([max(p.step, 1) for p in pts], dtype=float)
+            y = np.array([p.value for p in pts], dtype=float)
+            drawn = ax.plot(x, y, marker=kwargs.pop("marker", "o"), markersize=3, label=line.name, **kwargs)[0]
+            if all(p.interval is not None for p in pts):
+                lo, hi = np.array([p.interval for p in pts], dtype=float).T
+                ax.fill_between(x, lo, hi, color=drawn.get_color(), alpha=0.2, linewidth=0)
+        ax.set_xscale("log")
+        ax.set_xlabel("training step")
+        ax.set_ylabel(self.statistic)
+        if len(self.lines) > 1:
+            ax.legend(frameon=False, fontsize="small")
+        return style.finish(ax)
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _kind(analysis: str):
+    import analyses
+
+    try:
+        return analyses.get(analysis)
+    except KeyError as e:
+        raise ProbeError(str(e.args[0])) from None
+
+
+def _point_value(result, statistic: str) -> tuple[float | None, list[float] | None]:
+    numbers = result.headline_numbers()
+    if statistic not in numbers:
+        raise ProbeError(f"{result.model_name} has no headline number {statistic!r}; it has: {', '.join(numbers)}")
+    s = numbers[statistic]
+    value = None if s.point is None or not np.isfinite(s.point) else float(s.point)
+    return value, s.interval() if value is not None and s.replicates is not None else None
+
+
+def _results(out: Path, analysis: str) -> list:
+    from analyses import get
+
+    cls = get(analysis).Result
+    return [cls.from_json(read_result(p)) for p in sorted((out / "results" / analysis).glob("*.json"))]
+
+
+def run(analysis: str, series: list, like: list[str] | None = None, *, statistic: str = "",
+        out: str | os.PathLike = "out/series", options: list[str] | None = None, **settings) -> SeriesResult:
+    """Run ``analysis`` along every series in ``series`` (see the module docstring); ``options``: the
+    analysis's command-line options, ``settings``: the same as Config fields (``n_sentences=300``)."""
+    declared = _kind(analysis)
+    options = list(options or [])
+    fields = {f.name: f for f in dataclasses.fields(declared.Config)}
+    for key, value in settings.items():
+        if key not in fields or key in ("model", "model_a", "model_b", "out"):
+            raise ProbeError(f"{analysis} has no setting {key!r} to give along a series")
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            options.append(flag if value else f"--no-{key.replace('_', '-')}")
+        else:
+            for v in value if isinstance(value, list) else [value]:
+                options += [flag, str(v)]
+    if not series:
+        raise ProbeError("give at least one --series")
+    like = list(like or [])
+    if like and len(like) != len(series):
+        raise ProbeError(f"--like names {len(like)} entries for {len(series)} series: give one per series, in order")
+    made: list[Series] = [resolve(s, like[i] if like else None) for i, s in enumerate(series)]
+    pair = declared.inputs.kind in PAIR_KINDS
+    if pair and len(made) != 2:
+        raise ProbeError(f"{analysis} compares two models: give exactly two --series (A, then B)")
+    out = Path(out)
+    reg = registry_file(made, out / "series" / f"{analysis}.points.yaml")
+    previous = os.environ.get("PROBES_CHECKPOINTS", "")
+    os.environ["PROBES_CHECKPOINTS"] = os.pathsep.join(p for p in (str(reg), previous) if p)
+    try:
+        if pair:
+            a, b = made
+            steps = sorted({p.step for p in a.points} & {p.step for p in b.points})
+            if not steps:
+                raise ProbeError(f"series {a.name} and {b.name} have no step in common")
+            names = {"topics": ("--model-a", "--model-b")}.get(analysis, ("--model", "--model"))
+            for s in steps:
+                pa, pb = (next(p for p in x.points if p.step == s) for x in (a, b))
+                declared.main([*options, names[0], pa.name, names[1], pb.name, "--out", str(out), "--no-figures"])
+        else:
+            models = [arg for x in made for p in x.points for arg in ("--model", p.name)]
+            declared.main([*options, *models, "--out", str(out), "--no-figures"])
+        found = _results(out, analysis)
+    finally:
+        os.environ["PROBES_CHECKPOINTS"] = previous
+    return _collect(analysis, made, found, statistic, options, pair)
+
+
+def _collect(analysis: str, made: list[Series], found: list, statistic: str, options: list[str],
+             pair: bool) -> SeriesResult:
+    def of(*names):  # the result whose name holds every one of names (a pair's name holds both)
+        hits = [r for r in found if all(n == r.model_name if not pair else n in r.model_name for n in names)]
+        if not hits:
+            raise ProbeError(f"no {analysis} result for {' and '.join(names)}")
+        return hits[0]
+
+    groups = [[(p, of(p.name)) for p in x.points] for x in made] if not pair else \
+        [[(pa, of(pa.name, pb.name)) for pa in made[0].points for pb in made[1].points if pa.step == pb.step]]
+    first = groups[0][0][1].headline_numbers()
+    if not first:
+        raise ProbeError(f"{analysis} results have no headline number to draw along a series")
+    statistic = statistic or next(iter(first))
+    names = [x.name for x in made] if not pair else [f"{made[0].name} vs {made[1].name}"]
+    lines = []
+    for name, group in zip(names, groups):
+        pts = []
+        for p, r in group:
+            value, interval = _point_value(r, statistic)
+            pts.append(SeriesPoint(p.step, value, interval, p.name, p.tokens))
+        lines.append(SeriesLine(name, pts))
+    sources = {p.name: p.source for x in made for p in x.points}
+    return SeriesResult(analysis, statistic, lines, sources, options)
+
+
+def save(result: SeriesResult, out: str | os.PathLike, figures: bool = True) -> list[Path]:
+    """Write ``<out>/series/<analysis>.json`` (atomically) and, with ``figures``, the figure."""
+    out = Path(out)
+    path = out / "series" / f"{result.analysis}.json"
+    atomic_write(path, (strict_json(result.to_json()) + "\n").encode("utf-8"))
+    written = [path]
+    if figures:
+        import matplotlib.pyplot as plt
+
+        from analyses.common import save_figure
+        from analyses.style import theme
+
+        with theme():
+            ax = result.plot()
+            written += save_figure(ax.figure, out, f"series-{result.analysis}")
+        plt.close(ax.figure)
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else list(argv)
+    own, options = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args else (args, [])
+    cfg = parse_config(Config, own, __doc__.split("\n\n")[0])
+    result = run(cfg.analysis, cfg.series, cfg.like, statistic=cfg.statistic, out=cfg.out, options=options)
+    for line in result.lines:
+        values = ", ".join(f"{p.step}: {'n/a' if p.value is None else f'{p.value:.4g}'}" for p in line.points)
+        print(f"{line.name} ({result.statistic}): {values}")
+    for path in save(result, cfg.out, cfg.figures):
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    run_main(main)

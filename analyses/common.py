@@ -51,7 +51,7 @@ from probes.config import (
     unique,
 )
 from probes.errors import ProbeError
-from probes.io import atomic_write, provenance, strict_json
+from probes.io import atomic_write, loads_json, provenance, strict_json
 
 # The config -> CLI helpers and the atomic write live in probes/ (both sides use them), the Config bases in
 # analyses.inputs (with the kinds of input they belong to); they are re-exported here so an analysis imports
@@ -424,7 +424,7 @@ def read_result(path: str | os.PathLike) -> dict:
     ProbeError line that names the file. Every reader of result files (figures, claims, report) uses it."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_a_number,
+        doc = loads_json(path.read_text(encoding="utf-8"), parse_constant=_not_a_number,
                          parse_float=lambda t: float(t) if math.isfinite(float(t)) else _not_a_number(float(t)))
     except OSError as e:
         raise ProbeError(f"{path}: cannot read the result file ({e.strerror or e})") from None

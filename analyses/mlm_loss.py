@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -42,6 +41,7 @@ from probes.errors import ProbeError
 RECORD, BLOCKS = "train_config.json", "heldout_blocks.csv"
 # what a comparison of two trained models needs to be equal (besides the fusion and the seed it compares):
 ARCHITECTURE = ("arch", "width", "layers", "heads", "intermediate", "vocab_size", "max_positions", "half_dim",
+from probes.io import loads_json
                 "shared_qkv")
 TRAINING = ("corpus", "split", "tokenizer", "seq_len", "steps", "batch_size", "lr", "warmup", "weight_decay",
             "mask_prob", "dropout", "eval_blocks")
@@ -146,7 +146,7 @@ def load_inputs(model, cfg: Config) -> dict:
     TrainingRecords().check_model(spec, cfg)
     folder = spec.local_path()
     try:
-        record = json.loads((folder / RECORD).read_text(encoding="utf-8"))
+        record = loads_json((folder / RECORD).read_text(encoding="utf-8"))
         record["config"]["arch"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ProbeError(f"{folder / RECORD} is not a training record ({type(e).__name__}: {e})") from None

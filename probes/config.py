@@ -128,7 +128,8 @@ def build_parser(cls, description: str | None = None, parser: argparse.ArgumentP
 def _registry_file(text: str) -> str:
     path = Path(text).expanduser()
     if not path.is_file():
-        raise argparse.ArgumentTypeError(f"--registry {text}: no such file")
+        what = "not a regular file" if path.exists() else "no such file"  # a folder, a FIFO, a device
+        raise argparse.ArgumentTypeError(f"--registry {text}: {what}")
     return str(path.resolve())
 
 

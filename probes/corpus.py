@@ -13,7 +13,6 @@ and the problem.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import warnings
@@ -25,6 +24,7 @@ import numpy as np
 
 import probes.resources as resources
 from probes.errors import CorpusError, ProbeError
+from probes.io import loads_json, read_regular
 
 __all__ = [
     "DEFAULT_CORPUS_DIR",
@@ -106,7 +106,7 @@ def _corpus_hash(documents: tuple[Document, ...]) -> str:
 def _read_text(path: Path) -> str:
     """Decode a file as UTF-8 (BOM dropped, line endings normalised to \\n)."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_regular(path).decode("utf-8")  # a FIFO or a device: an OSError, never a hang
     except UnicodeDecodeError as exc:
         raise CorpusError(f"corpus file {path} is not valid UTF-8 (byte {exc.start})") from None
     except OSError as exc:
@@ -132,9 +132,9 @@ def _read_jsonl(path: Path) -> list[Document]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"corpus file {path}, line {k}: not valid JSON ({exc.msg})") from None
+            record = loads_json(line)
+        except ValueError as exc:  # json.JSONDecodeError, or nested too deeply
+            raise CorpusError(f"corpus file {path}, line {k}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
         if not isinstance(record, dict):
             raise CorpusError(f"corpus file {path}, line {k}: expected a JSON object")
         if "text" not in record:

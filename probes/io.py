@@ -7,7 +7,9 @@
   umask's default mode (:func:`default_modes`), whatever mode their writers gave them.
 * :class:`JsonConfig` is the to_dict / from_dict of a model config saved as ``config.json``.
 * :func:`strict_json` serialises with ``allow_nan=False``: results never hold a bare NaN
-  (a caller writes ``null`` and a reason instead; :func:`finite_or_none` helps).
+  (a caller writes ``null`` and a reason instead; :func:`finite_or_none` helps). :func:`loads_json` and
+  :func:`read_json` read JSON so that any bad document, one nested too deeply too, is a ValueError or one
+  error line naming the file.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import math
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -100,6 +103,54 @@ def write_folder(out: Path, write) -> None:
 def finite_or_none(x: float | None) -> float | None:
     """``x`` if it is a finite number, else None (JSON null): pair it with a reason field."""
     return None if x is None or not math.isfinite(x) else x
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than Python's reader goes (it raises RecursionError, which is not a ValueError)."""
+
+
+def loads_json(text: str | bytes, **kwargs):
+    """``json.loads`` whose every failure on bad text is a ValueError: a document nested deeper than Python's
+    recursion limit (``"[" * 100000``) raises :class:`TooDeep` instead of RecursionError, so a reader that turns
+    ValueError into one error line naming its file does so for a crafted file too. Every JSON file the suite
+    reads (model folders' configs, pooling files, cache records, results, saved translators) goes through it."""
+    try:
+        return json.loads(text, **kwargs)
+    except RecursionError:
+        raise TooDeep("nested too deeply to read (arrays or objects deeper than Python's recursion limit)") from None
+
+
+FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_regular(path: str | os.PathLike) -> bytes:
+    """The bytes of ``path`` when it is a regular file (or a link to one); an OSError that says what it is
+    otherwise. Opened without blocking and checked on the open file, so a FIFO never hangs the reader and a device
+    such as /dev/zero is never read into memory, whatever the path named when it was checked before."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((word for test, word in FILE_KINDS if test(mode)), "not a regular file")
+            raise OSError(errno.EINVAL, f"{kind}, not a regular file", os.fspath(path))
+        with os.fdopen(fd, "rb") as f:
+            fd = -1  # closed with f
+            return f.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def read_json(path: str | os.PathLike, what: str = "file"):
+    """The JSON document in ``path``; one ProbeError line that names the file when it cannot be read, is not
+    UTF-8 or not JSON, or is nested too deeply."""
+    try:
+        return loads_json(read_regular(path).decode("utf-8"))
+    except OSError as e:
+        raise ProbeError(f"cannot read the {what} {path}: {e.strerror or e}") from None
+    except ValueError as e:  # json.JSONDecodeError, TooDeep, UnicodeDecodeError
+        raise ProbeError(f"the {what} {path} is not valid JSON ({e})") from None
 
 
 def strict_json(doc, indent: int | None = 1) -> str:

@@ -25,7 +25,6 @@ skipped by ``remove`` with a note, and left for a person to delete.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import shutil
 import sys
@@ -43,6 +42,7 @@ from probes.capture.store import (
 )
 from probes.config import arg, parse_config, run_main
 from probes.errors import ProbeError
+from probes.io import loads_json
 
 DAY = 86400.0
 KEY = re.compile(r"[0-9a-f]{16,64}")  # an entry's folder name: its cache key (store.cache_key: 24 hex digits)
@@ -89,7 +89,7 @@ def entries(cache: str | Path) -> list[Entry]:
             meta_file = path / ("done.json" if partial else "meta.json")
             dtype, n_texts, status = "?", None, "partial" if partial else "ok"
             try:
-                doc = json.loads(meta_file.read_text(encoding="utf-8"))
+                doc = loads_json(meta_file.read_text(encoding="utf-8"))
                 meta = doc if partial else doc["meta"]
                 if partial and meta["key"] != key:
                     raise ValueError("done.json names another key")

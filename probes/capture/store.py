@@ -46,7 +46,7 @@ from probes.capture.activations import Activations
 from probes.capture.work import CACHE_TAG, CACHE_TAG_TEXT, cache_write_errors, mark_cache
 from probes.checkpoints.registry import CheckpointSpec
 from probes.errors import ProbeError
-from probes.io import atomic_text
+from probes.io import atomic_text, loads_json
 from probes.precision import float32_face
 
 CACHE_FORMAT = 5  # bump when the layout on disk or the key changes: older entries are re-extracted (3: checksums;
@@ -318,7 +318,7 @@ def read_entry(entry: Path, full: bool | None = None, verify: bool = True) -> Ac
     PROBES_CACHE_VERIFY says; False: the quick check). ``verify=False``: no checksum is read back (only
     for the entry this process has just written and checksummed: :func:`finalise_entry`); the shapes,
     dtypes and format are still checked."""
-    doc = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
+    doc = loads_json((entry / "meta.json").read_text(encoding="utf-8"))
     if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
         raise ValueError("meta.json does not describe a cache entry")
     meta = doc["meta"]

@@ -34,7 +34,7 @@ import xxhash
 
 from probes.capture import distributed
 from probes.errors import ProbeError
-from probes.io import atomic_text
+from probes.io import atomic_text, loads_json
 
 SPACE_MARGIN = 8 * 2**20  # bytes kept free beyond an entry's arrays: meta.json, the small arrays, the file system
 # the errors of a damaged or foreign done.json / .npy header in a work folder (then it is started afresh)
@@ -331,7 +331,7 @@ def _resume(work: Path, key: str, shapes: dict) -> tuple[WorkArrays, dict, Store
     if not path.exists():
         return None
     try:
-        doc = json.loads(path.read_text())
+        doc = loads_json(path.read_text())
         got = StoreState(np.dtype(doc.get("dtype", "float32")).name, doc.get("fallback"))
         done = {int(c): dict(r) for c, r in doc["chunks"].items()}
         if doc["key"] != key or not done:
@@ -363,7 +363,7 @@ def save_done(work: Path, key: str, state: StoreState, done: dict, c: int, lock=
             atomic_text(work / "done.json", json.dumps({"key": key, **asdict(state), "chunks": chunks}))
             return
         with lock:
-            doc = json.loads((work / "done.json").read_text())
+            doc = loads_json((work / "done.json").read_text())
             doc["chunks"][str(c)] = done[c]
             atomic_text(work / "done.json", json.dumps(doc))
 

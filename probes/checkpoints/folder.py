@@ -23,12 +23,12 @@ are ignored.
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from pathlib import Path
 
 from probes.errors import CheckpointError
+from probes.io import loads_json
 
 # files any of which gives transformers a real vocabulary (fast tokenizer, WordPiece, BPE, SentencePiece)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
@@ -53,7 +53,7 @@ def check_folder(name: str, folder: str | Path, cfg: dict | None = None) -> None
     folder = Path(folder)
     if cfg is None:
         try:
-            cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            cfg = loads_json((folder / "config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise CheckpointError(f"model '{name}': cannot read {folder / 'config.json'}: {e}") from None
     if not isinstance(cfg, dict):
@@ -95,7 +95,7 @@ def check_weight_files(name: str, folder: Path, cfg: dict) -> None:
     for f in present:
         if f.endswith(".index.json"):
             try:
-                index = json.loads((folder / f).read_text(encoding="utf-8"))
+                index = loads_json((folder / f).read_text(encoding="utf-8"))
                 shards = sorted(set(index["weight_map"].values()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
                 raise CheckpointError(f"model '{name}': {folder / f} is not a weight index ({e})") from None
@@ -125,7 +125,7 @@ def safetensors_header(name: str, path: Path) -> dict[str, tuple[str, list[int]]
             (n,) = struct.unpack("<Q", f.read(8))
             if n > size - 8 or n > 1 << 30:
                 raise ValueError(f"header of {n} bytes in a file of {size}")
-            header = json.loads(f.read(n))
+            header = loads_json(f.read(n))
         if not isinstance(header, dict):
             raise ValueError("the header is not a JSON object")
         out = {}

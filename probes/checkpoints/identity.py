@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probes.errors import CheckpointError
+from probes.io import loads_json
 
 if TYPE_CHECKING:
     import torch
@@ -122,9 +123,9 @@ def input_files(folder: Path) -> list[Path]:
     modules = folder / "modules.json"
     if modules.is_file():  # sentence-transformers: each module's folder holds its own config
         try:
-            listed = [str(m.get("path", "")) for m in json.loads(modules.read_text(encoding="utf-8"))]
-        except (OSError, ValueError, TypeError, AttributeError, RecursionError):
-            listed = []  # an unreadable modules.json is itself hashed (nested too deep: RecursionError)
+            listed = [str(m.get("path", "")) for m in loads_json(modules.read_text(encoding="utf-8"))]
+        except (OSError, ValueError, TypeError, AttributeError):
+            listed = []  # an unreadable modules.json is itself hashed
         for sub in listed:
             where = folder / sub
             if sub and where.is_dir() and folder.resolve() in where.resolve().parents:

@@ -48,7 +48,6 @@ hub cannot be reached, the name fails with the same one line as the hub entries 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import socket
@@ -59,6 +58,7 @@ from probes.checkpoints.folder import check_folder
 from probes.checkpoints.pooling import MODULES, Declared, declared_pooling, folder_pooling
 from probes.checkpoints.registry import MAX_NAME, SENTENCE_VECTORS, CheckpointSpec, read_registry
 from probes.errors import CheckpointError
+from probes.io import loads_json
 
 HUB_HOST = "huggingface.co"
 HF_PREFIX = "hf:"
@@ -245,7 +245,7 @@ def _read_config(name: str, path: Path | None) -> dict:
         raise CheckpointError(f"model '{name}': {path.parent if path else 'it'} has no config.json "
                               f"(not a Hugging Face model folder)")
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg = loads_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise CheckpointError(f"model '{name}': cannot read {path}: {e}") from None
     if not isinstance(cfg, dict):

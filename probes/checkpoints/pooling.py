@@ -23,13 +23,13 @@ are none of the suite's vectors. A model folder or hub id without a registry ent
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from probes.checkpoints.registry import REGISTRY_PATH, CheckpointSpec, hub_cached_file
 from probes.errors import CheckpointError
+from probes.io import loads_json
 
 VECTOR_WORDS = {
     "cls": "the first token's state ([CLS], <s>)",
@@ -145,6 +145,6 @@ def pooling_words(spec: CheckpointSpec) -> str:
 
 def _json(name: str, path: Path):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise CheckpointError(f"model '{name}': cannot read {path}: {e}") from None

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ import probes.resources as resources
 from probes.checkpoints import registry_yaml
 from probes.checkpoints.identity import WEIGHT_SUFFIXES, code_versions, file_version, files_sha, plain, weights_sha
 from probes.errors import CheckpointError
+from probes.io import loads_json, read_regular
 
 REGISTRY_PATH = resources.builtin_registry()  # checkpoints.yaml, shipped inside the package (probes/_data)
 SENTENCE_VECTORS = ("cls", "mean", "mean_all", "last", "g")  # in words: probes.checkpoints.pooling
@@ -182,7 +182,7 @@ class CheckpointSpec:
         elif self.source_type == "hub":
             cfg = hub_cached_file(self.source["hub"], "config.json", self.revision)
         try:
-            doc = json.loads(cfg.read_text(encoding="utf-8")) if cfg is not None and cfg.is_file() else {}
+            doc = loads_json(cfg.read_text(encoding="utf-8")) if cfg is not None and cfg.is_file() else {}
         except (OSError, ValueError):
             return None
         return str(doc.get("model_type")) if isinstance(doc, dict) and doc.get("model_type") else None
@@ -319,9 +319,10 @@ def read_registry(path: str | os.PathLike | None = None) -> dict[str, Checkpoint
 
 def _parse_registry(path: Path) -> dict[str, CheckpointSpec]:
     try:
-        raw = registry_yaml.load(path.read_text(encoding="utf-8")) or {}
+        raw = registry_yaml.load(read_regular(path).decode("utf-8")) or {}  # a FIFO or a device: one line
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        reason = " ".join(str(e).split()).replace('in "<unicode string>",', "at")  # YAML's span several lines
+        reason = (e.strerror if isinstance(e, OSError) and e.strerror  # what the path is, without its name again
+                  else " ".join(str(e).split()).replace('in "<unicode string>",', "at"))  # YAML's span lines
         raise CheckpointError(f"cannot read the checkpoint registry {path}: {reason}") from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"checkpoint registry {path} must be a mapping of names to entries, "

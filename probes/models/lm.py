@@ -40,7 +40,6 @@ The train / held-out split of a corpus lives in :mod:`probes.corpus` (:func:`pro
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -49,6 +48,7 @@ import torch
 from probes.checkpoints.names import get_spec
 from probes.checkpoints.registry import CheckpointSpec
 from probes.errors import CheckpointError
+from probes.io import read_json
 from probes.models.hf import has_final_norm
 
 if TYPE_CHECKING:
@@ -220,10 +220,10 @@ def _recurrent(spec: CheckpointSpec, lm, fingerprint: dict | None = None):
     for p in (cfg_path, weights):
         if not p.exists():
             raise CheckpointError(f"model '{spec.name}': {p} is missing (not a recurrent checkpoint folder)")
-    cfg = RecurrenceConfig.from_dict(json.loads(cfg_path.read_text()))
+    cfg = RecurrenceConfig.from_dict(read_json(cfg_path, "recurrence config"))
     trained = folder / "training_config.json"
     if "base" in spec.extra and trained.exists() and fingerprint is not None:
-        want = json.loads(trained.read_text()).get("base_model", {}).get("fingerprint", {}).get("weights_sha256")
+        want = read_json(trained, "training record").get("base_model", {}).get("fingerprint", {}).get("weights_sha256")
         if want and want != fingerprint.get("weights_sha256"):
             raise CheckpointError(f"model '{spec.name}': its recurrence module was trained on base weights "
                                   f"{want[:12]}..., but '{spec.extra['base']}' now has "

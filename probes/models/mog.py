@@ -66,7 +66,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from probes.io import JsonConfig
+from probes.io import JsonConfig, loads_json
 from probes.models.slstm import SLSTMLMHead
 
 FUSIONS = ("sum", "weight-gate", "self-gate")
@@ -336,7 +336,7 @@ def save_pretrained(model: MoGForMaskedLM, folder: str | os.PathLike, dtype: str
 
 
 def read_config(folder: str | os.PathLike) -> dict:
-    doc = json.loads((Path(folder) / CONFIG_NAME).read_text())
+    doc = loads_json((Path(folder) / CONFIG_NAME).read_text(encoding="utf-8"))
     if doc.get("model_type") != MODEL_TYPE:
         raise ValueError(f"{folder}/{CONFIG_NAME} is not a Graph-Transformer config (model_type "
                          f"{doc.get('model_type')!r})")

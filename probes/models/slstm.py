@@ -67,7 +67,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from probes.io import JsonConfig
+from probes.io import JsonConfig, loads_json
 
 GATES = ("input", "left", "right", "self", "sentence")  # the five softmaxed cell gates, in this order
 CONFIG_NAME = "config.json"
@@ -339,7 +339,7 @@ def save_pretrained(model: SLSTMForMaskedLM, folder: str | os.PathLike, dtype: s
 
 
 def read_config(folder: str | os.PathLike) -> dict:
-    doc = json.loads((Path(folder) / CONFIG_NAME).read_text())
+    doc = loads_json((Path(folder) / CONFIG_NAME).read_text(encoding="utf-8"))
     if doc.get("model_type") != MODEL_TYPE:
         raise ValueError(f"{folder}/{CONFIG_NAME} is not an S-LSTM config (model_type {doc.get('model_type')!r})")
     return doc

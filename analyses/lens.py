@@ -19,10 +19,12 @@ top-1 agreement 1 there for both lenses. Per layer and lens, over every scored h
 * top-1 agreement: the share of tokens whose most likely next token is the model's.
 
 Documents run in windows of T tokens every T - o tokens, each target scored once (the perplexity analysis's
-rule; a recurrent GPT-2 carries h_prev from window to window). Intervals: percentile bootstrap over windows
-(the scored targets of a window are a contiguous block of text: a block bootstrap). Two models run on the same
-documents with the same T and o share the windows, so their difference is a paired bootstrap
-(:func:`plot_difference`: where in depth the recurrent model's extra state changes the predictions).
+rule; a recurrent GPT-2 carries h_prev from window to window). Intervals: a block bootstrap over runs of
+consecutive windows of one document, as long as the text allows while leaving at least 20 runs, read at the
+expanded level (the rule of :mod:`analyses.blocks`: losses are dependent over thousands of tokens, so single
+windows would be too short a block). Two models run on the same documents with the same T and o share the
+windows and the runs, so their difference is a paired bootstrap (:func:`plot_difference`: where in depth the
+recurrent model's extra state changes the predictions).
 
     $ python -m analyses.lens --model gpt2-small-base --model gpt2-small-recurrent [--no-tuned] [--window T]
           [--overlap o] [--n-documents N] [--max-tokens N] [--train-steps 250] [--out out]
@@ -37,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses import common, stats, style
+from analyses import blocks, common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, settings_used
 from analyses.inputs import LM, LMConfig
@@ -132,7 +134,8 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer 0..L: {"layer", "final": l == L, <lens>: {ce, ce_ci, kl, kl_ci, top1, top1_ci}}
     tuned_lens: dict | None  # the translators' key, settings, training split and KL at the first and last steps
-    bootstrap: dict  # analyses.stats.bootstrap_block over windows + "units": per window tokens and per-layer sums
+    bootstrap: dict  # analyses.blocks.bootstrap over runs of windows ("runs": each run's first window) + "units":
+    #                  per window its tokens and per-layer sums
 
     @style.drawing
     def plot(self, ax=None, stat: str = "kl", **kwargs):
@@ -192,8 +195,12 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
     per_doc = [lens_statistics(lm, ids, T, cfg.overlap, lenses, cfg.batch_size)
                for _, ids in tqdm_class()(docs, desc=f"lens {lm.name} T={T} o={cfg.overlap}", unit="doc")]
     units = [(name, int(w)) for (name, _), doc in zip(docs, per_doc) for w in range(doc["n_windows"])]
-    boot = stats.bootstrap_block("window", len(units), cfg.resamples, seed=cfg.seed, units_id=stats.units_id(units))
-    W = stats.resample_weights(len(units), cfg.resamples, cfg.seed)
+    n_windows = [doc["n_windows"] for doc in per_doc]
+    run = blocks.block_length(n_windows)  # windows per block (analyses.blocks)
+    runs = blocks.runs(n_windows, run)
+    boot = {**blocks.bootstrap("block", len(runs), run, "windows", cfg.resamples, seed=cfg.seed,
+                               units_id=stats.units_id(units)), "runs": runs}
+    W = stats.resample_weights(len(runs), cfg.resamples, cfg.seed)
     L = int(lm.base.config.num_hidden_layers)
     layers: list[dict] = [{"layer": lyr, "final": lyr == L} for lyr in range(L + 1)]
     saved = {}
@@ -202,7 +209,8 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
         saved[lens] = {s: stats.rounded(sums[s]) for s in STATS}
         for s in STATS:
             point = sums[s].sum(0) / counts.sum()  # (L+1,)
-            ci = stats.interval(ratio_replicates(sums[s], counts, W), boot["level"])  # (2, L+1)
+            rep = ratio_replicates(stats.grouped(sums[s], boot), stats.grouped(counts, boot), W)
+            ci = stats.interval(rep, stats.interval_level(boot))  # (2, L+1)
             for lyr in range(L + 1):
                 layers[lyr].setdefault(lens, {}).update({s: point[lyr], f"{s}_ci": ci[:, lyr].tolist()})
     counts = window_sums(per_doc, "logit")[1]
@@ -227,7 +235,9 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
             "top1": "share of scored targets where argmax p_layer = argmax p_final",
             "windows": "windows of T tokens every T - o tokens, each target scored once (the perplexity rule); a "
                        "recurrent model carries h_prev",
-            "intervals": "percentile bootstrap over windows (ratio of resampled sums over resampled token counts)",
+            "intervals": f"block bootstrap over runs of {run} consecutive windows of one document (the longest "
+                         "runs that leave at least 20); ratio of resampled sums over resampled token counts; "
+                         "percentile interval at the expanded level (analyses.blocks)",
         },
         layers=layers,
         tuned_lens=tuned_record,
@@ -317,14 +327,15 @@ def paired_difference(a: Result, b: Result, lens: str, stat: str = "ce") -> tupl
     """(b - a per layer (L+1,), its paired interval (2, L+1)) of ``stat`` under ``lens``, resampling the windows
     both ran on; None unless both saw the same windows (units_id) with the same depth and lens."""
     ba, bb = a.bootstrap, b.bootstrap
-    if (ba.get("units_id") != bb.get("units_id") or len(a.layers) != len(b.layers) or lens not in a.lenses
-            or lens not in b.lenses):
+    if (ba.get("units_id") != bb.get("units_id") or ba.get("runs") != bb.get("runs")
+            or len(a.layers) != len(b.layers) or lens not in a.lenses or lens not in b.lenses):
         return None
     n = np.asarray(ba["units"]["tokens"], float)
     sa, sb = (np.asarray(r.bootstrap["units"][lens][stat], float) for r in (a, b))
-    W = stats.resample_weights(len(n), ba["resamples"], ba["seed"])
-    rep = ratio_replicates(sb - sa, n, W)
-    return (sb - sa).sum(0) / n.sum(), stats.interval(rep, ba["level"])
+    d, runs_n = stats.grouped(sb - sa, ba), stats.grouped(n, ba)  # per run of windows (the block bootstrap's)
+    W = stats.resample_weights(len(runs_n), ba["resamples"], ba["seed"])
+    rep = ratio_replicates(d, runs_n, W)
+    return (sb - sa).sum(0) / n.sum(), stats.interval(rep, stats.interval_level(ba))
 
 
 @style.drawing

@@ -36,22 +36,24 @@ window does not repeat). A plain model runs them independently (batched).
   2 n_layer n_ctx d counts q.k only; by the paper's slot and Kaplan's convention the overhead would
   be ~2.9e4 instead of ~3.4e4 per token (at o = 0), a 3e-5 relative difference.
 
-Intervals: a percentile bootstrap over blocks of scored tokens (ratio bootstrap: resampled NLL sums over
-resampled token or word counts). A block is a run of ``--block-tokens`` (256) consecutive targets of one
-document, starting at its first target (a document's remainder joins its last block; a shorter document
-is one block). Why blocks and not tokens or documents: the NLLs of neighbouring tokens are dependent
-(they share context, and a recurrent model's h_prev carries each window into the next), so a token
-bootstrap would treat them as independent and make the intervals too narrow; that dependence is short
-range, so blocks of a few hundred tokens are nearly independent of each other, and a block bootstrap
-keeps the dependence inside each block. Documents as units would be independent too, but the default
-corpus has 7, too few for an interval (:data:`analyses.stats.MIN_UNITS`). The blocks are cut at fixed
-target positions, not at window boundaries, so they are the same at every overlap and for every model
-with the same tokenizer: two models, or one model at two overlaps (the recurrence paper's claim 2), are
-compared paired, block by block (the blocks' ``units_id`` says so).
+Intervals: a block bootstrap over runs of scored tokens (ratio bootstrap: resampled NLL sums over resampled
+token or word counts; :mod:`analyses.blocks`). A block is a run of consecutive targets of one document,
+starting at its first target (a document's remainder joins its last block; a shorter document is one block),
+as long as the text allows while leaving at least 20 blocks (``--block-tokens`` fixes the length instead); the
+interval is the percentile interval read at the expanded level. Why long blocks, and not tokens, short blocks
+or documents: the NLLs of tokens are dependent far apart (they share context and topic; a recurrent model's
+h_prev also carries each window into the next): gpt2-small-base's per-token losses on held-out text are still
+correlated a thousand tokens apart, so a token bootstrap, or one over blocks of a few hundred tokens, treats
+dependent pieces as independent and its interval is too narrow (256-token blocks covered 83-84% in simulation);
+documents as units would be independent, but the default corpus has 7, too few for an interval
+(:data:`analyses.stats.MIN_UNITS`). The blocks are cut at fixed target positions, not at window boundaries, so
+they are the same at every overlap and for every model with the same tokenizer: two models, or one model at two
+overlaps (the recurrence paper's claim 2), are compared paired, block by block (the blocks' ``units_id`` says
+so). The bootstrap block records the length used (``block_length``, in tokens) and the rule.
 
     $ python -m analyses.perplexity --model gpt2-small-base --model gpt2-small-recurrent
           [--window T] [--overlap 0 --overlap 30] [--corpus PATH] [--split heldout] [--n-documents N]
-          [--block-tokens 256] [--out out]
+          [--block-tokens 0] [--out out]
 
 Default data: the held-out part of the default corpus (the last 10% of every book, cut at a
 paragraph break; :func:`probes.corpus.split_text`), never seen by ``recipes.train_lm``. Writes
@@ -68,6 +70,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyses import blocks as blocks_mod
 from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
@@ -91,7 +94,8 @@ class Config(LMConfig):
                      choices=SPLITS)
     n_documents: int = arg(0, "evaluate this many documents, drawn with the seed (0: all)", min=0)
     max_tokens: int = arg(0, "evaluate at most this many tokens of each document (0: all)", min=0)
-    block_tokens: int = arg(256, "scored tokens per bootstrap block (consecutive targets of one document)", min=1)
+    block_tokens: int = arg(0, "scored tokens per bootstrap block (consecutive targets of one document; 0: the "
+                               "longest blocks that leave at least 20, the rule of analyses.blocks)", min=0)
     batch_size: int = arg(16, "windows per forward pass (plain models)", min=1)
 
 
@@ -106,7 +110,7 @@ class Result(common.AnalysisResult):
     rows: list[dict]  # per overlap: model, recurrent, window, overlap, token/word perplexity, nll_per_token,
     #                   scored_tokens, words, windows, tokens_processed, flops_per_token, and the bootstrap
     #                   intervals (over blocks) token_perplexity_ci, word_perplexity_ci, nll_per_token_ci
-    bootstrap: dict | None = None  # analyses.stats.bootstrap_block (unit "block") + "blocks": per block its document,
+    bootstrap: dict | None = None  # analyses.blocks.bootstrap (unit "block") + "blocks": per block its document,
     #                                first_target, tokens and words; "nll": overlap (as text) -> per-block NLL sums
 
     @style.drawing
@@ -207,9 +211,14 @@ def resolve_window(lm, cfg: Config) -> int:
 def block_cuts(n_targets: int, block_tokens: int) -> list[int]:
     """Where a document's blocks start and end, as indices into its targets t_1..t_{n-1} (0-based, so index
     i is target t_{i+1}): runs of ``block_tokens`` consecutive targets, the remainder joined to the last
-    run; a document of fewer targets is one block. [0, ..., n_targets]."""
-    k = max(1, n_targets // block_tokens)
-    return [i * block_tokens for i in range(k)] + [n_targets]
+    run; a document of fewer targets is one block. [0, ..., n_targets] (:func:`analyses.blocks.block_cuts`)."""
+    return blocks_mod.block_cuts(n_targets, block_tokens)
+
+
+def block_tokens(docs: list[tuple[str, list[int], int]], cfg: Config) -> int:
+    """The block length in scored tokens: ``--block-tokens`` when given, else the rule of :mod:`analyses.blocks`
+    on the documents' target counts (the same for every model with the same tokenizer and texts)."""
+    return cfg.block_tokens or blocks_mod.block_length([len(ids) - 1 for _, ids, _ in docs])
 
 
 def document_blocks(lm, docs: list[tuple[str, list[int], int]], block_tokens: int) -> tuple[dict, list]:
@@ -242,7 +251,7 @@ def block_intervals(row: dict, nll: np.ndarray, blocks: dict, boot: dict) -> Non
     tok, words = (np.asarray(blocks[k], dtype=np.float64) for k in ("tokens", "words"))
     W = stats.resample_weights(len(nll), boot["resamples"], boot["seed"])
     per_token = stats.ratio_replicates(nll, tok, W)
-    lvl = boot["level"]
+    lvl = stats.interval_level(boot)  # the expanded level of a block bootstrap
     row.update(token_perplexity_ci=np.exp(stats.interval(per_token, lvl)).tolist(),
                word_perplexity_ci=np.exp(stats.interval(stats.ratio_replicates(nll, words, W), lvl)).tolist(),
                nll_per_token_ci=stats.interval(per_token, lvl).tolist())
@@ -260,8 +269,9 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
         docs = [d for d in (truncated(lm, name, ids, words, cfg.max_tokens) for name, ids, words in documents[0])
                 if len(d[1]) >= 2]
         corpus_id = documents[1]
-    blocks, units = document_blocks(lm, docs, cfg.block_tokens)
-    boot = stats.bootstrap_block("block", len(units), seed=cfg.seed, units_id=stats.units_id(units))
+    b_tokens = block_tokens(docs, cfg)
+    blocks, units = document_blocks(lm, docs, b_tokens)
+    boot = blocks_mod.bootstrap("block", len(units), b_tokens, "tokens", seed=cfg.seed, units_id=stats.units_id(units))
     rows, nll_by_overlap = [], {}
     sizes = lm.sizes()
     for o in cfg.overlap:
@@ -273,7 +283,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
             n_win += r["n_windows"]
             processed += r["tokens_processed"]
             fl += flops(sizes, lm.recurrent, T, r["window_lengths"], r["pool_lengths"])
-        nll = np.concatenate([np.add.reduceat(x, block_cuts(len(x), cfg.block_tokens)[:-1]) for x in per_target])
+        nll = np.concatenate([np.add.reduceat(x, block_cuts(len(x), b_tokens)[:-1]) for x in per_target])
         nll_sum = sum(float(x.sum()) for x in per_target)  # summed per document, as before blocks existed
         n_tok, n_words = sum(blocks["tokens"]), sum(d[2] for d in docs)
         rows.append({"model": lm.name, "recurrent": lm.recurrent, "window": T, "overlap": o,
@@ -289,6 +299,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
                                "so at other overlaps it still summarises the text up to the next window's start "
                                "(the paper re-trains per overlap; its footnote 3 describes this remedy)")
         matches = {str(o): o == trained for o in cfg.overlap}
+    chosen = "--block-tokens" if cfg.block_tokens else "the longest blocks that leave at least 20"
     config = settings_used(cfg, corpus=corpus_id, requested=lm.name)
     if corpus_id.get("source") == CALLER_TEXTS:  # the caller's texts: no corpus split or document draw applied
         for key in ("split", "n_documents"):
@@ -305,9 +316,10 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
             "word_perplexity": "exp(total NLL / whitespace-separated words of the evaluated text)",
             "flops_per_token": "(2 N_nonembedding + 2 n_layer T d_model) x tokens processed / tokens scored "
                                "(Kaplan et al. 2020), + the recurrence module's FFN, pooling and extra key/value",
-            "intervals": f"percentile bootstrap over blocks of {cfg.block_tokens} consecutive scored tokens of "
-                         "one document (a document's remainder joins its last block), the same blocks at every "
-                         "overlap; ratio of the resampled NLL sums to the resampled token or word counts",
+            "intervals": f"block bootstrap over blocks of {b_tokens} consecutive scored tokens of one document "
+                         f"(a document's remainder joins its last block; {chosen}), the same blocks at every overlap; "
+                         "ratio of the resampled NLL sums to the resampled token or word counts; percentile interval "
+                         "at the expanded level (analyses.blocks)",
             **notes,
         },
         rows=rows,

@@ -117,6 +117,24 @@ def blockwise_replicates(statistic: Callable[[np.ndarray], np.ndarray], n: int, 
                                                                                    block_elements)])
 
 
+# A block bootstrap (analyses.blocks) saves ``interval_level`` (the level its intervals are read at) and, where it
+# resamples runs of saved units, ``runs`` in its bootstrap block; the two functions below read them.
+
+
+def interval_level(block: dict) -> float:
+    """The level at which a saved ``bootstrap`` block's replicates are read: its ``interval_level`` (a block
+    bootstrap's expanded level) or else its ``level``."""
+    return float(block.get("interval_level", block.get("level", LEVEL)))
+
+
+def grouped(values, block: dict | None) -> np.ndarray:
+    """Per-unit values summed over the runs a saved ``bootstrap`` block resamples (its ``runs``: the first unit of
+    each run) or, without ``runs``, as they are. (n_runs, ...)"""
+    v = np.asarray(values, dtype=np.float64)
+    runs = (block or {}).get("runs")
+    return v if runs is None else np.add.reduceat(v, np.asarray(runs, dtype=np.int64), axis=0)
+
+
 def interval(replicates, level: float = LEVEL) -> np.ndarray:
     """Percentile interval of bootstrap replicates along axis 0: (2,) for (B,), (2, k) for (B, k).
 
@@ -291,7 +309,7 @@ class Sample:
     n_units: int | None = None  # how many units the replicates resample
     unit: str = ""  # what a unit is: sentence, window, document, block, context
     pairing: tuple | None = None  # (units_id, seed, resamples): equal for two results resampled alike
-    level: float = LEVEL
+    level: float = LEVEL  # the level its percentile interval is read at (a block bootstrap: the expanded level)
 
     @classmethod
     def saved(cls, point, replicates, block: dict | None) -> Sample:
@@ -299,7 +317,7 @@ class Sample:
         if replicates is None or not isinstance(block, dict):
             return cls(point)
         return cls(point, np.asarray(replicates, dtype=np.float64), int(block["n_units"]), str(block.get("unit", "")),
-                   pairing(block), float(block.get("level", LEVEL)))
+                   pairing(block), interval_level(block))
 
     @classmethod
     def of_mean(cls, point, values, block: dict) -> Sample:
@@ -307,15 +325,17 @@ class Sample:
         v = np.asarray(values, dtype=np.float64)
         W = resample_weights(len(v), int(block["resamples"]), int(block["seed"]))
         return cls(point, mean_replicates(v, W), len(v), str(block.get("unit", "")), pairing(block),
-                   float(block.get("level", LEVEL)))
+                   interval_level(block))
 
     @classmethod
     def of_ratio(cls, point, numerators, denominators, block: dict, transform=None) -> Sample:
-        """sum(num) / sum(den) over units resampled as ``block`` says, then ``transform`` (e.g. np.exp)."""
-        W = resample_weights(len(numerators), int(block["resamples"]), int(block["seed"]))
-        rep = ratio_replicates(numerators, denominators, W)
-        return cls(point, rep if transform is None else transform(rep), len(numerators), str(block.get("unit", "")),
-                   pairing(block), float(block.get("level", LEVEL)))
+        """sum(num) / sum(den) over units resampled as ``block`` says (in its ``runs`` where it has them:
+        :func:`grouped`), then ``transform`` (e.g. np.exp)."""
+        num, den = grouped(numerators, block), grouped(denominators, block)
+        W = resample_weights(len(num), int(block["resamples"]), int(block["seed"]))
+        rep = ratio_replicates(num, den, W)
+        return cls(point, rep if transform is None else transform(rep), len(num), str(block.get("unit", "")),
+                   pairing(block), interval_level(block))
 
     def interval(self) -> list[float] | None:
         """Its percentile interval; None without replicates or when :func:`interval` finds none."""

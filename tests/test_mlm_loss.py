@@ -45,9 +45,12 @@ def test_the_loss_per_masked_token_and_its_interval_over_blocks(tmp_path, monkey
     r = _result(_folder(tmp_path, monkeypatch, "m-wg", losses))
     sums, counts = np.array(r.blocks["loss_sum"]), np.array(r.blocks["masked_tokens"])
     assert r.loss == pytest.approx(sums.sum() / counts.sum()) and r.loss_source == "held-out blocks"
-    assert r.loss_ci[0] < r.loss < r.loss_ci[1] and r.bootstrap["n_units"] == 200
+    # a block bootstrap over runs of 10 consecutive held-out blocks: the longest runs that leave 20 (analyses.blocks)
+    assert r.loss_ci[0] < r.loss < r.loss_ci[1] and r.bootstrap["n_units"] == 20
+    assert r.bootstrap["block_length"] == 10 and r.bootstrap["runs"] == list(range(0, 200, 10))
+    assert r.bootstrap["interval_level"] > r.bootstrap["level"] == 0.95  # read at the expanded level
     s = r.heldout_loss()
-    assert s.interval() == pytest.approx(r.loss_ci) and s.n_units == 200 and s.unit == "block"
+    assert s.interval() == pytest.approx(r.loss_ci) and s.n_units == 20 and s.unit == "block"
     assert s.pairing == (stats.units_id(counts.tolist()), 0, stats.RESAMPLES)  # equal counts: the same blocks
     again = mlm_loss.Result.from_json(json.loads(json.dumps(r.to_json())))
     assert again.heldout_loss().interval() == pytest.approx(r.loss_ci)

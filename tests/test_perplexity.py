@@ -171,3 +171,26 @@ def test_blocks_are_runs_of_scored_tokens_the_same_at_every_overlap_and_paired_a
     found = claims.RECURRENCE_CLAIMS[0].judge({"perplexity": list(res.values())})
     assert [c.key for c in found.comparisons] == [(16, 0), (16, 4)]
     assert all(s["paired"] and s["unit"] == "block" and s["units"] == b["n_units"] for s in found.seeds)
+
+
+def test_default_blocks_follow_the_block_bootstrap_rule_and_the_result_records_them(models):
+    """Without --block-tokens the blocks are the longest that leave 20 (analyses.blocks), the bootstrap block records
+    their length and the rule, and the intervals are read at the expanded level."""
+    import numpy as np
+
+    from analyses import blocks, stats
+    from analyses.inputs import caller_documents
+
+    lm = models["plain"]
+    texts = [" ".join(f"word{i % 41} of a longer text" for i in range(120)), "Another text, " * 30]
+    r = pp.compute(pp.Config(window=16, overlap=[0]), lm=lm, documents=caller_documents(lm, texts))
+    b = r.bootstrap
+    targets = [len(lm.encode(t)) - 1 for t in texts]
+    length = blocks.block_length(targets)
+    assert b["block_length"] == length and b["block_length_of"] == "tokens" and "at least 20" in b["rule"]
+    assert b["n_units"] == sum(max(1, n // length) for n in targets) >= 20 and r.config["block_tokens"] == 0
+    assert b["method"] == "percentile, expanded" and b["interval_level"] == blocks.expanded_level(0.95, b["n_units"])
+    W = stats.resample_weights(b["n_units"], b["resamples"], b["seed"])
+    rep = stats.ratio_replicates(b["nll"]["0"], b["blocks"]["tokens"], W)
+    assert r.rows[0]["token_perplexity_ci"] == pytest.approx(np.exp(stats.interval(rep, b["interval_level"])))
+    assert r.token_perplexity(16, 0).interval() == pytest.approx(r.rows[0]["token_perplexity_ci"])

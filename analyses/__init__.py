@@ -33,6 +33,7 @@ ANALYSES = {
     "lens": "analyses.lens",
     "intrinsic_dimension": "analyses.intrinsic_dimension",
     "isoscore": "analyses.isoscore",
+    "causal_probing": "analyses.causal_probing",
 }
 
 

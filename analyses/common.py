@@ -291,7 +291,7 @@ def settings_used(cfg, meta: dict | None = None, corpus: dict | None = None, req
                 d[f] = meta[k]
     block = corpus or {}
     sample = block.get("unit") == "sentence"
-    given = corpus is None or block.get("source") == CALLER_TEXTS
+    given = corpus is None or is_caller_texts(block)
     for f, k in SAMPLE_FIELDS.items():
         if f not in d:
             continue
@@ -302,6 +302,13 @@ def settings_used(cfg, meta: dict | None = None, corpus: dict | None = None, req
         elif given:
             del d[f]
     return d
+
+
+def is_caller_texts(corpus: dict | None) -> bool:
+    """Whether a result's corpus block is the caller's own texts: recorded by :func:`caller_texts` (``source``),
+    or a corpus built from them (``probes.corpus.Corpus.from_documents(CALLER_TEXTS, ...)``: its ``name``, as the
+    windows and the LM pairs record it)."""
+    return isinstance(corpus, dict) and CALLER_TEXTS in (corpus.get("source"), corpus.get("name"))
 
 
 def activations_entry(meta: dict) -> dict:

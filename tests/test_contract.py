@@ -33,6 +33,7 @@ import pytest
 import analyses
 from analyses.analysis import Analysis, Figure
 from analyses.common import AnalysisResult, Identity, write_result
+from analyses.inputs import CALLER_TEXTS
 from probes.config import CaptureConfig, CorpusConfig, ModelsConfig, SampleConfig, parse_config
 from probes.errors import ProbeError
 
@@ -307,6 +308,20 @@ def test_caller_texts_are_recorded_as_such_not_as_the_default_sample(tmp_path):
     assert res.model_name == "tiny-bert" and res.config["model"] == ["tiny-bert"]
     pair = similarity.compute(similarity.Config(rsa_units=8), acts_a=acts, acts_b=acts)
     assert pair.config["model"] == ["tiny-bert", "tiny-bert"] and pair.model_name == "tiny-bert__tiny-bert__sentence"
+
+
+def test_every_shape_of_the_callers_texts_leaves_the_sample_settings_out():
+    """A result computed on the caller's texts records no corpus or sample size the texts did not come from,
+    whichever way its inputs record them: as the caller's texts (sentences, LM documents) or as a corpus made of
+    them (windows, LM pairs)."""
+    from analyses.common import caller_texts, settings_used
+    from probes.corpus import Corpus, Document
+
+    made = Corpus.from_documents(CALLER_TEXTS, [Document("text-0", "a b c d")]).identity()
+    for name in ("anisotropy", "redundancy", "perplexity", "topics", "causal_probing"):
+        for block in (caller_texts(["a b", "c d"]), {**made, "unit": "token window of running text"}):
+            used = settings_used(analyses.get(name).Config(), corpus=block)
+            assert not {"corpus", "n_sentences", "min_words", "max_words"} & set(used), (name, block)
 
 
 # ----------------------------------------------------------------------------- the layer rule

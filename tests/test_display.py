@@ -158,9 +158,25 @@ def speed(name="m-i"):
             "crossover": None, "rows": rows, "machine": {}}
 
 
+def causal_probing(name="m-j"):
+    def method(lyr):
+        return {"rank": 2, "accuracy": 0.3, "accuracy_ci": [0.25, 0.35], "random_accuracy": 0.6,
+                "random_accuracy_ci": [0.5, 0.7], "delta_loss": 0.1 * lyr, "delta_loss_ci": [0.0, 0.2 * lyr + 0.1],
+                "random_delta_loss": 0.01, "random_delta_loss_ci": [0.0, 0.02], "excess_loss": 0.1 * lyr - 0.01,
+                "excess_loss_ci": [0.1 * lyr - 0.05, 0.1 * lyr + 0.03]}
+
+    rows = [{"layer": lyr, "majority": 0.3, "accuracy": 0.6 + 0.05 * lyr, "accuracy_ci": [0.5, 0.8],
+             "leace": method(lyr), "inlp": {**method(lyr), "iterations": 2, "dev_accuracy": [0.6, 0.3],
+                                            "dev_majority": 0.3}} for lyr in range(L + 1)]
+    return {**_identity(name), "scikit_learn": "1", "definitions": {},
+            "objective": {"objective": "masked-LM", "loss": 5.0, "loss_ci": [4.9, 5.1]},
+            "tasks": [{"task": "position", "n_items": 100, "n_train": 75, "n_test": 25, "n_classes": 3,
+                       "classes": ["a", "b", "c"], "notes": {}, "layers": rows}]}
+
+
 # a saved document of each analysis (the layout every version must read back)
 BUILDERS = {f.__name__: f for f in (anisotropy, transitions, redundancy, similarity, probing, maps, mog, mog_lens,
-                                    perplexity, topics, speed)}
+                                    perplexity, topics, speed, causal_probing)}
 NAMES = list(analyses.ANALYSES)
 
 
@@ -367,6 +383,8 @@ def _expected(name: str, r) -> np.ndarray:
         return _nan(row["token"]["twonn"] for row in r.layers)
     if name == "isoscore":
         return _nan(row["token"]["isoscore"] for row in r.layers)
+    if name == "causal_probing":
+        return _nan(row["leace"]["excess_loss"] for row in r.tasks[0]["layers"])
     raise AssertionError(f"no expected data for {name}: add it here")
 
 

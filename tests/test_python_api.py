@@ -72,6 +72,7 @@ def test_redundancy_cuts_windows_from_the_callers_texts(texts, tmp_path):
     res = redundancy.run("tiny-bert", texts, window_length=[8, 12], n_windows=4, cache_dir=tmp_path)
     assert [w["window"] for w in res.windows] == [8, 12] and all(w["n_windows"] == 4 for w in res.windows)
     assert res.corpus["name"] == CALLER_TEXTS and res.corpus["windows"] == {"8": 4, "12": 4}
+    assert "corpus" not in res.config  # the config's corpus ("default") did not apply: the windows are the caller's
     with pytest.raises(ProbeError, match="--window-length 600 is too long"):
         redundancy.run("tiny-bert", texts, window_length=[600], cache_dir=tmp_path)
 

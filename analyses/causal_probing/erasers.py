@@ -1,0 +1,155 @@
+"""Concept erasers fitted on labelled states, as :class:`probes.intervention.Erase` edits. Pure numpy and
+scikit-learn, float64.
+
+* :func:`leace`: LEACE (Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed form"), the affine
+  eraser x -> x - W^+ P W (x - mean) of least mean squared change after which no linear classifier predicts the
+  concept better than a constant (on the data it was fitted on). W is the whitening matrix of the covariance of x
+  (pseudo-inverse square root; eigenvalues under the largest x d x float64 eps count as 0) and P the orthogonal
+  projection onto the column space of W Sigma_xz, the whitened cross-covariance of x with the one-hot concept z
+  (singular values under ``svd_tol`` dropped). Its rank is at most K - 1 for K classes. The covariance is the sample
+  covariance (n - 1), or with ``shrinkage`` the linear shrinkage towards tr(S)/d I of Bai et al.'s
+  distribution-free optimal estimator (arXiv 1308.2608): alpha S + (1 - alpha) tr(S)/d I with S the 1/n sample
+  covariance and alpha = 1 - tr(S)^2 / (n (||S||_F^2 - tr(S)^2 / d)), clipped to [0, 1]. These are the
+  ``concept-erasure`` package's estimator choices (``LeaceFitter`` with ``constrain_cov_trace=False``), and
+  tests/test_causal_probing.py checks the two erasers agree to 1e-6. The package's optional trace constraint (mixing
+  the projection towards an orthogonal one when it would raise the total variance) is not LEACE's and not applied.
+* :func:`inlp`: iterative nullspace projection (Ravfogel et al. 2020): fit a linear classifier (L2 logistic
+  regression) of the concept on the states, remove the row space of its weights, refit on what is left, until the
+  classifier's accuracy on a held-out fifth of the training split (by sentence) is within ``tol`` of the majority
+  baseline or ``iterations`` are done. An orthogonal projection; the removed directions keep the training mean
+  (as LEACE's bias does), so only the concept's variation is removed.
+* :func:`random_like`: the control of each: a random subspace of the same rank, drawn uniformly in the same
+  coordinates (LEACE: in its whitened coordinates, so it removes the same share of the states' whitened variance;
+  INLP: orthonormal directions of the states' own space).
+
+    $ python -c "import numpy as np; from analyses.causal_probing.erasers import leace; \\
+    >   X = np.random.default_rng(0).normal(size=(500, 8)); y = (X[:, 0] > 0).astype(int); print(leace(X, y).rank)"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from probes.errors import ProbeError
+from probes.intervention import Erase
+
+
+@dataclass(frozen=True)
+class Whitening:
+    """The whitening W (d, d) and its inverse of a covariance, on the subspace where it is not 0 (``support``)."""
+
+    W: np.ndarray
+    W_inv: np.ndarray
+    support: np.ndarray  # (d, s) orthonormal basis of the eigenvectors kept
+
+
+def shrunk_covariance(Xc: np.ndarray) -> np.ndarray:
+    """Linear shrinkage of the 1/n covariance of centred ``Xc`` (n, d) towards tr(S)/d I (see the module doc)."""
+    n, d = Xc.shape
+    S = Xc.T @ Xc / n
+    tr = np.trace(S)
+    denom = n * (np.sum(S * S) - tr * tr / d)
+    alpha = 1.0 if denom <= 0 else float(np.clip(1.0 - tr * tr / denom, 0.0, 1.0))
+    return alpha * S + (1.0 - alpha) * (tr / d) * np.eye(d)
+
+
+def whitening(sigma: np.ndarray) -> Whitening:
+    """W = sigma^{-1/2} and W^+ = sigma^{1/2} on the eigenvectors whose eigenvalue exceeds the largest one x d x eps."""
+    L, V = np.linalg.eigh((sigma + sigma.T) / 2)
+    keep = L > L[-1] * sigma.shape[0] * np.finfo(np.float64).eps
+    L = np.clip(L, 0.0, None)
+    inv_sqrt = np.where(keep, 1.0 / np.sqrt(np.where(keep, L, 1.0)), 0.0)
+    W = (V * inv_sqrt) @ V.T
+    W_inv = (V * np.where(keep, np.sqrt(L), 0.0)) @ V.T
+    return Whitening(W, W_inv, V[:, keep])
+
+
+def one_hot(y: np.ndarray) -> np.ndarray:
+    y = np.asarray(y, np.int64)
+    return np.eye(int(y.max()) + 1)[y]
+
+
+def _check(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    X, y = np.asarray(X, np.float64), np.asarray(y, np.int64)
+    if X.ndim != 2 or len(X) != len(y) or len(X) < 2:
+        raise ProbeError(f"an eraser is fitted on states (n, d) and n labels, not {X.shape} and {y.shape}")
+    if len(np.unique(y)) < 2:
+        raise ProbeError("an eraser needs at least two classes among the items it is fitted on")
+    return X, y
+
+
+def leace(X: np.ndarray, y: np.ndarray, shrinkage: bool = True, svd_tol: float = 0.01) -> Erase:
+    """The LEACE eraser of the concept ``y`` (n,) from states ``X`` (n, d) (see the module docstring)."""
+    X, y = _check(X, y)
+    n = len(X)
+    mean = X.mean(0)
+    Xc, Zc = X - mean, one_hot(y) - one_hot(y).mean(0)
+    sigma = shrunk_covariance(Xc) if shrinkage else Xc.T @ Xc / (n - 1)
+    w = whitening(sigma)
+    u, s, _ = np.linalg.svd(w.W @ (Xc.T @ Zc / (n - 1)), full_matrices=False)
+    u = u[:, s > svd_tol]
+    if not u.shape[1]:
+        raise ProbeError("the concept has no linear trace in these states (every whitened cross-covariance is "
+                         f"under {svd_tol}): there is nothing to erase")
+    return Erase(w.W_inv @ u, u.T @ w.W, mean)
+
+
+def leace_random(X: np.ndarray, rank: int, seed: int, shrinkage: bool = True) -> Erase:
+    """LEACE's control: a uniformly random ``rank``-dimensional subspace of LEACE's whitened coordinates (within the
+    covariance's support), erased the way LEACE erases its own."""
+    X = np.asarray(X, np.float64)
+    mean = X.mean(0)
+    Xc = X - mean
+    w = whitening(shrunk_covariance(Xc) if shrinkage else Xc.T @ Xc / (len(X) - 1))
+    g = np.random.default_rng([seed, 31]).normal(size=(w.support.shape[1], rank))
+    u = w.support @ np.linalg.qr(g)[0]  # (d, rank) orthonormal, inside the support
+    return Erase(w.W_inv @ u, u.T @ w.W, mean)
+
+
+def orthogonal_random(X: np.ndarray, rank: int, seed: int) -> Erase:
+    """INLP's control: ``rank`` uniformly random orthonormal directions, projected out around the mean."""
+    X = np.asarray(X, np.float64)
+    q = np.linalg.qr(np.random.default_rng([seed, 37]).normal(size=(X.shape[1], rank)))[0]
+    return Erase(q, q.T, X.mean(0))
+
+
+@dataclass(frozen=True)
+class InlpFit:
+    eraser: Erase | None  # None: the first classifier was already at the majority baseline (nothing removed)
+    iterations: int  # classifiers whose directions were removed
+    dev_accuracy: list[float]  # the held-out accuracy of each classifier fitted (the last: what was left)
+    dev_majority: float
+
+
+def inlp(X: np.ndarray, y: np.ndarray, groups: np.ndarray, iterations: int = 10, tol: float = 0.01, C: float = 1.0,
+         seed: int = 0, max_iter: int = 200) -> InlpFit:
+    """Iterative nullspace projection of concept ``y`` from ``X`` (see the module docstring); ``groups`` (n,): the
+    sentence of each item (the held-out fifth is whole sentences)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupShuffleSplit
+
+    X, y = _check(X, y)
+    mean = X.mean(0)
+    Xc = X - mean
+    tr, dev = next(GroupShuffleSplit(1, test_size=0.2, random_state=seed).split(Xc, y, groups))
+    majority = float((y[dev] == np.bincount(y[tr]).argmax()).mean())
+    B = np.zeros((X.shape[1], 0))
+    accs: list[float] = []
+    steps = 0  # classifiers whose weights were removed
+    while True:
+        Xp = Xc - (Xc @ B) @ B.T
+        clf = LogisticRegression(C=C, max_iter=max_iter, tol=1e-4).fit(Xp[tr], y[tr])
+        accs.append(float(clf.score(Xp[dev], y[dev])))
+        if accs[-1] <= majority + tol or steps == iterations:
+            break
+        Wt = clf.coef_.T - B @ (B.T @ clf.coef_.T)  # (d, k) the weights, within what is left
+        q, s, _ = np.linalg.svd(Wt, full_matrices=False)
+        q = q[:, s > 1e-8 * max(1.0, float(s.max(initial=0.0)))]
+        if not q.shape[1]:
+            break
+        B = np.linalg.qr(np.hstack([B, q]))[0]
+        steps += 1
+    eraser = Erase(B, B.T, mean) if B.shape[1] else None
+    return InlpFit(eraser, steps, accs, majority)

@@ -1,0 +1,207 @@
+"""A model's own training objective on texts, per text, under interventions: what removing a property costs it.
+
+* an encoder: the masked-LM loss. In each text a seeded ``mask_prob`` share of the non-special tokens (at least
+  one) is replaced by the mask token, all at once (no 80/10/10 rule: an evaluation, not training), and the loss is
+  the cross-entropy of the model's MLM head at those positions. The masked positions depend only on the text's
+  token ids, the share and the seed, so every condition (clean, edited) scores the same positions;
+* a causal LM: the next-token loss over every position of each text (the model's special tokens included as
+  context, as the capture adds them).
+
+:func:`load_objective` gives the model with its head: a registry entry's folder must hold the head's weights
+(``AutoModelForMaskedLM`` / ``AutoModelForCausalLM``, or the S-LSTM's and Graph-Transformer's own MLM heads);
+a seeded ``random:`` entry gets its seeded head. The encoder part always has exactly the weights the capture's
+encoder has (they are copied from it), so a property found in the captured states is removed from the states
+this model computes. A model object is scored with its own head (``BertForMaskedLM``, ``GPT2LMHeadModel``); a
+bare encoder (``BertModel``) has none, and :class:`NoObjective` says so.
+
+Texts are tokenized as the capture tokenizes them and batched by equal length (no padding: the numbers do not
+depend on which texts share a batch, and models that are not padding-safe are scored right).
+
+    $ python -c "from probes.capture.objective import load_objective; o = load_objective('tiny-bert'); \\
+    >   print(o.kind, o.score(['The cat sat on the mat.']))"
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from probes.errors import ProbeError
+
+MASKED, NEXT = "masked-LM", "next-token"
+
+
+class NoObjective(ProbeError):
+    """The model has no head to score its own objective with (the message says why and what to give)."""
+
+
+@dataclass
+class Objective:
+    """A model with its head (``model``), the suite's tokenizer of its encoder, and which loss it is trained on."""
+
+    name: str
+    kind: str  # MASKED or NEXT
+    model: torch.nn.Module  # its forward takes input_ids and attention_mask and returns logits (or .logits)
+    tokenizer: object  # probes.models.encoder.Tokenizer: the capture's tokenization
+    mask_id: int | None = None  # the mask token (masked-LM)
+    device: torch.device = torch.device("cpu")
+
+    def describe(self, mask_prob: float, seed: int) -> dict:
+        out = {"objective": self.kind, "model_head": type(self.model).__name__}
+        if self.kind == MASKED:
+            out.update(mask_prob=mask_prob, mask_seed=seed, mask_token_id=self.mask_id,
+                       masking="a seeded share of each text's non-special tokens (at least one), all replaced by "
+                               "the mask token; loss at those positions")
+        else:
+            out["scored"] = "every next token of each text (the first token is context only)"
+        return out
+
+    @torch.inference_mode()
+    def score(self, texts: list[str], interventions=(), mask_prob: float = 0.15, seed: int = 0,
+              batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
+        """(loss sums (T,), scored tokens (T,)) in nats, each text's summed cross-entropy and its count, with
+        ``interventions`` (probes.intervention) editing the forward passes."""
+        from probes.intervention import hooked
+        from probes.models.hf import eval_mode
+
+        toks = self.tokenizer.tokenize(list(texts))
+        sums, counts = np.zeros(len(toks)), np.zeros(len(toks), np.int64)
+        lengths = np.array([len(t.ids) for t in toks])
+        with hooked(self.model, interventions), eval_mode(self.model):
+            for n in np.unique(lengths):
+                group = np.flatnonzero(lengths == n)
+                for start in range(0, len(group), batch_size):
+                    idx = group[start:start + batch_size]
+                    ids = torch.tensor([toks[i].ids for i in idx], device=self.device)
+                    if self.kind == MASKED:
+                        where = np.stack([mask_positions(toks[i].ids, toks[i].special, mask_prob, seed) for i in idx])
+                        target = ids.clone()
+                        ids = ids.masked_fill(torch.from_numpy(where).to(self.device), int(self.mask_id))
+                        logits = self._logits(ids)
+                        nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), target,
+                                                                reduction="none")  # (B, n)
+                        keep = torch.from_numpy(where).to(self.device)
+                    else:
+                        logits = self._logits(ids)[:, :-1]
+                        nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), ids[:, 1:],
+                                                                reduction="none")
+                        keep = torch.ones_like(nll, dtype=torch.bool)
+                    sums[idx] = (nll * keep).sum(1).double().cpu().numpy()
+                    counts[idx] = keep.sum(1).cpu().numpy()
+        if not np.isfinite(sums).all():
+            raise ProbeError(f"model '{self.name}': its {self.kind} loss is not finite on some texts")
+        return sums, counts
+
+    def _logits(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids))
+        return out if isinstance(out, torch.Tensor) else out.logits
+
+
+def mask_positions(ids: list[int], special: list[bool], share: float, seed: int) -> np.ndarray:
+    """(n,) bool: the positions masked in a text, a seeded ``share`` of its non-special tokens (at least one; none
+    when it has none). Depends only on the ids, the share and the seed."""
+    real = np.flatnonzero(~np.asarray(special, bool))
+    out = np.zeros(len(ids), bool)
+    if not len(real):
+        return out
+    k = max(1, int(round(share * len(real))))
+    rng = np.random.default_rng([int(seed), zlib.crc32(np.asarray(ids, "<i8").tobytes())])
+    out[rng.choice(real, size=k, replace=False)] = True
+    return out
+
+
+def load_objective(model, tokenizer=None, name: str | None = None, device: str = "cpu") -> Objective:
+    """The :class:`Objective` of ``model``: a registry name, a folder, ``hf:`` id, or a loaded transformers model
+    with its head and ``tokenizer=``. :class:`NoObjective` (one line) when there is no head to score with."""
+    from probes.models.user import is_model_object
+
+    if is_model_object(model):
+        return _object_objective(model, tokenizer, name)
+    from probes.checkpoints.loaders import load
+    from probes.checkpoints.names import get_spec
+
+    spec = get_spec(model)
+    encoder = load(spec, device=device)
+    head = _head_of(spec, encoder, device)
+    base = getattr(head, "slstm", None) or getattr(head, "mog", None) or getattr(head, "base_model", head)
+    _copy_weights(spec.name, encoder.model, base)
+    kind = NEXT if spec.kind == "causal" else MASKED
+    return Objective(spec.name, kind, head.eval(), encoder.tokenizer, _mask_id(spec.name, encoder.tokenizer, kind),
+                     encoder.device)
+
+
+def _head_of(spec, encoder, device) -> torch.nn.Module:
+    """The model of registry entry ``spec`` with its head, float32 on ``device``."""
+    from probes.errors import CheckpointError
+
+    try:
+        if spec.kind == "causal":
+            from probes.models.lm import load_lm
+
+            return load_lm(spec.name, device).base  # a recurrent model's single window is its causal LM
+        if spec.family in ("slstm", "mog"):
+            return _native_head(spec, encoder).to(device)
+        if spec.family in ("hf", "mog-lens"):
+            from transformers import AutoModelForMaskedLM
+
+            from probes.models.hf import hf_tokenizer, load_hf_model
+
+            return load_hf_model(spec, AutoModelForMaskedLM, hf_tokenizer(spec), dtype=torch.float32)[0].to(device)
+    except CheckpointError as e:
+        raise NoObjective(f"model '{spec.name}' has no masked-LM head to score its objective with: "
+                          f"{' '.join(str(e).split())}") from None
+    raise NoObjective(f"model '{spec.name}' (family {spec.family}) has no objective this suite scores")
+
+
+def _native_head(spec, encoder) -> torch.nn.Module:
+    """The S-LSTM's or Graph-Transformer's MLM model: its folder's saved head, or a seeded one (random entries)."""
+    if spec.family == "slstm":
+        from probes.models.slstm import SLSTMForMaskedLM as Head
+        from probes.models.slstm import load_pretrained
+    else:
+        from probes.models.mog import MoGForMaskedLM as Head  # type: ignore[assignment]
+        from probes.models.mog import load_pretrained  # type: ignore[assignment]
+    if spec.source_type == "random":
+        torch.manual_seed(int(spec.source.get("seed", 0)))
+        return Head(encoder.model.config)
+    folder = spec.local_path()
+    if folder is None or not (folder / "config.json").is_file():
+        raise NoObjective(f"model '{spec.name}': no saved masked-LM model in its folder to score its objective with")
+    return load_pretrained(folder).float()
+
+
+def _copy_weights(name: str, source: torch.nn.Module, base: torch.nn.Module) -> None:
+    """Give the head model's encoder part ``base`` exactly the weights of the captured encoder ``source``."""
+    missing, unexpected = base.load_state_dict(source.state_dict(), strict=False)
+    unexpected = [k for k in unexpected if not k.startswith("pooler.")]  # the base model's pooler: never run here
+    if missing or unexpected:
+        raise ProbeError(f"model '{name}': its masked-LM model's encoder does not match the captured encoder "
+                         f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+def _mask_id(name: str, tokenizer, kind: str) -> int | None:
+    if kind != MASKED:
+        return None
+    mask = getattr(getattr(tokenizer, "tokenizer", None), "mask_token_id", None)
+    if mask is None:
+        raise NoObjective(f"model '{name}': its tokenizer has no mask token, so its masked-LM loss cannot be scored")
+    return int(mask)
+
+
+def _object_objective(model, tokenizer, name: str | None) -> Objective:
+    """A caller's transformers model with its head (masked-LM or causal)."""
+    from probes.models.user import object_spec, wrap_encoder
+
+    spec = object_spec(model, tokenizer, name)
+    head = getattr(model, "get_output_embeddings", lambda: None)()
+    if head is None or getattr(model, "base_model", model) is model:
+        raise NoObjective(f"a {type(model).__name__} has no language-model head: give the model with its head "
+                          "(AutoModelForMaskedLM for an encoder, AutoModelForCausalLM for a causal LM) to score "
+                          "its objective")
+    encoder = wrap_encoder(model, tokenizer, name=name)
+    kind = NEXT if spec.kind == "causal" else MASKED
+    device = next(model.parameters()).device
+    return Objective(spec.name, kind, model, encoder.tokenizer, _mask_id(spec.name, encoder.tokenizer, kind), device)

@@ -69,6 +69,7 @@ from probes.capture.activations import Activations
 from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
 
+YLABEL = "unbiased estimate of IsoScore\n(1 = isotropic)"  # not the paper's plug-in on the points (isoscore_plugin)
 BLOCK_ELEMENTS = 2**22  # Gram rows per block x points: 32 MiB of float64 per block
 REPLICATE_ELEMENTS = 2**21  # resamples per block x max(points, sentences): about ten such float64 arrays (16 MiB)
 
@@ -245,7 +246,7 @@ class Result(common.AnalysisResult):
         if level not in LEVELS:
             raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
         ax = style.one_axes(ax, (3.8, 2.9))
-        level_panel(ax, [style.on_axes(ax, self, kwargs)], "isoscore", level, False, "IsoScore (1 = isotropic)")
+        level_panel(ax, [style.on_axes(ax, self, kwargs)], "isoscore", level, False, YLABEL)
         return style.finish(ax)
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
@@ -254,8 +255,10 @@ class Result(common.AnalysisResult):
 
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
-        return {f"{level} IsoScore, last layer": "n/a" if last[level]["isoscore"] is None
-                else f"{last[level]['isoscore']:.3f}" for level in LEVELS}
+        return {f"{level} IsoScore (unbiased estimate), last layer": "n/a" if last[level]["isoscore"] is None
+                else f"{last[level]['isoscore']:.3f}" + ("" if last[level].get("isoscore_plugin") is None else
+                                                          f" (plug-in {last[level]['isoscore_plugin']:.3f})")
+                for level in LEVELS}
 
     def last_layer_isoscore(self, level: str) -> stats.Sample:
         """The last layer's IsoScore of ``level`` ("token" / "sentence") vectors with its bootstrap replicates
@@ -265,6 +268,11 @@ class Result(common.AnalysisResult):
         if reps.get("layer") != len(self.layers) - 1:
             return stats.Sample(point)
         return stats.Sample.saved(point, reps.get(level), self.bootstrap)
+
+    def last_layer_isoscore_plugin(self, level: str) -> stats.Sample:
+        """The last layer's plug-in IsoScore of ``level`` vectors: the paper's algorithm on these points, the number
+        the ``isoscore`` package gives (a point value: its bootstrap is biased, the module's docstring says why)."""
+        return stats.Sample(self.layers[-1][level].get("isoscore_plugin"))
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
@@ -350,7 +358,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     """IsoScore by layer, token level left and sentence level right, one line per model in its colour (band:
     bootstrap interval over sentences). ``fig``: a Figure or SubFigure to draw into. Returns the figure."""
     results = [Result.from_json(r) for r in results]
-    return plot_levels(results, "isoscore", "IsoScore (1 = isotropic)", fig, relative_depth)
+    return plot_levels(results, "isoscore", YLABEL, fig, relative_depth)
 
 
 ANALYSIS = Analysis(
@@ -358,11 +366,14 @@ ANALYSIS = Analysis(
     inputs=Sentences(),
     Config=Config, Result=Result, compute=compute, table_rows=table_rows,
     figures=(
-        Figure("isoscore", plot, "IsoScore (Rudman et al. 2022) of token vectors (left) and sentence vectors (right) "
-               "at every layer, one line per model, band: 95% bootstrap interval over sentences. 1 means every "
-               "principal direction carries the same variance; 0 means all variance lies on one line. Unlike the "
-               "mean cosine of random pairs, it does not depend on where the cloud's mean lies, so a model can look "
-               "anisotropic by cosine (a shared offset) and still use its dimensions evenly, or the reverse."),
+        Figure("isoscore", plot, "The unbiased estimate of IsoScore (Rudman et al. 2022) of token vectors (left) and "
+               "sentence vectors (right) at every layer, one line per model, band: 95% bootstrap interval over "
+               "sentences. 1 means every principal direction carries the same variance; 0 means all variance lies on "
+               "one line. It estimates the IsoScore of the distribution the points come from; the paper's algorithm "
+               "on the points themselves (the isoscore package's number, saved as isoscore_plugin) is lower by about "
+               "PR^2 / N and depends on the sample size. Unlike the mean cosine of random pairs, it does not depend "
+               "on where the cloud's mean lies, so a model can look anisotropic by cosine (a shared offset) and "
+               "still use its dimensions evenly, or the reverse."),
     ),
     example=("--model", "tiny-bert", "--n-sentences", "12", "--n-tokens", "40", "--resamples", "50"),
 )

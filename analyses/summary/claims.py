@@ -23,13 +23,14 @@ the full evidence folded below it, and the forest plot of every seed's differenc
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from analyses import stats
-from analyses.common import arg, parse_config, run_main
+from analyses.common import arg, parse_config, read_result, run_main
 from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED, Verdict  # noqa: F401 - the verdicts, re-exported
 from analyses.summary.claim import DIFFERENCE, NEARER_ZERO, POINT_VALUES, Check, Claim, Finding  # noqa: F401
 from analyses.summary.evidence import (  # noqa: F401 - the readers, re-exported for the report and the tests
@@ -113,6 +114,26 @@ def _speed_rule(results: list) -> tuple[Verdict, str]:
     return (HOLDS if held else FAILS), text
 
 
+@dataclass(frozen=True)
+class IsoScoreClaim(Claim):
+    """A claim decided on the unbiased estimate of IsoScore (analyses.isoscore), whose evidence also gives the same
+    comparison of the plug-in -- the paper's algorithm on the points, the number the ``isoscore`` package prints,
+    biased low by about PR^2 / N -- with the verdict the one rule gives it (point values: the plug-in keeps no
+    bootstrap replicates). The two can disagree; the claim's verdict is the unbiased estimate's."""
+
+    plugin: Callable | None = None  # result -> the plug-in's stats.Sample
+
+    def judge(self, results: dict[str, list]) -> Finding:
+        found = super().judge(results)
+        if self.plugin is None or not found.comparisons:
+            return found
+        plug = replace(self, quantity=self.quantity.replace("unbiased estimate", "plug-in"), plugin=None,
+                       matchups=slstm_against_encoders(self.plugin)).judge(results)
+        found.evidence += (f". The plug-in IsoScore (the paper's algorithm on these points, the isoscore package's "
+                           f"number; point values): {plug.evidence}; verdict on the plug-in: {plug.verdict}")
+        return found
+
+
 SLSTM_CLAIMS: list[Claim | Check] = [
     Claim(SLSTM, "§7.1, Fig. 6", "S-LSTM token outputs are less anisotropic (mean cosine of random tokens, last "
           "layer, nearer 0) than same-size Transformers'", "anisotropy", "last-layer token cosine", "sentence",
@@ -120,13 +141,17 @@ SLSTM_CLAIMS: list[Claim | Check] = [
     Claim(SLSTM, "§7.1, Fig. 6", "S-LSTM sentence vectors are less anisotropic than Transformers' ([CLS] / g, last "
           "layer)", "anisotropy", "last-layer sentence cosine", "sentence", NEARER_ZERO, -1,
           slstm_against_encoders(lambda r: r.last_layer_mean("sentence")), _MISSING_PAIR),
-    Claim(SLSTM, "§7.1, Fig. 6, under IsoScore", "S-LSTM token outputs are more isotropic than same-size "
-          "Transformers' by IsoScore (Rudman et al. 2022: the spread of variance over principal directions, last "
-          "layer, higher)", "isoscore", "last-layer token IsoScore", "sentence", DIFFERENCE, 1,
-          slstm_against_encoders(lambda r: r.last_layer_isoscore("token")), _MISSING_PAIR),
-    Claim(SLSTM, "§7.1, Fig. 6, under IsoScore", "S-LSTM sentence vectors are more isotropic than Transformers' by "
-          "IsoScore ([CLS] / g, last layer, higher)", "isoscore", "last-layer sentence IsoScore", "sentence",
-          DIFFERENCE, 1, slstm_against_encoders(lambda r: r.last_layer_isoscore("sentence")), _MISSING_PAIR),
+    IsoScoreClaim(SLSTM, "§7.1, Fig. 6, under IsoScore", "S-LSTM token outputs are more isotropic than same-size "
+                  "Transformers' by the unbiased estimate of IsoScore (Rudman et al. 2022: the spread of variance over "
+                  "principal directions, last layer, higher)", "isoscore",
+                  "last-layer token IsoScore (unbiased estimate)", "sentence", DIFFERENCE, 1,
+                  slstm_against_encoders(lambda r: r.last_layer_isoscore("token")), _MISSING_PAIR,
+                  plugin=lambda r: r.last_layer_isoscore_plugin("token")),
+    IsoScoreClaim(SLSTM, "§7.1, Fig. 6, under IsoScore", "S-LSTM sentence vectors are more isotropic than "
+                  "Transformers' by the unbiased estimate of IsoScore ([CLS] / g, last layer, higher)", "isoscore",
+                  "last-layer sentence IsoScore (unbiased estimate)", "sentence", DIFFERENCE, 1,
+                  slstm_against_encoders(lambda r: r.last_layer_isoscore("sentence")), _MISSING_PAIR,
+                  plugin=lambda r: r.last_layer_isoscore_plugin("sentence")),
     Claim(SLSTM, "§7.2, Table 6", "S-LSTM needs the most principal components for 90% of the variance (n = 100 "
           "token windows): less feature redundancy", "redundancy", "k at n = 100, 90%", "window", DIFFERENCE, 1,
           slstm_against_encoders(lambda r: r.mean_k(100, 0.9)), _MISSING_PAIR, digits=1),
@@ -343,9 +368,70 @@ def judge_all(results: dict[str, list], claims=CLAIMS) -> list[Finding]:
     return [c.judge(results) for c in claims]
 
 
-def evaluate(out: str | Path) -> list[Finding]:
-    """Every claim's verdict on the results saved under ``out``."""
-    return judge_all(typed(load_all(out)))
+def evaluate(out: str | Path, trajectories: str | Path | None = None) -> list[Finding]:
+    """Every claim's verdict on the results saved under ``out``, with each comparison's course over training
+    where a trajectory file is present (``trajectories``, default ``<out>/trajectories/claims-over-training.json``:
+    :mod:`analyses.summary.trajectories`)."""
+    from analyses.summary.trajectories import TRAJECTORY_FILE
+
+    results = typed(load_all(out))
+    found = judge_all(results)
+    path = Path(trajectories) if trajectories else Path(out) / "trajectories" / TRAJECTORY_FILE
+    if trajectories or path.is_file():
+        attach_over_training(found, results, read_result(path))
+    return found
+
+
+def weights_of(results: dict[str, list]) -> dict[str, str]:
+    """model name -> the sha256 of its weights, as the results' model identities record it (a pair: each side)."""
+    out: dict[str, str] = {}
+
+    def visit(ident, name=None):
+        if isinstance(ident, dict):
+            fp = ident.get("fingerprint")
+            sha = fp.get("weights_sha256") if isinstance(fp, dict) else None
+            name = ident.get("name", name)
+            if isinstance(sha, str) and isinstance(name, str):
+                out.setdefault(name, sha)
+            for v in ident.values():
+                visit(v, name)
+
+    for found in results.values():
+        for r in found:
+            visit(getattr(r, "model", None), getattr(r, "model_name", None))
+    return out
+
+
+def attach_over_training(found: list[Finding], results: dict[str, list], doc: dict) -> None:
+    """Fill each finding's ``over_training`` from a trajectory document: per comparison, the rule of
+    :func:`analyses.summary.trajectories.over_training` on the seeds whose trajectory ends at the very weights
+    the comparison's results were computed from (a trajectory of other weights says nothing about them)."""
+    from analyses.summary.trajectories import MOVING, NONE, over_training
+
+    shas = weights_of(results)
+    claims = {(c["paper"], c["where"], c["claim"]): c for c in doc.get("claims", [])}
+    for f in found:
+        mine = claims.get((f.paper, f.where, f.claim), {"comparisons": []})
+        if not f.comparisons and "check" in mine:  # a check: usable when it ends at the weights the table read
+            check = mine["check"]
+            ok = check["models"] and all(shas.get(m) is not None and check["final_sha256"].get(m) == shas[m]
+                                         for m in check["models"])
+            f.over_training["-"] = f"{check['over_training']} ({', '.join(check['models'])})" if ok else \
+                "no trajectory of these weights"
+        by_against = {c["against"]: c for c in mine["comparisons"]}
+        for c in f.comparisons:
+            seeds = by_against.get(c.against, {}).get("seeds", [])
+            usable = [s for s in seeds if all(shas.get(s[k]) is not None and s["final_sha256"][k] == shas[s[k]]
+                                              for k in ("a", "b"))]
+            if not usable:
+                f.over_training[c.against] = "no trajectory of these weights" if seeds else NONE
+                continue
+            status = over_training(usable)
+            moving = [s["seed"] for s in usable if over_training([s]) == MOVING]
+            names = ", ".join(str(s["seed"]) for s in usable)
+            which = f"seed{'s' if len(usable) > 1 else ''} {names}"
+            f.over_training[c.against] = f"{status} ({which})" if status != MOVING else \
+                f"{status} (seed{'s' if len(moving) > 1 else ''} {', '.join(map(str, moving))} of {which})"
 
 
 def require_results(out: str | Path) -> None:
@@ -369,12 +455,13 @@ def table_lines(f: Finding) -> list[dict]:
     each with the verdict, the deciding difference and its interval, the seeds, and the reason."""
     if not f.comparisons:
         return [{"compared": "-", "verdict": f.verdict, "difference": "point values" if f.claimed_sign == 0
-                 and f.verdict != UNTESTED else "-", "seeds": "-", "why": f.reason}]
+                 and f.verdict != UNTESTED else "-", "seeds": "-", "why": f.reason,
+                 "over": f.over_training.get("-", "-")}]
     lines = []
     for c in f.comparisons:
         if c.difference is None:
             lines.append({"compared": c.against, "verdict": c.verdict, "difference": "-", "seeds": "-",
-                          "why": c.reason})
+                          "why": c.reason, "over": f.over_training.get(c.against, "-")})
             continue
         d = f.digits
         diff = f"{c.difference:+.{d}f}" + ("" if c.interval is None else
@@ -384,8 +471,17 @@ def table_lines(f: Finding) -> list[dict]:
         seeds = f"{n} (point values)" if c.point_values else str(n) if n == 1 else \
             f"{n} ({excluding} of {n} exclude 0)"
         lines.append({"compared": c.against, "verdict": c.verdict, "difference": f"{f.contrast} = {diff}",
-                      "seeds": seeds, "why": c.reason})
+                      "seeds": seeds, "why": c.reason, "over": f.over_training.get(c.against, "-")})
     return lines
+
+
+def claim_over_training(f: Finding) -> str:
+    """The claim's course over training in a word: "still moving" when any comparison's sign still moves in the last
+    half of training, "stable" when every comparison with a trajectory keeps its sign, "-" without trajectories."""
+    from analyses.summary.trajectories import MOVING, STABLE
+
+    words = [text.split(" (")[0] for text in f.over_training.values()]
+    return MOVING if MOVING in words else STABLE if STABLE in words else "-"
 
 
 def markdown_table(found: list[Finding]) -> str:
@@ -395,14 +491,15 @@ def markdown_table(found: list[Finding]) -> str:
     seeds and how many of their own intervals exclude zero -- then the full evidence of every claim folded in a
     <details> element."""
     cell = lambda x: str(x).replace("|", "\\|")  # noqa: E731
-    lines = ["| paper | where | claim | verdict | A vs B | this comparison | difference [95% interval] | seeds | why |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| paper | where | claim | verdict | over training | A vs B | this comparison | difference [95% interval] "
+             "| seeds | over training (seeds with a trajectory) | why |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in found:
         for i, ln in enumerate(table_lines(f)):
-            head = f"| {cell(f.paper)} | {cell(f.where)} | {cell(f.claim)} | **{f.verdict}** |" if i == 0 \
-                else "| | | | |"
+            head = f"| {cell(f.paper)} | {cell(f.where)} | {cell(f.claim)} | **{f.verdict}** | " \
+                   f"{claim_over_training(f)} |" if i == 0 else "| | | | | |"
             lines.append(f"{head} {cell(ln['compared'])} | {ln['verdict']} | {cell(ln['difference'])} | "
-                         f"{cell(ln['seeds'])} | {cell(ln['why'])} |")
+                         f"{cell(ln['seeds'])} | {cell(ln['over'])} | {cell(ln['why'])} |")
     details = ["", "<details><summary>The evidence behind each verdict (every seed's numbers with their 95% "
                "bootstrap intervals)</summary>", ""]
     details += [f"- **{f.paper} {f.where}** ({f.verdict}): {f.evidence}" for f in found]

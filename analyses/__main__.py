@@ -4,6 +4,7 @@ package; ``python -m analyses`` is the same).
     $ probes anisotropy --model minilm-l6 --n-sentences 500     # = python -m analyses.anisotropy ...
     $ probes report --out out                                  # = python -m analyses.summary.report ...
     $ probes cache list                                        # = python -m probes.capture.cache list
+    $ probes series anisotropy --series out/train/series/bert-small-seed3   # = python -m analyses.series ...
     $ probes --help                                            # the commands, one line each
 
 ``probes --help`` reads each command's purpose from its module's docstring without importing the module (no
@@ -20,7 +21,8 @@ import sys
 from pathlib import Path
 
 SUMMARY = {"figures": "analyses.summary.figures", "report": "analyses.summary.report",
-           "claims": "analyses.summary.claims", "recurrence-claims": "analyses.summary.recurrence_claims"}
+           "claims": "analyses.summary.claims", "recurrence-claims": "analyses.summary.recurrence_claims",
+           "series": "analyses.series", "trajectories": "analyses.summary.trajectories"}
 TOOLS = {"cache": "probes.capture.cache"}
 
 

@@ -45,11 +45,11 @@ PAIR_KINDS = ("pair", "lm_pair")  # inputs of two models: similarity, topics
 
 @dataclass
 class Config:
-    """Run an analysis on every checkpoint of one or more series and draw its headline number against the step."""
+    """Run an analysis on every checkpoint of one or more series and draw its headline number against the step; the
+    analysis's own options follow ``--`` (e.g. ``-- --n-sentences 300``)."""
 
     analysis: str = arg("anisotropy", "the analysis (a name of analyses.ANALYSES)", positional=True)
-    series: list[str] = arg([], "a series: a folder of step checkpoints, or hf:org/name@rev1,rev2,... (repeat the "
-                                "flag for several)")
+    series: list[str] = arg([], "a series: a folder of step checkpoints, or hf:org/name@rev1,rev2,...")
     like: list[str] = arg([], "the registry entry each --series is a run of, in the same order (default: the name "
                               "the recipe recorded in each snapshot.json, where it is registered)")
     statistic: str = arg("", "which of the analysis's headline numbers to draw (default: its first)")

@@ -117,3 +117,56 @@ def test_the_command_line_writes_numbers_and_figure_and_takes_the_family_from_th
     saved = json.loads((tmp_path / "o" / "results" / "transitions" / "tiny-slstm-run.step-0000008.json").read_text())
     assert saved["model"]["family"] == "slstm"
     assert "tiny-slstm-run (token L2 change" in capsys.readouterr().out
+
+
+def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_them(trained, tmp_path, monkeypatch):
+    """The S-LSTM anisotropy claims along the tiny S-LSTM and BERT runs (one seed): every point's difference is the
+    claims' own comparison of that point's results, and the claim table's "over training" uses a trajectory only
+    when it ends at the weights the table's results were computed from."""
+    from analyses.summary import claims, trajectories
+
+    finals, series = trained
+    reg = tmp_path / "mine.yaml"
+    entry = lambda family, sentence, arch: {"family": family, "kind": "encoder", "sentence": sentence,  # noqa: E731
+                                            "source": {"path": str(finals[arch])}}
+    reg.write_text(yaml.safe_dump({"tiny-slstm-run": entry("slstm", "g", "slstm"),
+                                   "tiny-bert-run": entry("hf", "cls", "bert")}))
+    monkeypatch.setenv("PROBES_CHECKPOINTS", str(reg))
+    found = trajectories.find_series(series["bert"].parent)
+    assert [s.like for s in found] == ["tiny-bert-run", "tiny-slstm-run"]
+    out, enough = tmp_path / "traj", ["--n-sentences", "24", "--n-tokens", "48"]  # a verdict needs 20 units
+    series_mod.run("anisotropy", [series["slstm"], series["bert"]], out=out, options=enough)
+    results = {"anisotropy": trajectories._read(out, "anisotropy")}
+    judged = trajectories.judge_points(found, results)
+    assert [round(p["fraction"], 3) for p in judged] == [0.125, 0.25, 0.5, 0.75, 1.0]
+    doc = trajectories.trajectories(found, judged)
+    (token,) = [c for c in doc["claims"] if c["claim"].startswith("S-LSTM token outputs are less anisotropic")]
+    (comp,) = token["comparisons"]
+    (seed,) = comp["seeds"]
+    assert comp["against"] == "tiny-slstm-run vs tiny-bert-run" and seed["a"] == "tiny-slstm-run"
+    assert [p["step"] for p in seed["points"]] == [1, 2, 4, 6, 8]
+    # the last point is the final models' comparison, as the claims table computes it on their own results
+    table_out = tmp_path / "table"
+    anisotropy.ANALYSIS.main(["--model", "tiny-slstm-run", "--model", "tiny-bert-run", *enough, "--out",
+                              str(table_out), "--no-figures"])
+    trajectories.write(doc, table_out / "trajectories")
+    (f,) = [x for x in claims.evaluate(table_out) if x.claim == token["claim"]]
+    assert f.comparisons[0].seeds[0]["difference"] == pytest.approx(seed["points"][-1]["difference"], abs=1e-12)
+    assert f.over_training[comp["against"]] == f"{comp['over_training']} (seed 0)"
+    line = [ln for ln in claims.markdown_table([f]).splitlines() if "tiny-bert-run" in ln][0]
+    assert f"| {comp['over_training']} (seed 0) |" in line
+    # a trajectory of other weights is not used: retrain-free check by editing the recorded final hash
+    seed["final_sha256"]["b"] = "0" * 64
+    trajectories.write(doc, table_out / "trajectories")
+    (f,) = [x for x in claims.evaluate(table_out) if x.claim == token["claim"]]
+    assert f.over_training[comp["against"]] == "no trajectory of these weights"
+
+
+@pytest.mark.parametrize("late,expected", [([+1, +2, +3], "stable"), ([-1, +2, +3], "still moving"),
+                                           ([+1, +2, -0.1], "still moving"), ([], "no trajectory")])
+def test_the_over_training_rule_reads_the_last_half(late, expected):
+    from analyses.summary.trajectories import over_training
+
+    early = [{"fraction": f, "difference": -5.0} for f in (1 / 32, 1 / 16, 1 / 8, 1 / 4)]  # early signs do not count
+    points = early + [{"fraction": f, "difference": d} for f, d in zip((0.5, 0.75, 1.0), late)]
+    assert over_training([{"points": points if late else []}]) == expected

@@ -65,6 +65,7 @@ class Finding:
     contrast: str = ""  # e.g. "A - B"
     claimed_sign: int = 0  # the sign the claim gives the contrast (0: a Check)
     digits: int = 3
+    over_training: dict = field(default_factory=dict)  # comparison -> its course over training in words (trajectories)
 
     @property
     def deciding(self) -> Comparison | None:

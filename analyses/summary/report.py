@@ -233,7 +233,8 @@ def claim_rows(found: list) -> list[dict]:
         lines = claims_mod.table_lines(f)
         for i, ln in enumerate(lines):
             rows.append({"finding": f if i == 0 else None, "span": len(lines), "line": ln,
-                         "verdict_class": str(ln["verdict"]).replace(" ", "-")})
+                         "verdict_class": str(ln["verdict"]).replace(" ", "-"),
+                         "over": claims_mod.claim_over_training(f)})
     return rows
 
 

@@ -1,0 +1,280 @@
+"""Each claim's paired difference along training, and whether its sign is still moving at the end.
+
+The claims' models are trained with ``--snapshots`` (:mod:`recipes.loop`: the model after 1/32, 1/16, 1/8,
+1/4, 1/2, 3/4 and all of its steps). At every such point this module runs the analyses the claims read, with
+the demo's settings (:data:`PLAN`, the Makefile's), on every model's checkpoint of that point
+(:mod:`analyses.series`), names each checkpoint's result after the model it is a snapshot of, and judges the
+claims on them with the claims' own code (:func:`analyses.summary.claims.judge_all`). So every number of a
+trajectory is computed exactly as the claims table computes it, and the last point of a seed is that seed's
+final model: the point records the weights' sha256, which the claims table checks against its own result
+before it uses the trajectory.
+
+**Over training** (docs/definitions.md), per comparison of a claim, from the seeds that have a trajectory:
+*stable* when every such seed's paired difference has the sign it ends with at every point of the last half
+of training (1/2, 3/4 and the end: :data:`LAST_HALF`); *still moving* when any seed's sign changes there; the
+column says which seeds it rests on. A claim checked on point values (Fig. 9, Fig. 10) is *stable* when its verdict
+on the models with snapshots is the same at every point of the last half. A claim with no trajectory says so.
+
+    $ python -m analyses.summary.trajectories --series-root out/train/series --out out/trajectories
+    # writes out/trajectories/claims-over-training.json; the claims table and the report read it when present
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from analyses.common import arg, parse_config, read_result, run_main
+from probes.errors import ProbeError
+from probes.io import atomic_write, strict_json
+
+TRAJECTORY_FILE = "claims-over-training.json"
+LAST_HALF = 0.5  # the rule looks at the points at or after this fraction of training
+STABLE, MOVING, NONE = "stable", "still moving", "no trajectory"
+# The analyses the claims read and the demo's settings for them (Makefile: SENTENCES, PPL_TOKENS, CONTEXTS), so a
+# trajectory's last point is computed as the claims table's number is; which models each runs on comes from the
+# claims (the models the series are snapshots of).
+PLAN: dict[str, list[str]] = {
+    "anisotropy": ["--n-sentences", "1500", "--n-tokens", "1500"],
+    "transitions": ["--n-sentences", "1500"],
+    "isoscore": ["--n-sentences", "1500", "--n-tokens", "1500"],
+    "redundancy": [],
+    "perplexity": ["--overlap", "0", "--overlap", "30", "--max-tokens", "8000"],
+    "topics": ["--n-contexts", "160"],
+    "mlm_loss": [],
+}
+FAMILIES = {"anisotropy": ("slstm", "hf"), "transitions": ("slstm", "hf"), "isoscore": ("slstm", "hf"),
+            "redundancy": ("slstm", "hf"), "perplexity": ("hf-causal", "recurrent"), "topics": ("recurrent",),
+            "mlm_loss": ("mog",)}
+
+
+@dataclass
+class Config:
+    """Run the claims' analyses at every snapshot of the claims' models and write each claim's differences along
+    training."""
+
+    series_root: str = arg("out/train/series", "the folder of series folders (recipes --snapshots)")
+    out: str = arg("out/trajectories", "output root: the analyses' results per point and the trajectory file")
+    only: list[str] = arg([], "run only these analyses of the plan (default: all whose models have series)")
+
+
+# ----------------------------------------------------------------------------- which series
+
+
+def find_series(root: str | os.PathLike) -> list:
+    """Every series folder under ``root`` whose snapshots record a registered model name."""
+    from probes.series import resolve
+
+    found = []
+    for folder in sorted(Path(root).glob("*")):
+        if folder.is_dir() and any(folder.glob("step-*/snapshot.json")):
+            s = resolve(folder)
+            if s.like is not None:
+                found.append(s)
+    return found
+
+
+def _uses(analysis: str, s) -> bool:
+    family, kind = s.settings.get("family"), s.settings.get("kind")
+    if analysis in ("perplexity",):
+        return kind == "causal"
+    if analysis == "topics":
+        return kind == "causal"
+    if analysis == "mlm_loss":
+        return family == "mog"
+    return kind == "encoder" and family in ("slstm", "hf")
+
+
+def model_of(series) -> str:
+    """The model a series is snapshots of: its registry entry, else the series' own name."""
+    return series.like or series.name
+
+
+def fraction(point) -> float:
+    return float(point.fraction) if point.fraction is not None else float("nan")
+
+
+# ----------------------------------------------------------------------------- running the plan
+
+
+def heldout_blocks(series: list) -> None:
+    """Per-block held-out losses of every Graph-Transformer snapshot that lacks them (scripts/heldout_blocks.py),
+    which ``analyses.mlm_loss`` pairs over."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "heldout_blocks.py"
+    todo = [p.source for s in series if s.settings.get("family") == "mog" for p in s.points
+            if not (Path(p.source) / "heldout_blocks.csv").exists()]
+    if todo:
+        subprocess.run([sys.executable, str(script), *todo, "--threads", "1"], check=True)
+
+
+def run_plan(series: list, out: Path, only: list[str]) -> None:
+    """Run each analysis of :data:`PLAN` (or of ``only``) along the series it applies to."""
+    from analyses import series as series_mod
+
+    for analysis, options in PLAN.items():
+        if only and analysis not in only:
+            continue
+        mine = [s for s in series if _uses(analysis, s)]
+        if not mine:
+            continue
+        if analysis == "mlm_loss":
+            heldout_blocks(mine)
+        if analysis == "topics":
+            for rec in [s for s in mine if s.settings.get("family") == "recurrent"]:
+                base = _base_of(rec, mine)
+                if base is not None:
+                    series_mod.run(analysis, [Path(rec.points[0].source).parent, Path(base.points[0].source).parent],
+                                   out=out, options=options)
+        else:
+            series_mod.run(analysis, [Path(s.points[0].source).parent for s in mine], out=out, options=options)
+
+
+def _base_of(rec, series: list):
+    """The base LM run beside a recurrent one: the series named like it with "recurrent" -> "base"."""
+    want = rec.like.replace("recurrent", "base")
+    return next((s for s in series if s.like == want), None)
+
+
+def _read(out: Path, analysis: str) -> list:
+    from analyses import get
+
+    cls = get(analysis).Result
+    return [cls.from_json(read_result(p)) for p in sorted((out / "results" / analysis).glob("*.json"))]
+
+
+# ----------------------------------------------------------------------------- judging each point
+
+
+def _renamed(result, names: dict[str, str]):
+    """``result`` as if computed on the models its points are snapshots of (``names``: point -> model)."""
+    ident = result.identity
+    if isinstance(ident.model, dict) and set(ident.model) == {"a", "b"}:  # a pair: each side's own name
+        model = {k: {**v, "name": names.get(v.get("name"), v.get("name"))} for k, v in ident.model.items()}
+        name = "-vs-".join(model[k]["name"] for k in ("a", "b"))
+        ident = dataclasses.replace(ident, model=model, model_name=name)
+    else:
+        ident = dataclasses.replace(ident, model_name=names.get(ident.model_name, ident.model_name))
+    return dataclasses.replace(result, identity=ident)
+
+
+def judge_points(series: list, results: dict[str, list]) -> list[dict]:
+    """Per point of training (by fraction), the claims judged on that point's results: a list of
+    ``{"fraction", "findings": [Finding]}`` in training order."""
+    from analyses.summary.claims import CLAIMS, judge_all
+
+    names = {p.name: model_of(s) for s in series for p in s.points}
+    where = {p.name: fraction(p) for s in series for p in s.points}
+    fractions = sorted({f for f in where.values() if np.isfinite(f)})
+    out = []
+    for f in fractions:
+        at = {a: [_renamed(r, names) for r in rs if _point_of(r, where) == f] for a, rs in results.items()}
+        claims = [c for c in CLAIMS if getattr(c, "analysis", None) in at and at[c.analysis]]
+        models = {c.statement: sorted(r.model_name for r in at[c.analysis]) for c in claims}
+        out.append({"fraction": f, "findings": judge_all(at, claims), "models": models})
+    return out
+
+
+def _point_of(result, where: dict[str, float]) -> float | None:
+    hits = [f for name, f in where.items() if name == result.model_name or f"{name}-vs-" in result.model_name]
+    return hits[0] if hits else None
+
+
+# ----------------------------------------------------------------------------- the trajectories
+
+
+def trajectories(series: list, judged: list[dict]) -> dict:
+    """The document written to :data:`TRAJECTORY_FILE` (see the module docstring)."""
+    steps = {model_of(s): {round(fraction(p), 6): (p.step, p.tokens) for p in s.points} for s in series}
+    shas = {model_of(s): _weights_sha(s.points[-1].source) for s in series}
+    claims: dict[tuple, dict] = {}
+    for point in judged:
+        for f in point["findings"]:
+            key = (f.paper, f.where, f.claim)
+            entry = claims.setdefault(key, {"paper": f.paper, "where": f.where, "claim": f.claim, "comparisons": {}})
+            if not f.comparisons:  # a check of point values: its verdict at each point, on the models it read
+                models = point["models"].get(f.claim, [])
+                check = entry.setdefault("check", {"models": models, "final_sha256": {m: shas.get(m) for m in models},
+                                                   "points": []})
+                check["points"].append({"fraction": point["fraction"], "verdict": str(f.verdict)})
+            for c in f.comparisons:
+                comp = entry["comparisons"].setdefault(c.against, {"against": c.against, "seeds": {}})
+                for r in c.seeds:
+                    seed = comp["seeds"].setdefault(r["seed"], {"seed": r["seed"], "a": r["a"], "b": r["b"],
+                                                               "final_sha256": {"a": shas.get(r["a"]),
+                                                                                "b": shas.get(r["b"])},
+                                                               "points": []})
+                    step, tokens = steps.get(r["a"], {}).get(round(point["fraction"], 6), (None, None))
+                    seed["points"].append({"fraction": point["fraction"], "step": step, "tokens": tokens,
+                                           "difference": r["difference"], "interval": r["interval"]})
+    out = []
+    for entry in claims.values():
+        comps = []
+        for comp in entry["comparisons"].values():
+            seeds = [comp["seeds"][k] for k in sorted(comp["seeds"])]
+            comps.append({"against": comp["against"], "seeds": seeds, "over_training": over_training(seeds)})
+        if "check" in entry:
+            entry["check"]["over_training"] = check_over_training(entry["check"]["points"])
+        out.append({**entry, "comparisons": comps})
+    return {"rule": f"stable: every seed's difference keeps its final sign at every point from {LAST_HALF:g} of "
+                    f"training on; still moving: a seed's sign changes there", "last_half": LAST_HALF, "claims": out}
+
+
+def over_training(seeds: list[dict]) -> str:
+    """:data:`STABLE` or :data:`MOVING` by the rule of the module docstring (:data:`NONE` without points)."""
+    moving = False
+    for s in seeds:
+        late = [p["difference"] for p in s["points"] if p["fraction"] >= LAST_HALF and p["difference"] is not None]
+        if not late:
+            continue
+        final = np.sign(late[-1])
+        moving |= any(np.sign(d) != final for d in late)
+    return NONE if not any(s["points"] for s in seeds) else MOVING if moving else STABLE
+
+
+def check_over_training(points: list[dict]) -> str:
+    """A check's course: :data:`STABLE` when its verdict at every point of the last half of training is the
+    final one, else :data:`MOVING`."""
+    late = [p["verdict"] for p in points if p["fraction"] >= LAST_HALF]
+    return NONE if not late else STABLE if all(v == late[-1] for v in late) else MOVING
+
+
+def _weights_sha(folder: str) -> str | None:
+    from probes.checkpoints.identity import weights_sha
+
+    try:
+        return weights_sha(Path(folder))
+    except (OSError, ValueError):
+        return None
+
+
+def write(doc: dict, out: str | os.PathLike) -> Path:
+    path = Path(out) / TRAJECTORY_FILE
+    atomic_write(path, (strict_json(doc) + "\n").encode("utf-8"))
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv, __doc__.split("\n\n")[0])
+    unknown = sorted(set(cfg.only) - set(PLAN))
+    if unknown:
+        raise ProbeError(f"--only {unknown[0]}: the plan has {', '.join(PLAN)}")
+    series = find_series(cfg.series_root)
+    if not series:
+        raise ProbeError(f"{cfg.series_root} holds no series of a registered model (train with --snapshots)")
+    out = Path(cfg.out)
+    run_plan(series, out, cfg.only)
+    # every analysis's results under out, of this run and of earlier ones (series arrive as training ends)
+    results = {a: _read(out, a) for a in PLAN if (out / "results" / a).is_dir()}
+    path = write(trajectories(series, judge_points(series, results)), out)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -6,10 +6,14 @@ Every layer's residual stream h_l (l = 0..L, 0 = embeddings) is decoded into a n
 * **logit lens**: through the model's own final norm and output matrix (probes.capture.lens.Unembedding);
 * **tuned lens**: through a learned affine translator first, h + A_l h + b_l, trained to minimise
   KL(final || lens_l) on the TRAIN split of the corpus (the first 90% of every document), which the
-  evaluation (the HELD-OUT split, the last 10%) never sees (probes.capture.tuned_lens). The translators are
-  saved in ``<out>/lens/<model>/<key>/`` (translators.safetensors + train_config.json) and reused while the
-  model, the training settings and the split are the same. From Python with the caller's own texts
-  (``lens.run(model, texts)``), the translators still come from ``--corpus``'s train split: keep the two apart.
+  evaluation (the HELD-OUT split, the last 10%) never sees (probes.capture.tuned_lens). Training them runs the
+  model on ``train_steps`` x ``train_tokens`` tokens (250 x 2048 by default): before it starts, one line on stderr
+  says so and where they go, and a progress bar follows; ``tuned=False`` (``--no-tuned``) skips the tuned lens.
+  They are saved with their sha256 in ``<out>/lens/<model>/<key>/`` on the command line and in the per-user
+  cache (``<cache>/.tuned-lens/<model>/<key>/``, :func:`translators_root`) from Python, never in the current
+  folder, and reused while the model, the training settings and the split are the same. From Python with the
+  caller's own texts (``lens.run(model, texts)``), the translators still come from ``--corpus``'s train split:
+  keep the two apart.
 
 Layer L is the model's output itself (Hugging Face's hidden[L] already holds the final norm), so KL is 0 and
 top-1 agreement 1 there for both lenses. Per layer and lens, over every scored held-out token:
@@ -34,6 +38,9 @@ Writes out/results/lens/<model>.json (+ .csv) and out/figures/lens.{png,pdf} and
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +51,7 @@ from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, settings_used
 from analyses.inputs import LM, LMConfig
 from probes.capture.lens import STATS, lens_statistics
+from probes.capture.store import USER_CACHE, UserCache, user_cache_dir
 from probes.capture.tuned_lens import Documents, TrainSettings, tuned_translators
 from probes.capture.windows import check_window
 from probes.config import arg, tqdm_class
@@ -110,13 +118,38 @@ def train_settings(cfg: Config, T: int) -> TrainSettings:
                          lr=cfg.train_lr, seed=cfg.seed)
 
 
-def translators(lm, cfg: Config, T: int, progress: bool = True):
-    """The tuned lens's translators of ``lm``, trained on the corpus's train split (or reused), and their record."""
+def translators(lm, cfg: Config, T: int, root: str | os.PathLike, progress: bool = True):
+    """The tuned lens's translators of ``lm``, trained on the corpus's train split (or reused from ``root``), and
+    their record."""
     train = corpus_split(load_corpus(cfg.corpus), "train")
     docs = Documents([d.text for d in train.documents], lm.encode)  # tokenized as training reaches them
     split = {**train.identity(), "split": "train"}
-    return tuned_translators(lm, docs, split, train_settings(cfg, T), Path(cfg.out) / "lens", cfg.save_every,
-                             progress)
+    return tuned_translators(lm, docs, split, train_settings(cfg, T), root, cfg.save_every, progress)
+
+
+TRANSLATORS = ".tuned-lens"  # the translators' folder in an activation cache (hidden: no cache entry of its own)
+
+
+def translators_root(cache_dir=USER_CACHE) -> Path | None:
+    """Where a Python call keeps the tuned lens's translators: ``<cache>/.tuned-lens`` of the activation cache it
+    uses (the per-user cache by default, :func:`probes.capture.store.user_cache_dir`); None for ``cache_dir=None``
+    (no cache: they are trained in a temporary folder and dropped). Never the current folder."""
+    if cache_dir is None:
+        return None
+    return (user_cache_dir() if isinstance(cache_dir, UserCache) else Path(cache_dir).absolute()) / TRANSLATORS
+
+
+@dataclass(frozen=True)
+class LensInputs(LM):
+    """A causal LM (:class:`analyses.inputs.LM`) and where its translators are kept: ``<out>/lens`` on the command
+    line, :func:`translators_root` of the activation cache from Python."""
+
+    def load(self, unit: tuple, cfg) -> dict:
+        return {**super().load(unit, cfg), "translators_dir": Path(cfg.out) / "lens"}
+
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
+        got = super().from_python(model, texts, cfg, tokenizer=tokenizer, name=name, cache_dir=cache_dir)
+        return {**got, "translators_dir": translators_root(cache_dir)}
 
 
 # ----------------------------------------------------------------------------- compute
@@ -133,9 +166,11 @@ class Result(common.AnalysisResult):
     scored_tokens: int
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer 0..L: {"layer", "final": l == L, <lens>: {ce, ce_ci, kl, kl_ci, top1, top1_ci}}
-    tuned_lens: dict | None  # the translators' key, settings, training split and KL at the first and last steps
+    tuned_lens: dict | None  # the translators' key, settings, training split, sha256 and KL at the first and last
+    #                          steps
     bootstrap: dict  # analyses.blocks.bootstrap over runs of windows ("runs": each run's first window) + "units":
     #                  per window its tokens and per-layer sums
+    notes: list[str] | None = None  # why a statistic is null (NaN or inf logits), one line per lens
 
     @style.drawing
     def plot(self, ax=None, stat: str = "kl", **kwargs):
@@ -158,8 +193,13 @@ class Result(common.AnalysisResult):
 
     def headline(self) -> dict[str, str]:
         mid = self.layers[(len(self.layers) - 1) // 2]
-        return {f"{lens} lens, layer {mid['layer']}": f"KL {mid[lens]['kl']:.3f} nats, top-1 {mid[lens]['top1']:.3f}"
-                for lens in self.lenses}
+        return {f"{lens} lens, layer {mid['layer']}": f"KL {_number(mid[lens]['kl'])} nats, top-1 "
+                f"{_number(mid[lens]['top1'])}" for lens in self.lenses}
+
+
+def _number(x) -> str:
+    """A statistic as the headline shows it: null (see the result's notes) when it is not a finite number."""
+    return f"{x:.3f}" if x is not None and np.isfinite(x) else "null"
 
 
 def window_sums(per_doc: list[dict], lens: str) -> tuple[dict, np.ndarray]:
@@ -181,17 +221,23 @@ def ratio_replicates(sums: np.ndarray, counts: np.ndarray, weights: np.ndarray) 
     return (weights @ sums) / (weights @ counts)[:, None]
 
 
-def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
+def compute(cfg: Config | None = None, *, lm, documents=None, translators_dir=USER_CACHE) -> Result:
     """Logit-lens (and tuned-lens) statistics of ``lm`` per layer on the held-out documents; ``documents``:
-    ([(name, ids)], corpus identity) to evaluate instead of the config's."""
+    ([(name, ids)], corpus identity) to evaluate instead of the config's; ``translators_dir``: where the tuned
+    lens's translators are kept (default: the per-user cache's, :func:`translators_root`; None: a temporary
+    folder)."""
     cfg = cfg or Config()
     T = resolve_window(lm, cfg)
     docs, corpus_id = documents if documents is not None else evaluation_documents(lm, cfg)
     docs = [(d[0], d[1]) for d in docs]  # (name, ids[, words])
     lenses, tuned_record = {"logit": None}, None
     if cfg.tuned:
-        lenses["tuned"], record = translators(lm, cfg, T)
-        tuned_record = {k: record[k] for k in ("key", "settings", "split", "loss", "kl_first_step", "kl_last_step")}
+        root = translators_root() if isinstance(translators_dir, UserCache) else translators_dir
+        with (tempfile.TemporaryDirectory(prefix="tuned-lens-") if root is None
+              else contextlib.nullcontext(root)) as where:
+            lenses["tuned"], record = translators(lm, cfg, T, where)
+        tuned_record = {k: record[k] for k in ("key", "settings", "split", "translators_sha256", "loss",
+                                               "kl_first_step", "kl_last_step", "nonfinite_values")}
     per_doc = [lens_statistics(lm, ids, T, cfg.overlap, lenses, cfg.batch_size)
                for _, ids in tqdm_class()(docs, desc=f"lens {lm.name} T={T} o={cfg.overlap}", unit="doc")]
     units = [(name, int(w)) for (name, _), doc in zip(docs, per_doc) for w in range(doc["n_windows"])]
@@ -215,6 +261,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
                 layers[lyr].setdefault(lens, {}).update({s: point[lyr], f"{s}_ci": ci[:, lyr].tolist()})
     counts = window_sums(per_doc, "logit")[1]
     model = lm.describe()
+    notes = nonfinite_notes(per_doc, lenses, tuned_record)
     return Result(
         identity=Identity(model_name=lm.name, config=settings_used(cfg, corpus=corpus_id, requested=lm.name),
                           model=model, corpus=corpus_id),
@@ -241,8 +288,27 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
         },
         layers=layers,
         tuned_lens=tuned_record,
+        notes=notes or None,
         bootstrap={**boot, "units": {"tokens": counts.tolist(), **saved}},
     )
+
+
+def nonfinite_notes(per_doc: list[dict], lenses: dict, tuned_record: dict | None) -> list[str]:
+    """One line per lens whose decoded distribution is not finite (NaN or inf logits) at some scored token: where
+    and why its ce, kl and top1 are null (an argmax over NaN logits is no prediction)."""
+    notes = []
+    for lens in lenses:
+        bad = np.concatenate([np.isnan(doc["stats"][lens]["top1"]) for doc in per_doc], axis=1)  # (L+1, n)
+        layers = [int(lyr) for lyr in np.flatnonzero(bad.any(1))]
+        if not layers:
+            continue
+        why = ""
+        if lens == "tuned" and tuned_record and tuned_record.get("nonfinite_values"):
+            why = f"; its translators hold {tuned_record['nonfinite_values']} NaN or inf values"
+        notes.append(f"{lens} lens, layers {', '.join(map(str, layers))}: the decoded next-token distribution is NaN "
+                     f"or inf at {int(bad.any(0).sum())} of {bad.shape[1]} scored tokens{why}, so ce, kl and top1 "
+                     "are null there (a NaN is never counted as a disagreement)")
+    return notes
 
 
 def table_rows(result: Result | dict) -> list[dict]:
@@ -384,7 +450,7 @@ def several(results: list) -> list:
 
 ANALYSIS = Analysis(
     name="lens",
-    inputs=LM(),
+    inputs=LensInputs(),
     Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
     figures=(
         Figure("lens", plot, "What each layer would predict if the model stopped there: its residual stream decoded "

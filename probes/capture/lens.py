@@ -119,6 +119,7 @@ def chunk_statistics(unembed: Unembedding, hidden: torch.Tensor, targets: torch.
     final = torch.log_softmax(unembed(hidden[L], final=True, dtype=torch.float64), -1)  # (c, V)
     p_final = final.exp()
     top_final = final.argmax(-1)
+    final_ok = torch.isfinite(final).all(-1)  # (c,) tokens whose model output is a distribution
     ce_final = -final.gather(-1, targets[:, None])[:, 0]
     out = {}
     for name, translator in lenses.items():
@@ -128,8 +129,11 @@ def chunk_statistics(unembed: Unembedding, hidden: torch.Tensor, targets: torch.
             logp = torch.log_softmax(unembed(h, dtype=torch.float64), -1)
             ce[lyr] = (-logp.gather(-1, targets[:, None])[:, 0]).double().cpu().numpy()
             kl[lyr] = (p_final * (final - logp)).sum(-1).double().cpu().numpy()
-            top1[lyr] = (logp.argmax(-1) == top_final).cpu().numpy()
-        ce[L], kl[L], top1[L] = ce_final.double().cpu().numpy(), 0.0, 1.0  # layer L is the model's output
+            # an argmax over NaN logits is a number but no prediction: NaN there, like ce and kl (null in results)
+            agree = (logp.argmax(-1) == top_final).double()
+            top1[lyr] = torch.where(torch.isfinite(logp).all(-1) & final_ok, agree, torch.nan).cpu().numpy()
+        ce[L] = ce_final.double().cpu().numpy()  # layer L is the model's output: KL 0, top-1 agreement 1
+        kl[L], top1[L] = (torch.where(final_ok, v, torch.nan).cpu().numpy() for v in (0.0, 1.0))
         out[name] = {"ce": ce, "kl": kl, "top1": top1}
     return out
 

@@ -14,10 +14,13 @@ forward and its unembedding, so it lives here, where models run; no model weight
 * Data: the training documents in a seeded order, each run in windows by the suite's window rule (a recurrent
   model carries h_prev), a step taking windows until it has ``tokens_per_step`` scored tokens.
 * Stored in ``<root>/<model>/<key>/``: ``translators.safetensors`` and ``train_config.json`` (the settings, the
-  model's fingerprint, the training split's identity, the loss per layer at the first and last steps). The key
-  hashes exactly those, so a run with the same model, settings and split reuses them; anything else trains
-  anew. Training runs in pieces: every ``save_every`` steps ``state.pt`` (translators, optimiser, step, data
-  position, h_prev, log) is written atomically, and an interrupted run resumes from it.
+  model's fingerprint, the training split's identity, the translators file's sha256, the loss per layer at the
+  first and last steps). The key hashes the model, settings and split, so a run with the same ones reuses them;
+  anything else trains anew. Saved translators are read back only when the record names this model, settings and
+  split and the file has the recorded sha256 and the translators' keys and shapes: an edited, damaged or foreign
+  file is one error line naming it, never other numbers. Training runs in pieces: every ``save_every`` steps
+  ``state.pt`` (translators, optimiser, step, data position, h_prev, log) is written atomically, and an
+  interrupted run resumes from it.
 
     >>> tr, info = tuned_translators(lm, train_docs, split_identity, TrainSettings(window=128), "out/lens")
 """
@@ -28,6 +31,7 @@ import contextlib
 import hashlib
 import io
 import json
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,9 +43,9 @@ from probes.capture.lens import Unembedding, chunk_tokens, n_layers, unembedding
 from probes.capture.windows import check_fits, plan
 from probes.config import progress_bar
 from probes.errors import ProbeError
-from probes.io import atomic_write, strict_json
+from probes.io import atomic_write, read_json, read_regular, strict_json
 
-FORMAT = 1  # bump when the files or the training change: older translators are trained again
+FORMAT = 2  # bump when the files or the training change: older translators are trained again
 
 
 class Translators(torch.nn.Module):
@@ -184,11 +188,15 @@ def _train(lm, docs, settings: TrainSettings, folder: Path, save_every: int,
     step, position, h_prev, log = 0, (0, 0, 0), None, []
     state_path = folder / "state.pt"
     if state_path.exists():
-        state = torch.load(state_path, weights_only=True, map_location=lm.device)
-        translators.load_state_dict(state["translators"])
-        opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
-        step, position, h_prev, log = state["step"], tuple(state["position"]), state["h_prev"], state["log"]
+        try:  # weights_only: a pickle that asks for code is refused, as any other damage
+            state = torch.load(state_path, weights_only=True, map_location=lm.device)
+            translators.load_state_dict(state["translators"])
+            opt.load_state_dict(state["opt"])
+            sched.load_state_dict(state["sched"])
+            step, position, h_prev, log = state["step"], tuple(state["position"]), state["h_prev"], state["log"]
+        except Exception as e:  # noqa: BLE001 (UnpicklingError, RuntimeError, KeyError, TypeError, ...)
+            raise ProbeError(f"cannot resume the tuned lens's training from {state_path} ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())[:160]}); remove it to train from the start") from None
     chunk = chunk_tokens(unembed.head.weight.shape[0])
     stream = _stream(docs, settings, position)
     T, o = settings.window, settings.overlap
@@ -229,29 +237,100 @@ def tuned_translators(lm, docs, split: dict, settings: TrainSettings, root: str 
                       save_every: int = 50, progress: bool = True) -> tuple[Translators, dict]:
     """The translators of ``lm`` for these settings and training split: loaded from
     ``<root>/<model>/<key>/`` when they were trained before, else trained (resuming an interrupted run) and
-    saved there. Returns (translators in eval mode, the train_config.json record with ``reused``)."""
-    from safetensors.torch import load_file
-
+    saved there. Saved translators are used only when ``train_config.json`` is a record of this model, these
+    settings and this split and the file's sha256 is the one recorded beside it (:func:`checked_record`); anything
+    else (an edited, damaged or foreign file) is one ProbeError line naming the file. Returns (translators in eval
+    mode, the train_config.json record with ``reused`` and ``folder``)."""
     key = translators_key(lm, settings, split)
     folder = Path(root) / lm.name / key
     folder.mkdir(parents=True, exist_ok=True)
     weights, config = folder / "translators.safetensors", folder / "train_config.json"
+    L, d = n_layers(lm), int(lm.base.config.hidden_size)
     with FileLock(str(folder / ".lock")):  # one trainer per key; a second process waits, then loads
         reused = weights.exists() and config.exists()
         if not reused:
+            if progress:
+                print(training_notice(lm, settings, split, folder), file=sys.stderr, flush=True)
             translators, log = train(lm, docs, settings, folder, save_every, progress)
+            data = translator_bytes(translators)
             record = {"format": FORMAT, "key": key, "model": lm.name, "fingerprint": lm.fingerprint,
-                      "settings": asdict(settings), "split": split, "loss": "sum over layers of mean "
-                      "KL(final || lens_l), nats", "kl_first_step": log[0][1], "kl_last_step": log[-1][1],
-                      "log": log}
-            atomic_write(weights, translator_bytes(translators))
+                      "settings": asdict(settings), "split": split,
+                      "translators_sha256": hashlib.sha256(data).hexdigest(),
+                      "loss": "sum over layers of mean KL(final || lens_l), nats",
+                      "kl_first_step": finite_list(log[0][1]), "kl_last_step": finite_list(log[-1][1]),
+                      "log": [[step, finite_list(kl)] for step, kl in log]}
+            atomic_write(weights, data)
             atomic_write(config, (strict_json(record) + "\n").encode())
             (folder / "state.pt").unlink(missing_ok=True)
-        record = json.loads(config.read_text())
-        translators = Translators(n_layers(lm), int(lm.base.config.hidden_size))
-        translators.load_state_dict(load_file(str(weights)))
+        record = checked_record(config, {"format": FORMAT, "key": key, "model": lm.name,
+                                         "fingerprint": lm.fingerprint, "settings": asdict(settings), "split": split})
+        translators = read_translators(weights, record["translators_sha256"], L, d)
+    bad = int(sum((~torch.isfinite(p)).sum() for p in translators.parameters()))
     return translators.to(lm.device).eval().requires_grad_(False), {**record, "reused": reused,
-                                                                    "folder": str(folder)}
+                                                                    "folder": str(folder), "nonfinite_values": bad}
+
+
+def training_notice(lm, settings: TrainSettings, split: dict, folder: Path) -> str:
+    """The line said before the translators are trained: what it costs and where they go."""
+    return (f"tuned lens of {lm.name}: training its {n_layers(lm)} translators first ({settings.steps} steps of "
+            f"{settings.tokens_per_step:,} tokens of the {split.get('name', 'corpus')} train split: "
+            f"{settings.steps * settings.tokens_per_step:,} tokens through the model and {n_layers(lm)} unembeddings; "
+            f"saved in {folder} and reused after); tuned=False (--no-tuned) skips the tuned lens")
+
+
+def finite_list(values) -> list:
+    """A list of floats with None for each non-finite one (a diverged training's NaN loss: strict JSON)."""
+    return [float(v) if np.isfinite(v) else None for v in values]
+
+
+def checked_record(path: Path, expected: dict) -> dict:
+    """``train_config.json`` read and checked against what this run's translators must have been trained for
+    (format, key, model and fingerprint, settings, split); one ProbeError line naming the file otherwise."""
+    record = read_json(path, "tuned-lens training record")
+    if not isinstance(record, dict):
+        raise ProbeError(f"the tuned-lens training record {path} is a JSON {type(record).__name__}, not an object; "
+                         f"remove {path.parent} to train the translators again")
+    for field, want in expected.items():
+        if _plain(record.get(field)) != _plain(want):
+            raise ProbeError(f"the tuned-lens training record {path} does not match this run: its {field} is "
+                             f"{_short(record.get(field))}, this run's {_short(want)}; remove {path.parent} to "
+                             "train the translators again")
+    if not isinstance(record.get("translators_sha256"), str):
+        raise ProbeError(f"the tuned-lens training record {path} holds no translators_sha256; remove {path.parent} "
+                         "to train the translators again")
+    return record
+
+
+def read_translators(path: Path, sha256: str, n: int, d: int) -> Translators:
+    """The translators saved in ``path``, whose bytes must have the sha256 recorded when they were saved and hold
+    exactly the keys and shapes of ``n`` translators of width ``d``; one ProbeError line naming the file otherwise
+    (an edited, damaged or cut file)."""
+    from safetensors.torch import load
+
+    again = f"remove {path.parent} to train the translators again"
+    try:
+        data = read_regular(path)
+    except OSError as e:
+        raise ProbeError(f"cannot read the tuned-lens translators {path}: {e.strerror or e}; {again}") from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ProbeError(f"the tuned-lens translators {path} are not the ones trained (their sha256 differs from "
+                         f"the one in train_config.json: edited or damaged); {again}")
+    translators = Translators(n, d)
+    try:
+        translators.load_state_dict(load(data))
+    except Exception as e:  # noqa: BLE001 (safetensors' SafetensorError, torch's RuntimeError on keys or shapes)
+        raise ProbeError(f"the tuned-lens translators {path} are not {n} translators of width {d} "
+                         f"({' '.join(str(e).split())[:200]}); {again}") from None
+    return translators
+
+
+def _plain(value):
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _short(value) -> str:
+    text = json.dumps(_plain(value), sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def translator_bytes(translators: Translators) -> bytes:

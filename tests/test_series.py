@@ -145,6 +145,14 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
     (seed,) = comp["seeds"]
     assert comp["against"] == "tiny-slstm-run vs tiny-bert-run" and seed["a"] == "tiny-slstm-run"
     assert [p["step"] for p in seed["points"]] == [1, 2, 4, 6, 8]
+    from analyses.summary.claims_figure import trajectories_figure
+
+    fig = trajectories_figure(doc)
+    panels = [ax for ax in fig.axes if ax.get_lines()]
+    assert len(panels) == sum(len(c["comparisons"]) for c in doc["claims"])
+    drawn = panels[[c["claim"] for c in doc["claims"]].index(token["claim"])].get_lines()[0]
+    assert np.allclose(drawn.get_xdata(), [p["fraction"] for p in seed["points"]])
+    assert np.allclose(drawn.get_ydata(), [p["difference"] for p in seed["points"]])
     # the last point is the final models' comparison, as the claims table computes it on their own results
     table_out = tmp_path / "table"
     anisotropy.ANALYSIS.main(["--model", "tiny-slstm-run", "--model", "tiny-bert-run", *enough, "--out",

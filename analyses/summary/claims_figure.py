@@ -59,7 +59,9 @@ def _panel(ax, f, c) -> None:
     ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
     ax.tick_params(axis="x", labelsize=6.5)
     ax.xaxis.set_major_locator(MaxNLocator(6))
-    ax.set_xlabel(f"{f.contrast} of {f.quantity}" + (" (point values)" if c.point_values else ""), fontsize=6.5)
+    over = f.over_training.get(c.against)
+    ax.set_xlabel(f"{f.contrast} of {f.quantity}" + (" (point values)" if c.point_values else "")
+                  + (f"\nover training: {over}" if over else ""), fontsize=6.5)
     ax.set_title(f"{f.paper} {f.where}\n{c.against}", fontsize=7, loc="left", pad=6)
     # the verdict on the level of the title's first line (the paper), clear of the compared models' longer line
     ax.annotate(str(c.verdict), xy=(1, 1), xycoords="axes fraction", xytext=(0, 6 + 1.2 * 7),
@@ -92,14 +94,66 @@ def claims_figure(found: list, fig=None, columns: int = 2):
     return fig
 
 
-def write_claims_figure(found: list, path: str | Path) -> Path:
-    """Draw :func:`claims_figure` to ``path`` (.png at 200 dpi, or .pdf), atomically. Returns the path."""
+def _course(ax, claim: dict, comp: dict) -> None:
+    """One comparison's paired difference along training: a line per seed (its 95% interval at every point as a
+    band), the zero line, the claimed side shaded; the rule's word in the corner."""
+    for k, seed in enumerate(comp["seeds"]):
+        pts = [p for p in seed["points"] if p["difference"] is not None]
+        x = [p["fraction"] for p in pts]
+        color = f"C{k}"
+        ax.plot(x, [p["difference"] for p in pts], marker="o", ms=2.5, lw=1, color=color, label=f"seed {seed['seed']}")
+        if all(p["interval"] for p in pts):
+            ax.fill_between(x, [p["interval"][0] for p in pts], [p["interval"][1] for p in pts], color=color,
+                            alpha=0.15, lw=0)
+    ax.set_xscale("log", base=2)
+    ax.axhline(0, color="black", lw=0.8)
+    lo, hi = ax.get_ylim()
+    side = (0, max(hi, 0)) if claim.get("claimed_sign", 0) > 0 else (min(lo, 0), 0)
+    ax.axhspan(*side, color=CLAIMED_SHADE, alpha=0.6, lw=0, zorder=0)
+    ax.set_ylim(lo, hi)
+    ax.axvspan(0.5, 1, color="#eeeeee", lw=0, zorder=-1)  # the last half, which the rule reads
+    ax.tick_params(labelsize=6.5)
+    ax.set_xlabel("fraction of training (log scale; shaded grey: the last half)", fontsize=6.5)
+    ax.set_ylabel(claim.get("contrast", "A - B"), fontsize=6.5)
+    ax.set_title(f"{claim['paper']} {claim['where']}\n{comp['against']}", fontsize=7, loc="left", pad=6)
+    ax.annotate(comp["over_training"], xy=(1, 1), xycoords="axes fraction", xytext=(0, 6 + 1.2 * 7),
+                textcoords="offset points", ha="right", va="bottom", fontsize=7.5, fontweight="bold",
+                color="#2e7d32" if comp["over_training"] == "stable" else "#ef6c00")
+    if len(comp["seeds"]) > 1:
+        ax.legend(fontsize=6, frameon=False)
+
+
+def trajectories_figure(doc: dict, fig=None, columns: int = 3):
+    """Each claim's paired difference per seed along training (:mod:`analyses.summary.trajectories`' document),
+    one panel per claim and compared model, on ``fig`` (default: a new Figure). Returns the Figure."""
+    from matplotlib.figure import Figure
+
+    panels = [(c, comp) for c in doc.get("claims", []) for comp in c["comparisons"] if comp["seeds"]]
+    cols = max(1, min(columns, len(panels)))
+    rows = max(1, math.ceil(len(panels) / cols))
+    fig = fig or Figure(figsize=(3.4 * cols, 2.6 * rows + 0.4))
+    if not panels:
+        ax = fig.add_subplot()
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no claim has a trajectory", ha="center", va="center")
+        return fig
+    gs = fig.add_gridspec(rows, cols, hspace=1.0, wspace=0.45, top=1 - 0.7 / fig.get_figheight())
+    for k, (claim, comp) in enumerate(panels):
+        _course(fig.add_subplot(gs[k // cols, k % cols]), claim, comp)
+    fig.suptitle("The claims' paired differences along training, per seed (bands: 95% bootstrap intervals); "
+                 "shaded green: the side the claim says", fontsize=8, y=1 - 0.1 / fig.get_figheight(), va="top")
+    return fig
+
+
+def write_claims_figure(found: list, path: str | Path, draw=None) -> Path:
+    """Draw :func:`claims_figure` (or ``draw()``'s Figure) to ``path`` (.png at 200 dpi, or .pdf), atomically.
+    Returns the path."""
     import io
 
     from analyses.common import atomic_write
 
     path = Path(path)
-    fig = claims_figure(found)
+    fig = draw() if draw is not None else claims_figure(found)
     buf = io.BytesIO()
     fmt = path.suffix.lstrip(".").lower() or "png"
     fig.savefig(buf, format=fmt, dpi=200, bbox_inches="tight", **({"metadata": {"CreationDate": None}}

@@ -61,6 +61,7 @@ class Config:
     series_root: str = arg("out/train/series", "the folder of series folders (recipes --snapshots)")
     out: str = arg("out/trajectories", "output root: the analyses' results per point and the trajectory file")
     only: list[str] = arg([], "run only these analyses of the plan (default: all whose models have series)")
+    figure: str = arg("", "also draw each claim's difference along training per seed to this file (.png or .pdf)")
 
 
 # ----------------------------------------------------------------------------- which series
@@ -197,7 +198,9 @@ def trajectories(series: list, judged: list[dict]) -> dict:
     for point in judged:
         for f in point["findings"]:
             key = (f.paper, f.where, f.claim)
-            entry = claims.setdefault(key, {"paper": f.paper, "where": f.where, "claim": f.claim, "comparisons": {}})
+            entry = claims.setdefault(key, {"paper": f.paper, "where": f.where, "claim": f.claim,
+                                            "quantity": f.quantity, "contrast": f.contrast,
+                                            "claimed_sign": f.claimed_sign, "comparisons": {}})
             if not f.comparisons:  # a check of point values: its verdict at each point, on the models it read
                 models = point["models"].get(f.claim, [])
                 check = entry.setdefault("check", {"models": models, "final_sha256": {m: shas.get(m) for m in models},
@@ -272,8 +275,12 @@ def main(argv: list[str] | None = None) -> None:
     run_plan(series, out, cfg.only)
     # every analysis's results under out, of this run and of earlier ones (series arrive as training ends)
     results = {a: _read(out, a) for a in PLAN if (out / "results" / a).is_dir()}
-    path = write(trajectories(series, judge_points(series, results)), out)
-    print(f"wrote {path}")
+    doc = trajectories(series, judge_points(series, results))
+    print(f"wrote {write(doc, out)}")
+    if cfg.figure:
+        from analyses.summary.claims_figure import trajectories_figure, write_claims_figure
+
+        print(f"wrote {write_claims_figure([], cfg.figure, draw=lambda: trajectories_figure(doc))}")
 
 
 if __name__ == "__main__":

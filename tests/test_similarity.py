@@ -122,6 +122,8 @@ def test_constant_and_zero_columns_give_defined_values():
     out = sm.similarity_matrices([A, Z, with_const], None)
     for m in sm.MEASURES:
         assert np.isfinite(out[m]).all()
+        assert out["undefined"][m][1].all() and out["undefined"][m][:, 1].all()  # Z: undefined, with itself too
+        assert not out["undefined"][m][np.ix_([0, 2], [0, 2])].any()
     assert out["constant"][0] == [[], [0, 1, 2, 3, 4], [6, 7]]
 
 
@@ -282,13 +284,15 @@ def test_compute_on_planted_layers_recovers_the_copy():
     a = fake_acts("a", [["[CLS]", "w", "[SEP]"]] * n, [[1, 0, 1]] * n, 8, 0)
     b = fake_acts("b", [["w"]] * n, [[0]] * n, 8, 1, L=3)
     b.sentence[1] = 5 * a.sentence[2] @ rotation(8, 4)
-    b.sentence[0] = 1.0  # a constant layer: similarities 0, never NaN
+    b.sentence[0] = 1.0  # a constant layer: its similarities are undefined (null), itself included
     res = sim.compute(sim.Config(model=["a", "b"], n_sentences=n, rsa_units=200), acts_a=a, acts_b=b)
     for m in sim.MEASURES:
         ab = res.matrix(m, "ab")
         assert ab.shape == (3, 4)
-        assert np.unravel_index(ab.argmax(), ab.shape) == (2, 1) and ab[2, 1] == pytest.approx(1.0, abs=1e-6)
-        assert (ab[:, 0] == 0).all() and res.matrix(m, "bb")[0, 0] == 0
+        assert np.unravel_index(np.nanargmax(ab), ab.shape) == (2, 1) and ab[2, 1] == pytest.approx(1.0, abs=1e-6)
+        assert np.isnan(ab[:, 0]).all() and np.isnan(res.matrix(m, "bb")[0]).all()
+        assert np.isfinite(ab[:, 1:]).all() and np.isfinite(res.matrix(m, "bb")[1:, 1:]).all()
+        assert res.matrices[m]["bb"][0][0] is None  # null in the result file
         assert res.matrix(m, "aa").shape == (3, 3) and res.matrix(m, "bb").shape == (4, 4)
     assert res.constant_columns["b"][0] == 8 and res.n_units == n and res.n_rsa_units == 200
     assert sim.Result.from_json(json.loads(json.dumps(res.to_json()))) == res
@@ -461,3 +465,40 @@ def test_a_repeated_model_is_computed_once_as_in_every_analysis():
     units = sim.ANALYSIS.inputs.units
     assert units(cfg) == [("tiny-bert", "tiny-slstm")]
     assert units(sim.Config(model=["tiny-bert", "tiny-bert"])) == [("tiny-bert", "tiny-bert")]
+
+
+def test_an_undefined_similarity_is_never_drawn_or_reported_as_a_number(tmp_path):
+    """A constant layer's cells (its self-similarity diagonal too) read back from the drawn figure: hatched, grey,
+    "n/a" written in them, never "0.00"; the report's similarity table says n/a as well."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.patches import Rectangle
+
+    from analyses.summary import findings
+
+    n = 60
+    a = fake_acts("a", [["[CLS]", "w", "[SEP]"]] * n, [[1, 0, 1]] * n, 8, 0)
+    b = fake_acts("b", [["w"]] * n, [[0]] * n, 8, 1, L=3)
+    b.sentence[0] = 1.0
+    res = sim.compute(sim.Config(model=["a", "b"], n_sentences=n, rsa_units=40), acts_a=a, acts_b=b)
+    fig = sim.plot([res])
+    for ax, block in zip(fig.axes, sim.BLOCKS):  # per measure: A x A | A x B | B x B
+        M = res.matrix("cka", block)
+        cells = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
+        hatched = {(round(p.get_y() + 0.5), round(p.get_x() + 0.5)) for p in ax.patches
+                   if isinstance(p, Rectangle) and p.get_hatch()}
+        image = ax.images[0].get_array()
+        for (i, j), v in np.ndenumerate(M):
+            if np.isnan(v):
+                assert cells[i, j] == "n/a" and (i, j) in hatched and np.ma.is_masked(image[i, j]), (block, i, j)
+            else:
+                assert cells[i, j] == f"{v:.2f}" and (i, j) not in hatched
+    assert any(np.isnan(res.matrix("cka", "bb")[0, 0]) for _ in [0])  # B's self-similarity diagonal is undefined
+    one = res.plot(block="bb")
+    assert [t.get_text() for t in one.texts if t.get_position() == (0, 0)] == ["n/a"]
+    b.sentence[-1] = 1.0  # the last layers constant too: the report's "last x last" is n/a
+    res_last = sim.compute(sim.Config(model=["a", "b"], n_sentences=n, rsa_units=40), acts_a=a, acts_b=b)
+    row = findings.TABLES["similarity"]([res_last])["rows"][0]
+    assert row[3] == "n/a" and "0.000" not in row[3]
+    assert "n/a (undefined)" in res_last.headline()["CKA last x last layer"]

@@ -14,7 +14,8 @@ analyses.similarity.measures.
 Units (--unit):
 * ``sentence``: each model's sentence vector at every layer (cls / mean / g, as checkpoints.yaml
   names it). A cls vector is the same [CLS] embedding for every sentence at layer 0: that layer
-  has no variance and its similarities are 0 by definition.
+  has no variance, and its similarities (with itself too) are undefined: null in the result, a hatched
+  "n/a" cell in the figures, never a number.
 * ``token``: words, so that models with different tokenizers describe the same units. A word is a
   run of a text's non-special tokens: a new word starts at a token without the WordPiece
   continuation mark ``##``, at a SentencePiece token starting with ``▁``, or at a byte-level BPE
@@ -124,7 +125,9 @@ class Result(common.AnalysisResult):
         out = {"units": f"{self.n_units} {self.unit} units"}
         for m in self.measures:
             ab = self.matrix(m, "ab")
-            out[f"{m.upper()} last x last layer"] = f"{ab[-1, -1]:.3f} (A x B, max {np.nanmax(ab):.3f})"
+            shown = [f"{x:.3f}" if np.isfinite(x) else "n/a (undefined)" for x in (ab[-1, -1], np.nanmax(
+                np.r_[ab.ravel(), -np.inf]))]
+            out[f"{m.upper()} last x last layer"] = f"{shown[0]} (A x B, max {shown[1]})"
         return out
 
     @style.drawing
@@ -205,7 +208,8 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
         aa = similarity_matrices(XA, None, progress=lambda: bar.update(1), **kw)
         ab = aa if same else similarity_matrices(XA, XB, progress=lambda: bar.update(1), **kw)
         bb = aa if same else similarity_matrices(XB, None, progress=lambda: bar.update(1), **kw)
-    matrices = {m: {"aa": aa[m].tolist(), "ab": ab[m].tolist(), "bb": bb[m].tolist()} for m in cfg.measure}
+    matrices = {m: {blk: with_nulls(got[m], got["undefined"][m]) for blk, got in (("aa", aa), ("ab", ab), ("bb", bb))}
+                for m in cfg.measure}
     meta = {"a": acts_a.meta, "b": acts_b.meta}
     corpus = acts_a.meta.get("corpus") or caller_texts(acts_a.texts)
     identity = Identity(
@@ -238,13 +242,19 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
             "svcca_chance": "sqrt(max(k_a, k_b) / (n - 1)): the root of the expected mean squared canonical "
                             "correlation of independent Gaussian data of the same dimensions (tr(P_a P_b) of random "
                             "subspaces); the chance mean correlation is below it. SVCCA near it: no shared subspace",
-            "degenerate": "a constant column is dropped; a layer with no variance has CKA and SVCCA 0 with "
-                          "everything (itself included); an RDM with all entries equal has RSA 0",
+            "degenerate": "a constant column is dropped; a layer with no variance has no CKA or SVCCA with "
+                          "anything (itself included: 0/0), and an RDM with all entries equal no RSA: those cells "
+                          "are null (undefined), drawn hatched with n/a",
             "rsa_zero_vectors": "a cosine with a zero vector (a constant one for the correlation distance) is "
                                 "undefined: RSA leaves a unit whose vector is zero in either layer of a pair out of "
                                 "both RDMs of that pair; rsa_zero_vectors counts them per layer",
         },
     )
+
+
+def with_nulls(values: np.ndarray, undefined: np.ndarray) -> list[list]:
+    """A matrix as nested lists, None (null) in the cells where the measure is undefined."""
+    return [[None if u else float(v) for v, u in zip(row, mask)] for row, mask in zip(values, undefined)]
 
 
 def svcca_chance(k_rows, k_cols, n: int) -> np.ndarray:
@@ -285,24 +295,40 @@ def _depth_ticks(L: int) -> tuple[list[int], list[str]]:
     return layers, [f"{lyr / L:.2g}" if L else "0" for lyr in layers]
 
 
+UNDEFINED = "n/a"  # what an undefined cell (null in the result) shows instead of a number
+UNDEFINED_FACE = "0.92"  # its colour: light grey, hatched, outside the colour scale
+
+
 def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], title: str, grid: bool = True,
              **kwargs):
     """M (rows = layers of model row[0], columns = layers of col[0]); colour on [0, 1] (``kwargs``: more
     keywords of ``ax.imshow``); each value written in its cell when there are at most 100, in black or white,
-    whichever reads on the cell's colour. ``grid``: the suite's figures turn the theme's grid off (it would
-    cross the cells); on a caller's Axes the grid is the caller's."""
+    whichever reads on the cell's colour. A cell where the measure is undefined (NaN: null in the result) is
+    never drawn as a number: light grey, hatched, and "n/a" where values are written. ``grid``: the suite's
+    figures turn the theme's grid off (it would cross the cells); on a caller's Axes the grid is the caller's."""
+    import matplotlib
     from matplotlib.colors import to_rgb
+    from matplotlib.patches import Rectangle
 
     if grid:
         ax.grid(False)
-    im = ax.imshow(M, **{"origin": "lower", "vmin": 0.0, "vmax": 1.0, "cmap": "magma", "aspect": "auto",
-                         "interpolation": "nearest", **kwargs})
+    opts = {"origin": "lower", "vmin": 0.0, "vmax": 1.0, "cmap": "magma", "aspect": "auto",
+            "interpolation": "nearest", **kwargs}
+    opts["cmap"] = matplotlib.colormaps.get_cmap(opts["cmap"]).with_extremes(bad=UNDEFINED_FACE)
+    M = np.ma.masked_invalid(np.asarray(M, float))
+    im = ax.imshow(M, **opts)
+    for i, j in zip(*np.nonzero(np.ma.getmaskarray(M))):
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="////", edgecolor="0.6", linewidth=0,
+                               label=f"undefined {i},{j}"))
     for setter, labeler, (name, L) in ((ax.set_yticks, ax.set_ylabel, row), (ax.set_xticks, ax.set_xlabel, col)):
         pos, lab = _depth_ticks(L)
         setter(pos, lab)
         labeler(f"{name} (depth l/{L})")
     if M.size <= 100:
-        for (i, j), v in np.ndenumerate(M):
+        for (i, j), v in np.ndenumerate(M.filled(np.nan)):
+            if not np.isfinite(v):
+                ax.text(j, i, UNDEFINED, ha="center", va="center", fontsize="x-small", color="0.3")
+                continue
             r, g, b = to_rgb(im.cmap(im.norm(v)))
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize="x-small",
                     color="k" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "w")
@@ -361,10 +387,12 @@ ANALYSIS = Analysis(
         Figure("similarity-{}__{}__{}", plot, "One row of heatmaps per measure computed (linear CKA debiased, "
                "SVCCA, RSA: the row titles say which): every layer of the first model against every layer of the "
                "second (A x B, middle), and each model against itself (A x A, B x B); relative depth on the axes; "
-               "1 = the same geometry.", each=lambda r: (r.model_a, r.model_b, r.unit)),
+               "1 = the same geometry; hatched n/a: undefined (a layer without variance has no similarity, not "
+               "even with itself).", each=lambda r: (r.model_a, r.model_b, r.unit)),
         Figure("similarity-{}__{}", plot_overview, "Linear CKA (debiased) of the reference model against itself (top "
                "left) and against every other model (top row), with each other model against itself below it; 1 = "
-               "the same geometry up to rotation and scale, 0 = unrelated.",
+               "the same geometry up to rotation and scale, 0 = unrelated; hatched n/a: undefined (a layer "
+               "without variance).",
                select=lambda rs: [r for r in rs if "cka" in r.measures], each=lambda r: (r.model_a, r.unit)),
     ),
     example=("--model", "tiny-bert", "--model", "tiny-albert", "--n-sentences", "12", "--rsa-units", "8"),

@@ -34,16 +34,18 @@ describe the same unit. Pure numpy/scipy; nothing here knows about models.
   Spearman correlation of the two RDMs' upper triangles (ranks with ties averaged, then Pearson,
   as scipy.stats.spearmanr does).
 
-Degenerate cases (defined values, never NaN):
+Degenerate cases (numbers, never NaN, and a mask of the undefined ones):
 * a column whose values are all equal (max == min) carries no variance; it is dropped before
   anything else (CKA and SVCCA are exactly invariant to it);
 * a side with no non-constant column, or whose HSIC_u(K, K) is not positive, has no measurable
-  structure: its CKA and SVCCA with anything are 0 (also with itself);
+  structure: its CKA and SVCCA with anything (also with itself) are 0/0, undefined. The functions give 0
+  there, and :func:`similarity_matrices` marks those cells in its ``undefined`` masks, so that a result
+  writes null for them and a figure never draws them as a number;
 * a zero row (a constant row for the correlation distance) has no direction, so its cosine with
   anything is undefined (:func:`rdm` gives NaN there): RSA leaves such a unit out of both RDMs of
   every pair of layers where either side has it zero (as analyses.anisotropy leaves zero vectors out)
   and counts them per layer; an RDM with fewer than two entries, or whose entries are all equal, has
-  no ranking, and its RSA with anything is 0.
+  no ranking, and its RSA with anything is undefined (0, and marked in ``undefined``).
 
     $ python -c "import numpy as np; from analyses.similarity.measures import linear_cka; \
           X = np.random.randn(500, 20); print(linear_cka(X, X @ np.random.randn(20, 20)))"
@@ -372,9 +374,17 @@ def _spearman(ra: np.ndarray | None, rb: np.ndarray | None) -> float:
 
 
 def rsa_pair(x: RsaSide, y: RsaSide) -> float:
-    """Spearman correlation of the two sides' RDMs over the units that are non-zero on both sides."""
+    """Spearman correlation of the two sides' RDMs over the units that are non-zero on both sides (0 where
+    either has no ranking: see :func:`rsa_pair_defined`)."""
+    value = rsa_pair_defined(x, y)
+    return 0.0 if value is None else value
+
+
+def rsa_pair_defined(x: RsaSide, y: RsaSide) -> float | None:
+    """:func:`rsa_pair`, None where it is undefined (an RDM of fewer than two entries or of equal entries)."""
     both = x.ok & y.ok
-    return _spearman(x.ranks_over(both), y.ranks_over(both))
+    ra, rb = x.ranks_over(both), y.ranks_over(both)
+    return None if ra is None or rb is None else _spearman(ra, rb)
 
 
 # ----------------------------------------------------------------------------- matrices over layers
@@ -393,7 +403,8 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
     float64, within 1e-6 of the float64 closed form; float64: exact sums).
     Returns {measure: (len(xs), len(ys)) array, "svcca_dims": ([k_x], [k_y]),
     "constant": ([[dropped columns] per x], [...] per y), "rsa_zero": ([RSA units with a zero vector (left out
-    of that layer's RDMs)] per x, [...] per y; empty lists without RSA)}."""
+    of that layer's RDMs)] per x, [...] per y; empty lists without RSA), "undefined": {measure: (len(xs),
+    len(ys)) bool, True where the measure is undefined (a side without structure; its value there is 0)}}."""
     unknown = [m for m in measures if m not in MEASURES]
     if unknown:
         raise ProbeError(f"unknown measure {unknown[0]!r}; choose from {', '.join(MEASURES)}")
@@ -403,6 +414,7 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
     lx = [Layer.of(X, batch_rows) for X in xs]
     ly = lx if ys is None else [Layer.of(Y, batch_rows) for Y in ys]
     out: dict[str, Any] = {m: np.zeros((len(lx), len(ly))) for m in measures}
+    undefined = {m: np.zeros((len(lx), len(ly)), bool) for m in measures}
     want_sums = "cka" in measures or "svcca" in measures
     pairs, self_x, self_y = stacked_sums(lx, None if same else ly, batch_rows, dtype) if want_sums else ({}, [], [])
     hx, hy = [hsic(s, debiased) for s in self_x], [hsic(s, debiased) for s in self_y]
@@ -418,17 +430,20 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
         for j, b in enumerate(ly):
             if same and j < i:
                 for m in measures:
-                    out[m][i, j] = out[m][j, i]
+                    out[m][i, j], undefined[m][i, j] = out[m][j, i], undefined[m][j, i]
                 continue
             if want_sums:
                 s = pairs[i, j]
                 if "cka" in measures:
+                    undefined["cka"][i, j] = a.empty or b.empty or not (hx[i] > 0 and hy[j] > 0)
                     out["cka"][i, j] = 0.0 if a.empty or b.empty else _cka(hsic(s, debiased), hx[i], hy[j])
                 if "svcca" in measures:
                     rho = canonical_correlations(bx[i], by[j], s.centred_cross())
                     out["svcca"][i, j] = float(rho.mean()) if rho.size else 0.0
+                    undefined["svcca"][i, j] = not rho.size
             if "rsa" in measures:
-                out["rsa"][i, j] = rsa_pair(rx[i], ry[j])
+                value = rsa_pair_defined(rx[i], ry[j])
+                out["rsa"][i, j], undefined["rsa"][i, j] = (0.0, True) if value is None else (value, False)
             if progress is not None:
                 progress()
     for m in measures:
@@ -437,6 +452,7 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
     out["svcca_dims"] = ([b.k for b in bx], [b.k for b in by])
     out["constant"] = ([np.flatnonzero(~a.keep).tolist() for a in lx], [np.flatnonzero(~b.keep).tolist() for b in ly])
     out["rsa_zero"] = ([r.n_zero for r in rx], [r.n_zero for r in ry])
+    out["undefined"] = undefined
     return out
 
 

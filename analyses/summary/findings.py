@@ -123,7 +123,7 @@ def _similarity(results) -> list[str]:
         if not np.isfinite(ab[-1]).any():
             continue
         best = int(np.nanargmax(ab[-1]))
-        out.append(f"{r.model_a} vs {r.model_b} ({r.unit}s): {m.upper()} of the last layers {ab[-1, -1]:.3f}; "
+        out.append(f"{r.model_a} vs {r.model_b} ({r.unit}s): {m.upper()} of the last layers {_value(ab[-1, -1])}; "
                    f"{r.model_a}'s last layer is closest to {r.model_b}'s layer {best} of {ab.shape[1] - 1} "
                    f"({ab[-1, best]:.3f}).")
     if len(results) > 6:
@@ -199,6 +199,11 @@ def sentences(analysis: str, results: list) -> list[str]:
 # ----------------------------------------------------------------------------- compact tables
 
 
+def _value(x: float, fmt: str = ".3f") -> str:
+    """A similarity as the report writes it: n/a where it is undefined (null: a layer without variance)."""
+    return format(x, fmt) if np.isfinite(x) else "n/a"
+
+
 def _similarity_table(results) -> dict:
     """Per pair and measure: the last layers' value, the diagonal (A's layer l against B's layer at the same
     relative depth) and, for each of A's layers, B's best-matching layer."""
@@ -208,9 +213,9 @@ def _similarity_table(results) -> dict:
             ab = r.matrix(m, "ab")  # (L_A + 1, L_B + 1)
             la, lb = ab.shape[0] - 1, ab.shape[1] - 1
             same = [round(i * lb / la) if la else 0 for i in range(la + 1)]
-            diag = ", ".join("-" if not np.isfinite(ab[i, j]) else f"{ab[i, j]:.2f}" for i, j in enumerate(same))
+            diag = ", ".join(_value(ab[i, j], ".2f") for i, j in enumerate(same))
             best = ", ".join("-" if not np.isfinite(row).any() else str(int(np.nanargmax(row))) for row in ab)
-            rows.append([f"{r.model_a} vs {r.model_b}", r.unit, m.upper(), f"{ab[-1, -1]:.3f}", diag, best])
+            rows.append([f"{r.model_a} vs {r.model_b}", r.unit, m.upper(), _value(ab[-1, -1]), diag, best])
     return {"title": "similarity: one row per pair and measure (the full matrices are in the CSV files)",
             "header": ["pair (A vs B)", "unit", "measure", "last x last", "A's layer 0..L against B's layer at the "
                        "same relative depth", "B's best-matching layer for A's layer 0..L"],

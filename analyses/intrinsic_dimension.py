@@ -58,6 +58,7 @@ from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
 
 BLOCK_ELEMENTS = 2**22  # distances per block of the neighbour search: 32 MiB of float64
+NEAR_COPY, NEAR_COPY_SHARE = 1e-3, 0.05  # a nearest neighbour this much closer than the second: a near-copy
 ESTIMATORS = {"twonn": "TwoNN (Facco et al. 2017)", "mle": "MLE (Levina and Bickel 2005)"}
 
 
@@ -144,6 +145,28 @@ def twonn(mu, discard: float = 0.1, weights=None) -> np.ndarray | float:
     return float(d[0]) if weights is None else d
 
 
+def twonn_rows(mu, rows, discard: float = 0.1) -> np.ndarray:
+    """:func:`twonn` of ``mu[r][rows[r]]`` for every row r of ``mu`` (R, N) and its points ``rows`` (R, N) bool,
+    sorted and transformed together; each row's two sums are taken over that row's points alone, in the same
+    order, so every estimate equals :func:`twonn` on its points to the last bit. (R,)"""
+    mu = np.asarray(mu, dtype=np.float64)
+    n = rows.sum(1)  # (R,) points per row
+    # a row's points first, in mu's order (NaN, like a NaN ratio of its own, sorts last: such a row stays NaN)
+    padded = np.where(rows, mu, np.nan)
+    order = np.argsort(padded, axis=1, kind="stable")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.log(np.take_along_axis(padded, order, 1))  # (R, N): the first n[r] are the row's log mu, sorted
+        N = n[:, None].astype(np.float64)
+        keep = np.floor(N * (1 - discard))
+        after = np.cumsum(np.ones(mu.shape), 1)  # twonn's ranks with unit weights
+        before = after - 1
+        k = np.clip(np.minimum(after, keep) - before, 0, None)
+        top = np.where(k > 0, N - before, 1.0)
+        y_sum = np.where(k > 0, k * np.log(N) - (gammaln(top) - gammaln(top - k)), 0.0)
+        xy, kxx = x * y_sum, k * x * x
+        return np.array([xy[r, :m].sum() / kxx[r, :m].sum() for r, m in enumerate(n)])
+
+
 def mle_inverse(dist: np.ndarray, k: int) -> np.ndarray:
     """Per point 1 / m_i = (1 / (k - 1)) sum_{j<k} log(T_k / T_j) from its k nearest distances (Levina and
     Bickel 2005, scikit-dimension's MLE without noise model)."""
@@ -188,15 +211,25 @@ def nearest_in_group(X, dist, idx, group, k: int) -> np.ndarray:
     (labels), read from each row's neighbour list ``dist``, ``idx`` (N, L) in the whole sample; a row whose
     list holds fewer than k of its group is searched again among its group's rows. NaN rows: groups of
     k rows or fewer."""
-    same = group[idx] == group[:, None]  # (N, L) the listed neighbours in the row's group
-    rank = np.cumsum(same, 1)
-    found = rank[:, -1] >= k
-    out = np.full((len(X), k), np.nan)
-    out[found] = dist[found][(same & (rank <= k))[found]].reshape(-1, k)  # row by row: the first k of its group
-    for i in np.flatnonzero(~found):
-        members = np.flatnonzero((group == group[i]) & (np.arange(len(X)) != i))
+    return nearest_in_groups(X, dist, idx, np.asarray(group)[None], k)[0]
+
+
+def nearest_in_groups(X, dist, idx, groups, k: int) -> np.ndarray:
+    """:func:`nearest_in_group` for several labellings at once: ``groups`` (S, N) -> (S, N, k), one pass over the
+    neighbour lists for all S labellings (the random halves' splits) instead of one per labelling."""
+    groups = np.asarray(groups)
+    S, N = groups.shape
+    L = idx.shape[1]
+    same = groups[:, idx] == groups[:, :, None]  # (S, N, L) the listed neighbours in the row's group
+    rank = np.cumsum(same, 2, dtype=np.uint8 if L < 255 else np.int32)
+    found = rank[:, :, -1] >= k
+    out = np.full((S, N, k), np.nan)
+    pick = np.flatnonzero(same & (rank <= k) & found[:, :, None])  # k per found row: the first k of its group
+    out[found] = dist.ravel()[pick % (N * L)].reshape(-1, k)
+    for s, i in zip(*np.nonzero(~found)):  # fewer than k of its group in the list: search the group
+        members = np.flatnonzero((groups[s] == groups[s, i]) & (np.arange(N) != i))
         if len(members) >= k:
-            out[i] = np.sort(np.linalg.norm(X[members] - X[i], axis=1))[:k]
+            out[s, i] = np.sort(np.linalg.norm(X[members] - X[i], axis=1))[:k]
     return out
 
 
@@ -205,17 +238,26 @@ def halves_se(X, dist, idx, units, cfg: Config) -> tuple[np.ndarray, float]:
     and the unit of each, ``units``): SE^2 = mean over ``cfg.resamples`` random splits of the units into two
     halves of (theta_A - theta_B)^2 / 4, each half's estimate from its points' neighbours within the half
     (the module's docstring says why). Also returns the share of splits where a half's estimate is undefined
-    (too few points, equal distances): those are left out."""
+    (too few points, equal distances): those are left out.
+
+    The splits are taken in batches (:func:`nearest_in_groups`, the MLE's per-point sums over a batch at once);
+    each half's TwoNN and MLE are then the estimators' own functions on that half's points, so the numbers are
+    those of one split at a time."""
     present, unit = np.unique(units, return_inverse=True)
     kk = max(cfg.mle_k, 2)
+    halves = random_halves(len(present), cfg.resamples, cfg.seed)
+    batch = max(1, BLOCK_ELEMENTS // max(1, idx.size))  # splits per batch: (batch, N, L) lists in memory
     sq = []
-    for half in random_halves(len(present), cfg.resamples, cfg.seed):
-        group = half[unit]  # (N,) True: half A
-        near = nearest_in_group(X, dist, idx, group, kk)
-        est = np.array([[twonn(twonn_ratios(near[g]), cfg.twonn_discard), mle(mle_inverse(near[g], cfg.mle_k),
-                                                                              cfg.mle_combine)]
-                        for g in (group, ~group)])  # (2 halves, 2 estimators)
-        sq.append((est[0] - est[1]) ** 2 / 4)
+    for b0 in range(0, len(halves), batch):
+        groups = halves[b0:b0 + batch][:, unit]  # (splits, N) True: half A
+        near = nearest_in_groups(X, dist, idx, groups, kk)  # (splits, N, kk)
+        inverse = mle_inverse(near.reshape(-1, kk), cfg.mle_k).reshape(near.shape[:2])  # (splits, N)
+        sides = np.concatenate([groups, ~groups])  # (2 splits, N): half A of each split, then half B
+        d_twonn = twonn_rows(np.tile(twonn_ratios(near.reshape(-1, kk)).reshape(near.shape[:2]), (2, 1)), sides,
+                             cfg.twonn_discard)
+        d_mle = [mle(inv[g], cfg.mle_combine) for inv, g in zip(np.tile(inverse, (2, 1)), sides)]
+        est = np.stack([d_twonn, d_mle], 1).reshape(2, len(groups), 2)  # (half, split, estimator)
+        sq.extend((est[0] - est[1]) ** 2 / 4)
     sq_ = np.array(sq)  # (splits, 2)
     ok = np.isfinite(sq_).all(1)
     return (np.sqrt(sq_[ok].mean(0)) if ok.any() else np.full(2, np.nan)), float(1 - ok.mean())
@@ -225,6 +267,11 @@ def estimate(X, unit_of, cfg: Config, level: float) -> dict:
     """Both estimators on the distinct rows of X, with estimate +- z SE intervals (:func:`halves_se`)."""
     from scipy.stats import norm
 
+    bad = int((~np.isfinite(np.asarray(X))).any(1).sum())
+    if bad:  # the model's own NaN or inf states (counted in the activations' meta): no distance is a number
+        return {"twonn": None, "twonn_ci": None, "mle": None, "mle_ci": None, "n_points": len(X),
+                "duplicates_removed": 0, "dimension": X.shape[1],
+                "note": f"{bad} of {len(X)} points hold NaN or inf: the estimators are undefined"}
     Xd, units, removed = distinct(X, unit_of)
     k = cfg.mle_k
     if len(Xd) <= k:  # e.g. [CLS] at the embedding layer: one vector for every sentence
@@ -248,6 +295,11 @@ def estimate(X, unit_of, cfg: Config, level: float) -> dict:
     elif out["twonn_ci"] is None or out["mle_ci"] is None:
         out["note"] = ("no interval: a random half of the sentences gives too few points or equal neighbour "
                        f"distances in {100 * undefined:.0f}% of {cfg.resamples} splits")
+    near = float(np.mean(dist[:, 0] < NEAR_COPY * dist[:, 1]))
+    if near > NEAR_COPY_SHARE:  # TwoNN reads r2 / r1 of near-copies as a huge ratio: a dimension near 0
+        said = f"{100 * near:.0f}% of the points have a near-copy (nearest distance below {NEAR_COPY:g} of the " \
+               "second nearest; e.g. the same text stored twice): TwoNN is biased low on such points"
+        out["note"] = f"{out['note']}; {said}" if "note" in out else said
     return out
 
 

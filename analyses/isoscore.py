@@ -38,6 +38,11 @@ Points of different sentences are independent, so the two averages are unbiased 
 two unbiased averages keeps only a second-order bias (about the squared relative standard error). It is
 clipped to [0, 1], the range of IsoScore.
 
+Cost: :func:`isoscore_estimate` computes the sample's estimate in O(N n^2) closed forms (n the dimension); the
+bootstrap's estimates (:func:`isoscore_estimates`) are quadratic forms in each resample's weights over pairs of
+sentences, O(n_sentences^2) per resample however they are written (the closed forms would need an (n, n) matrix
+per resample, O(N n^2) each), so they take them from Gram blocks of the points, built once.
+
 Intervals: percentile bootstrap resampling sentences (a token goes with its sentence), each resample's value
 the same estimator over 4-tuples of *different original* sentences, weighted by how often each is drawn: a
 sentence drawn twice never pairs with its copy, so a duplicate adds no self-pair (what biased the plug-in's
@@ -219,8 +224,80 @@ def isoscore_estimates(X, unit_of, weights) -> np.ndarray:
         t2 += np.einsum("bp,bp->b", wt, cc * rho * rho - 2 * cr * rho - cc * rho2 + 2 * cr2)
     u_f = 4 * (t1 - 2 * t2 + t3)
     with np.errstate(divide="ignore", invalid="ignore"):
-        pr = np.where(u_f > 0, u_t / u_f, np.nan)
+        pr = np.where((u_f > 0) & ((W > 0).sum(1) >= 4), u_t / u_f, np.nan)  # a 4-tuple needs 4 units drawn
     return np.clip((pr - 1) / (dim - 1), 0, 1)
+
+
+def isoscore_estimate(X, unit_of) -> float:
+    """The unbiased IsoScore of the sample itself: :func:`isoscore_estimates` with every unit's weight 1, in the
+    O(N n^2) closed forms of its sums instead of Gram blocks of the points (O(N^2 n); n the dimension). With all
+    weights 1 every sum over pairs of units is a product of (n, n) moment matrices: sum over u, t of H_ut =
+    ||X^T X||_F^2 (H_ut = sum_{a in u, b in t} (a . b)^2), sum of c_t H_ut = <X^T X, X^T D_c X>, sum of K_ut^2 =
+    ||S^T S||_F^2 (S: the units' sums), sum over t of (s_t . x)^2 = x^T S^T S x; only the diagonal H_uu, the
+    pairs of points within a unit, is summed point by point. Equal to the Gram route to rounding (tests compare
+    them to 1e-10). NaN as there: fewer than 4 units or U_F <= 0."""
+    X = np.asarray(X, dtype=np.float64)
+    N, dim = X.shape
+    units, inv = np.unique(np.asarray(unit_of), return_inverse=True)
+    n = len(units)
+    if n < 4 or dim < 2:
+        return float("nan")
+    order = np.argsort(inv, kind="stable")
+    X, inv = X[order] - X.mean(0), inv[order]  # centred, in unit order (a shift changes no kernel)
+    c = np.bincount(inv).astype(np.float64)  # (n,) points per unit
+    starts = np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64)
+    S = np.add.reduceat(X, starts, axis=0)  # (n, dim) the units' sums
+    sq = np.add.reduceat(np.einsum("ij,ij->i", X, X), starts)  # (n,) q_u
+    kd = np.einsum("ij,ij->i", S, S)  # (n,) K_uu
+    cp = c[inv]  # (N,) each point's unit size
+    G, Gc, Gcc = X.T @ X, X.T @ (cp[:, None] * X), X.T @ ((cp * cp)[:, None] * X)  # (dim, dim)
+    MS, MSc = S.T @ S, S.T @ (c[:, None] * S)
+    hd = _within_unit_squares(X, inv, starts, c)  # (n,) H_uu
+    C, Q = c.sum(), (c * c).sum()
+    s_tot, cS = S.sum(0), c @ S
+    Kw = S @ s_tot  # (n,) (K 1)_u
+    kk = float(np.sum(MS * MS))  # sum over u, t of K_ut^2
+    Dd = 2 * c * sq - 2 * kd
+    total = 2 * sq.sum() * C - 2 * s_tot @ s_tot - Dd.sum()
+    rowsum = sq.sum() * c + C * sq - 2 * Kw - Dd
+    squares = (2 * (sq * sq).sum() * Q + 2 * (c @ sq) ** 2 - 8 * (sq @ S) @ cS + 4 * kk - Dd @ Dd)
+    u_t = _distinct4(np.array([total]), rowsum[None], np.array([squares]))[0]
+    t3 = _distinct4(np.array([s_tot @ s_tot - kd.sum()]), (Kw - kd)[None], np.array([kk - kd @ kd]))[0]
+    s0 = np.sum(G * G) - hd.sum()
+    s1 = np.sum(G * Gc) - c @ hd
+    s2 = np.sum(G * Gcc) - (c * c) @ hd
+    s11 = np.sum(Gc * Gc) - (c * c) @ hd
+    t1 = (C * C - Q) * s0 - 4 * C * s1 + 4 * s2 + 2 * s11
+    r = np.einsum("ij,ij->i", S[inv], X)  # (N,) s_u . x for the point's own unit
+    rho = X @ s_tot - r
+    rho2 = np.einsum("ij,ij->i", X @ MS, X) - r * r  # sum over t != u of (s_t . x)^2
+    cc = C - cp
+    cr = X @ cS - cp * r
+    cr2 = np.einsum("ij,ij->i", X @ MSc, X) - cp * r * r
+    t2 = float(np.sum(cc * rho * rho - 2 * cr * rho - cc * rho2 + 2 * cr2))
+    u_f = 4 * (t1 - 2 * t2 + t3)
+    if not u_f > 0:
+        return float("nan")
+    return float(np.clip((u_t / u_f - 1) / (dim - 1), 0, 1))
+
+
+def _within_unit_squares(X, inv, starts, c) -> np.ndarray:
+    """(n,) H_uu = sum over points a, b of unit u of (a . b)^2, over the pairs of points within each unit (X in
+    unit order), taken BLOCK_ELEMENTS floats at a time."""
+    n = len(c)
+    ci = c.astype(np.int64)
+    pairs = ci * ci  # per unit
+    first = np.concatenate([[0], np.cumsum(pairs)[:-1]])
+    out = np.zeros(n)
+    step = max(1, BLOCK_ELEMENTS // max(1, X.shape[1]))
+    for k0 in range(0, int(pairs.sum()), step):
+        k = np.arange(k0, min(int(pairs.sum()), k0 + step))  # pair numbers
+        u = np.searchsorted(first, k, side="right") - 1  # their unit
+        j = k - first[u]
+        a, b = starts[u] + j // ci[u], starts[u] + j % ci[u]
+        g = np.einsum("ij,ij->i", X[a], X[b])
+        out += np.bincount(u, weights=g * g, minlength=n)
+    return out
 
 
 # ----------------------------------------------------------------------------- compute
@@ -300,8 +377,9 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             if not np.isfinite(X).all():  # the model's own NaN or inf states (recorded in the activations' meta)
                 row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None, total_variance=None,
                                   note="states that hold NaN or inf: IsoScore is undefined")
-            elif not row[level]["total_variance"] > 0:  # e.g. [CLS] at the embedding layer: one vector for all
-                row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None,
+            elif not row[level]["total_variance"] > 0 or bool((X == X[0]).all()):  # one vector for all ([CLS] at
+                # the embedding layer); tested exactly: float32's variance of equal large vectors is not 0
+                row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None, total_variance=0.0,
                                   note="every vector is the same (no variance): IsoScore is undefined")
             elif row[level]["isoscore"] is None:
                 row[level].update(isoscore_ci=None, note=f"points of {n_sentences} sentences: the estimate needs "

@@ -76,7 +76,9 @@ def test_mean_tokens_is_the_mean_over_all_real_tokens(folder):
     np.testing.assert_allclose(got, means(acts, special=True), atol=2e-6, rtol=0)  # [CLS] and [SEP] counted
     assert not np.allclose(got, means(acts, special=False), atol=1e-3)
     words = acts.meta["model"]["sentence_pooling"]
-    assert words == "mean over all tokens incl. [CLS]/[SEP], padding excluded, as the model's 1_Pooling declares"
+    assert words == ("mean over all tokens incl. [CLS]/[SEP], padding excluded, as the model's 1_Pooling declares; "
+                     "the model's modules.json then applies Normalize to it, which the suite does not: this vector "
+                     "is the pooled one, before them, not the model's own sentence embedding")
     # the suite's own mean stays one suffix away, under another name (another cache key and result file)
     other = probes.get_spec(f"{folder}?sentence=mean")
     assert other.sentence == "mean" and other.name == f"{spec.name}--sentence-mean"
@@ -161,7 +163,7 @@ def test_builtin_entries_keep_their_mean_and_say_how_to_get_the_declared_one():
     assert ("the registry entry's sentence: mean, kept so that the suite's published numbers stay comparable" in words
             and "1_Pooling declares the mean over all tokens incl. [CLS]/[SEP]" in words
             and "'minilm-l6?sentence=mean_all'" in words)
-    assert pooling_words(probes.get_spec("minilm-l6?sentence=mean_all")).endswith("as the model's 1_Pooling declares")
+    assert "as the model's 1_Pooling declares; " in pooling_words(probes.get_spec("minilm-l6?sentence=mean_all"))
 
 
 def test_a_hub_model_follows_its_cached_pooling_and_refuses_to_guess_offline(saved, tmp_path, monkeypatch):
@@ -177,7 +179,7 @@ def test_a_hub_model_follows_its_cached_pooling_and_refuses_to_guess_offline(sav
     (repo / "refs" / "main").write_text(sha)
     sentence_transformers(snap, mean_tokens=True)
     spec = probes.get_spec("hf:someorg/st-tiny")
-    assert spec.sentence == "mean_all" and pooling_words(spec).endswith("as the model's 1_Pooling declares")
+    assert spec.sentence == "mean_all" and "as the model's 1_Pooling declares; " in pooling_words(spec)
     (snap / "1_Pooling" / "config.json").unlink()  # listed, but neither cached nor downloadable
     with pytest.raises(CheckpointError, match=r"its 1_Pooling/config\.json \(the sentence-transformers pooling\) is "
                                               r"not in the local Hugging Face cache"):

@@ -38,7 +38,7 @@ from probes.capture.store import (
     entry_lock,
     human_bytes,
     is_cache_root,
-    user_cache_dir,
+    user_cache_source,
 )
 from probes.config import arg, parse_config, run_main
 from probes.errors import ProbeError
@@ -139,14 +139,24 @@ def _age(days: float) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(Config, argv)
-    cache = Path(cfg.out) / "cache" if cfg.out else Path(cfg.cache) if cfg.cache else user_cache_dir()
-    if not cache.is_dir():
-        raise ProbeError(f"--cache {cache} is not a folder")
+    if cfg.out:
+        cache, named = Path(cfg.out) / "cache", f"--out {cfg.out}: its cache"
+    elif cfg.cache:
+        cache, named = Path(cfg.cache), "--cache"
+    else:
+        cache, source = user_cache_source()
+        named = f"the per-user cache ({source})"
+    try:
+        is_dir = cache.is_dir()
+    except OSError as e:  # a link loop
+        raise ProbeError(f"{named} {cache} cannot be read: {e.strerror or e}") from None
+    if not is_dir:
+        raise ProbeError(f"{named} {cache} is not a folder")
     if cfg.command == "remove" and not cfg.model and cfg.older_than < 0 and not cfg.stale:
         raise ProbeError("remove needs --model NAME, --older-than DAYS and/or --stale (nothing is removed by default)")
     if not is_cache_root(cache):
         hint = f" (the analyses' cache is {cache / 'cache'})" if is_cache_root(cache / "cache") else ""
-        raise ProbeError(f"--cache {cache} is not an activation cache: it has no {CACHE_TAG} of this suite and no "
+        raise ProbeError(f"{named} {cache} is not an activation cache: it has no {CACHE_TAG} of this suite and no "
                          f".locks folder{hint}; nothing {'removed' if cfg.command == 'remove' else 'listed'}")
     found = select(entries(cache), cfg.model, cfg.older_than, cfg.stale)
     if cfg.command == "list":

@@ -53,7 +53,8 @@ from probes.capture.store import (
     entry_lock,
     open_entry,
     read_entry,
-    user_cache_dir,
+    usable_cache,
+    user_cache_source,
 )
 from probes.capture.work import (
     ChunkOut,
@@ -160,8 +161,9 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
                 "cache_dtype": stored}
     if layers is not None:  # only then part of the key: entries of every layer keep their keys
         settings["layers"] = sorted({operator.index(x) for x in layers})
+    source = f"cache_dir={cache_dir}"  # what named the cache, for an error line that says what to change
     if isinstance(cache_dir, UserCache):  # USER_CACHE, the default
-        cache_dir = user_cache_dir()
+        cache_dir, source = user_cache_source()
     if cache_dir is not None and (why := runtime_changes(model)) is not None:  # hooks: no key can see them
         warnings.warn(f"model '{spec.name}': {why}; extracted without the activation cache", stacklevel=3)
         cache_dir = None
@@ -182,6 +184,8 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
                                 device_map, edits, versions)
     if entry is not None and (hit := open_entry(entry, repair=False)) is not None:
         return _described(hit, spec)  # finished entries are immutable: no lock needed to read one
+    if entry is not None:  # a miss writes: a folder that cannot take it is one line naming its setting
+        usable_cache(entry.parent.parent, source)
     with entry_lock(entry, progress):  # one writer per entry; the others wait, then read its result
         if entry is not None and (hit := open_entry(entry, repair=True)) is not None:
             return _described(hit, spec)

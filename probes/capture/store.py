@@ -28,6 +28,7 @@ The Python API's cache is a per-user folder (:func:`user_cache_dir`: ``PROBES_CA
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import mmap
@@ -80,12 +81,33 @@ USER_CACHE = UserCache()
 def user_cache_dir() -> Path:
     """The Python API's cache folder, read when called: ``PROBES_CACHE`` if set, else ``$XDG_CACHE_HOME/probes``
     (an absolute XDG_CACHE_HOME only, as the XDG spec says), else ``~/.cache/probes``; never the current folder
-    (a relative PROBES_CACHE is made absolute at once)."""
-    if os.environ.get("PROBES_CACHE"):
-        return Path(os.environ["PROBES_CACHE"]).expanduser().absolute()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "probes"
+    (a relative PROBES_CACHE is made absolute at once; a blank one counts as unset, as PROBES_HOME's does)."""
+    return user_cache_source()[0]
+
+
+def user_cache_source() -> tuple[Path, str]:
+    """(:func:`user_cache_dir`, what set it in words: ``PROBES_CACHE=...``, ``XDG_CACHE_HOME=...`` or the home
+    folder), for an error line that names the setting to change."""
+    if (given := os.environ.get("PROBES_CACHE", "").strip()):
+        return Path(given).expanduser().absolute(), f"PROBES_CACHE={given}"
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "probes", f"XDG_CACHE_HOME={xdg}"
+    return Path.home() / ".cache" / "probes", "the home folder's .cache (PROBES_CACHE and XDG_CACHE_HOME unset)"
+
+
+def usable_cache(root: Path, source: str) -> Path:
+    """``root`` once it is a folder this process can write its locks and entries into (made if missing); else one
+    ProbeError line that says which setting named it (``source``: ``PROBES_CACHE=...``, ``cache_dir=``, ...) and
+    why (a file, a path below a file, a link loop, a read-only file system), instead of an OSError later."""
+    try:
+        (root / ".locks").mkdir(parents=True, exist_ok=True)
+        if not os.access(root / ".locks", os.W_OK) or not os.access(root, os.W_OK):
+            raise PermissionError(errno.EACCES, "not writable")
+    except OSError as e:
+        raise ProbeError(f"the activation cache {root} ({source}) cannot be used: {e.strerror or e}; set it to a "
+                         "writable folder, or pass cache_dir=None for no cache") from None
+    return root
 
 
 def entry_lock(entry: Path | None, progress: bool, wait: bool = True):

@@ -77,6 +77,24 @@ def check_config(name: str, where: str | Path, cfg: dict) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bound:
                 raise CheckpointError(f"model '{name}': {where}: {key} = {value!r} is not a {what} count from 1 to "
                                       f"{bound:,}")
+    if (bad := _not_finite(cfg)) is not None:  # JSON's NaN / Infinity: every state would be NaN
+        raise CheckpointError(f"model '{name}': {where}: {bad[0]} = {bad[1]!r} is not a finite number")
+    for key, value in cfg.items():
+        if key.endswith(("_eps", "_epsilon")) or key in ("eps", "epsilon"):  # layer_norm_eps, rms_norm_eps, ...
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise CheckpointError(f"model '{name}': {where}: {key} = {value!r} is not a number >= 0 (a "
+                                      "normalisation's epsilon)")
+
+
+def _not_finite(doc, where: str = "") -> tuple[str, float] | None:
+    """(the field's path, its value) of the first NaN or infinite number in a config, or None."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return where.lstrip("."), doc
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        if (found := _not_finite(v, f"{where}.{k}" if isinstance(k, str) else f"{where}[{k}]")) is not None:
+            return found
+    return None
 
 
 def check_tokenizer_files(name: str, folder: Path) -> None:

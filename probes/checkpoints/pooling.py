@@ -61,6 +61,8 @@ class Declared:
     words: str
     where: str
     modes: tuple[str, ...]
+    after: tuple[str, ...] = ()  # the modules modules.json lists after the Pooling one (Dense, Normalize, ...)
+    note: str = ""  # flags that are not JSON booleans, and how they are read
 
 
 def declared_pooling(name: str, modules: Path | None, locate: Callable[[str], Path | None]) -> Declared | None:
@@ -89,13 +91,19 @@ def declared_pooling(name: str, modules: Path | None, locate: Callable[[str], Pa
     cfg = _json(name, path)
     if not isinstance(cfg, dict):
         raise CheckpointError(f"model '{name}': {path} is not a JSON object")
-    modes = tuple(k for k in POOLING_MODES if cfg.get(k) is True)
+    # sentence-transformers' Pooling(**config) reads each flag by its truth value: "true", 1 (and "false") are on
+    modes = tuple(k for k in POOLING_MODES if cfg.get(k))
+    odd = [f"{k} = {cfg[k]!r}" for k in POOLING_MODES if k in cfg and not isinstance(cfg[k], bool)]
+    after = tuple(str(m.get("type", "?")).rsplit(".", 1)[-1] for m in listed[listed.index(pooling[0]) + 1:])
     if len(modes) == 1:
         vector, words = POOLING_MODES[modes[0]]
-        return Declared(vector, words, where, modes)
-    if not modes:
-        return Declared(None, "no pooling mode", where, modes)
-    return Declared(None, "the concatenation of " + " and ".join(POOLING_MODES[m][1] for m in modes), where, modes)
+    elif not modes:
+        vector, words = None, "no pooling mode"
+    else:
+        vector, words = None, "the concatenation of " + " and ".join(POOLING_MODES[m][1] for m in modes)
+    note = (f"its {', '.join(odd)}: not JSON booleans, read by their truth value as sentence-transformers does"
+            if odd else "")
+    return Declared(vector, words, where, modes, after, note)
 
 
 def folder_pooling(name: str, folder: Path) -> Declared | None:
@@ -127,11 +135,21 @@ def pooling_words(spec: CheckpointSpec) -> str:
         declared = None
     if declared is None:
         return words
+    after = ""
+    if declared.after:  # the model's own embedding is computed from the pooled vector by more modules
+        after = (f"; the model's modules.json then applies {', '.join(declared.after)} to it, which the suite does "
+                 "not: this vector is the pooled one, before them, not the model's own sentence embedding")
+    return _declared_words(spec, declared, words) + after
+
+
+def _declared_words(spec: CheckpointSpec, declared: Declared, words: str) -> str:
     said = f"the model's {declared.where.split('/')[0]} declares {declared.words}"
     if declared.modes:
         said += f" ({', '.join(declared.modes)})"
+    said += f" ({declared.note})" if declared.note else ""
     if declared.vector == spec.sentence:
-        return f"{words}, as the model's {declared.where.split('/')[0]} declares"
+        return f"{words}, as the model's {declared.where.split('/')[0]} declares" + (
+            f" ({declared.note})" if declared.note else "")
     requested = str(spec.extra.get("requested", ""))
     if "?sentence=" in requested:
         return f"{words}, as asked ({requested}); {said}"

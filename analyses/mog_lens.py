@@ -1,8 +1,10 @@
 """MoG lens: which terms of Eq. 14 make up each layer's attention logits? (Graph-Transformer paper)
 
 How much of each layer's attention-logit variance comes from each term of the Graph-Transformer paper's
-Eq. 14 (pp, pi, ip, ii) and from the biases, per layer and sentence-length bucket, for any BERT-style model
-registered with family ``mog-lens``.
+Eq. 14 (pp, pi, ip, ii) and from the biases, per layer and sentence-length bucket, for any BERT-style Hugging Face
+encoder (self-attention on the layer's input, absolute positions: BERT, RoBERTa, MiniLM, ...): a registry entry of
+family ``mog-lens``, or any registry name, model folder, ``hf:org/name`` or loaded model object of such an encoder,
+read through the lens (``probes.models.mog_lens.lens_spec``; its cache entries are its own).
 
 From the maps of :mod:`probes.models.mog_lens` (no model runs here): for term t, its share of the logit
 variance is sum cov_t / sum var_logit, pooled over every query row (specials included) of every
@@ -12,8 +14,8 @@ exactly and a term can have a negative share. Also each term's own variance rati
 sum var_t / sum var_logit (no covariances; these need not add to 1). The paper's argument is that
 r_p r_p^T ("pp") is recomputed at every layer and over-weights low orders: its share is the number.
 
-    $ python -m analyses.mog_lens --model minilm-l6-lens [--model bert-small-lens] [--n-sentences 300]
-          [--edges 10 --edges 20 --edges 30 --edges 40] [--out out]
+    $ python -m analyses.mog_lens --model minilm-l6-lens [--model bert-small] [--model path/to/folder]
+          [--n-sentences 300] [--edges 10 --edges 20 --edges 30 --edges 40] [--out out]
 
 Writes out/results/mog_lens/<model>.json (+ .csv: one row per layer, bucket and term) and
 out/figures/mog-lens.{png,pdf} (share of each term per layer, one panel per model).
@@ -29,9 +31,10 @@ import numpy as np
 from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import activations_identity
-from analyses.inputs import Sentences
+from analyses.inputs import Sentences, caller_texts_list, corpus_of, is_object, object_options, python_cache
 from analyses.mog import bucket_labels, bucket_of
 from probes.capture.activations import Activations
+from probes.capture.store import USER_CACHE
 from probes.config import arg
 from probes.errors import ProbeError
 from probes.models.mog_lens import TERMS
@@ -163,10 +166,33 @@ def plot(results: list[Result], fig=None):
     return fig
 
 
+@dataclass(frozen=True)
+class LensSentences(Sentences):
+    """The sentence sample's maps through the MoG lens, for a ``mog-lens`` entry or any other Hugging Face encoder
+    (a registry name, a folder, ``hf:org/name``, or a loaded model object with its ``tokenizer=``), which is read
+    as the ``mog-lens`` entry of the same source (:func:`probes.models.mog_lens.lens_spec`)."""
+
+    def resolve(self, name: str):
+        from probes.models.mog_lens import lens_spec
+
+        return lens_spec(super().resolve(name))
+
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
+        from probes.models.mog_lens import lens_encoder
+
+        if is_object(model):
+            model = lens_encoder(model, tokenizer, name)
+        else:
+            object_options(model, tokenizer, name)
+            model = self.resolve(model)
+        given = None if texts is None or corpus_of(texts) is not None else caller_texts_list(texts)
+        return {"acts": self.activations(model, cfg, given, **python_cache(cache_dir))}
+
+
 ANALYSIS = Analysis(
     name="mog_lens",
-    inputs=Sentences(maps=True, token_states=False, family="mog-lens",
-                     needs="analyses.mog_lens needs a MoG-lens entry"),
+    inputs=LensSentences(maps=True, token_states=False, family="mog-lens",
+                         needs="analyses.mog_lens reads a BERT-style Hugging Face encoder"),
     Config=Config, Result=Result, compute=compute, table_rows=table_rows,
     figures=(
         Figure("mog-lens", plot, "The MoG lens: share of each Eq. 14 term (r_p r_p, r_p r_i, r_i r_p, r_i r_i, bias) "

@@ -143,3 +143,17 @@ def test_command_line_writes_the_result(tmp_path):
     assert (tmp_path / "figures" / "causal-probing.png").is_file()
     with pytest.raises(SystemExit):  # bigram_shift has no causal version: refused by the flag's choices
         causal_probing.main(["--model", "tiny-bert", "--task", "bigram_shift", "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("name", ["tiny-bert", "tiny-slstm", "tiny-gpt2"])
+def test_the_objective_does_not_depend_on_how_texts_are_batched(name):
+    import dataclasses
+
+    from probes.capture.objective import load_objective
+
+    objective = load_objective(name)
+    padded = objective.score(TEXTS[:12], batch_size=5)
+    alone = dataclasses.replace(objective, padding_safe=False).score(TEXTS[:12], batch_size=1)
+    np.testing.assert_allclose(padded[0], alone[0], rtol=1e-5)
+    np.testing.assert_array_equal(padded[1], alone[1])
+    assert (padded[1] >= 1).all()

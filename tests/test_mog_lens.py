@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -137,3 +139,29 @@ def test_lens_statistics_pool_rows_and_add_to_one(tmp_path):
     assert len(ml.table_rows(res)) == 4 * 2 * K
     with pytest.raises(probes.ProbeError, match="mog-lens"):
         ml.compute(acts=probes.extract("tiny-bert", TEXTS, maps=True, cache_dir=None, progress=False))
+
+
+def test_any_bert_style_encoder_goes_through_the_lens(tmp_path):
+    """A registry name of family hf, and a model object, are read through the lens: the same numbers as the
+    mog-lens entry of the same weights, in cache entries of their own; a causal LM is refused in one line."""
+    from transformers import BertModel
+
+    from analyses import maps, mog_lens
+    from probes.checkpoints.names import get_spec
+    from probes.models.hf import hf_tokenizer
+
+    texts = [f"sentence number {i} is about a cat and a dog" for i in range(12)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tiny maps that float16 cannot hold: stored as float32
+        entry = mog_lens.run("tiny-bert-lens", texts, cache_dir=tmp_path)
+        named = mog_lens.run("tiny-bert", texts, cache_dir=tmp_path)
+        plain = maps.run("tiny-bert", texts, cache_dir=tmp_path)  # the plain encoder's maps: another entry
+        model = probes.load("tiny-bert").model
+        mine = mog_lens.run(model, texts, tokenizer=hf_tokenizer(get_spec("tiny-bert")), name="mine",
+                            cache_dir=tmp_path)
+    assert named.share == entry.share and named.model_name == "tiny-bert"
+    assert len({entry.activations["key"], named.activations["key"], plain.activations["key"]}) == 3
+    assert isinstance(model, BertModel)
+    assert mine.model_name == "mine" and mine.share == entry.share
+    with pytest.raises(CheckpointError, match="BERT-style"):
+        mog_lens.run("tiny-gpt2", texts, cache_dir=tmp_path)

@@ -1,7 +1,8 @@
 """Causal probing: does the model use what a probe reads at a layer? (amnesic probing, Elazar et al. 2021)
 
-For every task (word items, :mod:`analyses.causal_probing.inputs`: position, token_identity, and the sentence
-tasks sent_len, word_content, source with each word labelled by its sentence) and every layer l:
+For every task (word items, :mod:`analyses.causal_probing.inputs`: position, token_identity (the N most frequent
+word types and "other", over every word), and the sentence tasks sent_len, word_content, source with each word
+labelled by its sentence) and every layer l:
 
 * the sentences are split once, seeded, into a training part and a held-out part (``--test-size``), shared by
   every task; erasers and probes are fitted on the training part's words only;
@@ -258,8 +259,9 @@ def _objective_block(scorer: _Scorer | None, skipped: str | None, cfg: Config) -
 
 def _definitions(cfg: Config) -> dict:
     return {
-        "items": "word tokens (first sub-token of each word, special tokens never); a sentence task labels every "
-                 "word of a sentence with the sentence's label",
+        "items": "word tokens (first sub-token of each word, special tokens never); token_identity: every word, "
+                 "the N most frequent types a class each and 'other'; a sentence task labels every word of a "
+                 "sentence with the sentence's label",
         "split": "sentences, seeded, shared by every task: erasers and probes fitted on the training part, the "
                  f"accuracy and the objective measured on the held-out part ({cfg.test_size:.0%})",
         "leace": "Belrose et al. 2023, closed form (analyses.causal_probing.erasers); rank <= K - 1",

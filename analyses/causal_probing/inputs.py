@@ -2,9 +2,11 @@
 model's own objective (:mod:`probes.capture.objective`), and the word items its tasks label.
 
 Every task is probed, and erased, on word tokens (the first sub-token of each word, special tokens never), the
-units an intervention edits: the token tasks (position, token_identity) as probing builds them; a sentence task
-(sent_len, word_content, source) labels every word of each sentence probing keeps for it with that sentence's
-label (at most ``max_items`` words, seeded). bigram_shift has no causal version: its positive items are perturbed
+units an intervention edits, and on words of every kind, so that an eraser is fitted on the states it will edit:
+position as probing builds it; token_identity over every word, the N most frequent word types a class each and
+all other words the class "other" (probing keeps the N types' words only); a sentence task (sent_len,
+word_content, source) labels every word of each sentence probing keeps for it with that sentence's label (at
+most ``max_items`` words, seeded). bigram_shift has no causal version: its positive items are perturbed
 sentences, and an eraser fitted on them would be applied to texts that hold no swap.
 """
 
@@ -75,6 +77,8 @@ def task_items(name: str, acts, cfg, doc_of=None, doc_names=None) -> Items:
     """The word items of task ``name`` (see the module docstring); ProbeError when the sample cannot build it."""
     if name not in TASKS:
         raise ProbeError(f"task {name} has no causal version (tasks: {', '.join(TASKS)})")
+    if name == "token_identity":
+        return _identity_items(acts, cfg)
     task = make_task(name, acts, cfg, doc_of, doc_names)
     if task.level == "token":
         task = cap_items(task, cfg.max_items, cfg.seed)
@@ -90,6 +94,27 @@ def task_items(name: str, acts, cfg, doc_of=None, doc_names=None) -> Items:
         raise ProbeError(f"task {name}: fewer than 2 classes among its words; use more sentences")
     return Items(name, first[keep], np.searchsorted(present, labels), text[keep],
                  [task.classes[c] for c in present], {**task.notes, "n_sentences": len(np.unique(text[keep]))})
+
+
+def _identity_items(acts, cfg) -> Items:
+    """token_identity over every word: the ``identity_types`` most frequent word types a class each (those with at
+    least ``min_per_class`` words), every other word the class "other" (at most ``max_items`` words, seeded)."""
+    first, text, names, types = pt.word_units(acts)
+    freq = np.bincount(types, minlength=len(names))
+    ranked = sorted(range(len(names)), key=lambda t: (-freq[t], names[t]))[:cfg.identity_types]
+    top = np.sort(np.array([t for t in ranked if freq[t] >= cfg.min_per_class], np.int64))
+    if len(top) < 1:
+        raise ProbeError(f"task token_identity: no word type has {cfg.min_per_class} words; use more sentences")
+    keep = np.arange(len(first))
+    if len(keep) > cfg.max_items:
+        keep = np.sort(np.random.default_rng([cfg.seed, 6]).choice(keep, size=cfg.max_items, replace=False))
+    pos = np.searchsorted(top, types[keep])
+    labels = np.where((pos < len(top)) & (top[np.minimum(pos, len(top) - 1)] == types[keep]), pos, len(top))
+    classes = [names[t] for t in top] + (["other"] if (labels == len(top)).any() else [])  # none: every word is one
+    if len(np.unique(labels)) < 2:
+        raise ProbeError("task token_identity: fewer than 2 classes among the words; use more sentences")
+    return Items("token_identity", first[keep], np.searchsorted(np.unique(labels), labels), text[keep],
+                 [classes[c] for c in np.unique(labels)], {"n_word_types": len(top)})
 
 
 def sentence_split(n_texts: int, test_size: float, seed: int) -> np.ndarray:

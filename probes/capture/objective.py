@@ -14,8 +14,8 @@ encoder has (they are copied from it), so a property found in the captured state
 this model computes. A model object is scored with its own head (``BertForMaskedLM``, ``GPT2LMHeadModel``); a
 bare encoder (``BertModel``) has none, and :class:`NoObjective` says so.
 
-Texts are tokenized as the capture tokenizes them and batched by equal length (no padding: the numbers do not
-depend on which texts share a batch, and models that are not padding-safe are scored right).
+Texts are tokenized as the capture tokenizes them and batched as the capture batches them: sorted by length and
+right-padded, or, for a model that is not padding-safe (ConvBERT), only texts of one length together.
 
     $ python -c "from probes.capture.objective import load_objective; o = load_objective('tiny-bert'); \\
     >   print(o.kind, o.score(['The cat sat on the mat.']))"
@@ -48,6 +48,7 @@ class Objective:
     tokenizer: object  # probes.models.encoder.Tokenizer: the capture's tokenization
     mask_id: int | None = None  # the mask token (masked-LM)
     device: torch.device = torch.device("cpu")
+    padding_safe: bool = True  # False: texts share a batch only with texts of their length
 
     def describe(self, mask_prob: float, seed: int) -> dict:
         out = {"objective": self.kind, "model_head": type(self.model).__name__}
@@ -69,34 +70,39 @@ class Objective:
 
         toks = self.tokenizer.tokenize(list(texts))
         sums, counts = np.zeros(len(toks)), np.zeros(len(toks), np.int64)
-        lengths = np.array([len(t.ids) for t in toks])
         with hooked(self.model, interventions), eval_mode(self.model):
-            for n in np.unique(lengths):
-                group = np.flatnonzero(lengths == n)
-                for start in range(0, len(group), batch_size):
-                    idx = group[start:start + batch_size]
-                    ids = torch.tensor([toks[i].ids for i in idx], device=self.device)
+            for idx in self._batches(np.array([len(t.ids) for t in toks]), batch_size):
+                n = max(len(toks[i].ids) for i in idx)
+                ids = torch.full((len(idx), n), int(self.tokenizer.pad_id))
+                real = torch.zeros((len(idx), n), dtype=torch.bool)
+                where = torch.zeros((len(idx), n), dtype=torch.bool)
+                for r, i in enumerate(idx):
+                    k = len(toks[i].ids)
+                    ids[r, :k], real[r, :k] = torch.tensor(toks[i].ids), True
                     if self.kind == MASKED:
-                        where = np.stack([mask_positions(toks[i].ids, toks[i].special, mask_prob, seed) for i in idx])
-                        target = ids.clone()
-                        ids = ids.masked_fill(torch.from_numpy(where).to(self.device), int(self.mask_id))
-                        logits = self._logits(ids)
-                        nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), target,
-                                                                reduction="none")  # (B, n)
-                        keep = torch.from_numpy(where).to(self.device)
-                    else:
-                        logits = self._logits(ids)[:, :-1]
-                        nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), ids[:, 1:],
-                                                                reduction="none")
-                        keep = torch.ones_like(nll, dtype=torch.bool)
-                    sums[idx] = (nll * keep).sum(1).double().cpu().numpy()
-                    counts[idx] = keep.sum(1).cpu().numpy()
+                        where[r, :k] = torch.from_numpy(mask_positions(toks[i].ids, toks[i].special, mask_prob, seed))
+                ids, real, where = ids.to(self.device), real.to(self.device), where.to(self.device)
+                if self.kind == MASKED:
+                    logits = self._logits(ids.masked_fill(where, int(self.mask_id)), real)
+                    target, keep = ids, where
+                else:
+                    logits, target, keep = self._logits(ids, real)[:, :-1], ids[:, 1:], real[:, 1:]
+                nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), target, reduction="none")
+                sums[idx] = torch.where(keep, nll, 0.0).sum(1).double().cpu().numpy()
+                counts[idx] = keep.sum(1).cpu().numpy()
         if not np.isfinite(sums).all():
             raise ProbeError(f"model '{self.name}': its {self.kind} loss is not finite on some texts")
         return sums, counts
 
-    def _logits(self, ids: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    def _batches(self, lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+        """Text indices by length: right-padded batches, or batches of equal length only for a model that is not
+        padding-safe (the capture's rule, probes.capture.extract.batch_plan)."""
+        from probes.capture.extract import batch_plan
+
+        return batch_plan(lengths, batch_size, self.padding_safe)
+
+    def _logits(self, ids: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=ids, attention_mask=real.long())
         return out if isinstance(out, torch.Tensor) else out.logits
 
 
@@ -130,7 +136,7 @@ def load_objective(model, tokenizer=None, name: str | None = None, device: str =
     _copy_weights(spec.name, encoder.model, base)
     kind = NEXT if spec.kind == "causal" else MASKED
     return Objective(spec.name, kind, head.eval(), encoder.tokenizer, _mask_id(spec.name, encoder.tokenizer, kind),
-                     encoder.device)
+                     encoder.device, encoder.padding_safe)
 
 
 def _head_of(spec, encoder, device) -> torch.nn.Module:
@@ -204,4 +210,5 @@ def _object_objective(model, tokenizer, name: str | None) -> Objective:
     encoder = wrap_encoder(model, tokenizer, name=name)
     kind = NEXT if spec.kind == "causal" else MASKED
     device = next(model.parameters()).device
-    return Objective(spec.name, kind, model, encoder.tokenizer, _mask_id(spec.name, encoder.tokenizer, kind), device)
+    return Objective(spec.name, kind, model, encoder.tokenizer, _mask_id(spec.name, encoder.tokenizer, kind), device,
+                     encoder.padding_safe)

@@ -156,3 +156,31 @@ def load_lens_tokenizer(spec: CheckpointSpec):
     from probes.models.hf import load_hf_tokenizer
 
     return load_hf_tokenizer(spec)
+
+
+def lens_spec(spec: CheckpointSpec) -> CheckpointSpec:
+    """The MoG-lens entry of a model: ``spec`` itself for family ``mog-lens``; for any other Hugging Face encoder
+    (a registry name, a folder, ``hf:org/name``, a model object's spec) the same source under family ``mog-lens``,
+    whose key holds this module's FORWARD_VERSION (its cache entries, which hold the lens maps, are never the plain
+    encoder's); one error line for anything else. Whether its attention is BERT-style is checked when it loads."""
+    import dataclasses
+
+    if spec.family == "mog-lens":
+        return spec
+    if spec.family != "hf" or spec.kind != "encoder":
+        raise CheckpointError(f"model '{spec.name}' (family {spec.family}, kind {spec.kind}): the MoG lens reads a "
+                              "BERT-style Hugging Face encoder (self-attention on the layer input, absolute positions)")
+    lens = dataclasses.replace(spec, family="mog-lens")
+    if hasattr(spec, "identity"):  # a model object's spec: its fingerprint is its identity, which gets the version
+        lens = dataclasses.replace(lens, identity={**spec.identity, "code": {**spec.identity.get("code", {}),
+                                                                             "mog_lens": FORWARD_VERSION}})
+    return lens
+
+
+def lens_encoder(model, tokenizer, name: str | None = None) -> LensEncoder:
+    """A caller's BERT-style transformers model (``BertModel``, ``BertForMaskedLM`` ...) and its tokenizer as a
+    :class:`LensEncoder` (CheckpointError, one line, for another attention)."""
+    from probes.models.user import wrap_encoder
+
+    inner = wrap_encoder(model, tokenizer, name=name)
+    return LensEncoder(inner, lens_spec(inner.spec))

@@ -156,3 +156,33 @@ def test_each_figure_goes_to_the_analysis_with_the_longest_matching_name(tmp_pat
     got = {s["analysis"]: [f["name"] for f in s["figures"]] for s in report.sections(tmp_path)}
     assert got == {"maps": ["maps-minilm-l6"], "mog": ["mog-subgraph-weights"], "mog_lens": ["mog-lens"]}
     assert report.caption("maps-minilm-l6") == report.caption("maps-tiny-bert") != "" and report.caption("mogul") == ""
+
+
+def test_the_report_draws_the_figures_of_results_written_from_python(tmp_path, capsys):
+    """Results saved from Python (write_result) come without figures: the report draws them (once; again when a
+    newer result arrives) and shows them; a result it cannot read back says, in its section, how to draw them."""
+    import json
+
+    from test_display import BUILDERS
+
+    import analyses
+    from analyses.common import write_result
+
+    decl = analyses.get("transitions")
+    first = decl.Result.from_json(BUILDERS["transitions"]("my-model"))
+    write_result(tmp_path, "transitions", "my-model", first, decl.table_rows(first))
+    report.write_report(tmp_path)
+    assert "drew the figures of transitions" in capsys.readouterr().out
+    stems = set(decl.figure_files([first]))
+    assert stems and all((tmp_path / "figures" / f"{s}.png").is_file() for s in stems)
+    page = _Page()
+    page.feed((tmp_path / "report.html").read_text())
+    assert set(page.alts) >= stems
+    report.write_report(tmp_path)  # up to date: nothing drawn again
+    assert "drew" not in capsys.readouterr().out
+    bad = tmp_path / "results" / "anisotropy" / "x.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps({"analysis": "anisotropy", "model_name": "x"}))  # a layout this version cannot read
+    report.write_report(tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    assert "probes figures --out" in html and "could not be drawn" in html

@@ -13,7 +13,9 @@ table where the full one is long (similarity: one row per pair and measure), its
 tables the analysis writes, else the CSVs, each titled with its model, scrolling sideways when wide, a
 missing value an empty cell with a footnote; a CSV of more than :data:`LONG_TABLE` rows is linked, not
 printed), and per model the provenance block (model fingerprint, corpus hash, settings, package versions)
-folded away. When no claim applies (a user's own models), the page ends with one line saying so. Built
+folded away. When no claim applies (a user's own models), the page ends with one line saying so. Figures that the
+results lack (results written from Python have none) or that are older than them are drawn first, as ``probes
+figures`` draws them (where a result cannot be read back, its section says how to draw them). Built
 with Jinja2 from ``analyses/summary/templates/report.html.j2``. ``python -m analyses.summary.figures`` (so
 ``make demo``) writes it.
 
@@ -182,9 +184,38 @@ def _purpose(analysis: str) -> str:
     return registry.get(analysis).purpose if analysis in registry.ANALYSES else ""
 
 
-def sections(out: str | Path) -> list[dict]:
+def draw_stale_figures(out: str | Path) -> tuple[list[str], dict[str, str]]:
+    """Draw, as ``probes figures`` does, the figures of every registered analysis whose saved results have a figure
+    missing or newer results than its figures: results written from Python (:func:`analyses.common.write_result`)
+    come without figures. Returns (the analyses drawn, {analysis: why its figures could not be drawn})."""
+    import analyses as registry
+    from analyses.common import read_results
+    from probes.errors import ProbeError
+
+    out = Path(out)
+    drawn, failed = [], {}
+    for folder in sorted((out / "results").glob("*")):
+        docs = list(folder.glob("*.json"))
+        if folder.name not in registry.ANALYSES or not docs:
+            continue
+        decl = registry.get(folder.name)
+        try:
+            results = read_results(out, folder.name)
+        except ProbeError as e:
+            failed[folder.name] = f"its figures could not be drawn ({e}); draw them with probes figures --out {out}"
+            continue
+        newest = max(p.stat().st_mtime for p in docs)
+        pngs = [out / "figures" / f"{stem}.png" for stem in decl.figure_files(results)]
+        if any(not p.exists() or p.stat().st_mtime < newest for p in pngs):
+            decl.save_figures(results, out)
+            drawn.append(folder.name)
+    return drawn, failed
+
+
+def sections(out: str | Path, notes: dict[str, str] | None = None) -> list[dict]:
     """One section per analysis with saved results: its purpose, what the results show in words, figures, compact
-    and full tables (long ones linked), and one provenance block per result."""
+    and full tables (long ones linked), and one provenance block per result; ``notes``: analysis -> a line said
+    where its figures would be (why there are none)."""
     out = Path(out)
     secs = []
     analyses = [f.name for f in (out / "results").glob("*") if f.is_dir()]
@@ -202,7 +233,7 @@ def sections(out: str | Path) -> list[dict]:
                      "findings": findings.sentences(folder.name, typed),
                      "figures": _figures(out, folder.name, analyses, typed),
                      "compact": findings.compact_tables(folder.name, typed), "tables": tables, "linked": linked,
-                     "results": results})
+                     "results": results, "figures_note": (notes or {}).get(folder.name, "")})
     return secs
 
 
@@ -252,8 +283,8 @@ def forest_png(found: list) -> dict | None:
             "width": int.from_bytes(data[16:20], "big") // 2}
 
 
-def render(out: str | Path) -> str:
-    """The report page's HTML."""
+def render(out: str | Path, notes: dict[str, str] | None = None) -> str:
+    """The report page's HTML (``notes``: see :func:`sections`)."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("analyses.summary", "templates"),
@@ -263,15 +294,19 @@ def render(out: str | Path) -> str:
     papers = sorted({c.paper for c in claims_mod.CLAIMS})
     return env.get_template("report.html.j2").render(
         claims=shown, claim_rows=claim_rows(shown), forest=forest_png(shown), others=others, papers=papers,
-        models=_models(docs), sections=sections(out), out=str(out))
+        models=_models(docs), sections=sections(out, notes), out=str(out))
 
 
 def write_report(out: str | Path) -> Path:
-    """Write ``<out>/report.html`` atomically; returns its path. One error line (and no page, no folder made)
-    when ``out`` holds no results."""
+    """Write ``<out>/report.html`` atomically, after drawing the figures its results lack
+    (:func:`draw_stale_figures`, each analysis drawn said in one line); returns its path. One error line (and no
+    page, no folder made) when ``out`` holds no results."""
     claims_mod.require_results(out)
+    drawn, failed = draw_stale_figures(out)
+    for name in drawn:
+        print(f"report: drew the figures of {name} (its results were newer than its figures, or had none)")
     path = Path(out) / "report.html"
-    atomic_write(path, render(out).encode("utf-8"))
+    atomic_write(path, render(out, failed).encode("utf-8"))
     return path
 
 

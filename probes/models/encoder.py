@@ -181,8 +181,9 @@ def runtime_changes(model) -> str | None:
         if getattr(torch_module, hooks, None):
             return f"a global module hook is registered (torch.nn.modules.module.{how})"
     module = getattr(model, "model", model)
-    if not isinstance(module, torch.nn.Module):  # a name: any module class the model may use could be patched
-        return code_patch(_module_classes())
+    if not isinstance(module, torch.nn.Module):  # a name: any library module class the model may use could be
+        # patched (a script's or notebook's own classes, in __main__, are no part of a model named by a string)
+        return code_patch([c for c in _module_classes() if c.__module__ != "__main__"])
     for name, sub in module.named_modules():
         where = f"{type(module).__name__}.{name}" if name else type(module).__name__
         if _changing(sub._forward_hooks) or _changing(sub._forward_pre_hooks):

@@ -66,7 +66,6 @@ def level_panel(ax, drawn: list[style.Drawn], key: str, level: str, relative: bo
         if d.band:
             ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.2, lw=0, **d.quiet)
         mark_final_norm(ax, res, x, y, d.color)
-    ax.set_title(f"{level}s")
     ax.set_ylabel(ylabel)
     ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)")
 
@@ -80,6 +79,7 @@ def plot_levels(results: list, key: str, ylabel: str, fig=None, relative_depth: 
     axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, LEVELS):
         level_panel(ax, style.in_figure(results, pooling=True), key, level, relative, ylabel)
+        ax.set_title(f"{level}s")  # the figure's panels say their level (a Result.plot on one Axes sets no title)
         if ylim is not None:
             ax.set_ylim(*ylim)
     style.legend(axes)

@@ -125,7 +125,7 @@ class Result(common.AnalysisResult):
             raise ProbeError(f"key must be one of {', '.join(PANELS)}, got {key!r}")
         ax = style.one_axes(ax, (3.6, 2.9))
         label = f"{style.display_name(self.model_name)} (T={self.rows[0]['window']})" if self.rows else None
-        _perplexity_panel(ax, [style.on_axes(ax, self, kwargs, label)], key)
+        _perplexity_panel(ax, [style.on_axes(ax, self, kwargs, label)], key, titled=False)
         return style.finish(ax)
 
     def headline(self) -> dict[str, str]:
@@ -349,9 +349,9 @@ PANELS = {"token_perplexity": ("token-level perplexity", "token perplexity (per 
           "word_perplexity": ("word-level perplexity", "word perplexity (per word)")}
 
 
-def _perplexity_panel(ax, drawn: list[style.Drawn], key: str) -> None:
+def _perplexity_panel(ax, drawn: list[style.Drawn], key: str, titled: bool = True) -> None:
     """``key`` against overlap on ``ax``, one line per result in its colour (dashed: recurrent, unless the
-    result's keywords set a line style)."""
+    result's keywords set a line style); the panel's title where ``titled`` (a ``Result.plot`` sets none)."""
     for d in drawn:
         rows = sorted(d.result.rows, key=lambda r: r["overlap"])
         ax.plot([r["overlap"] for r in rows], [r[key] for r in rows],
@@ -359,7 +359,8 @@ def _perplexity_panel(ax, drawn: list[style.Drawn], key: str) -> None:
     title, ylabel = PANELS[key]
     ax.set_xlabel("overlap o (tokens)")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    if titled:
+        ax.set_title(title)
 
 
 def _in_figure(results: list[Result]) -> list[style.Drawn]:

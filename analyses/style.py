@@ -207,8 +207,12 @@ def next_color(ax):
 def on_axes(ax, result, kwargs: dict, label: str | None = None, artist=None, colour_keys=("color",)) -> Drawn:
     """``Result.plot``: one result on the caller's Axes with the caller's ``kwargs`` (aliases spelled out for
     ``artist``, a matplotlib class, default Line2D); the label ``label`` (default: the model's name) unless
-    the caller gives one; the next colour of the Axes' cycle unless the caller gives one of ``colour_keys``."""
-    kw = _normalized(kwargs, artist)
+    the caller gives one; the next colour of the Axes' cycle unless the caller gives one of ``colour_keys``.
+    ``title=`` among ``kwargs`` is the Axes' title, set here: like scikit-learn's Displays, a ``Result.plot``
+    sets none unless asked, so a caller's own titles and panel letters stay as they are."""
+    if kwargs.get("title") is not None:
+        ax.set_title(kwargs["title"])
+    kw = _normalized({k: v for k, v in kwargs.items() if k != "title"}, artist)
     kw.setdefault("label", display_name(result.model_name) if label is None else label)
     if not any(k in kw for k in colour_keys):
         kw["color"] = next_color(ax)

@@ -270,7 +270,7 @@ class Result(common.AnalysisResult):
                  f"A<B {100 * s['share_a_less']:.0f}%")
         drawn = style.on_axes(ax, self, kwargs, label, Collection, ("color", "c", "facecolor"))
         ax.scatter(self.jsd_b, self.jsd_a, **drawn.line(Collection, s=6, alpha=0.5, lw=0))
-        _diagonal(ax)
+        _diagonal(ax, titled=False)
         ax.set_xlabel("JSD (bits), B's continuation")
         ax.set_ylabel("JSD (bits), A's continuation")
         return style.finish(ax, title="below the diagonal: A closer to the topic", markerscale=2)
@@ -421,12 +421,14 @@ def plot(results: list[Result], fig=None):
     return fig
 
 
-def _diagonal(ax) -> None:
-    """The line JSD_A = JSD_B on the unit square."""
+def _diagonal(ax, titled: bool = True) -> None:
+    """The line JSD_A = JSD_B on the unit square; the panel's title where ``titled`` (the module's figures; a
+    ``Result.plot`` sets none)."""
     ax.plot([0, 1], [0, 1], color="0.4", lw=0.7, ls=":", label="_nolegend_")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_title("topic JSD context vs continuation")
+    if titled:
+        ax.set_title("topic JSD context vs continuation")
 
 
 def _paired_panel(ax, res: Result, colors: dict) -> None:

@@ -154,7 +154,7 @@ class Result(common.AnalysisResult):
         (default: the model) enters the legend, so results drawn on one Axes overlay. Fonts and colours
         follow the caller's rcParams. Returns the Axes."""
         ax = style.one_axes(ax, (3.8, 2.9))
-        _transition_panel(ax, [style.on_axes(ax, self, kwargs)], level, quantity, relative=False)
+        _transition_panel(ax, [style.on_axes(ax, self, kwargs)], level, quantity, relative=False, titled=False)
         return style.finish(ax, title=LEGEND)
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
@@ -233,8 +233,10 @@ QUANTITIES = {"distance": r"L2 distance $\|h_l - h_{l-1}\|_2$ (hidden-state unit
               "cosine": r"cosine$(h_{l-1}, h_l)$"}
 
 
-def _transition_panel(ax, drawn: list[style.Drawn], level: str, quantity: str, relative: bool) -> None:
-    """``level``'s ``quantity`` by layer on ``ax``, one line per result in its colour (band: ± std)."""
+def _transition_panel(ax, drawn: list[style.Drawn], level: str, quantity: str, relative: bool,
+                      titled: bool = True) -> None:
+    """``level``'s ``quantity`` by layer on ``ax``, one line per result in its colour (band: ± std); the panel's
+    title names the level where ``titled`` (the module's figures; a ``Result.plot`` sets none)."""
     from matplotlib.ticker import MaxNLocator
 
     if quantity not in QUANTITIES:
@@ -254,7 +256,8 @@ def _transition_panel(ax, drawn: list[style.Drawn], level: str, quantity: str, r
         if all(ci):  # the bootstrap interval of the mean over texts: a bar at each layer
             ax.vlines(x, *np.array(ci, dtype=float).T, lw=2.0, alpha=0.9, **d.quiet)
         mark_final_norm(ax, res, x, m, d.color)
-    ax.set_title(f"{level} representations")
+    if titled:
+        ax.set_title(f"{level} representations")
     ax.set_xlabel("relative depth l / L" if relative else "layer l (input = output of layer l - 1)")
     ax.set_ylabel(QUANTITIES[quantity])
     if not relative:

@@ -253,6 +253,22 @@ def test_two_analyses_side_by_side():
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_no_title_on_a_callers_axes_unless_asked(name):
+    """Like scikit-learn's Displays, ``Result.plot`` sets no title on the caller's Axes: the caller's own title and
+    panel letter stay as they were (a title of the suite's would collide with them); ``title=`` sets one."""
+    result = _result(name)
+    fig, (ax, asked) = plt.subplots(1, 2)
+    ax.set_title("my title")
+    ax.set_title("(a)", loc="left")
+    options = {"colorbar": False} if name == "similarity" else {}
+    result.plot(ax=ax, **options)
+    assert [ax.get_title(loc=loc) for loc in ("left", "center", "right")] == ["(a)", "my title", ""], name
+    result.plot(ax=asked, title="asked for", **options)
+    assert [asked.get_title(loc=loc) for loc in ("left", "center", "right")] == ["", "asked for", ""], name
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_figures_draw_into_a_given_subfigure(name):
     result = _result(name)
     for figure in analyses.get(name).figures:
@@ -596,7 +612,8 @@ def test_similarity_heatmaps_mark_pooling_of_sentence_units():
     fig = analyses.get("similarity").figures[0].render([sentence])
     assert "CKA: m-a (mean) x m-b ([CLS])" in [ax.get_title() for ax in fig.axes]
     plt.close(fig)
-    ax = sentence.plot()
-    assert (ax.get_title(), ax.get_ylabel()) == ("CKA: m-a (mean) x m-b ([CLS])", f"m-a (mean) (depth l/{L})")
+    ax = sentence.plot()  # on one Axes: no title (the axes name the models, the colour bar the measure)
+    assert (ax.get_title(), ax.get_ylabel()) == ("", f"m-a (mean) (depth l/{L})")
+    assert ax.get_xlabel().startswith("m-b ([CLS])")
     plt.close(ax.figure)
     assert words.sides() == (("m-a", L), ("m-b", 2))  # token units (words): no sentence vectors, no marks

@@ -119,7 +119,7 @@ class Result(common.AnalysisResult):
         return out
 
     @style.drawing
-    def plot(self, ax=None, task: str | None = None, method: str = "leace", title: str | None = None, **kwargs):
+    def plot(self, ax=None, task: str | None = None, method: str = "leace", **kwargs):
         """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: the excess loss
         (``method``'s loss change minus its random control's, nats per token) of ``task`` (default: the first)
         against relative depth, with its 95% band; no title unless ``title=``. ``kwargs`` (``color=``, ``label=``
@@ -127,8 +127,6 @@ class Result(common.AnalysisResult):
         entry = _task_entry(self, task)
         ax = style.one_axes(ax, (3.6, 2.8))
         _excess_panel(ax, [style.on_axes(ax, self, kwargs)], entry["task"], method)
-        if title:
-            ax.set_title(title)
         return style.finish(ax)
 
 

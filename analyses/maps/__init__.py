@@ -332,7 +332,7 @@ def plot_result(result: Result, ax=None, **kwargs):
     if not list(_summaries([drawn])) and gate_maps([result]):
         plot_gate_shares(ax, gate_maps([result]), drawn)
         return style.finish(ax, title="solid: mean weight; dashed: dominant share")
-    policy = _plot_shares(ax, [drawn], legend=False)
+    policy = _plot_shares(ax, [drawn], legend=False, titled=False)
     return style.finish(ax, title=policy)
 
 
@@ -357,9 +357,10 @@ def _plot_locality(ax_p, ax_s, drawn: list[style.Drawn]) -> None:
 UNIFORM = "uniform maps, same sentences"
 
 
-def _plot_shares(ax_s, drawn: list[style.Drawn], legend: bool = True) -> str:
-    """Local share by layer (line: mean over heads; dots: heads), one line per result and map kind. Returns
-    the special-token policy (the legend's title)."""
+def _plot_shares(ax_s, drawn: list[style.Drawn], legend: bool = True, titled: bool = True) -> str:
+    """Local share by layer (line: mean over heads; dots: heads), one line per result and map kind; the panel's
+    title says so where ``titled`` (the module's figures; a ``Result.plot`` sets none). Returns the special-token
+    policy (the legend's title)."""
     import matplotlib.pyplot as plt
 
     summaries = list(_summaries(drawn))
@@ -379,7 +380,8 @@ def _plot_shares(ax_s, drawn: list[style.Drawn], legend: bool = True) -> str:
     cfg = drawn[0].result.config
     ax_s.set_xlabel(xlabel)
     ax_s.set_ylabel(f"share of mass within |i - j| <= {cfg['local_radius']} tokens")
-    ax_s.set_title("local share by layer (line: mean over heads; dots: heads)")
+    if titled:
+        ax_s.set_title("local share by layer (line: mean over heads; dots: heads)")
     ax_s.set_ylim(0, 1.02)
     if xlabel == "layer":
         ax_s.xaxis.set_major_locator(plt.MaxNLocator(integer=True))

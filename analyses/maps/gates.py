@@ -226,8 +226,7 @@ def plot_gate_shares(ax, gates, drawn: style.Drawn | None = None) -> None:
     ax.axhline(1 / k_max, color="0.5", lw=0.8, ls=":",
                label=uniform if drawn is not None and uniform not in ax.get_legend_handles_labels()[1] else None)
     if drawn is not None:
-        _gate_axes(ax, xlabel, n_layers, np.concatenate([*values, [1 / k_max]]), shown)
-        ax.set_title("gate shares by layer (no attention)")
+        _gate_axes(ax, xlabel, n_layers, np.concatenate([*values, [1 / k_max]]), shown)  # a caller's Axes: no title
         return
     handles = [Line2D([], [], color=plt.cm.Set1(c % 9), lw=1.5, label=comp)
                for c, comp in enumerate(gates[0][2]["components"])]

@@ -277,9 +277,11 @@ class Result(common.AnalysisResult):
         if task is None or task not in names:
             raise ProbeError(f"{self.model_name} has no probing task {task!r}; it has {', '.join(names) or 'none'}")
         ax = style.one_axes(ax, (3.6, 2.8))
-        _task_panel(ax, [style.on_axes(ax, self, kwargs)], task, key, warn=None)
-        ax.set_ylabel(PANEL_YLABELS[key])
-        return style.finish(ax, title=f"band: {LEVEL:.0%} interval")
+        _task_panel(ax, [style.on_axes(ax, self, kwargs)], task, key, warn=None, titled=False)
+        ax.set_ylabel(f"{task}: {PANEL_YLABELS[key]}")
+        entry = self.tasks[names.index(task)]
+        small = f"; only {entry['n_test']} test items" if entry.get("small_test") else ""
+        return style.finish(ax, title=f"band: {LEVEL:.0%} interval{small}")
 
 
 def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activations | None = None,
@@ -373,10 +375,12 @@ PANEL_YLABELS = {"accuracy": "accuracy, fraction (-- majority, : control)",
                  "selectivity": "selectivity (accuracy difference)"}
 
 
-def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | None = "#b2182b") -> None:
+def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | None = "#b2182b",
+                titled: bool = True) -> None:
     """Task ``name``'s ``key`` ("accuracy" or "selectivity", a token-task statistic) against relative
-    depth on ``ax``, one line per result in its colour. A task with fewer test items than the result's
-    minimum (``small_test``) says so in its title (in the colour ``warn``; None: the title's own)."""
+    depth on ``ax``, one line per result in its colour. Where ``titled`` (the module's figures; a
+    ``Result.plot`` sets no title), the panel's title names the task, and a task with fewer test items than the
+    result's minimum (``small_test``) says so there (in the colour ``warn``; None: the title's own)."""
     small: list[int] = []  # the test sizes too small to read an accuracy
     for d in drawn:
         entry = next((e for e in d.result.tasks if e["task"] == name), None)
@@ -395,9 +399,9 @@ def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | N
             small.append(int(entry["n_test"]))
     if key == "selectivity":
         ax.axhline(0, color="0.4", lw=0.6)
-    if small:  # too few test items to read the accuracy: said where the curve is
+    if titled and small:  # too few test items to read the accuracy: said where the curve is
         ax.set_title(f"{name} (only {min(small)} test items)", **({"color": warn} if warn else {}))
-    else:
+    elif titled:
         ax.set_title(name)
     ax.set_xlabel("relative depth l / L")
 

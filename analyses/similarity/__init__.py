@@ -148,8 +148,8 @@ class Result(common.AnalysisResult):
                              "result on its own Axes (plt.subplots(1, 2))")
         a, b = self.sides()
         y, x = {"aa": (a, a), "ab": (a, b), "bb": (b, b)}[block]
-        im = _heatmap(ax, self.matrix(measure, block), y, x, f"{measure.upper()}: {y[0]} x {x[0]}", grid=False,
-                      **kwargs)
+        title = kwargs.pop("title", None)  # none unless asked (the axes and the colour bar name what is drawn)
+        im = _heatmap(ax, self.matrix(measure, block), y, x, title, grid=False, **kwargs)
         if colorbar:
             ax.figure.colorbar(im, ax=ax, shrink=0.8, label=f"{LABELS[measure]}, {self.unit} units")
         return ax
@@ -299,7 +299,7 @@ UNDEFINED = "n/a"  # what an undefined cell (null in the result) shows instead o
 UNDEFINED_FACE = "0.92"  # its colour: light grey, hatched, outside the colour scale
 
 
-def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], title: str, grid: bool = True,
+def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], title: str | None, grid: bool = True,
              **kwargs):
     """M (rows = layers of model row[0], columns = layers of col[0]); colour on [0, 1] (``kwargs``: more
     keywords of ``ax.imshow``); each value written in its cell when there are at most 100, in black or white,
@@ -332,7 +332,8 @@ def _heatmap(ax, M: np.ndarray, row: tuple[str, int], col: tuple[str, int], titl
             r, g, b = to_rgb(im.cmap(im.norm(v)))
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize="x-small",
                     color="k" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "w")
-    ax.set_title(title)
+    if title:
+        ax.set_title(title)
     return im
 
 

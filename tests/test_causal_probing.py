@@ -14,6 +14,7 @@ import torch
 
 from analyses import causal_probing
 from analyses.causal_probing import erasers
+from analyses.summary.findings import sentences
 from probes.errors import ProbeError
 
 TEXTS = [f"The {a} saw {n} {b} near the {c} today." for a in ("cat", "dog", "man", "girl") for n in ("two", "nine")
@@ -107,6 +108,9 @@ def test_a_property_the_model_uses_costs_more_loss_than_a_random_erasure():
         assert abs(unused[m]["excess_loss"]) < 0.05  # position: erasing it costs nothing the random one does not
     assert used["accuracy"] > 0.95 and used["leace"]["accuracy"] < used["majority"] + 0.1  # readable, then gone
     assert used["leace"]["rank"] == 9  # K - 1 for the 10 words
+    assert causal_probing.used_layers(r, "token_identity") == [1] and causal_probing.used_layers(r, "position") == []
+    (identity, position) = sentences("causal_probing", [r])
+    assert "token_identity" in identity and "cyclic: 1." in identity and "cyclic: none." in position
 
 
 def test_runs_from_python_on_tiny_models_and_says_when_it_has_no_objective(tmp_path):

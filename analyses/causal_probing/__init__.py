@@ -130,6 +130,16 @@ class Result(common.AnalysisResult):
         return style.finish(ax)
 
 
+def used_layers(result: Result, task: str, method: str = "leace") -> list[int] | None:
+    """The layers where erasing ``task`` with ``method`` raises the model's loss more than a random erasure of the
+    same rank, the excess's interval above 0 (None: the task was not run, or the loss was not measured)."""
+    entry = next((t for t in result.tasks if t["task"] == task), None)
+    rows = [] if entry is None else [r for r in entry["layers"] if r[method].get("excess_loss_ci") is not None]
+    if not rows:
+        return None
+    return [r["layer"] for r in rows if r[method]["excess_loss_ci"][0] > 0]
+
+
 def _task_entry(result: Result, task: str | None) -> dict:
     names = [t["task"] for t in result.tasks]
     task = task or (names[0] if names else None)
@@ -384,4 +394,5 @@ run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 if __name__ == "__main__":
     ANALYSIS.main()
 
-__all__ = ["ANALYSIS", "Config", "Result", "compute", "main", "plot", "plot_accuracy", "run", "table_rows"]
+__all__ = ["ANALYSIS", "Config", "Result", "compute", "main", "plot", "plot_accuracy", "run", "table_rows",
+           "used_layers"]

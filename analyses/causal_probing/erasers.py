@@ -7,8 +7,8 @@ scikit-learn, float64.
   (pseudo-inverse square root; eigenvalues under the largest x d x float64 eps count as 0) and P the orthogonal
   projection onto the column space of W Sigma_xz, the whitened cross-covariance of x with the one-hot concept z
   (singular values under ``svd_tol`` dropped). Its rank is at most K - 1 for K classes. The covariance is the sample
-  covariance (n - 1), or with ``shrinkage`` the linear shrinkage towards tr(S)/d I of Bai et al.'s
-  distribution-free optimal estimator (arXiv 1308.2608): alpha S + (1 - alpha) tr(S)/d I with S the 1/n sample
+  covariance (n - 1), or with ``shrinkage`` the linear shrinkage towards tr(S)/d I of Bodnar, Gupta and
+  Parolya's distribution-free optimal estimator (arXiv 1308.2608): alpha S + (1 - alpha) tr(S)/d I with S the 1/n sample
   covariance and alpha = 1 - tr(S)^2 / (n (||S||_F^2 - tr(S)^2 / d)), clipped to [0, 1]. These are the
   ``concept-erasure`` package's estimator choices (``LeaceFitter`` with ``constrain_cov_trace=False``), and
   tests/test_causal_probing.py checks the two erasers agree to 1e-6. The package's optional trace constraint (mixing

@@ -164,6 +164,25 @@ def _topics(results) -> list[str]:
     return out
 
 
+def _causal_probing(results) -> list[str]:
+    """Per task, the layers of each model where erasing the property (LEACE) costs more of the model's own loss than
+    a random erasure of the same rank, its interval above 0."""
+    from analyses.causal_probing import used_layers
+
+    out = []
+    tasks = list(dict.fromkeys(t["task"] for r in results for t in r.tasks))
+    for task in tasks:
+        parts = []
+        for r in results:
+            layers = used_layers(r, task)
+            if layers is not None:
+                parts.append(f"{shown(r)}: {', '.join(map(str, layers)) if layers else 'none'}")
+        if parts:
+            out.append(f"Erasing {task} (LEACE) costs the model more of its own loss than a random erasure of the "
+                       f"same rank (95% interval above 0) at layers: " + "; ".join(parts) + ".")
+    return out
+
+
 def _headlines(results) -> list[str]:
     """Any analysis: each Result's headline numbers, one sentence per model."""
     out = []
@@ -179,7 +198,7 @@ def _headlines(results) -> list[str]:
 SAY: dict[str, Callable[[list], list[str]]] = {
     "anisotropy": _anisotropy, "isoscore": _isoscore, "intrinsic_dimension": _intrinsic_dimension,
     "transitions": _transitions, "redundancy": _redundancy, "similarity": _similarity, "probing": _probing,
-    "perplexity": _perplexity, "topics": _topics,
+    "perplexity": _perplexity, "topics": _topics, "causal_probing": _causal_probing,
 }
 
 

@@ -23,7 +23,6 @@ from the registry entry the series is a run of (``like=``, or the name the recip
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ import yaml
 from probes.checkpoints.names import get_spec
 from probes.checkpoints.registry import MAX_NAME, SAFE_NAME, CheckpointSpec, read_registry
 from probes.errors import ProbeError
+from probes.io import read_json
 
 SNAPSHOT_RECORD = "snapshot.json"  # what recipes.loop writes into each snapshot folder (step, steps, tokens, name)
 STEP_FOLDER = re.compile(r"(?:step|checkpoint|global_step|iter)[-_]?(\d+)")  # the step folders of common trainers
@@ -73,12 +73,9 @@ def _step_of(name: str) -> int | None:
 
 
 def _record(folder: Path) -> dict:
-    try:
-        doc = json.loads((folder / SNAPSHOT_RECORD).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not (folder / SNAPSHOT_RECORD).is_file():
         return {}
-    except (OSError, ValueError) as e:
-        raise ProbeError(f"{folder / SNAPSHOT_RECORD} is not readable JSON ({e})") from None
+    doc = read_json(folder / SNAPSHOT_RECORD, "snapshot record")
     return doc if isinstance(doc, dict) else {}
 
 

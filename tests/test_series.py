@@ -21,6 +21,7 @@ import yaml
 
 import analyses.anisotropy as anisotropy
 from analyses import series as series_mod
+from analyses.common import read_results
 from probes.corpus import DEFAULT_CORPUS_DIR
 from probes.errors import ProbeError
 from probes.series import resolve
@@ -136,7 +137,7 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
     assert [s.like for s in found] == ["tiny-bert-run", "tiny-slstm-run"]
     out, enough = tmp_path / "traj", ["--n-sentences", "24", "--n-tokens", "48"]  # a verdict needs 20 units
     series_mod.run("anisotropy", [series["slstm"], series["bert"]], out=out, options=enough)
-    results = {"anisotropy": trajectories._read(out, "anisotropy")}
+    results = {"anisotropy": read_results(out, "anisotropy")}
     judged = trajectories.judge_points(found, results)
     assert [round(p["fraction"], 3) for p in judged] == [0.125, 0.25, 0.5, 0.75, 1.0]
     doc = trajectories.trajectories(found, judged)
@@ -173,7 +174,7 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
 @pytest.mark.parametrize("late,expected", [([+1, +2, +3], "stable"), ([-1, +2, +3], "still moving"),
                                            ([+1, +2, -0.1], "still moving"), ([], "no trajectory")])
 def test_the_over_training_rule_reads_the_last_half(late, expected):
-    from analyses.summary.trajectories import over_training
+    from analyses.summary.course import over_training
 
     early = [{"fraction": f, "difference": -5.0} for f in (1 / 32, 1 / 16, 1 / 8, 1 / 4)]  # early signs do not count
     points = early + [{"fraction": f, "difference": d} for f, d in zip((0.5, 0.75, 1.0), late)]

@@ -33,6 +33,7 @@ from analyses import stats
 from analyses.common import arg, parse_config, read_result, run_main
 from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED, Verdict  # noqa: F401 - the verdicts, re-exported
 from analyses.summary.claim import DIFFERENCE, NEARER_ZERO, POINT_VALUES, Check, Claim, Finding  # noqa: F401
+from analyses.summary.course import MOVING, NONE, STABLE, TRAJECTORY_FILE, over_training
 from analyses.summary.evidence import (  # noqa: F401 - the readers, re-exported for the report and the tests
     Matchup,
     Pair,
@@ -372,8 +373,6 @@ def evaluate(out: str | Path, trajectories: str | Path | None = None) -> list[Fi
     """Every claim's verdict on the results saved under ``out``, with each comparison's course over training
     where a trajectory file is present (``trajectories``, default ``<out>/trajectories/claims-over-training.json``:
     :mod:`analyses.summary.trajectories`)."""
-    from analyses.summary.trajectories import TRAJECTORY_FILE
-
     results = typed(load_all(out))
     found = judge_all(results)
     path = Path(trajectories) if trajectories else Path(out) / "trajectories" / TRAJECTORY_FILE
@@ -406,8 +405,6 @@ def attach_over_training(found: list[Finding], results: dict[str, list], doc: di
     """Fill each finding's ``over_training`` from a trajectory document: per comparison, the rule of
     :func:`analyses.summary.trajectories.over_training` on the seeds whose trajectory ends at the very weights
     the comparison's results were computed from (a trajectory of other weights says nothing about them)."""
-    from analyses.summary.trajectories import MOVING, NONE, over_training
-
     shas = weights_of(results)
     claims = {(c["paper"], c["where"], c["claim"]): c for c in doc.get("claims", [])}
     for f in found:
@@ -478,8 +475,6 @@ def table_lines(f: Finding) -> list[dict]:
 def claim_over_training(f: Finding) -> str:
     """The claim's course over training in a word: "still moving" when any comparison's sign still moves in the last
     half of training, "stable" when every comparison with a trajectory keeps its sign, "-" without trajectories."""
-    from analyses.summary.trajectories import MOVING, STABLE
-
     words = [text.split(" (")[0] for text in f.over_training.values()]
     return MOVING if MOVING in words else STABLE if STABLE in words else "-"
 

@@ -29,13 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses.common import arg, parse_config, read_result, run_main
+from analyses.common import arg, parse_config, read_results, run_main
+from analyses.summary.course import LAST_HALF, TRAJECTORY_FILE, check_over_training, over_training
 from probes.errors import ProbeError
 from probes.io import atomic_write, strict_json
 
-TRAJECTORY_FILE = "claims-over-training.json"
-LAST_HALF = 0.5  # the rule looks at the points at or after this fraction of training
-STABLE, MOVING, NONE = "stable", "still moving", "no trajectory"
 # The analyses the claims read and the demo's settings for them (Makefile: SENTENCES, PPL_TOKENS, CONTEXTS), so a
 # trajectory's last point is computed as the claims table's number is; which models each runs on comes from the
 # claims (the models the series are snapshots of).
@@ -143,13 +141,6 @@ def _base_of(rec, series: list):
     return next((s for s in series if s.like == want), None)
 
 
-def _read(out: Path, analysis: str) -> list:
-    from analyses import get
-
-    cls = get(analysis).Result
-    return [cls.from_json(read_result(p)) for p in sorted((out / "results" / analysis).glob("*.json"))]
-
-
 # ----------------------------------------------------------------------------- judging each point
 
 
@@ -229,25 +220,6 @@ def trajectories(series: list, judged: list[dict]) -> dict:
                     f"training on; still moving: a seed's sign changes there", "last_half": LAST_HALF, "claims": out}
 
 
-def over_training(seeds: list[dict]) -> str:
-    """:data:`STABLE` or :data:`MOVING` by the rule of the module docstring (:data:`NONE` without points)."""
-    moving = False
-    for s in seeds:
-        late = [p["difference"] for p in s["points"] if p["fraction"] >= LAST_HALF and p["difference"] is not None]
-        if not late:
-            continue
-        final = np.sign(late[-1])
-        moving |= any(np.sign(d) != final for d in late)
-    return NONE if not any(s["points"] for s in seeds) else MOVING if moving else STABLE
-
-
-def check_over_training(points: list[dict]) -> str:
-    """A check's course: :data:`STABLE` when its verdict at every point of the last half of training is the
-    final one, else :data:`MOVING`."""
-    late = [p["verdict"] for p in points if p["fraction"] >= LAST_HALF]
-    return NONE if not late else STABLE if all(v == late[-1] for v in late) else MOVING
-
-
 def _weights_sha(folder: str) -> str | None:
     from probes.checkpoints.identity import weights_sha
 
@@ -274,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(cfg.out)
     run_plan(series, out, cfg.only)
     # every analysis's results under out, of this run and of earlier ones (series arrive as training ends)
-    results = {a: _read(out, a) for a in PLAN if (out / "results" / a).is_dir()}
+    results = {a: read_results(out, a) for a in PLAN if (out / "results" / a).is_dir()}
     doc = trajectories(series, judge_points(series, results))
     print(f"wrote {write(doc, out)}")
     if cfg.figure:

@@ -16,8 +16,19 @@ MODELS  ?= minilm-l6 $(if $(wildcard models/mpnet-base/config.json),mpnet-base) 
 M       := $(foreach m,$(MODELS),--model $(m))
 # The claims' seeds: the same recipe with --seed 1 and 2 (checkpoints/<model>-seedN), analysed beside
 # their seed-0 models by the analyses whose numbers the claims compare (anisotropy, transitions, redundancy).
-SEEDS   := $(foreach m,$(MODELS),$(foreach s,1 2,$(if $(wildcard checkpoints/$(m)-seed$(s)/config.json),$(m)-seed$(s))))
+SEEDS   := $(foreach m,$(MODELS),$(foreach s,1 2 3,$(if $(wildcard checkpoints/$(m)-seed$(s)/config.json),$(m)-seed$(s))))
 MS      := $(M) $(foreach m,$(SEEDS),--model $(m))
+# The recurrence claims' GPT-2 pairs (seed 0 is the plain name), Table 2's Graph-Transformer pairs, and the seeds of the
+# Fig. 9/10 models, each where its folder is there.
+have    = $(strip $(foreach m,$(1),$(if $(wildcard checkpoints/$(m)/config.json),$(m))))
+GPT2_SEEDS := $(foreach s,1 2,$(if $(filter 2,$(words $(call have,gpt2-small-base-seed$(s) gpt2-small-recurrent-seed$(s)))),$(s)))
+GPT2_MS    := --model gpt2-small-base --model gpt2-small-recurrent \
+              $(foreach s,$(GPT2_SEEDS),--model gpt2-small-base-seed$(s) --model gpt2-small-recurrent-seed$(s))
+TABLE2_MS  := $(foreach m,mog-small-wg mog-small-sum $(call have,mog-small-wg-seed1 mog-small-sum-seed1 \
+              mog-small-wg-seed2 mog-small-sum-seed2),--model $(m))
+FIG9_MS    := $(foreach m,mog-small mog-small-6l $(call have,mog-small-seed1 mog-small-6l-seed1),--model $(m))
+# The claims' course over training (make trajectories): its file, committed, is what the demo's claims table reads.
+TRAJECTORIES := docs/claims-over-training.json
 # The demo is cut to fit 8 minutes on 2 cores (set-up included); FULL=1 runs the CLI defaults
 # (5000 sentences, all held-out tokens, 500 topic contexts).
 SENTENCES  := $(if $(FULL),5000,1500)
@@ -40,7 +51,7 @@ REAL_SENTENCES := $(if $(FULL),2000,300)
 REAL_LMS       := --model smollm2-135m --model smollm2-135m-recurrent
 HAVE_REAL_LMS  := $(and $(wildcard models/smollm2-135m/config.json),$(wildcard models/gemma3-270m/config.json))
 
-.PHONY: dist demo demo-sentences demo-rest test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots
+.PHONY: dist demo demo-sentences demo-rest test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots trajectories
 
 # the tests also compare with the reference packages (pyproject.toml's `reference` extra, and tuned-lens without its
 # training dependencies); the demo does not need them
@@ -69,6 +80,7 @@ step    = $(if $(wildcard /usr/bin/time),/usr/bin/time -a -o $(TIMING) -f "$(1)	
 demo: $(STAMP)
 	@mkdir -p $(OUT) && printf "step\twall_s\tuser_s\tsys_s\tmax_rss_kib\n" > $(TIMING)
 	@$(MAKE) --no-print-directory -j2 demo-sentences demo-rest QUIET_REST=1
+	@if [ -f $(TRAJECTORIES) ]; then mkdir -p $(OUT)/trajectories && cp $(TRAJECTORIES) $(OUT)/trajectories/; fi
 	$(call step,figures) $(PY) -m analyses.summary.figures --out $(OUT) --jobs 2
 	@column -t -s "$$(printf '\t')" $(TIMING) 2>/dev/null || cat $(TIMING)
 	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"
@@ -92,20 +104,21 @@ demo-sentences: $(STAMP)
 	$(call step,intrinsic_dimension) $(PY) -m analyses.intrinsic_dimension --no-figures $(MS) --n-sentences $(SENTENCES) \
 		--n-tokens $(SENTENCES) --out $(OUT)
 	$(call step,maps) $(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
-	$(call step,mog) $(PY) -m analyses.mog --no-figures --model mog-small --model mog-small-6l --n-sentences $(SENTENCES) --out $(OUT)
+	$(call step,mog) $(PY) -m analyses.mog --no-figures $(FIG9_MS) --n-sentences $(SENTENCES) --out $(OUT)
 
 # everything else: token windows, probes, pairs, the recurrent LMs, the lens of Eq. 14 on MiniLM
 demo-rest: $(STAMP)
 	$(call step,redundancy) $(PY) -m analyses.redundancy --no-figures $(MS) --out $(OUT)
 	$(call step,probing) $(PY) -m analyses.probing --no-figures $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
 	$(call step,similarity) $(PY) -m analyses.similarity --no-figures $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
-	$(call step,perplexity) $(PY) -m analyses.perplexity --no-figures --model gpt2-small-base --model gpt2-small-recurrent --overlap 0 --overlap 30 \
+	$(call step,perplexity) $(PY) -m analyses.perplexity --no-figures $(GPT2_MS) --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
 	$(call step,topics) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
+	$(foreach s,$(GPT2_SEEDS),$(call step,topics-seed$(s)) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent-seed$(s) \
+		--model-b gpt2-small-base-seed$(s) --n-contexts $(CONTEXTS) --out $(OUT) &&) true
 	$(call step,lens) $(PY) -m analyses.lens --no-figures --model gpt2-small-base --model gpt2-small-recurrent $(if $(FULL),,--no-tuned) \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
-	$(call step,mlm_loss) $(PY) -m analyses.mlm_loss --no-figures --model mog-small-wg --model mog-small-sum --model mog-small-wg-seed1 \
-		--model mog-small-sum-seed1 --model mog-small-selfgate --out $(OUT)
+	$(call step,mlm_loss) $(PY) -m analyses.mlm_loss --no-figures $(TABLE2_MS) --model mog-small-selfgate --out $(OUT)
 	$(call step,mog_lens) $(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
 
 # Perplexity at T = 64 and 128, o = 0 and T/4 (the module was trained at T = 128, o = 0), topic JSD at
@@ -133,6 +146,15 @@ lab: $(STAMP)
 
 figures: $(STAMP)
 	$(PY) -m analyses.summary.figures --out $(OUT)
+
+# Each claim's paired difference along training (docs/definitions.md, "Along training"): the claims' analyses with the
+# demo's settings at every snapshot the recipes kept (--snapshots, in out/train/series/: retrain to make them, see
+# checkpoints/README.md), judged by the claims' own code; writes $(TRAJECTORIES) (the claims table's "over training")
+# and docs/claims-over-training.png. About an hour of CPU for the 13 series of the claims here.
+trajectories: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m analyses.summary.trajectories --series-root out/train/series --out out/trajectories \
+		--figure docs/claims-over-training.png
+	cp out/trajectories/claims-over-training.json $(TRAJECTORIES)
 
 # the report in headless Chromium (apt-get install chromium) at 1400 and 800 px: docs/screenshots/report-<NAME>-*.png;
 # fails when the page is wider than the window (a table or figure overflowing)

@@ -342,7 +342,7 @@ def _accuracy_panel(ax, drawn: list, task: str) -> None:
     ax.set_ylabel("accuracy (-- after LEACE, : majority)")
 
 
-def _panels(results: list[Result], fig, draw):
+def _panels(results: list[Result], fig, draw, legend: str):
     present = [t for t in TASKS if any(e["task"] == t for r in results for e in r.tasks)]
     cols = min(max(len(present), 1), 3)
     rows = -(-max(len(present), 1) // cols)
@@ -355,7 +355,7 @@ def _panels(results: list[Result], fig, draw):
         draw(ax, drawn, task)
         ax.set_title(task)
     if present:
-        style.legend(axes[:len(present)], title=f"band: {LEVEL:.0%} interval")
+        style.legend(axes[:len(present)], title=legend)
     return fig
 
 
@@ -364,14 +364,15 @@ def plot(results: list[Result], fig=None):
     """The excess loss of LEACE (its loss change minus a random same-rank erasure's) against relative depth, one
     panel per task, one line per model (band: 95% interval over held-out sentences). ``fig``: a Figure or
     SubFigure to draw into (default: a new figure). Returns the figure."""
-    return _panels(results, fig, lambda ax, drawn, task: _excess_panel(ax, drawn, task, "leace"))
+    return _panels(results, fig, lambda ax, drawn, task: _excess_panel(ax, drawn, task, "leace"),
+                   f"band: {LEVEL:.0%} interval")
 
 
 @style.drawing
 def plot_accuracy(results: list[Result], fig=None):
     """The probe's held-out accuracy before (solid) and after LEACE (dashed) and the majority baseline (dotted)
     against relative depth, one panel per task."""
-    return _panels(results, fig, _accuracy_panel)
+    return _panels(results, fig, _accuracy_panel, "solid: the states; dashed: after LEACE;\ndotted: majority")
 
 
 ANALYSIS = Analysis(

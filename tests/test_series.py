@@ -164,6 +164,9 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
     assert f.over_training[comp["against"]] == f"{comp['over_training']} (seed 0)"
     line = [ln for ln in claims.markdown_table([f]).splitlines() if "tiny-bert-run" in ln][0]
     assert f"| {comp['over_training']} (seed 0) |" in line
+    from analyses.summary.report import render
+
+    assert 'alt="the claims\' differences along training"' in render(table_out).replace("&#39;", "'")
     # a trajectory of other weights is not used: retrain-free check by editing the recorded final hash
     seed["final_sha256"]["b"] = "0" * 64
     trajectories.write(doc, table_out / "trajectories")

@@ -274,18 +274,34 @@ def claim_rows(found: list) -> list[dict]:
     return rows
 
 
+def _embedded(fig) -> dict:
+    """A Figure as an embedded PNG (src, width in CSS pixels: half the 200-dpi image's)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=200, bbox_inches="tight")
+    data = buf.getvalue()
+    return {"src": "data:image/png;base64," + base64.b64encode(data).decode("ascii"),
+            "width": int.from_bytes(data[16:20], "big") // 2}
+
+
 def forest_png(found: list) -> dict | None:
     """The forest plot of ``found``'s comparisons as an embedded PNG (src, width), or None when none has a
     per-seed difference to draw."""
     from analyses.summary.claims_figure import claims_figure, drawn
 
-    if not drawn(found):
+    return _embedded(claims_figure(found)) if drawn(found) else None
+
+
+def course_png(out: str | Path) -> dict | None:
+    """Each claim's difference along training (the trajectory file under ``<out>/trajectories``, when there is one)
+    as an embedded PNG, or None."""
+    from analyses.summary.claims_figure import trajectories_figure
+    from analyses.summary.course import TRAJECTORY_FILE
+
+    path = Path(out) / "trajectories" / TRAJECTORY_FILE
+    if not path.is_file():
         return None
-    buf = io.BytesIO()
-    claims_figure(found).savefig(buf, format="png", dpi=200, bbox_inches="tight")
-    data = buf.getvalue()
-    return {"src": "data:image/png;base64," + base64.b64encode(data).decode("ascii"),
-            "width": int.from_bytes(data[16:20], "big") // 2}
+    doc = claims_mod.read_result(path)
+    return _embedded(trajectories_figure(doc)) if any(c["comparisons"] for c in doc.get("claims", [])) else None
 
 
 def render(out: str | Path, notes: dict[str, str] | None = None) -> str:
@@ -298,7 +314,8 @@ def render(out: str | Path, notes: dict[str, str] | None = None) -> str:
     shown, others = present_claims(claims_mod.evaluate(out))
     papers = sorted({c.paper for c in claims_mod.CLAIMS})
     return env.get_template("report.html.j2").render(
-        claims=shown, claim_rows=claim_rows(shown), forest=forest_png(shown), others=others, papers=papers,
+        claims=shown, claim_rows=claim_rows(shown), forest=forest_png(shown), course=course_png(out), others=others,
+        papers=papers,
         models=_models(docs), sections=sections(out, notes), out=str(out))
 
 

@@ -106,11 +106,17 @@ class SeriesResult:
             if all(p.interval is not None for p in pts):
                 lo, hi = np.array([p.interval for p in pts], dtype=float).T
                 ax.fill_between(x, lo, hi, color=drawn.get_color(), alpha=0.2, linewidth=0)
+        from matplotlib.ticker import FuncFormatter, NullLocator
+
         ax.set_xscale("log")
+        steps = sorted({max(p.step, 1) for line in self.lines for p in line.points if p.value is not None})
+        if 0 < len(steps) <= 12:  # the checkpoints' own steps as the ticks
+            ax.set_xticks(steps, [f"{s:g}" for s in steps])
+            ax.xaxis.set_minor_locator(NullLocator())
+        else:
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # numbers, not powers of ten
         ax.set_xlabel("training step")
         ax.set_ylabel(self.statistic)
-        if len(self.lines) > 1:
-            ax.legend(frameon=False, fontsize="small")
         return style.finish(ax)
 
 

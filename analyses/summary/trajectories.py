@@ -34,21 +34,21 @@ from analyses.summary.course import LAST_HALF, TRAJECTORY_FILE, check_over_train
 from probes.errors import ProbeError
 from probes.io import atomic_write, strict_json
 
-# The analyses the claims read and the demo's settings for them (Makefile: SENTENCES, PPL_TOKENS, CONTEXTS), so a
-# trajectory's last point is computed as the claims table's number is; which models each runs on comes from the
-# claims (the models the series are snapshots of).
-PLAN: dict[str, list[str]] = {
-    "anisotropy": ["--n-sentences", "1500", "--n-tokens", "1500"],
-    "transitions": ["--n-sentences", "1500"],
-    "isoscore": ["--n-sentences", "1500", "--n-tokens", "1500"],
-    "redundancy": [],
-    "perplexity": ["--overlap", "0", "--overlap", "30", "--max-tokens", "8000"],
-    "topics": ["--n-contexts", "160"],
-    "mlm_loss": [],
+# The analyses the claims read, the demo's settings for them (Makefile: SENTENCES, PPL_TOKENS, CONTEXTS), so that a
+# trajectory's last point is computed as the claims table's number is, and the models (seed 0's names; a series of
+# <name>-seedN is one of <name>) each runs on, as the demo runs them.
+S_LSTM_COMPARISON = ("slstm-small", "bert-small", "albert-small")
+PLAN: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "anisotropy": (["--n-sentences", "1500", "--n-tokens", "1500"], S_LSTM_COMPARISON),
+    "transitions": (["--n-sentences", "1500"], S_LSTM_COMPARISON),
+    "isoscore": (["--n-sentences", "1500", "--n-tokens", "1500"], S_LSTM_COMPARISON),
+    "redundancy": ([], S_LSTM_COMPARISON),
+    "perplexity": (["--overlap", "0", "--overlap", "30", "--max-tokens", "8000"],
+                   ("gpt2-small-base", "gpt2-small-recurrent")),
+    "topics": (["--n-contexts", "160"], ("gpt2-small-recurrent", "gpt2-small-base")),  # a pair: (A, B) per seed
+    "mlm_loss": ([], ("mog-small-wg", "mog-small-sum")),
+    "mog": (["--n-sentences", "1500"], ("mog-small", "mog-small-6l")),
 }
-FAMILIES = {"anisotropy": ("slstm", "hf"), "transitions": ("slstm", "hf"), "isoscore": ("slstm", "hf"),
-            "redundancy": ("slstm", "hf"), "perplexity": ("hf-causal", "recurrent"), "topics": ("recurrent",),
-            "mlm_loss": ("mog",)}
 
 
 @dataclass
@@ -79,14 +79,9 @@ def find_series(root: str | os.PathLike) -> list:
 
 
 def _uses(analysis: str, s) -> bool:
-    family, kind = s.settings.get("family"), s.settings.get("kind")
-    if analysis in ("perplexity",):
-        return kind == "causal"
-    if analysis == "topics":
-        return kind == "causal"
-    if analysis == "mlm_loss":
-        return family == "mog"
-    return kind == "encoder" and family in ("slstm", "hf")
+    from analyses.stats import seed_of
+
+    return seed_of(model_of(s))[0] in PLAN[analysis][1]
 
 
 def model_of(series) -> str:
@@ -116,8 +111,9 @@ def heldout_blocks(series: list) -> None:
 def run_plan(series: list, out: Path, only: list[str]) -> None:
     """Run each analysis of :data:`PLAN` (or of ``only``) along the series it applies to."""
     from analyses import series as series_mod
+    from analyses.stats import seed_of
 
-    for analysis, options in PLAN.items():
+    for analysis, (options, models) in PLAN.items():
         if only and analysis not in only:
             continue
         mine = [s for s in series if _uses(analysis, s)]
@@ -125,20 +121,15 @@ def run_plan(series: list, out: Path, only: list[str]) -> None:
             continue
         if analysis == "mlm_loss":
             heldout_blocks(mine)
-        if analysis == "topics":
-            for rec in [s for s in mine if s.settings.get("family") == "recurrent"]:
-                base = _base_of(rec, mine)
-                if base is not None:
-                    series_mod.run(analysis, [Path(rec.points[0].source).parent, Path(base.points[0].source).parent],
-                                   out=out, options=options)
+        folder = lambda s: Path(s.points[0].source).parent  # noqa: E731
+        if analysis == "topics":  # one pair per seed: A's series and B's of the same seed
+            seeds = {seed_of(model_of(s)): s for s in mine}
+            for (name, seed), a in seeds.items():
+                b = seeds.get((models[1], seed))
+                if name == models[0] and b is not None:
+                    series_mod.run(analysis, [folder(a), folder(b)], out=out, options=options)
         else:
-            series_mod.run(analysis, [Path(s.points[0].source).parent for s in mine], out=out, options=options)
-
-
-def _base_of(rec, series: list):
-    """The base LM run beside a recurrent one: the series named like it with "recurrent" -> "base"."""
-    want = rec.like.replace("recurrent", "base")
-    return next((s for s in series if s.like == want), None)
+            series_mod.run(analysis, [folder(s) for s in mine], out=out, options=options)
 
 
 # ----------------------------------------------------------------------------- judging each point
@@ -246,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(cfg.out)
     run_plan(series, out, cfg.only)
     # every analysis's results under out, of this run and of earlier ones (series arrive as training ends)
-    results = {a: read_results(out, a) for a in PLAN if (out / "results" / a).is_dir()}
+    results = {a: read_results(out, a) for a in PLAN if any((out / "results" / a).glob("*.json"))}
     doc = trajectories(series, judge_points(series, results))
     print(f"wrote {write(doc, out)}")
     if cfg.figure:

@@ -13,6 +13,7 @@ too small to fill it one at a time). A run that reaches ``--minutes`` saves its 
     $ python scripts/train_small_models.py train --group B --steps 3000  # the other four MoG variants
     $ python scripts/train_small_models.py train --group all --device cpu --amp bfloat16 --threads 1 \\
           --lanes 2 --batch-size 32 --steps 300 --gpt2-scale 10         # 10x on a 2-core CPU, two runs at a time
+    $ python scripts/train_small_models.py train ... --seed 2 --snapshots   # <model>-seed2 folders, with their series
 
 ``--steps`` is the masked-LM recipe's step count for every encoder (the same for all, as the
 comparison requires); the GPT-2 stages have their own fixed sizes below (100x the first
@@ -86,13 +87,28 @@ class Config:
     minutes: float = arg(0.0, "each run saves its state and stops after this many minutes (0 = no limit)", min=0.0)
     probe_steps: int = arg(20, "steps of each run in `probe`", min=6)
     gpt2: bool = arg(True, "include the GPT-2 pair in group A")
+    seed: int = arg(0, "the seed of every run (initialisation, data order, masking); a seed above 0 names each folder "
+                       "<model>-seed<seed> and its own pretrained GPT-2", min=0)
+    snapshots: bool = arg(False, "every run also keeps its model at 1/32 ... 3/4 and all of training "
+                                 "(out/train/series/<folder>/): the checkpoint series make trajectories reads")
     logs: str = arg("out/train-logs", "one log file per run")
+
+
+def seeded(name: str, cfg: Config) -> str:
+    """The folder name of ``name``'s run with ``cfg.seed`` (seed 0: the plain name)."""
+    return f"{name}-seed{cfg.seed}" if cfg.seed else name
+
+
+def run_flags(cfg: Config) -> list[str]:
+    """The flags every recipe command gets from the seed and the snapshots."""
+    return [*(["--seed", str(cfg.seed)] if cfg.seed else []), *(["--snapshots"] if cfg.snapshots else [])]
 
 
 def encoder_command(name: str, cfg: Config, steps: int, out_dir: str) -> list[str]:
     warmup = max(1, steps // 10)  # the first recipe's ratio (15 of 150)
     evals = steps // 10 if cfg.action == "train" else 0  # ten held-out evaluations along the way
-    return [sys.executable, "-m", "recipes.train", *ENCODERS[name], "--name", name, "--out-dir", out_dir, "--overwrite",
+    return [sys.executable, "-m", "recipes.train", *ENCODERS[name], "--name", seeded(name, cfg), "--out-dir", out_dir,
+            "--overwrite", *run_flags(cfg),
             "--corpus", cfg.corpus, "--tokenizer", "checkpoints/wordpiece-4096", "--steps", str(steps),
             "--warmup", str(warmup), "--batch-size", str(cfg.batch_size), "--device", cfg.device,
             "--amp", cfg.amp, "--threads", str(cfg.threads), "--log-every", "1", "--eval-every", str(evals),
@@ -106,14 +122,18 @@ def gpt2_stages(cfg: Config, steps_override: int | None, out_dir: str) -> list[l
         return ["--steps", str(steps_override), "--batch-size", args[3], "--warmup", "1"] if steps_override else args
     py = sys.executable
     common = ["--corpus", cfg.corpus, "--device", cfg.device, "--amp", cfg.amp, "--threads", str(cfg.threads),
-              "--max-minutes", str(cfg.minutes), "--save-every", "100", "--overwrite"]
+              "--max-minutes", str(cfg.minutes), "--save-every", "100", "--overwrite",
+              *(["--seed", str(cfg.seed)] if cfg.seed else [])]
     # the intermediate model is not committed; a probe keeps its own beside its other runs
-    pre = "out/train/gpt2-small-pretrained" if cfg.action == "train" else f"{out_dir}/gpt2-small-pretrained"
+    pre = f"out/train/{seeded('gpt2-small-pretrained', cfg)}" if cfg.action == "train" \
+        else f"{out_dir}/{seeded('gpt2-small-pretrained', cfg)}"
     stage1 = [py, "-m", "recipes.train_lm", "pretrain", "--out", pre, *sized(GPT2_PRETRAIN[cfg.gpt2_scale]), *common]
-    base = [py, "-m", "recipes.train_lm", "finetune", "--init", pre, "--out", f"{out_dir}/gpt2-small-base",
-            *sized(GPT2_FINETUNE[cfg.gpt2_scale]), *common]
-    rec = [py, "-m", "recipes.train_lm", "finetune", "--init", pre, "--out", f"{out_dir}/gpt2-small-recurrent",
-           "--recurrent", *sized(GPT2_FINETUNE[cfg.gpt2_scale]), *common]
+    snap = ["--snapshots"] if cfg.snapshots else []  # the claims compare the fine-tunes: their course is kept
+    base = [py, "-m", "recipes.train_lm", "finetune", "--init", pre, "--out",
+            f"{out_dir}/{seeded('gpt2-small-base', cfg)}", *sized(GPT2_FINETUNE[cfg.gpt2_scale]), *common, *snap]
+    rec = [py, "-m", "recipes.train_lm", "finetune", "--init", pre, "--out",
+           f"{out_dir}/{seeded('gpt2-small-recurrent', cfg)}", "--recurrent", *sized(GPT2_FINETUNE[cfg.gpt2_scale]),
+           *common, *snap]
     return [stage1, base, rec]
 
 
@@ -182,10 +202,10 @@ def launch(cfg: Config, steps: int, out_dir: str) -> dict[str, int]:
     jobs = []
     for name in GROUPS[cfg.group]:
         cmd = encoder_command(name, cfg, steps, out_dir)
-        if cfg.action == "train" and done(Path(out_dir) / name, cmd):
-            print(f"{name}: done already ({out_dir}/{name})", flush=True)
+        if cfg.action == "train" and done(Path(out_dir) / seeded(name, cfg), cmd):
+            print(f"{seeded(name, cfg)}: done already ({out_dir}/{seeded(name, cfg)})", flush=True)
             continue
-        jobs.append((name, cmd))
+        jobs.append((seeded(name, cfg), cmd))
     if cfg.gpt2 and cfg.group in ("A", "all"):
         stages = gpt2_stages(cfg, steps if cfg.action == "probe" else None, out_dir)
         if cfg.action == "train" and all(map(stage_done, stages[1:])):
@@ -228,7 +248,8 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.action == "probe":
         out = str(Path(cfg.logs).parent / "probe-runs")
         codes = launch(cfg, cfg.probe_steps, out)
-        times = {n: round(seconds_per_step(Path(out) / n), 4) for n in GROUPS[cfg.group] if codes[n] == 0}
+        times = {seeded(n, cfg): round(seconds_per_step(Path(out) / seeded(n, cfg)), 4) for n in GROUPS[cfg.group]
+                 if codes[seeded(n, cfg)] == 0}
         print(json.dumps({"seconds_per_step": times, "concurrent_runs": len(codes)}), flush=True)
         return
     codes = launch(cfg, cfg.steps, cfg.out_dir)

@@ -114,3 +114,18 @@ def test_every_run_names_its_folder_and_may_replace_it():
     assert [c[c.index("--out") + 1] for c in stages[1:]] == ["checkpoints/gpt2-small-base",
                                                               "checkpoints/gpt2-small-recurrent"]
     assert "overwrite" not in driver.command_settings(enc)
+
+
+def test_a_seed_names_every_folder_and_its_own_pretrained_model(tmp_path):
+    cfg = config([*CPU, "--seed", "2", "--snapshots"])
+    cmd = driver.encoder_command("mog-small-wg", cfg, 300, str(tmp_path))
+    assert cmd[cmd.index("--name") + 1] == "mog-small-wg-seed2" and cmd[cmd.index("--seed") + 1] == "2"
+    assert "--snapshots" in cmd and driver.command_settings(cmd)["seed"] == "2"
+    pre, base, rec = driver.gpt2_stages(cfg, None, str(tmp_path))
+    assert pre[pre.index("--out") + 1] == "out/train/gpt2-small-pretrained-seed2" and "--snapshots" not in pre
+    assert [c[c.index("--out") + 1] for c in (base, rec)] == [f"{tmp_path}/gpt2-small-base-seed2",
+                                                             f"{tmp_path}/gpt2-small-recurrent-seed2"]
+    assert all(c[c.index("--seed") + 1] == "2" and c[c.index("--init") + 1] == pre[pre.index("--out") + 1]
+               for c in (base, rec))
+    plain = config()
+    assert "--seed" not in driver.encoder_command("mog-small-wg", plain, 300, str(tmp_path))

@@ -390,8 +390,11 @@ def split_text(text: str, held_out: float = HELD_OUT_FRACTION) -> tuple[str, str
     if not 0 < held_out < 1:
         raise ProbeError(f"held-out fraction must be in (0, 1), got {held_out}")
     at = int(round((1 - held_out) * len(text)))
+    # text[:k] holds text iff the first non-whitespace character lies before k; text[k:] iff the last lies at or
+    # after k (whitespace as str.strip sees it): one pass over the text instead of a strip of each side per break
+    first, end = len(text) - len(text.lstrip()), len(text.rstrip())
     for sep in (_PARAGRAPH_BREAK, re.compile(r"\n")):
-        cuts = [m.start() for m in sep.finditer(text) if text[:m.start()].strip() and text[m.start():].strip()]
+        cuts = [m.start() for m in sep.finditer(text) if first < m.start() < end]
         later = [k for k in cuts if k >= at]
         earlier = [k for k in cuts if k < at]
         for k in later[:1] or earlier[-1:]:

@@ -406,6 +406,31 @@ def test_split_parts_never_overlap_and_lose_only_whitespace(text):
     assert text[:i].strip() == "" and text[end:j].strip() == "" and text[j + len(held):].strip() == ""
 
 
+def test_a_break_counts_only_where_both_sides_hold_text_as_str_strip_sees_it():
+    """split_text finds the breaks with text on both sides in one pass: the same cut as the rule written out (a
+    break at k counts iff text[:k].strip() and text[k:].strip()), on texts of words, breaks and every kind of
+    whitespace str.strip removes (no-break and em spaces, form feeds, carriage returns)."""
+    import random
+    import re
+
+    from probes.corpus import _PARAGRAPH_BREAK, split_text
+
+    def by_the_rule(text, held_out):
+        at = int(round((1 - held_out) * len(text)))
+        for sep in (_PARAGRAPH_BREAK, re.compile(r"\n")):
+            cuts = [m.start() for m in sep.finditer(text) if text[:m.start()].strip() and text[m.start():].strip()]
+            for k in [k for k in cuts if k >= at][:1] or [k for k in cuts if k < at][-1:]:
+                return text[:k].strip(), text[k:].strip()
+        return text[:at].strip(), text[at:].strip()
+
+    rng = random.Random(0)
+    pieces = ["a", "bc", " ", "\n", "\t", "\u00a0", "\u2003", "\n\n", " \n \n", "\x0b", "\x0c", "\r", "\u3000"]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        held_out = rng.choice([0.01, 0.1, 0.5, 0.9])
+        assert split_text(text, held_out) == by_the_rule(text, held_out), repr(text)
+
+
 def test_corpus_split_parts_are_disjoint_per_document():
     from probes.corpus import corpus_split, load_corpus
 

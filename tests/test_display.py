@@ -418,7 +418,7 @@ def test_result_plot_follows_the_callers_rcparams(name):
         before = dict(matplotlib.rcParams)
         fig, ax = plt.subplots()
         result.plot(ax=ax)
-        fig.canvas.draw()  # every tick made, as shown
+        fig.draw_without_rendering()  # every tick made, as shown (the whole draw but the rasterizing)
         text_colour = to_hex(matplotlib.rcParams["text.color"])
         for a in fig.axes:
             for tick in (*a.get_xticklabels(), *a.get_yticklabels()):
@@ -496,9 +496,10 @@ def test_two_results_overlay_on_one_axes(name):
 
 
 def _text_sizes(fig) -> set[float]:
+    """The sizes of every text of ``fig`` as drawn: the whole draw (layout, tick labels made) without rasterizing."""
     from matplotlib.text import Text
 
-    fig.canvas.draw()
+    fig.draw_without_rendering()
     return {round(t.get_size(), 3) for t in fig.findobj(Text)}
 
 

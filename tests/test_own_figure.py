@@ -30,7 +30,7 @@ def _check_clear(ax) -> None:
     """The figure's one legend lies inside the figure, below the Axes and its tick labels."""
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # the layout as drawn (no rasterizing)
     (legend,) = _suite_legends(ax)
     box, figure, axes = legend.get_window_extent(renderer), fig.bbox, ax.get_tightbbox(renderer)
     assert figure.x0 - 1 <= box.x0 and box.x1 <= figure.x1 + 1 and figure.y0 - 1 <= box.y0, (box, figure)
@@ -64,7 +64,7 @@ def test_the_callers_axes_keep_their_own_legend():
 
 def test_a_short_legend_adds_only_its_height():
     ax = display._result("isoscore").plot()
-    ax.figure.canvas.draw()
+    ax.figure.draw_without_rendering()
     (legend,) = ax.figure.legends
     width, height = ax.figure.get_size_inches()
     assert width == pytest.approx(3.8)  # the panel's width: the legend is narrower

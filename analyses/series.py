@@ -37,7 +37,7 @@ import numpy as np
 from analyses import style
 from analyses.common import arg, parse_config, read_result, run_main
 from probes.errors import ProbeError
-from probes.io import atomic_write, strict_json
+from probes.io import atomic_write, read_json, strict_json
 from probes.series import Series, registry_file, resolve
 
 PAIR_KINDS = ("pair", "lm_pair")  # inputs of two models: similarity, topics
@@ -53,6 +53,8 @@ class Config:
     like: list[str] = arg([], "the registry entry each --series is a run of, in the same order (default: the name "
                               "the recipe recorded in each snapshot.json, where it is registered)")
     statistic: str = arg("", "which of the analysis's headline numbers to draw (default: its first)")
+    reuse: bool = arg(False, "do not run again a checkpoint whose result this command wrote from the same weights "
+                             "and options")
     out: str = arg("out/series", "output root: results/, cache/, series/ and figures/ go under it")
     figures: bool = arg(True, "draw the figure (--no-figures: only the numbers)")
 
@@ -148,10 +150,20 @@ def _results(out: Path, analysis: str) -> list:
     return [cls.from_json(read_result(p)) for p in sorted((out / "results" / analysis).glob("*.json"))]
 
 
+def _identity(point) -> str:
+    """What a point's result was computed from: its weights' sha256 (a folder) or its hub revision."""
+    from probes.checkpoints.identity import weights_sha
+
+    return point.source if point.source.startswith("hf:") else weights_sha(Path(point.source))
+
+
 def run(analysis: str, series: list, like: list[str] | None = None, *, statistic: str = "",
-        out: str | os.PathLike = "out/series", options: list[str] | None = None, **settings) -> SeriesResult:
+        out: str | os.PathLike = "out/series", options: list[str] | None = None, reuse: bool = False,
+        **settings) -> SeriesResult:
     """Run ``analysis`` along every series in ``series`` (see the module docstring); ``options``: the
-    analysis's command-line options, ``settings``: the same as Config fields (``n_sentences=300``)."""
+    analysis's command-line options, ``settings``: the same as Config fields (``n_sentences=300``). ``reuse``:
+    a point (a pair of points) whose result this function wrote before, from the same weights and options, is
+    not run again (``<out>/series/<analysis>.done.json`` records each run's weights and options)."""
     declared = _kind(analysis)
     options = list(options or [])
     fields = {f.name: f for f in dataclasses.fields(declared.Config)}
@@ -177,6 +189,17 @@ def run(analysis: str, series: list, like: list[str] | None = None, *, statistic
     reg = registry_file(made, out / "series" / f"{analysis}.points.yaml")
     previous = os.environ.get("PROBES_CHECKPOINTS", "")
     os.environ["PROBES_CHECKPOINTS"] = os.pathsep.join(p for p in (str(reg), previous) if p)
+    done_path = out / "series" / f"{analysis}.done.json"
+    done = read_json(done_path, "series record") if reuse and done_path.is_file() else {}
+
+    def todo(*points) -> bool:
+        key = "|".join(p.name for p in points)
+        return done.get(key) != {"weights": [_identity(p) for p in points], "options": options}
+
+    def record(*points) -> None:
+        done["|".join(p.name for p in points)] = {"weights": [_identity(p) for p in points], "options": options}
+        atomic_write(done_path, (strict_json(done) + "\n").encode("utf-8"))
+
     try:
         if pair:
             a, b = made
@@ -186,10 +209,17 @@ def run(analysis: str, series: list, like: list[str] | None = None, *, statistic
             names = {"topics": ("--model-a", "--model-b")}.get(analysis, ("--model", "--model"))
             for s in steps:
                 pa, pb = (next(p for p in x.points if p.step == s) for x in (a, b))
-                declared.main([*options, names[0], pa.name, names[1], pb.name, "--out", str(out), "--no-figures"])
+                if todo(pa, pb):
+                    declared.main([*options, names[0], pa.name, names[1], pb.name, "--out", str(out),
+                                   "--no-figures"])
+                    record(pa, pb)
         else:
-            models = [arg for x in made for p in x.points for arg in ("--model", p.name)]
-            declared.main([*options, *models, "--out", str(out), "--no-figures"])
+            points = [p for x in made for p in x.points if todo(p)]
+            if points:
+                declared.main([*options, *(a for p in points for a in ("--model", p.name)), "--out", str(out),
+                               "--no-figures"])
+                for p in points:
+                    record(p)
         found = _results(out, analysis)
     finally:
         os.environ["PROBES_CHECKPOINTS"] = previous
@@ -245,7 +275,8 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     own, options = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args else (args, [])
     cfg = parse_config(Config, own, __doc__.split("\n\n")[0])
-    result = run(cfg.analysis, cfg.series, cfg.like, statistic=cfg.statistic, out=cfg.out, options=options)
+    result = run(cfg.analysis, cfg.series, cfg.like, statistic=cfg.statistic, out=cfg.out, options=options,
+                 reuse=cfg.reuse)
     for line in result.lines:
         values = ", ".join(f"{p.step}: {'n/a' if p.value is None else f'{p.value:.4g}'}" for p in line.points)
         print(f"{line.name} ({result.statistic}): {values}")

@@ -182,3 +182,14 @@ def test_the_over_training_rule_reads_the_last_half(late, expected):
     early = [{"fraction": f, "difference": -5.0} for f in (1 / 32, 1 / 16, 1 / 8, 1 / 4)]  # early signs do not count
     points = early + [{"fraction": f, "difference": d} for f, d in zip((0.5, 0.75, 1.0), late)]
     assert over_training([{"points": points if late else []}]) == expected
+
+
+def test_reuse_runs_only_points_not_analysed_from_the_same_weights_and_options(trained, tmp_path, monkeypatch):
+    _, series = trained
+    first = series_mod.run("transitions", [series["bert"]], out=tmp_path, options=["--n-sentences", "12"], reuse=True)
+    calls = []
+    monkeypatch.setattr(anisotropy.ANALYSIS.__class__, "main", lambda self, argv: calls.append(argv))
+    again = series_mod.run("transitions", [series["bert"]], out=tmp_path, options=["--n-sentences", "12"], reuse=True)
+    assert calls == [] and again.lines[0].points == first.lines[0].points
+    series_mod.run("transitions", [series["bert"]], out=tmp_path, options=["--n-sentences", "13"], reuse=True)
+    assert len(calls) == 1 and calls[0].count("--model") == len(first.lines[0].points)  # other options: all again

@@ -66,14 +66,16 @@ class Config:
 
 
 def find_series(root: str | os.PathLike) -> list:
-    """Every series folder under ``root`` whose snapshots record a registered model name."""
+    """Every finished series under ``root`` (its last snapshot is the end of training) whose snapshots record a
+    registered model name. The analyses of a point already analysed from the same weights and settings are kept
+    (``analyses.series.run(reuse=True)``), so the command can run again as each training run ends."""
     from probes.series import resolve
 
     found = []
     for folder in sorted(Path(root).glob("*")):
         if folder.is_dir() and any(folder.glob("step-*/snapshot.json")):
             s = resolve(folder)
-            if s.like is not None:
+            if s.like is not None and s.points[-1].fraction == 1.0:  # a finished run (one still training waits)
                 found.append(s)
     return found
 
@@ -127,9 +129,9 @@ def run_plan(series: list, out: Path, only: list[str]) -> None:
             for (name, seed), a in seeds.items():
                 b = seeds.get((models[1], seed))
                 if name == models[0] and b is not None:
-                    series_mod.run(analysis, [folder(a), folder(b)], out=out, options=options)
+                    series_mod.run(analysis, [folder(a), folder(b)], out=out, options=options, reuse=True)
         else:
-            series_mod.run(analysis, [folder(s) for s in mine], out=out, options=options)
+            series_mod.run(analysis, [folder(s) for s in mine], out=out, options=options, reuse=True)
 
 
 # ----------------------------------------------------------------------------- judging each point

@@ -161,9 +161,12 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
     trajectories.write(doc, table_out / "trajectories")
     (f,) = [x for x in claims.evaluate(table_out) if x.claim == token["claim"]]
     assert f.comparisons[0].seeds[0]["difference"] == pytest.approx(seed["points"][-1]["difference"], abs=1e-12)
-    assert f.over_training[comp["against"]] == f"{comp['over_training']} (seed 0)"
+    from analyses.summary.course import describe
+
+    word = describe(comp["seeds"])
+    assert word.startswith(f"{comp['over_training']} (seed 0") and f.over_training[comp["against"]] == word
     line = [ln for ln in claims.markdown_table([f]).splitlines() if "tiny-bert-run" in ln][0]
-    assert f"| {comp['over_training']} (seed 0) |" in line
+    assert f"| {word} |" in line
     from analyses.summary.report import render
 
     assert 'alt="the claims\' differences along training"' in render(table_out).replace("&#39;", "'")
@@ -174,14 +177,19 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
     assert f.over_training[comp["against"]] == "no trajectory of these weights"
 
 
-@pytest.mark.parametrize("late,expected", [([+1, +2, +3], "stable"), ([-1, +2, +3], "still moving"),
-                                           ([+1, +2, -0.1], "still moving"), ([], "no trajectory")])
-def test_the_over_training_rule_reads_the_last_half(late, expected):
-    from analyses.summary.course import over_training
+@pytest.mark.parametrize("late,expected,cell", [
+    ([+1, +2, +3], "stable", "stable (seed 7; size +200% over the last half)"),
+    ([-1, +2, +3], "still moving", "still moving (seed 7)"),
+    ([+1, +2, -0.1], "still moving", "still moving (seed 7)"),
+    ([-2, -1.5, -1], "stable", "stable (seed 7; size -50% over the last half)"),
+    ([], "no trajectory", "no trajectory")])
+def test_the_over_training_rule_reads_the_last_half(late, expected, cell):
+    from analyses.summary.course import describe, over_training
 
     early = [{"fraction": f, "difference": -5.0} for f in (1 / 32, 1 / 16, 1 / 8, 1 / 4)]  # early signs do not count
     points = early + [{"fraction": f, "difference": d} for f, d in zip((0.5, 0.75, 1.0), late)]
-    assert over_training([{"points": points if late else []}]) == expected
+    seeds = [{"seed": 7, "points": points if late else []}]
+    assert over_training(seeds) == expected and describe(seeds) == cell
 
 
 def test_reuse_runs_only_points_not_analysed_from_the_same_weights_and_options(trained, tmp_path, monkeypatch):

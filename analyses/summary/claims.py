@@ -33,7 +33,7 @@ from analyses import stats
 from analyses.common import arg, parse_config, read_result, run_main
 from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED, Verdict  # noqa: F401 - the verdicts, re-exported
 from analyses.summary.claim import DIFFERENCE, NEARER_ZERO, POINT_VALUES, Check, Claim, Finding  # noqa: F401
-from analyses.summary.course import MOVING, NONE, STABLE, TRAJECTORY_FILE, over_training
+from analyses.summary.course import MOVING, NONE, STABLE, TRAJECTORY_FILE, describe
 from analyses.summary.evidence import (  # noqa: F401 - the readers, re-exported for the report and the tests
     Matchup,
     Pair,
@@ -423,12 +423,7 @@ def attach_over_training(found: list[Finding], results: dict[str, list], doc: di
             if not usable:
                 f.over_training[c.against] = "no trajectory of these weights" if seeds else NONE
                 continue
-            status = over_training(usable)
-            moving = [s["seed"] for s in usable if over_training([s]) == MOVING]
-            names = ", ".join(str(s["seed"]) for s in usable)
-            which = f"seed{'s' if len(usable) > 1 else ''} {names}"
-            f.over_training[c.against] = f"{status} ({which})" if status != MOVING else \
-                f"{status} (seed{'s' if len(moving) > 1 else ''} {', '.join(map(str, moving))} of {which})"
+            f.over_training[c.against] = describe(usable)
 
 
 def require_results(out: str | Path) -> None:

@@ -30,6 +30,35 @@ def over_training(seeds: list[dict]) -> str:
     return NONE if not any(s["points"] for s in seeds) else MOVING if moving else STABLE
 
 
+def last_half_change(seeds: list[dict]) -> float | None:
+    """How the size of the difference moved over the last half, averaged over the seeds: (|d(end)| - |d(1/2)|) /
+    |d(1/2)| (-0.2: a fifth smaller at the end than at half of training, heading towards 0; None without both
+    points or with d(1/2) = 0). The rule reads signs; this says whether a kept sign is still shrinking."""
+    changes = []
+    for s in seeds:
+        pts = [p for p in s["points"] if p["difference"] is not None]
+        half = [p["difference"] for p in pts if abs(p["fraction"] - LAST_HALF) < 1e-9]
+        if pts and half and pts[-1]["fraction"] == 1.0 and half[0] != 0:
+            changes.append((abs(pts[-1]["difference"]) - abs(half[0])) / abs(half[0]))
+    return float(np.mean(changes)) if changes else None
+
+
+def describe(seeds: list[dict]) -> str:
+    """The over-training cell of a comparison: the rule's word, the seeds it rests on (the moving ones named), and
+    the change of the difference's size over the last half: "stable (seeds 1, 2; |A - B| -17% over the last half)"."""
+    status = over_training(seeds)
+    if status == NONE:
+        return NONE
+    names = ", ".join(str(s["seed"]) for s in seeds)
+    which = f"seed{'s' if len(seeds) > 1 else ''} {names}"
+    moving = [str(s["seed"]) for s in seeds if over_training([s]) == MOVING]
+    if status == MOVING and len(moving) < len(seeds):
+        which = f"seed{'s' if len(moving) > 1 else ''} {', '.join(moving)} of {which}"
+    change = last_half_change(seeds)
+    size = "" if change is None or status == MOVING else f"; size {change:+.0%} over the last half"
+    return f"{status} ({which}{size})"
+
+
 def check_over_training(points: list[dict]) -> str:
     """A check's course: :data:`STABLE` when its ``verdict`` at every point of the last half is the final one."""
     late = [p["verdict"] for p in points if p["fraction"] >= LAST_HALF]

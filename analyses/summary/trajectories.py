@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from analyses.common import arg, parse_config, read_results, run_main
-from analyses.summary.course import LAST_HALF, TRAJECTORY_FILE, check_over_training, over_training
+from analyses.summary.course import LAST_HALF, TRAJECTORY_FILE, check_over_training, last_half_change, over_training
 from probes.errors import ProbeError
 from probes.io import atomic_write, strict_json
 
@@ -205,7 +205,8 @@ def trajectories(series: list, judged: list[dict]) -> dict:
         comps = []
         for comp in entry["comparisons"].values():
             seeds = [comp["seeds"][k] for k in sorted(comp["seeds"])]
-            comps.append({"against": comp["against"], "seeds": seeds, "over_training": over_training(seeds)})
+            comps.append({"against": comp["against"], "seeds": seeds, "over_training": over_training(seeds),
+                          "last_half_change": last_half_change(seeds)})
         if "check" in entry:
             entry["check"]["over_training"] = check_over_training(entry["check"]["points"])
         out.append({**entry, "comparisons": comps})

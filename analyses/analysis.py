@@ -36,7 +36,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analyses.inputs import Inputs
 from probes.capture.store import USER_CACHE, UserCache
@@ -66,12 +66,12 @@ class Figure:
     each: Callable | None = None
     single: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.single and self.each is None:
             raise TypeError(f"figure {self.name}: a figure of one result (single=True) is drawn for each result: "
                             "give each=")
 
-    def render(self, results: list, fig=None):
+    def render(self, results: list, fig: Any = None) -> Any:
         """The drawn figure of ``results`` (one group of :meth:`groups`), into ``fig`` if given."""
         return self.draw(results[0], fig=fig) if self.single else self.draw(results, fig=fig)
 
@@ -124,7 +124,7 @@ class Analysis:
     check: Callable | None = None
     deterministic: bool = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not issubclass(self.Config, self.inputs.Config):
             raise TypeError(f"analysis {self.name}: its Config must derive from {self.inputs.Config.__name__}, the "
                             f"options of its {self.inputs.kind} inputs")
@@ -167,9 +167,10 @@ class Analysis:
 
     # ------------------------------------------------------------------------- from Python
 
-    def run(self, model, texts=None, *, tokenizer=None, name: str | None = None, sentence: str | None = None,
-            config=None, cache_dir: str | os.PathLike | UserCache | None = USER_CACHE, intervention=None,
-            **settings):
+    def run(self, model: Any, texts: Any = None, *, tokenizer: Any = None, name: str | None = None,
+            sentence: str | None = None, config: Any = None,
+            cache_dir: str | os.PathLike | UserCache | None = USER_CACHE, intervention: Any = None,
+            **settings: Any) -> Any:
         """The analysis of ``model`` on ``texts`` from Python, with every input the command line would build,
         as a Result (not written: :func:`analyses.common.write_result` saves one).
 
@@ -198,7 +199,7 @@ class Analysis:
             computed = self.compute(cfg, **inputs)
         return computed
 
-    def _with_sentence(self, model, sentence: str, tokenizer, name):
+    def _with_sentence(self, model: Any, sentence: str, tokenizer: Any, name: str | None) -> tuple:
         """(model, tokenizer, name) for :meth:`run` with the sentence vector ``sentence``: a name or folder gets
         the ``?sentence=`` suffix, a loaded object is wrapped as the Encoder ``probes.extract`` would make."""
         from analyses.inputs import is_object
@@ -214,7 +215,7 @@ class Analysis:
         raise ProbeError(f"sentence= goes with a model name, folder or loaded transformers model, not "
                          f"{type(model).__name__}")
 
-    def config(self, config=None, **settings):
+    def config(self, config: Any = None, **settings: Any) -> Any:
         """A Config: ``config`` (or the defaults) with ``settings`` replaced; an unknown setting or a value out
         of its range is one error line naming it."""
         from probes.config import check_values
@@ -227,6 +228,13 @@ class Analysis:
         cfg = dataclasses.replace(config if config is not None else self.Config(), **settings)
         check_values(cfg)
         return cfg
+
+    def models(self, result: AnalysisResult) -> list[dict]:
+        """The descriptions of the models ``result`` was computed from, as its identity records them: the one
+        model's, or a pair's two (A's, then B's) when the kind of input is a pair (``inputs.paired``)."""
+        model = result.identity.model
+        found = [model.get(side) for side in "ab"] if self.inputs.paired else [model]
+        return [m for m in found if isinstance(m, dict)]
 
     # ------------------------------------------------------------------------- figures and tables
 

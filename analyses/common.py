@@ -1,4 +1,5 @@
-"""What every analysis shares: config bases, result files, figures (the CLI helpers come from probes.config).
+"""What every analysis shares: the Result base and its identity, the config bases (the CLI helpers come from
+probes.config), and, re-exported, the result files of :mod:`analyses.files`.
 
 * A config is a dataclass whose fields are declared with :func:`probes.config.arg` (default, one line
   of help, valid range); :func:`probes.config.parse_config` builds the validated CLI from it. Each kind of
@@ -8,31 +9,30 @@
 * Every result is an :class:`AnalysisResult`: one :class:`Identity` (model as requested and as resolved,
   corpus identity or the caller's texts, the settings actually used) saved flat at the top, then the numbers.
   In a notebook it shows as a few lines (:meth:`AnalysisResult.summary`), not as its every number.
-* :func:`write_result` writes ``<out>/results/<analysis>/<model>.json`` and ``.csv`` atomically;
-  the JSON holds the numbers and everything that produced them (config, model identity,
-  corpus identity, package versions). No timestamps: equal inputs give byte-identical files.
-  :func:`read_results` reads them back as the analysis's Result objects.
-* :func:`save_figure` writes PNG + PDF into ``<out>/figures/``.
+* :func:`write_result` writes ``<out>/results/<analysis>/<model>.json`` and ``.csv`` atomically and strictly;
+  :func:`read_results` reads them back as the analysis's Result objects; :func:`save_figure` writes PNG + PDF
+  into ``<out>/figures/`` (all three in :mod:`analyses.files`).
 * :func:`run_main` turns a user error into one line on stderr and exit code 2 (see probes.config).
-* Result JSON is strict: a non-finite number is written as null and listed under ``nulls``.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
-import math
-import os
-import re
-import warnings
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from analyses.files import (
+    jsonable,
+    read_result,
+    read_results,
+    result_name,
+    result_paths,
+    save_drawings,
+    save_figure,
+    write_result,
+)
 from analyses.inputs import (
     CALLER_TEXTS,
     LMConfig,
@@ -51,59 +51,16 @@ from probes.config import (
     unique,
 )
 from probes.errors import ProbeError
-from probes.io import atomic_write, loads_json, provenance, strict_json
+from probes.io import atomic_write, provenance
 
 # The config -> CLI helpers and the atomic write live in probes/ (both sides use them), the Config bases in
-# analyses.inputs (with the kinds of input they belong to); they are re-exported here so an analysis imports
-# everything it needs from one module.
+# analyses.inputs (with the kinds of input they belong to), the result files in analyses.files; they are
+# re-exported here so an analysis imports everything it needs from one module.
 __all__ = ["AnalysisResult", "CALLER_TEXTS", "Identity", "LMConfig", "LMPairConfig", "Result", "SentenceConfig",
-           "TimedConfig", "WindowConfig", "activations_identity", "arg", "atomic_write", "caller_texts",
-           "check_device", "check_reached", "check_writable", "config_dict", "mark_final_norm", "parse_config",
-           "provenance", "read_result", "read_results", "result_paths", "run_main", "save_drawings", "save_figure",
-           "settings_used", "unique", "write_result"]
-
-
-# ----------------------------------------------------------------------------- results on disk
-
-
-def _jsonable(x, nulls: list | None = None, where: str = ""):
-    """JSON-ready copy of ``x``: floats rounded to 8 decimals (8 significant digits below 1e-3); a
-    non-finite float becomes None (null) and its place is appended to ``nulls``."""
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v, nulls, f"{where}/{k}") for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v, nulls, f"{where}/{i}") for i, v in enumerate(x)]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist(), nulls, where)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        if not math.isfinite(x):
-            if nulls is not None:
-                nulls.append(where)
-            return None
-        x = float(x)
-        # 8 decimals; below 1e-3 8 significant digits instead, so that a small p-value or variance
-        # is never written as 0 (a rounding that would change what the number says)
-        return round(x, 8) if abs(x) >= 1e-3 else float(f"{x:.8g}")
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return _jsonable(dataclasses.asdict(x), nulls, where)
-    if isinstance(x, Path):
-        return str(x)
-    return x
-
-
-def result_name(model: str) -> str:
-    """The name a model's results are filed under: a registry name (or a composite of names, like
-    similarity's ``a__b__unit``) as it is; an ``hf:`` id, a folder or a ``?sentence=`` name (probes.checkpoints.names)
-    as its spec's safe name, so no user string ever becomes a path below results/."""
-    from probes.checkpoints.names import get_spec
-    from probes.checkpoints.registry import SAFE_NAME, read_registry
-
-    if model in read_registry() or (SAFE_NAME.fullmatch(model) and ".." not in model
-                                    and not Path(model).expanduser().is_dir()):
-        return model
-    return get_spec(model).name
+           "TimedConfig", "WindowConfig", "activations_identity", "arg", "as_floats", "atomic_write", "caller_texts",
+           "check_device", "check_reached", "check_writable", "config_dict", "mark_final_norm", "pair_identity",
+           "parse_config", "provenance", "read_result", "read_results", "result_name", "result_paths", "run_main",
+           "save_drawings", "save_figure", "settings_used", "unique", "write_result"]
 
 
 @dataclasses.dataclass
@@ -190,6 +147,9 @@ class AnalysisResult(Result):
     FIRST_LAYER: ClassVar[int] = 0  # the first layer the result has numbers for (1: maps, which layers compute)
     IDENTITY_KEYS: ClassVar[dict] = {}
     SIDE_FILES: ClassVar[dict] = {}  # field -> file suffix: saved as JSON lines beside the result (write_result)
+    # plot() draws one image (a heatmap: cmap= and colorbar= reach it) that refuses a second result on its Axes,
+    # not lines or points that overlay; the display checks read it
+    HEATMAP: ClassVar[bool] = False
 
     def to_json(self) -> dict:
         rest = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
@@ -219,6 +179,13 @@ class AnalysisResult(Result):
         """A few numbers that say what the result found, as label -> formatted value (each analysis's own)."""
         return {}
 
+    def plotted_values(self) -> np.ndarray:
+        """The numbers the first series :meth:`plot` draws shows, read from the result's own fields (each
+        analysis's own): a line's y values, an error bar's point, a histogram's heights, a scatter's (x, y)
+        points, a heatmap's image. The display checks compare them with what was drawn."""
+        raise NotImplementedError(f"{type(self).__module__}.{type(self).__qualname__} declares no plotted_values(): "
+                                  "the numbers its plot() draws first (docs/adding-an-analysis.md)")
+
     def headline_numbers(self) -> dict:
         """The headline numbers as :class:`analyses.stats.Sample` s, label -> the value with its bootstrap
         replicates where the result keeps them: what :mod:`analyses.series` draws against training step (the
@@ -246,6 +213,11 @@ class AnalysisResult(Result):
         rows = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>{escape(v)}</td>"
                        "</tr>" for k, v in self.summary().items() if v)
         return f"<table>{rows}</table>"
+
+
+def as_floats(values: Iterable) -> np.ndarray:
+    """``values`` as a float array, a null (None) as NaN."""
+    return np.array([np.nan if v is None else v for v in values], float)
 
 
 def _analysis_of(cls: type) -> str:
@@ -333,6 +305,17 @@ def activations_identity(acts, cfg) -> Identity:
                     model_requested=requested if requested != name else None)
 
 
+def pair_identity(acts_a, acts_b, cfg, name: str | None = None) -> Identity:
+    """The identity of a result computed from two models' Activations of the same texts: ``model`` and
+    ``activations`` each ``{"a": A's, "b": B's}`` (what the report's model table and the claims read of a pair),
+    the texts' corpus and the settings used; named ``"<A>__<B>"`` unless ``name`` is given."""
+    a, b = activations_identity(acts_a, cfg), activations_identity(acts_b, cfg)
+    pair = [a.model_name, b.model_name]
+    return Identity(model_name=name or "__".join(pair), config=settings_used(cfg, acts_a.meta, a.corpus, pair),
+                    model={"a": a.model, "b": b.model}, activations={"a": a.activations, "b": b.activations},
+                    corpus=a.corpus)
+
+
 def check_reached(acts, cfg) -> None:
     """ProbeError if ``cfg`` asked for a forward or cache dtype the activations were not made with: the
     option did not reach the extraction (the CLI runner checks this after loading the inputs)."""
@@ -340,153 +323,6 @@ def check_reached(acts, cfg) -> None:
         if hasattr(cfg, f) and k in acts.meta and getattr(cfg, f) != acts.meta[k]:
             raise ProbeError(f"--{f.replace('_', '-')} {getattr(cfg, f)} was asked for, but these activations "
                              f"were made with {acts.meta[k]}: the option did not reach the extraction")
-
-
-def result_paths(out: str | os.PathLike, analysis: str, model: str) -> tuple[Path, Path]:
-    folder, stem = Path(out) / "results" / analysis, result_name(model)
-    return folder / f"{stem}.json", folder / f"{stem}.csv"  # not with_suffix: names may hold dots (v1.0)
-
-
-def write_result(out: str | os.PathLike, analysis: str, model: str, result: Result | dict,
-                 rows: list[dict]) -> tuple[Path, Path]:
-    """Atomically write the result JSON (numbers + settings) and a flat CSV table (rank 0 only, under torchrun).
-    A field the result's class lists in ``SIDE_FILES`` (field -> suffix) is written beside it as JSON lines,
-    ``<model><suffix>``, one record a line, instead of into the JSON."""
-    from probes.capture.distributed import is_main
-
-    if not is_main():  # the other ranks of a torchrun help extract; one process writes each result
-        raise RuntimeError(f"rank {os.environ.get('RANK')} of a torchrun tried to write a result; only rank 0 does")
-    json_path, csv_path = result_paths(out, analysis, model)
-    side = getattr(result, "SIDE_FILES", {})
-    if isinstance(result, Result):
-        result = result.to_json()
-    result = dict(result)
-    for key, suffix in side.items():
-        records = result.pop(key, None)
-        if records is not None:
-            atomic_write(json_path.with_name(json_path.stem + suffix),
-                         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))
-    nulls: list[str] = []
-    doc = _jsonable({"analysis": analysis, "model_name": result_name(model), **result, "provenance": provenance()},
-                    nulls)
-    if nulls:  # strict JSON: no bare NaN; say where a number is missing and why
-        doc["nulls"] = {"paths": nulls, "reason": "not a finite number (an empty mean or a degenerate ratio)"}
-    atomic_write(json_path, (strict_json(doc) + "\n").encode())
-    buf = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(_jsonable(rows))
-    atomic_write(csv_path, buf.getvalue().encode())
-    return json_path, csv_path
-
-
-def read_results(out: str | os.PathLike, analysis: str, models: list[str] | None = None) -> list[AnalysisResult]:
-    """The saved results of registered analysis ``analysis`` (all models, or the named ones in that order) as
-    its Result objects: each file read strictly (:func:`read_result`); a file of another layout (written by
-    another version of the suite) is one error line naming it. Reading every model's, a JSON file that is not a
-    result of ``analysis`` at all (no ``"analysis"`` key naming it: a file of the user's) is left out with a
-    warning."""
-    from analyses import get
-
-    cls = get(analysis).Result
-    folder = Path(out) / "results" / analysis
-    if models is None:
-        paths = sorted(folder.glob("*.json"))
-    else:
-        paths = [result_paths(out, analysis, m)[0] for m in models]
-    missing = [p for p in paths if not p.exists()]
-    if missing:
-        raise ProbeError(f"no saved result {missing[0]}: run python -m analyses.{analysis} first")
-    results = []
-    for p in dict.fromkeys(paths):
-        doc = read_result(p)
-        if models is None and doc.get("analysis") != analysis:  # a file of the user's beside the results
-            warnings.warn(f"{p} is not a saved {analysis} result (it has no \"analysis\": \"{analysis}\"): left "
-                          "out", stacklevel=2)
-            continue
-        try:
-            results.append(cls.from_json(doc))
-        except (KeyError, TypeError, AttributeError) as e:
-            raise ProbeError(f"{p} does not have the layout this version reads (missing {e}); run python -m "
-                             f"analyses.{analysis} again") from None
-    return results
-
-
-# a string that reads as a decimal number: a number stored as text ("0.1", "1e-3"; not "12", which may be a name)
-_NUMBER_TEXT = re.compile(r"\s*[-+]?(\d+\.\d*|\.\d+|\d+(?=[eE]))([eE][-+]?\d+)?\s*|\s*[-+]?(nan|inf|infinity)\s*",
-                          re.IGNORECASE)
-# where text is text: names, versions, descriptions, the model and provenance records, the settings as given
-_TEXT_KEYS = ("model_name", "name", "requested", "revision", "description", "model", "provenance", "settings",
-              "corpus", "config", "identity", "texts", "tokens", "note", "notes", "caption", "label", "labels")
-
-
-def _not_a_number(x: float | str) -> float:
-    raise ValueError(f"the number {x} is not finite (result files hold null for it)")
-
-
-def read_result(path: str | os.PathLike) -> dict:
-    """One saved result JSON, read strictly: a JSON object, no bare NaN/Infinity nor a number beyond float
-    range (the suite writes null and lists it under ``nulls``), no number stored as text; else one
-    ProbeError line that names the file. Every reader of result files (figures, claims, report) uses it."""
-    path = Path(path)
-    try:
-        doc = loads_json(path.read_text(encoding="utf-8"), parse_constant=_not_a_number,
-                         parse_float=lambda t: float(t) if math.isfinite(float(t)) else _not_a_number(float(t)))
-    except OSError as e:
-        raise ProbeError(f"{path}: cannot read the result file ({e.strerror or e})") from None
-    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
-        raise ProbeError(f"{path} is not a valid result file ({e}); run the analysis again") from None
-    if not isinstance(doc, dict):
-        raise ProbeError(f"{path} is not a valid result file (a JSON {type(doc).__name__}, not an object); "
-                         f"run the analysis again")
-    if (where := _number_as_text(doc)) is not None:
-        raise ProbeError(f"{path} is not a valid result file ({where[0]} holds the text {where[1]!r} where a number "
-                         f"belongs); run the analysis again")
-    return doc
-
-
-def _number_as_text(x, where: str = "") -> tuple[str, str] | None:
-    """(path, text) of the first string that reads as a number outside _TEXT_KEYS, or None."""
-    items: Iterable[tuple[Any, Any]]
-    if isinstance(x, dict):
-        items = ((k, v) for k, v in x.items() if k not in _TEXT_KEYS)
-    elif isinstance(x, list):
-        items = enumerate(x)
-    else:
-        return (where or "/", x) if isinstance(x, str) and _NUMBER_TEXT.fullmatch(x) else None
-    for k, v in items:
-        if (found := _number_as_text(v, f"{where}/{k}")) is not None:
-            return found
-    return None
-
-
-def save_figure(fig, out: str | os.PathLike, name: str) -> list[Path]:
-    """Save ``fig`` as ``<out>/figures/<name>.png`` (200 dpi) and ``.pdf`` (fonts embedded as text)."""
-    import matplotlib
-
-    paths = []
-    with matplotlib.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):
-        for ext, kw in (("png", {"dpi": 200}), ("pdf", {"metadata": {"CreationDate": None}})):
-            buf = io.BytesIO()
-            fig.savefig(buf, format=ext, bbox_inches="tight", **kw)
-            path = Path(out) / "figures" / f"{name}.{ext}"
-            atomic_write(path, buf.getvalue())
-            paths.append(path)
-    return paths
-
-
-def save_drawings(results: list, out: str | os.PathLike, drawings) -> list[Path]:
-    """For each ``(name, draw)`` in ``drawings``: ``fig = draw(results)``, save it as
-    ``<out>/figures/<name>.{png,pdf}`` and close it. Returns the paths."""
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for name, draw in drawings:
-        fig = draw(results)
-        paths += save_figure(fig, out, name)
-        plt.close(fig)
-    return paths
 
 
 def mark_final_norm(ax, result: AnalysisResult, x, y, color=None) -> None:
@@ -503,4 +339,4 @@ def config_dict(cfg) -> dict:
     written, and whether they are drawn at once, do not change them, and equal runs must give
     byte-identical files wherever they are written."""
     skip = {"out", "figures"}
-    return _jsonable({k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip})
+    return jsonable({k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip})

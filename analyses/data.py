@@ -70,7 +70,7 @@ def run_analysis(analysis, argv: list[str] | None = None) -> None:
             print(f"{res.model_name}: wrote {json_path}")
     if not is_main():
         return
-    results = read_results(cfg.out, analysis.name, written)
+    results = read_results(cfg.out, analysis, written)
     if analysis.summary is not None:
         print(analysis.summary(results), end="")
     if cfg.figures:

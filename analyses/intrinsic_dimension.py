@@ -256,7 +256,7 @@ def halves_se(X, dist, idx, units, cfg: Config) -> tuple[np.ndarray, float]:
         d_twonn = twonn_rows(np.tile(twonn_ratios(near.reshape(-1, kk)).reshape(near.shape[:2]), (2, 1)), sides,
                              cfg.twonn_discard)
         d_mle = [mle(inv[g], cfg.mle_combine) for inv, g in zip(np.tile(inverse, (2, 1)), sides)]
-        est = np.stack([d_twonn, d_mle], 1).reshape(2, len(groups), 2)  # (half, split, estimator)
+        est = np.stack([d_twonn, np.asarray(d_mle)], 1).reshape(2, len(groups), 2)  # (half, split, estimator)
         sq.extend((est[0] - est[1]) ** 2 / 4)
     sq_ = np.array(sq)  # (splits, 2)
     ok = np.isfinite(sq_).all(1)
@@ -334,6 +334,10 @@ class Result(common.AnalysisResult):
     def headline_numbers(self) -> dict[str, stats.Sample]:
         return {f"{level} {short} intrinsic dimension, last layer": stats.Sample(self.layers[-1][level][e])
                 for e, short in (("twonn", "TwoNN"), ("mle", "MLE")) for level in LEVELS}
+
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the TwoNN estimate of the token states per layer."""
+        return common.as_floats(row["token"]["twonn"] for row in self.layers)
 
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]

@@ -330,6 +330,10 @@ class Result(common.AnalysisResult):
         return {f"{level} IsoScore (unbiased estimate), last layer": self.last_layer_isoscore(level)
                 for level in LEVELS}
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the IsoScore of the token states per layer."""
+        return common.as_floats(row["token"]["isoscore"] for row in self.layers)
+
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
         return {f"{level} IsoScore (unbiased estimate), last layer": "n/a" if last[level]["isoscore"] is None

@@ -124,7 +124,7 @@ def translators(lm, cfg: Config, T: int, root: str | os.PathLike, progress: bool
     train = corpus_split(load_corpus(cfg.corpus), "train")
     docs = Documents([d.text for d in train.documents], lm.encode)  # tokenized as training reaches them
     split = {**train.identity(), "split": "train"}
-    return tuned_translators(lm, docs, split, train_settings(cfg, T), root, cfg.save_every, progress)
+    return tuned_translators(lm, docs, split, train_settings(cfg, T), Path(root), cfg.save_every, progress)
 
 
 TRANSLATORS = ".tuned-lens"  # the translators' folder in an activation cache (hidden: no cache entry of its own)
@@ -190,6 +190,10 @@ class Result(common.AnalysisResult):
         mid = self.layers[(len(self.layers) - 1) // 2]
         return {f"{lens} lens {what}, layer {mid['layer']}": stats.Sample(mid[lens][key])
                 for lens in self.lenses for key, what in (("kl", "KL"), ("top1", "top-1"))}
+
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the logit lens's KL per layer."""
+        return common.as_floats(row["logit"]["kl"] for row in self.layers)
 
     def headline(self) -> dict[str, str]:
         mid = self.layers[(len(self.layers) - 1) // 2]

@@ -97,6 +97,10 @@ class Result(common.AnalysisResult):
     def headline_numbers(self) -> dict[str, stats.Sample]:
         return {"held-out MLM loss": self.heldout_loss()}
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the held-out loss (one point)."""
+        return np.array([self.loss], float)
+
     def headline(self) -> dict[str, str]:
         ci = "" if self.loss_ci is None else f" [{self.loss_ci[0]:.3f}, {self.loss_ci[1]:.3f}]"
         return {"held-out MLM loss": f"{self.loss:.3f}{ci} nats per masked token ({self.loss_source})",

@@ -109,6 +109,13 @@ class Result(common.AnalysisResult):
         return {**out, "high - middle normalised entropy, mean over layers": stats.Sample(
             float(np.mean(self.smoothness_margin())))}
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: a weight-gate model's mean w per layer in the first length bucket that
+        holds sentences; another fusion's first order's normalised mean row entropy per layer."""
+        if self.w_by_bucket is None:
+            return common.as_floats(self.entropy_normalised[ORDERS[0]])
+        return common.as_floats(self.w_by_bucket[next(k for k, n in enumerate(self.bucket_counts) if n)])
+
     def headline(self) -> dict[str, str]:
         out = {"fusion": self.fusion}
         if self.w_layer_mean is not None:

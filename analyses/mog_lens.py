@@ -70,6 +70,10 @@ class Result(common.AnalysisResult):
         last = self.share[0][-1]
         return {} if last is None else {f"{t} share, last layer": stats.Sample(v) for t, v in zip(self.terms, last)}
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the first term's share of the logit variance per layer, all sentences."""
+        return np.asarray(self.share[0], float)[:, 0]
+
     def headline(self) -> dict[str, str]:
         last = self.share[0][-1]
         if last is None:

@@ -197,6 +197,10 @@ class Result(common.AnalysisResult):
         return {f"k({_pct(t['threshold'])}), n = {w['window']}": self.mean_k(w["window"], t["threshold"])
                 for w in self.windows for t in w["thresholds"]}
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the mean k of each threshold p at the longest window."""
+        return common.as_floats(t["mean"] for t in max(self.windows, key=lambda w: w["window"])["thresholds"])
+
     def headline(self) -> dict[str, str]:
         return {f"k({_pct(t['threshold'])}), n = {w['window']}": f"{t['mean']:.2f} ± {t['std']:.2f} (of at most "
                                                                  f"{w['max_components']})"

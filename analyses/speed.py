@@ -147,6 +147,10 @@ class Result(common.AnalysisResult):
     def headline_numbers(self) -> dict[str, stats.Sample]:
         return {"log-log slope": stats.Sample(self.slope)}
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the median forward time at each timed length."""
+        return common.as_floats(row["median_s"] for row in self.timed_rows())
+
     def headline(self) -> dict[str, str]:
         out = {"log-log slope": "n/a" if self.slope is None else f"{self.slope:.2f}"}
         if self.crossover is not None:

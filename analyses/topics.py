@@ -31,6 +31,8 @@ Generation and windows live in probes.models.lm and probes.capture.windows; the 
    (``scipy.stats.binomtest`` on the non-tied pairs) and the Wilcoxon signed-rank test
    (``scipy.stats.wilcoxon``), two-sided, plus one-sided "A < B" p-values.
 
+The topic model (steps 1 and 4) and the JSD are :mod:`analyses.topic_model`.
+
     $ python -m analyses.topics --model-a gpt2-small-recurrent --model-b gpt2-small-base
           [--corpus PATH] [--n-contexts 500] [--seed 0] [--out out]
 
@@ -53,6 +55,14 @@ from analyses import stats as bootstrap_stats
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LMPair, LMPairConfig
+from analyses.topic_model import (  # noqa: F401 - js_divergence and the LDA steps: the module's API too
+    fit_lda,
+    js_divergence,
+    preprocess,
+    top_words,
+    topic_distributions,
+    training_chunks,
+)
 from probes.capture.windows import check_fits, check_window, greedy_windowed
 from probes.config import arg, tqdm_class
 from probes.corpus import Corpus, corpus_split, load_corpus
@@ -79,97 +89,6 @@ class Config(LMPairConfig):
     no_below: int = arg(5, "dictionary: keep words in at least this many training chunks", min=1)
     no_above: float = arg(0.5, "dictionary: keep words in at most this fraction of training chunks", min=0.0, max=1.0)
     batch_size: int = arg(32, "contexts per forward pass", min=1)
-
-
-# ----------------------------------------------------------------------------- JSD
-
-
-def js_divergence(p, q):
-    """Jensen-Shannon divergence in bits (base 2): 0.5 KL(p || m) + 0.5 KL(q || m), m = (p + q) / 2.
-
-    The divergence itself, in [0, 1], not scipy's distance (its square root). Rows (last axis) of
-    ``p`` and ``q`` are distributions; 0 log 0 = 0. Returns a float for 1-D inputs, else an array.
-
-    Written out rather than ``scipy.spatial.distance.jensenshannon(p, q, base=2) ** 2`` because
-    scipy renormalises p and q first: the LDA topic distributions are normalised in float32 (gensim's
-    gamma), so that renormalisation moves the reported JSDs by up to 8e-8 (measured on the demo)."""
-    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    if p.shape != q.shape:
-        raise ProbeError(f"js_divergence: shapes differ, {p.shape} vs {q.shape}")
-    m = 0.5 * (p + q)
-
-    def kl(a):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(a > 0, a * np.log2(a / m), 0.0)
-        return terms.sum(-1)
-
-    d = np.clip(0.5 * kl(p) + 0.5 * kl(q), 0.0, 1.0)
-    return float(d) if d.ndim == 0 else d
-
-
-# ----------------------------------------------------------------------------- LDA
-
-
-def preprocess(text: str) -> list[str]:
-    """Lowercase alphabetic tokens of 3-15 letters (gensim simple_preprocess), stop words removed."""
-    from gensim.parsing.preprocessing import STOPWORDS
-    from gensim.utils import simple_preprocess
-
-    return [w for w in simple_preprocess(text, deacc=True, min_len=3, max_len=15) if w not in STOPWORDS]
-
-
-def training_chunks(texts: list[str], min_words: int) -> list[str]:
-    """Consecutive paragraphs of each text grouped until a group has at least ``min_words`` words."""
-    chunks = []
-    for text in texts:
-        group, n = [], 0
-        for para in text.split("\n\n"):
-            para = para.strip()
-            if not para:
-                continue
-            group.append(para)
-            n += len(para.split())
-            if n >= min_words:
-                chunks.append("\n\n".join(group))
-                group, n = [], 0
-        if group:
-            chunks.append("\n\n".join(group))
-    return chunks
-
-
-def fit_lda(texts: list[str], cfg: Config):
-    """(LdaModel, Dictionary) fitted on ``texts`` with the documented preprocessing; seeded."""
-    import logging
-
-    from gensim.corpora import Dictionary
-    from gensim.models import LdaModel
-
-    logging.getLogger("gensim").setLevel(logging.WARNING)
-    docs = [preprocess(t) for t in texts]
-    dictionary = Dictionary(docs)
-    dictionary.filter_extremes(no_below=cfg.no_below, no_above=cfg.no_above, keep_n=None)
-    if len(dictionary) == 0:
-        raise ProbeError(f"no word survives the LDA dictionary filter (no_below={cfg.no_below}, "
-                         f"no_above={cfg.no_above}) in {len(texts)} training chunks; use a larger corpus")
-    bows = [dictionary.doc2bow(d) for d in docs]
-    lda = LdaModel(bows, id2word=dictionary, num_topics=cfg.topics, random_state=cfg.seed, passes=cfg.lda_passes,
-                   iterations=cfg.lda_iterations, chunksize=2000, alpha="symmetric", minimum_probability=0.0,
-                   eval_every=None)
-    return lda, dictionary
-
-
-def topic_distributions(lda, dictionary, texts: list[str], seed: int = 0) -> np.ndarray:
-    """(n, K) topic distributions; the inference RNG restarts from ``seed`` for every text."""
-    out = np.empty((len(texts), lda.num_topics))
-    for i, t in enumerate(texts):
-        lda.random_state = np.random.RandomState(seed)
-        gamma, _ = lda.inference([dictionary.doc2bow(preprocess(t))])
-        out[i] = gamma[0] / gamma[0].sum()
-    return out
-
-
-def top_words(lda, n: int = 10) -> list[list[str]]:
-    return [[w for w, _ in lda.show_topic(k, topn=n)] for k in range(lda.num_topics)]
 
 
 # ----------------------------------------------------------------------------- contexts
@@ -277,6 +196,10 @@ class Result(common.AnalysisResult):
 
     def headline_numbers(self) -> dict[str, bootstrap_stats.Sample]:
         return {"mean JSD(A) - JSD(B)": self.mean_jsd_difference()}
+
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: each context's (JSD of B, JSD of A), one point per context."""
+        return np.column_stack([self.jsd_b, self.jsd_a])
 
     def headline(self) -> dict[str, str]:
         s = self.statistics

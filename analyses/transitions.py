@@ -160,6 +160,10 @@ class Result(common.AnalysisResult):
     def headline_numbers(self) -> dict[str, stats.Sample]:
         return {"token L2 change, intermediate layers": self.middle_token_distance()}
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the mean token L2 change of each layer (null: NaN)."""
+        return common.as_floats(row["token"]["distance_mean"] for row in self.layers)
+
     def headline(self) -> dict[str, str]:
         tok = ", ".join(f"{row['token']['distance_mean']:.3g}" for row in self.layers)
         cos = np.mean([row["sentence"]["cosine_mean"] for row in self.layers])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from analyses import anisotropy as an
-from analyses import stats
+from analyses import cosines, stats
 from analyses.common import write_result
 from analyses.style import model_color
 from probes.capture.activations import Activations
@@ -28,9 +28,9 @@ def brute_force_cosines(X):
     return G[i, j]
 
 
-@pytest.mark.parametrize("block", [an.BLOCK_ELEMENTS, 7, 64])
+@pytest.mark.parametrize("block", [cosines.BLOCK_ELEMENTS, 7, 64])
 def test_pairwise_cosines_matches_brute_force_in_row_major_order(monkeypatch, block):
-    monkeypatch.setattr(an, "BLOCK_ELEMENTS", block)  # small blocks: many block boundaries
+    monkeypatch.setattr(cosines, "BLOCK_ELEMENTS", block)  # small blocks: many block boundaries
     X = np.random.default_rng(1).normal(size=(37, 5))
     got = an.pairwise_cosines(X)
     assert got.shape == (37 * 36 // 2,)
@@ -69,7 +69,7 @@ def test_exact_quantiles_are_numpys_bit_for_bit():
 
 
 def test_exact_summary_in_blocks_matches_the_whole_array(monkeypatch):
-    monkeypatch.setattr(an, "SUMMARY_BLOCK", 1000)  # many blocks
+    monkeypatch.setattr(cosines, "SUMMARY_BLOCK", 1000)  # many blocks
     X = np.random.default_rng(4).normal(size=(300, 8)) + 0.2
     c = an.pairwise_cosines(X).astype(np.float64)
     s = an.cosine_summary(X, bins=30)
@@ -102,8 +102,8 @@ def test_narrow_cone_is_near_one():
 
 
 def test_streaming_path_agrees_with_exact(monkeypatch):
-    monkeypatch.setattr(an, "BLOCK_ELEMENTS", 500)  # force many blocks in the streaming path too
-    monkeypatch.setattr(an, "SUMMARY_BLOCK", 97)  # and many float64 pieces of each block
+    monkeypatch.setattr(cosines, "BLOCK_ELEMENTS", 500)  # force many blocks in the streaming path too
+    monkeypatch.setattr(cosines, "SUMMARY_BLOCK", 97)  # and many float64 pieces of each block
     X = np.random.default_rng(3).normal(size=(300, 16)) + 0.3
     exact = an.cosine_summary(X, bins=40)
     stream = an.cosine_summary(X, bins=40, exact_limit=0)

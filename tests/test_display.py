@@ -14,12 +14,14 @@
 
 Results are read from small saved documents (the on-disk layout every version must read back), so no
 model runs here; an analysis without such a document (a new one) is drawn from its declaration's tiny run.
+What each check expects comes from the declaration: the numbers ``Result.plotted_values()`` says ``plot`` draws
+first, and ``Result.HEATMAP`` for a plot of one image (``cmap=``, ``colorbar=``; it refuses a second result). The
+checks of one analysis are :data:`PER_ANALYSIS` (:func:`display_checks` runs them on any registered name).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import tempfile
 
@@ -184,17 +186,26 @@ def _module(name: str):
     return __import__(analyses.ANALYSES[name], fromlist=["_"])
 
 
-@functools.cache
-def _result(name: str):
-    """A result of ``name``: its saved document above, else its declaration's tiny run (``Analysis.example``)."""
-    decl = analyses.get(name)
-    if name in BUILDERS:
-        return decl.Result.from_json(BUILDERS[name]())
-    from probes.config import parse_config
+_RESULTS: dict[int, tuple] = {}  # id of a declaration -> (the declaration, its result): computed once
 
-    cfg = parse_config(decl.Config, [*decl.example, "--out", tempfile.mkdtemp(prefix=f"display-{name}-")])
-    unit = decl.inputs.units(cfg)[0]
-    return decl.inputs.results(decl.compute(cfg, **decl.inputs.load(tuple(map(decl.inputs.resolve, unit)), cfg)))[0]
+
+def _result(name: str):
+    """A result of ``name``: its saved document above, else its declaration's tiny run (``Analysis.example``),
+    made once per declaration (a test's own analysis registered under a name another test used is made anew)."""
+    decl = analyses.get(name)
+    if id(decl) in _RESULTS:
+        return _RESULTS[id(decl)][1]
+    if name in BUILDERS:
+        result = decl.Result.from_json(BUILDERS[name]())
+    else:
+        from probes.config import parse_config
+
+        cfg = parse_config(decl.Config, [*decl.example, "--out", tempfile.mkdtemp(prefix=f"display-{name}-")])
+        unit = decl.inputs.units(cfg)[0]
+        inputs = decl.inputs.load(tuple(map(decl.inputs.resolve, unit)), cfg)
+        result = decl.inputs.results(decl.compute(cfg, **inputs))[0]
+    _RESULTS[id(decl)] = (decl, result)
+    return result
 
 
 def _axes(fig) -> list:
@@ -260,7 +271,7 @@ def test_no_title_on_a_callers_axes_unless_asked(name):
     fig, (ax, asked) = plt.subplots(1, 2)
     ax.set_title("my title")
     ax.set_title("(a)", loc="left")
-    options = {"colorbar": False} if name == "similarity" else {}
+    options = {"colorbar": False} if result.HEATMAP else {}
     result.plot(ax=ax, **options)
     assert [ax.get_title(loc=loc) for loc in ("left", "center", "right")] == ["(a)", "my title", ""], name
     result.plot(ax=asked, title="asked for", **options)
@@ -308,7 +319,7 @@ def test_seed_variants_share_their_models_colour_and_differ_by_line_style(tmp_pa
 
 CYCLE = ["#117733", "#882255", "#44aa99", "#ddcc77"]  # a user's colour cycle, none of the suite's colours
 USER_RC = {"font.size": 13, "axes.prop_cycle": cycler(color=CYCLE)}
-LINE_PLOTS = [n for n in NAMES if n != "similarity"]  # similarity draws a heatmap: no lines, no overlay
+LINE_PLOTS = [n for n in NAMES if not analyses.get(n).Result.HEATMAP]  # a heatmap: no lines, no overlay
 
 
 def _size(key: str) -> float:
@@ -367,43 +378,6 @@ def _nan(values) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in values], float)
 
 
-def _expected(name: str, r) -> np.ndarray:
-    """What the first drawn artist of ``r.plot()`` must show, read from the Result's own numbers."""
-    if name == "anisotropy":
-        counts = np.asarray(r.layers[r.headline_layer]["token"]["counts"], float)
-        return counts / counts.sum() / (2 / len(counts))
-    if name == "transitions":
-        return _nan(row["token"]["distance_mean"] for row in r.layers)
-    if name == "redundancy":
-        return _nan(t["mean"] for t in max(r.windows, key=lambda w: w["window"])["thresholds"])
-    if name == "probing":
-        return _nan(row["accuracy"] for row in r.tasks[0]["layers"])
-    if name == "maps":
-        return np.mean(next(m for m in r.maps.values() if m["token_axes"] == 2)["local_share"], axis=1)
-    if name == "mog":
-        k = next(k for k, n in enumerate(r.bucket_counts) if n)
-        return _nan(r.w_by_bucket[k])
-    if name == "mog_lens":
-        return np.asarray(r.share[0], float)[:, 0]
-    if name == "perplexity":
-        return _nan(row["token_perplexity"] for row in sorted(r.rows, key=lambda row: row["overlap"]))
-    if name == "topics":
-        return np.column_stack([r.jsd_b, r.jsd_a])
-    if name == "speed":
-        return _nan(row["median_s"] for row in r.timed_rows())
-    if name == "mlm_loss":
-        return np.array([r.loss])
-    if name == "lens":
-        return _nan(row["logit"]["kl"] for row in r.layers)
-    if name == "intrinsic_dimension":
-        return _nan(row["token"]["twonn"] for row in r.layers)
-    if name == "isoscore":
-        return _nan(row["token"]["isoscore"] for row in r.layers)
-    if name == "causal_probing":
-        return _nan(row["leace"]["excess_loss"] for row in r.tasks[0]["layers"])
-    raise AssertionError(f"no expected data for {name}: add it here")
-
-
 def _renamed(result, name: str):
     return dataclasses.replace(result, identity=dataclasses.replace(result.identity, model_name=name))
 
@@ -430,7 +404,7 @@ def test_result_plot_follows_the_callers_rcparams(name):
                 assert title.get_size() == _size("axes.titlesize"), f"{name}: title {title.get_text()!r}"
                 assert to_hex(title.get_color()) == text_colour, f"{name}: title {title.get_text()!r} coloured"
             assert not any(g.get_visible() for g in (*a.get_xgridlines(), *a.get_ygridlines())), f"{name}: grid"
-        if name in LINE_PLOTS:
+        if not result.HEATMAP:
             legend = ax.get_legend()
             assert legend is not None and [t.get_size() for t in legend.get_texts()] == [13] * len(legend.texts)
             assert legend.get_title().get_size() == 13
@@ -445,11 +419,11 @@ def test_drawn_data_are_the_results_numbers(name):
     result = _result(name)
     fig, ax = plt.subplots()
     result.plot(ax=ax)
-    if name == "similarity":
-        np.testing.assert_allclose(ax.images[0].get_array(), result.matrix("cka", "ab"))
+    if result.HEATMAP:
+        np.testing.assert_allclose(ax.images[0].get_array(), result.plotted_values())
     else:
         first = _named(ax, style.display_name(result.model_name))[0]
-        np.testing.assert_allclose(_data(first), _expected(name, result), equal_nan=True)
+        np.testing.assert_allclose(_data(first), result.plotted_values(), equal_nan=True)
     plt.close(fig)
 
 
@@ -458,7 +432,7 @@ def test_keywords_reach_the_artists(name):
     """``color=``, ``label=`` and ``linewidth=`` go to the result's main artists (``cmap=`` to a heatmap)."""
     result = _result(name)
     fig, ax = plt.subplots()
-    if name == "similarity":
+    if result.HEATMAP:
         result.plot(ax=ax, cmap="viridis", colorbar=False)
         assert ax.images[0].get_cmap().name == "viridis"
     else:
@@ -479,7 +453,7 @@ def test_two_results_overlay_on_one_axes(name):
     with plt.rc_context(USER_RC):
         fig, ax = plt.subplots()
         first.plot(ax=ax)
-        if name == "similarity":
+        if first.HEATMAP:
             with pytest.raises(ProbeError, match="does not overlay"):
                 second.plot(ax=ax)
             plt.close(fig)
@@ -491,7 +465,7 @@ def test_two_results_overlay_on_one_axes(name):
         texts = _legend_texts(ax)
         assert any(t.startswith(style.display_name(first.model_name)) for t in texts)
         assert any(t.startswith("other-model") for t in texts)
-        np.testing.assert_allclose(_data(theirs[0]), _expected(name, second), equal_nan=True)
+        np.testing.assert_allclose(_data(theirs[0]), second.plotted_values(), equal_nan=True)
     plt.close(fig)
 
 
@@ -516,6 +490,20 @@ def test_figure_texts_scale_with_the_rcparams(name):
                 sizes.append(_text_sizes(fig))
                 plt.close(fig)
         assert {round(2 * s, 3) for s in sizes[0]} == sizes[1], f"{name}: {figure.name} has fixed sizes"
+
+
+# the checks of one analysis, each a function of its registered name
+PER_ANALYSIS = (test_plots_leave_rcparams_unchanged, test_result_plot_draws_on_the_given_axes_only,
+                test_no_title_on_a_callers_axes_unless_asked, test_figures_draw_into_a_given_subfigure,
+                test_result_plot_follows_the_callers_rcparams, test_drawn_data_are_the_results_numbers,
+                test_keywords_reach_the_artists, test_two_results_overlay_on_one_axes,
+                test_figure_texts_scale_with_the_rcparams)
+
+
+def display_checks(name: str) -> None:
+    """Every display check of this file on analysis ``name`` (tests/test_declaration.py runs them on a new one)."""
+    for check in PER_ANALYSIS:
+        check(name)
 
 
 def test_saved_figures_take_the_suite_theme(tmp_path, monkeypatch):

@@ -168,7 +168,7 @@ def test_blocks_are_runs_of_scored_tokens_the_same_at_every_overlap_and_paired_a
     assert b["blocks"]["document"].count("text-1") == 1  # fewer targets than a block: one block
     # the caller's texts: no corpus split, corpus or document draw applied, so none is recorded
     assert not {"split", "n_documents", "corpus"} & set(r.config) and r.config["block_tokens"] == 20
-    found = claims.RECURRENCE_CLAIMS[0].judge({"perplexity": list(res.values())})
+    found = claims.claim_named("recurrent-perplexity-equal-window").judge({"perplexity": list(res.values())})
     assert [c.key for c in found.comparisons] == [(16, 0), (16, 4)]
     assert all(s["paired"] and s["unit"] == "block" and s["units"] == b["n_units"] for s in found.seeds)
 

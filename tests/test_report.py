@@ -142,7 +142,7 @@ def test_every_model_keeps_one_colour():
     assert list(style.relative_depth(4)) == [0, 0.25, 0.5, 0.75, 1.0]
 
 
-def test_each_figure_goes_to_the_analysis_with_the_longest_matching_name(tmp_path):
+def test_each_figure_goes_to_the_analysis_that_declares_it(tmp_path):
     import matplotlib.pyplot as plt
 
     for analysis in ("mog", "mog_lens", "maps"):
@@ -186,3 +186,58 @@ def test_the_report_draws_the_figures_of_results_written_from_python(tmp_path, c
     report.write_report(tmp_path)
     html = (tmp_path / "report.html").read_text()
     assert "probes figures --out" in html and "could not be drawn" in html
+
+
+def _written(out: Path, name: str, *docs: dict) -> None:
+    import analyses
+    from analyses.common import write_result
+
+    decl = analyses.get(name)
+    for doc in docs:
+        result = decl.Result.from_json(doc)
+        write_result(out, name, result.model_name, result, decl.table_rows(result))
+
+
+def test_probes_figures_reads_each_result_file_once(tmp_path, monkeypatch, capsys):
+    """probes figures draws every figure and writes the report, its claims table included, from one reading of
+    each result file: each file read once and made into its Result once."""
+    from test_display import BUILDERS
+
+    import analyses
+    from analyses.summary import figures
+
+    _written(tmp_path, "transitions", BUILDERS["transitions"]("m-a"), BUILDERS["transitions"]("m-b"))
+    reads: list[str] = []
+    read_text = Path.read_text
+
+    def counted_read(path, *args, **kwargs):
+        if path.suffix == ".json" and path.parent.parent.name == "results":
+            reads.append(path.name)
+        return read_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted_read)
+    made: list[str] = []
+    cls = analyses.get("transitions").Result
+    from_json = cls.from_json.__func__
+    monkeypatch.setattr(cls, "from_json",
+                        classmethod(lambda c, doc: (made.append(doc["model_name"]), from_json(c, doc))[1]))
+    figures.main(["--out", str(tmp_path)])
+    assert "report:" in capsys.readouterr().out
+    assert sorted(reads) == ["m-a.json", "m-b.json"] and sorted(made) == ["m-a", "m-b"]
+
+
+def test_the_model_table_lists_both_models_of_a_pair(tmp_path):
+    """A pair analysis's result names two models: the model table lists both (the declaration's kind of input
+    says it is a pair, Analysis.models reads them), each with what was run on it."""
+    from test_display import BUILDERS
+
+    _written(tmp_path, "topics", BUILDERS["topics"]())
+    pair = BUILDERS["similarity"]()
+    pair["models"] = pair["model"] = {"a": {"name": "m-a", "family": "hf"}, "b": {"name": "m-b", "family": "slstm"}}
+    _written(tmp_path, "similarity", pair)
+    html = report.render(tmp_path)
+    models = html[html.index('<table class="models">'):]
+    models = models[:models.index("</table>")]
+    rows = [r.split("</td>")[0] for r in models.split("<tr><td>")[1:]]
+    assert rows == ["a", "b", "m-a", "m-b"], models
+    assert "<td>m-b</td><td>slstm</td>" in models and "similarity" in models and "topics" in models

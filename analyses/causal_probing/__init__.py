@@ -102,6 +102,10 @@ class Result(common.AnalysisResult):
     bootstrap: dict | None = None  # over held-out sentences (stats.bootstrap_block)
     skipped: list[dict] = field(default_factory=list)
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the first task's LEACE excess loss per layer."""
+        return common.as_floats(row["leace"]["excess_loss"] for row in self.tasks[0]["layers"])
+
     def headline(self) -> dict[str, str]:
         out = {}
         for t in self.tasks:

@@ -98,6 +98,11 @@ class Result(common.AnalysisResult):
         return {f"{MAP_TITLES.get(name, name)}: local share": stats.Sample(m["local_share_overall"])
                 for name, m in self.maps.items() if is_pair_map(m)}
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: per layer, the mean over heads of the first attention-like map's local
+        share (a map of (query, key) token axes)."""
+        return np.mean(next(m for m in self.maps.values() if m["token_axes"] == 2)["local_share"], axis=1)
+
     def headline(self) -> dict[str, str]:
         out = {}
         for name, m in self.maps.items():

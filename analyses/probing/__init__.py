@@ -253,6 +253,10 @@ class Result(common.AnalysisResult):
         return {f"{t['task']}: best accuracy": stats.Sample(max(r["accuracy"] for r in t["layers"]))
                 for t in self.tasks}
 
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws first: the first task's held-out accuracy per layer."""
+        return common.as_floats(row["accuracy"] for row in self.tasks[0]["layers"])
+
     def headline(self) -> dict[str, str]:
         out = {}
         for t in self.tasks:

@@ -82,6 +82,7 @@ class Result(common.AnalysisResult):
     dicts, its model saved as "models" (the files' key)."""
 
     IDENTITY_KEYS = {"model": "models"}
+    HEATMAP = True
 
     model_a: str
     model_b: str
@@ -120,6 +121,10 @@ class Result(common.AnalysisResult):
     def headline_numbers(self) -> dict[str, stats.Sample]:
         return {f"{m.upper()} last x last layer": stats.Sample(float(self.matrix(m, "ab")[-1, -1]))
                 for m in self.measures}
+
+    def plotted_values(self) -> np.ndarray:
+        """What :meth:`plot` draws: the A x B heatmap of CKA (of the first measure without CKA)."""
+        return self.matrix("cka" if "cka" in self.measures else self.measures[0], "ab")
 
     def headline(self) -> dict[str, str]:
         out = {"units": f"{self.n_units} {self.unit} units"}

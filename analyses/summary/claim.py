@@ -1,24 +1,31 @@
 """A paper's claim, declared once, and its verdict on saved results (:class:`Finding`).
 
-Two kinds of declaration:
+Two kinds of declaration, each built with keyword arguments and named (``name``: what the recurrence tables and
+the tests pick it by):
 
 * :class:`Claim`: "A's number is smaller (larger) than B's" -- the paper, the place, the statement, the
-  analysis whose results it reads, the typed number it compares (a ``read`` of each result, one of the
-  Result classes' accessors, returning :class:`analyses.stats.Sample`), the contrast and the sign the
+  analysis whose results it reads, the typed number it compares (``read``: a :class:`Read` of one of the
+  analysis's Result accessors, returning :class:`analyses.stats.Sample`), the contrast and the sign the
   claim gives it, and the unit the intervals resample and pair on. Its ``matchups`` say what is compared
   with what (one line of the table each); :func:`analyses.summary.evidence.compare` decides each one by
   the one rule and :func:`analyses.stats.combine` decides the claim from them.
 * :class:`Check`: a claim about one model's curve or slope with no two-model difference to compare
   (Fig. 9's weights, a log-log slope): a rule over point values, and the verdict says "point values".
 
+A claim names its analysis and its accessor by reference, checked when it is declared: an analysis that is not
+in :data:`analyses.ANALYSES`, an accessor its Result lacks (an AttributeError when the module is imported) or an
+accessor of another analysis's Result is an error, never a claim that is "not testable". Only what the data
+can lack (a missing key, a null, too few units: :data:`analyses.summary.evidence.INPUT_ERRORS`) makes a claim
+not testable.
+
     $ python -m analyses.summary.claims --out out
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -34,6 +41,47 @@ from analyses.summary.evidence import (
 )
 
 POINT_VALUES = "point values: the results keep no per-unit values, so no interval"
+
+# the sign a claim gives its contrast (A's number minus B's, or |A| - |B|): below zero, or above it
+BELOW_ZERO, ABOVE_ZERO = -1, 1
+
+R = TypeVar("R")
+
+
+class Read(Generic[R]):
+    """One number of each result a claim compares: ``method(result, *args, *more)``, where ``method`` is an
+    accessor of an analysis's Result named by reference (``Read(anisotropy.Result.last_layer_mean, "token")``),
+    so a misspelt accessor fails where the claim is declared, and ``more`` is what a matchup adds (a window and
+    an overlap). Returns an :class:`analyses.stats.Sample`."""
+
+    def __init__(self, method: Callable[..., stats.Sample], *args: Any):
+        if not callable(method):
+            raise TypeError(f"a claim reads a Result accessor, not {method!r}")
+        self.method, self.args = method, args
+
+    def __call__(self, result: R, *more: Any) -> stats.Sample:
+        return self.method(result, *self.args, *more)
+
+    @property
+    def module(self) -> str:
+        """The module that defines the accessor (its analysis's, or a module of the analysis's package)."""
+        return str(self.method.__module__)
+
+    def __repr__(self) -> str:
+        return f"Read({self.method.__qualname__}{''.join(f', {a!r}' for a in self.args)})"
+
+
+def check_analysis_name(claim: str, analysis: str, read: Read | None = None) -> None:
+    """A ValueError unless ``analysis`` is registered (:data:`analyses.ANALYSES`) and ``read`` (if any) is an accessor
+    of that analysis's Result (defined in its module or its package)."""
+    import analyses
+
+    if analysis not in analyses.ANALYSES:
+        raise ValueError(f"claim {claim!r} reads analysis {analysis!r}, which is not registered; analyses: "
+                         f"{', '.join(analyses.ANALYSES)}")
+    module = analyses.ANALYSES[analysis]
+    if read is not None and read.module != module and not read.module.startswith(module + "."):
+        raise ValueError(f"claim {claim!r} reads {analysis} results with {read!r}, an accessor of {read.module}")
 
 
 @dataclass(frozen=True)
@@ -101,22 +149,30 @@ class Finding:
         return doc
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Claim:
-    """A claim that A's number is smaller (``claimed_sign`` -1) or larger (+1) than B's, in ``contrast``."""
+    """A claim that A's number is smaller (``claimed_sign`` :data:`BELOW_ZERO`) or larger (:data:`ABOVE_ZERO`)
+    than B's, in ``contrast``."""
 
+    name: str  # how it is picked (the recurrence tables, tests): short, unique among the claims
     paper: str
     where: str
     statement: str
-    analysis: str  # the result folder it reads
+    analysis: str  # the result folder it reads (a registered analysis)
     quantity: str  # the number compared, in words (a reason names it: "slstm-small's <quantity> is null")
     unit: str  # what the intervals resample and the pairs match on: sentence, window, document, block, context
     contrast: Contrast
     claimed_sign: int
-    matchups: Callable[[list], list[Matchup]]  # the analysis's results -> what is compared with what
+    read: Read  # the number of each result compared
+    matchups: Callable[[Sequence, Read], list[Matchup]]  # the analysis's results, read -> what is compared with what
     missing: str  # why it is not testable when there is nothing to compare
     like: Callable | None = None  # result -> settings that must also agree (a training recipe)
     digits: int = 3
+
+    def __post_init__(self) -> None:
+        if self.claimed_sign not in (BELOW_ZERO, ABOVE_ZERO):
+            raise ValueError(f"claim {self.name!r}: claimed_sign is BELOW_ZERO or ABOVE_ZERO, not {self.claimed_sign}")
+        check_analysis_name(self.name, self.analysis, self.read)
 
     def judge(self, results: dict[str, list]) -> Finding:
         """The verdict on typed results (analysis -> Results)."""
@@ -128,7 +184,7 @@ class Claim:
         try:
             if bad is not None:
                 raise ValueError(bad.reason)
-            matchups = self.matchups(found)
+            matchups = self.matchups(found, self.read)
         except INPUT_ERRORS as e:
             why = bad.reason if bad is not None else untestable_reason(e)
             return Finding(verdict=stats.UNTESTED, evidence=why, reason=why, **head)
@@ -140,17 +196,21 @@ class Claim:
         return Finding(verdict=verdict, evidence=evidence, reason=comps[k].reason, comparisons=comps, **head)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Check:
     """A claim decided by ``rule(results) -> (verdict, evidence)`` over point values (no per-unit values
     exist for it, and no two-model difference): its verdict is marked "point values"."""
 
+    name: str  # how it is picked: short, unique among the claims
     paper: str
     where: str
     statement: str
-    analysis: str
+    analysis: str  # the result folder it reads (a registered analysis)
     rule: Callable[[list], tuple[Verdict, str]]
     missing: str
+
+    def __post_init__(self) -> None:
+        check_analysis_name(self.name, self.analysis)
 
     def judge(self, results: dict[str, list]) -> Finding:
         found = [r for r in results.get(self.analysis, [])]
@@ -171,7 +231,7 @@ class Check:
 # ----------------------------------------------------------------------------- the evidence in words
 
 
-def fmt_interval(iv, digits: int) -> str:
+def fmt_interval(iv: Sequence[float] | None, digits: int) -> str:
     return "" if iv is None else f" [{iv[0]:.{digits}f}, {iv[1]:.{digits}f}]"
 
 

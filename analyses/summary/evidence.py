@@ -21,16 +21,22 @@ difference a result saved itself, paired: topics). :func:`compare` then
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from analyses import stats
-from analyses.common import read_result
+from analyses.files import SavedFile, SavedResults
 from analyses.stats import Verdict
 from probes.errors import ProbeError
+
+if TYPE_CHECKING:
+    from analyses.common import AnalysisResult
+
+RR = TypeVar("RR", bound="AnalysisResult")  # a Result of some analysis
 
 seed_of = stats.seed_of
 
@@ -51,10 +57,13 @@ class Untestable(Exception):
     """A number a verdict needs is missing, null, non-finite or not a number: the claim is not testable."""
 
 
-INPUT_ERRORS = (Untestable, KeyError, IndexError, TypeError, AttributeError, ValueError)
+# What the data can lack, making a claim not testable (with the reason): a number missing, null or not finite
+# (Untestable), a key or an index absent, a value out of its domain. Not TypeError or AttributeError: those say the
+# claim's own code is wrong (a misspelt accessor, a wrong signature), and surface as errors.
+INPUT_ERRORS = (Untestable, KeyError, IndexError, ValueError)
 
 
-def number(x, what: str = "a value") -> float:
+def number(x: object, what: str = "a value") -> float:
     """``x`` as a float when it is a finite int or float (not a bool, not text); else :class:`Untestable`."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise Untestable(f"{what} is {'missing (null)' if x is None else f'not a number ({x!r})'}")
@@ -72,28 +81,28 @@ def untestable_reason(e: Exception) -> str:
     return f"a result is not of the expected shape ({type(e).__name__}: {e})"
 
 
-def load_all(out: str | Path) -> dict[str, list[dict]]:
-    """analysis name -> the saved result documents (JSON) under ``<out>/results/<analysis>/``, each read by
-    :func:`~analyses.common.read_result` (one error line naming a damaged file).
-
-    One result per model: two files of one analysis whose results name the same model (a backup copy
+def one_per_model(analysis: str, files: list[SavedFile]) -> None:
+    """One result per model: two files of one analysis whose results name the same model (a backup copy
     ``slstm-small.old.json`` beside ``slstm-small.json``, a renamed copy) are a ProbeError naming both files,
     since a claim could only pick one of them silently."""
-    found = {}
-    for folder in sorted((Path(out) / "results").glob("*")):
-        docs, seen = [], {}
-        for p in sorted(folder.glob("*.json")):
-            doc = read_result(p)
-            name = doc.get("model_name")
-            if isinstance(name, str):
-                if name in seen:
-                    raise ProbeError(f"{seen[name]} and {p} are both {folder.name} results of model {name}: a claim "
-                                     "reads one result per model; move or delete the one that is not current")
-                seen[name] = p
-            docs.append(doc)
-        if docs:
-            found[folder.name] = docs
-    return found
+    seen: dict[str, Path] = {}
+    for f in files:
+        name = f.doc.get("model_name")
+        if isinstance(name, str):
+            if name in seen:
+                raise ProbeError(f"{seen[name]} and {f.path} are both {analysis} results of model {name}: a claim "
+                                 "reads one result per model; move or delete the one that is not current")
+            seen[name] = f.path
+
+
+def load_all(out: str | Path, saved: SavedResults | None = None) -> dict[str, list[dict]]:
+    """analysis name -> the saved result documents (JSON) under ``<out>/results/<analysis>/``, each read by
+    :func:`~analyses.common.read_result` (one error line naming a damaged file; ``saved``: the files read
+    already), one result per model (:func:`one_per_model`)."""
+    saved = saved if saved is not None else SavedResults(out)
+    for name, files in saved.folders.items():
+        one_per_model(name, files)
+    return saved.docs()
 
 
 @dataclass
@@ -102,6 +111,11 @@ class Unreadable:
 
     model_name: str
     reason: str
+
+
+def _unreadable(name: str, doc: dict, e: Exception) -> Unreadable:
+    what = f"lacks {e}" if isinstance(e, KeyError) else f"is not of its shape ({e})"
+    return Unreadable(str(doc.get("model_name")), f"the {name} result of {doc.get('model_name')} {what}")
 
 
 def typed(docs: dict[str, list[dict]]) -> dict[str, list]:
@@ -119,13 +133,32 @@ def typed(docs: dict[str, list[dict]]) -> dict[str, list]:
             try:
                 out[name].append(cls.from_json(doc))
             except (KeyError, TypeError) as e:
-                what = f"lacks {e}" if isinstance(e, KeyError) else f"is not of its shape ({e})"
-                out[name].append(Unreadable(str(doc.get("model_name")), f"the {name} result of "
-                                                                       f"{doc.get('model_name')} {what}"))
+                out[name].append(_unreadable(name, doc, e))
     return out
 
 
-def weights_id(model) -> tuple | None:
+def typed_saved(saved: SavedResults) -> dict[str, list]:
+    """:func:`typed` of result files read already (one result per model, :func:`one_per_model`): each file's
+    Result as it was made when the file was read, or an :class:`Unreadable`."""
+    import analyses
+
+    out: dict[str, list] = {}
+    for name, files in saved.folders.items():
+        one_per_model(name, files)
+        if name not in analyses.ANALYSES:
+            continue
+        out[name] = []
+        for f in files:
+            if f.result is not None:
+                out[name].append(f.result)
+            elif isinstance(f.error, (KeyError, TypeError)):
+                out[name].append(_unreadable(name, f.doc, f.error))
+            else:
+                raise f.error or ValueError(f"{f.path}: no result")
+    return out
+
+
+def weights_id(model: object) -> tuple | None:
     """What identifies trained weights: every ``*weights_sha256`` the ``model`` identity's fingerprint records (a
     module-only recurrent model: the base's and its module's), from the identity dict or a result's ``model``;
     None when it records none (then no two models can be told apart by their weights)."""
@@ -156,9 +189,9 @@ def distinct_seeds(model: str, seeds: list[tuple[int, str, tuple | None]]) -> No
             by_weights[key] = name
 
 
-def by_model(results: list) -> dict[str, dict[int, object]]:
+def by_model(results: Sequence[RR]) -> dict[str, dict[int, RR]]:
     """model -> seed -> its result; two results that are one seed are a ProbeError (:func:`distinct_seeds`)."""
-    out: dict[str, dict[int, object]] = {}
+    out: dict[str, dict[int, RR]] = {}
     for r in results:
         base, seed = seed_of(r.model_name)
         out.setdefault(base, {})[seed] = r
@@ -168,7 +201,7 @@ def by_model(results: list) -> dict[str, dict[int, object]]:
     return out
 
 
-def family(result) -> str:
+def family(result: object) -> str:
     """The model's registry family as its result's identity records it ("" when it records none)."""
     model = getattr(result, "model", None)
     return str(model.get("family", "")) if isinstance(model, dict) else ""
@@ -177,7 +210,7 @@ def family(result) -> str:
 # ----------------------------------------------------------------------------- like with like
 
 
-def like_key(result) -> dict:
+def like_key(result: AnalysisResult) -> dict:
     """What must be equal between two results for a comparison of their numbers to mean something: the
     texts (:data:`CORPUS_KEYS` of the corpus identity) and every setting that changes the numbers (the
     recorded config without :data:`RUN_KEYS`)."""
@@ -187,7 +220,7 @@ def like_key(result) -> dict:
             "settings": {k: v for k, v in config.items() if k not in RUN_KEYS}}
 
 
-def _short(x) -> str:
+def _short(x: object) -> str:
     text = "absent" if x is None else str(x)
     return text[:19] + "..." if len(text) > 22 else text
 
@@ -259,7 +292,8 @@ def _checked(sample: stats.Sample | None, name: str, quantity: str) -> stats.Sam
     return sample
 
 
-def compare(matchup: Matchup, quantity: str, claimed_sign: int, contrast=np.subtract, like=None) -> Comparison:
+def compare(matchup: Matchup, quantity: str, claimed_sign: int, contrast: Callable = np.subtract,
+            like: Callable[[Any], dict] | None = None) -> Comparison:
     """The verdict of one matchup (see the module docstring). ``quantity`` names the number in reasons;
     ``contrast(A, B)`` is what the claim gives the sign ``claimed_sign``; ``like(result) -> dict`` adds
     claim-specific settings that must agree (merged into :func:`like_key`)."""

@@ -18,16 +18,35 @@ over sentences and seeds is the claims table's (:mod:`analyses.summary.claims`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analyses.summary.evidence import INPUT_ERRORS
 
+if TYPE_CHECKING:  # the Result classes the sentences read (for the type checker; the report imports them anyway)
+    from analyses.anisotropy import Result as Anisotropy
+    from analyses.causal_probing import Result as CausalProbing
+    from analyses.common import AnalysisResult
+    from analyses.intrinsic_dimension import Result as IntrinsicDimension
+    from analyses.isoscore import Result as IsoScore
+    from analyses.perplexity import Result as Perplexity
+    from analyses.probing import Result as Probing
+    from analyses.redundancy import Result as Redundancy
+    from analyses.similarity import Result as Similarity
+    from analyses.topics import Result as Topics
+    from analyses.transitions import Result as Transitions
+
+# A result the sentence or table writer cannot phrase (a null where a number reads, a value of another shape) is
+# described by its headline instead, or not at all: prose never stops the report page. (The claims, which decide
+# verdicts, do not take TypeError or AttributeError for missing data.)
+PHRASING_ERRORS = (*INPUT_ERRORS, TypeError, AttributeError)
+
 FAR, CLEAR = 0.5, 0.1  # the gap, as a share of the larger magnitude, that reads "far more" / "more"
 
 
-def shown(result) -> str:
+def shown(result: AnalysisResult) -> str:
     """The name a result's model is shown under: its registry name, or, for a folder or ``hf:`` model, the name
     the user gave it."""
     name, requested = str(result.model_name), result.identity.model_requested
@@ -36,7 +55,7 @@ def shown(result) -> str:
     return name
 
 
-def _finite(x) -> bool:
+def _finite(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -47,12 +66,13 @@ def degree(high: float, low: float) -> str:
     return "far" if gap >= FAR else "clear" if gap >= CLEAR else "close"
 
 
-def compare(values: dict[str, float], subject: str, adjective: str | None, measure: str, fmt: str = ".3f") -> str:
+def compare(values: Mapping[str, float | None], subject: str, adjective: str | None, measure: str,
+            fmt: str = ".3f") -> str:
     """One sentence comparing ``values`` (model -> number): one model, its value; two, which is larger and by
     how much; more, the largest and the smallest. ``subject`` is what the number describes; with an
     ``adjective`` (what a larger number means: "anisotropic") the sentence says "X's <subject> are far more
     <adjective> than Y's", else "X's <subject> is far higher than Y's"; ``measure`` says what it is."""
-    found = {k: v for k, v in values.items() if _finite(v)}
+    found = {k: v for k, v in values.items() if v is not None and _finite(v)}
     if not found:
         return ""
     ranked = sorted(found, key=lambda k: -found[k])
@@ -74,23 +94,23 @@ def compare(values: dict[str, float], subject: str, adjective: str | None, measu
     return f"{hi}'s {subject} {more} than {lo}'s: {a} vs {b} ({measure})."
 
 
-def _last(results, level: str, key: str) -> dict[str, float]:
+def _last(results: Sequence[Anisotropy | IsoScore | IntrinsicDimension], level: str, key: str) -> dict[str, float]:
     return {shown(r): r.layers[-1][level][key] for r in results}
 
 
-def _anisotropy(results) -> list[str]:
+def _anisotropy(results: Sequence[Anisotropy]) -> list[str]:
     measure = "mean cosine of random pairs: 0 isotropic, 1 one direction"
     return [compare(_last(results, "token", "mean"), "last-layer tokens", "anisotropic", measure),
             compare(_last(results, "sentence", "mean"), "last-layer sentence vectors", "anisotropic", measure)]
 
 
-def _isoscore(results) -> list[str]:
+def _isoscore(results: Sequence[IsoScore]) -> list[str]:
     measure = "IsoScore: 1 isotropic, 0 one direction"
     return [compare(_last(results, "token", "isoscore"), "last-layer tokens", "isotropic", measure),
             compare(_last(results, "sentence", "isoscore"), "last-layer sentence vectors", "isotropic", measure)]
 
 
-def _intrinsic_dimension(results) -> list[str]:
+def _intrinsic_dimension(results: Sequence[IntrinsicDimension]) -> list[str]:
     out = [compare(_last(results, "token", "twonn"), "last-layer token intrinsic dimension", None, "TwoNN", ".1f")]
     for r in results[:4]:  # where each model's token dimension peaks (its profile over depth)
         ids = [row["token"]["twonn"] for row in r.layers]
@@ -101,12 +121,12 @@ def _intrinsic_dimension(results) -> list[str]:
     return out
 
 
-def _transitions(results) -> list[str]:
+def _transitions(results: Sequence[Transitions]) -> list[str]:
     return [compare({shown(r): r.middle_token_distance().point for r in results}, "layer-to-layer token change",
                     None, "mean L2 distance between consecutive layers' token vectors, intermediate layers")]
 
 
-def _redundancy(results) -> list[str]:
+def _redundancy(results: Sequence[Redundancy]) -> list[str]:
     first = results[0].windows[0]
     n, p = first["window"], first["thresholds"][0]["threshold"]
     ks = {shown(r): next((t["mean"] for w in r.windows if w["window"] == n for t in w["thresholds"]
@@ -115,7 +135,7 @@ def _redundancy(results) -> list[str]:
                     f"mean over windows of {n} tokens; more components = less redundant", ".1f")]
 
 
-def _similarity(results) -> list[str]:
+def _similarity(results: Sequence[Similarity]) -> list[str]:
     out = []
     for r in results[:6]:
         m = "cka" if "cka" in r.measures else r.measures[0]
@@ -131,7 +151,7 @@ def _similarity(results) -> list[str]:
     return out
 
 
-def _probing(results) -> list[str]:
+def _probing(results: Sequence[Probing]) -> list[str]:
     out = []
     for r in results:
         parts = []
@@ -144,7 +164,7 @@ def _probing(results) -> list[str]:
     return out
 
 
-def _perplexity(results) -> list[str]:
+def _perplexity(results: Sequence[Perplexity]) -> list[str]:
     out = []
     settings = sorted({(row["window"], row["overlap"]) for r in results for row in r.rows})
     for t, o in settings[:4]:
@@ -154,7 +174,7 @@ def _perplexity(results) -> list[str]:
     return out
 
 
-def _topics(results) -> list[str]:
+def _topics(results: Sequence[Topics]) -> list[str]:
     out = []
     for r in results:
         s = r.statistics
@@ -164,7 +184,7 @@ def _topics(results) -> list[str]:
     return out
 
 
-def _causal_probing(results) -> list[str]:
+def _causal_probing(results: Sequence[CausalProbing]) -> list[str]:
     """Per task, the layers of each model where erasing the property (LEACE) costs more of the model's own loss than
     a random erasure of the same rank, its interval above 0."""
     from analyses.causal_probing import used_layers
@@ -183,7 +203,7 @@ def _causal_probing(results) -> list[str]:
     return out
 
 
-def _headlines(results) -> list[str]:
+def _headlines(results: Sequence[AnalysisResult]) -> list[str]:
     """Any analysis: each Result's headline numbers, one sentence per model."""
     out = []
     for r in results[:8]:
@@ -195,7 +215,7 @@ def _headlines(results) -> list[str]:
     return out
 
 
-SAY: dict[str, Callable[[list], list[str]]] = {
+SAY: dict[str, Callable[[list], list[str]]] = {  # analysis -> its sentences
     "anisotropy": _anisotropy, "isoscore": _isoscore, "intrinsic_dimension": _intrinsic_dimension,
     "transitions": _transitions, "redundancy": _redundancy, "similarity": _similarity, "probing": _probing,
     "perplexity": _perplexity, "topics": _topics, "causal_probing": _causal_probing,
@@ -208,10 +228,10 @@ def sentences(analysis: str, results: list) -> list[str]:
         return []
     try:
         return [s for s in SAY.get(analysis, _headlines)(results) if s]
-    except INPUT_ERRORS:
+    except PHRASING_ERRORS:
         try:
             return [s for s in _headlines(results) if s]
-        except INPUT_ERRORS:
+        except PHRASING_ERRORS:
             return []
 
 
@@ -223,7 +243,7 @@ def _value(x: float, fmt: str = ".3f") -> str:
     return format(x, fmt) if np.isfinite(x) else "n/a"
 
 
-def _similarity_table(results) -> dict:
+def _similarity_table(results: Sequence[Similarity]) -> dict:
     """Per pair and measure: the last layers' value, the diagonal (A's layer l against B's layer at the same
     relative depth) and, for each of A's layers, B's best-matching layer."""
     rows = []
@@ -250,5 +270,5 @@ def compact_tables(analysis: str, results: list) -> list[dict]:
         return []
     try:
         return [TABLES[analysis](results)]
-    except INPUT_ERRORS:
+    except PHRASING_ERRORS:
         return []

@@ -7,8 +7,8 @@ Reads what ``make recurrence-real`` wrote under ``--out`` (default out/real-lms)
 the demo's results under ``--gpt2-out`` (default out; a cell is "-" where a result is missing).
 
 The claims and their verdicts are those of the main claim table, from the same declarations
-(:data:`analyses.summary.claims.RECURRENCE_CLAIMS`, recurrence paper §4.2 Tables 1-2, §5.3.1), each
-table row one of a claim's comparisons:
+(:data:`analyses.summary.papers.RECURRENCE_CLAIMS`, recurrence paper §4.2 Tables 1-2, §5.3.1, picked by name),
+each table row one of a claim's comparisons:
 
 1. recurrent perplexity < base perplexity at equal window T and overlap o;
 2. the recurrent model at o = 0 is as good as the base at overlap T/10 (the paper's Table 2: 30 of 300
@@ -28,10 +28,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from analyses.common import arg, atomic_write, parse_config, read_result, run_main
 from analyses.summary import claims as claims_mod
 from probes.errors import ProbeError
+
+if TYPE_CHECKING:
+    from analyses.perplexity import Result as Perplexity
+    from analyses.summary.evidence import Comparison
 
 
 @dataclass
@@ -48,7 +53,7 @@ class Config:
     gpt2_recurrent: str = arg("gpt2-small-recurrent", "the small recurrent GPT-2")
 
 
-def _read(root: Path, analysis: str, stem: str):
+def _read(root: Path, analysis: str, stem: str) -> Any:
     """The typed result ``<root>/results/<analysis>/<stem>.json`` read strictly, or None when it is missing."""
     import analyses
 
@@ -61,24 +66,29 @@ def _read(root: Path, analysis: str, stem: str):
         raise ProbeError(f"{path} is not a {analysis} result (it lacks {e}); run the analysis again") from None
 
 
-def _fmt(x, spec=".2f") -> str:
+def _fmt(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _row(result, window: int, overlap: int) -> dict:
+def _row(result: Perplexity, window: int, overlap: int) -> dict:
     return next(r for r in result.rows if (r["window"], r["overlap"]) == (window, overlap))
 
 
-def _difference(c, digits: int) -> str:
+def _difference(c: Comparison, digits: int) -> str:
     if c.difference is None:
         return "-"
     iv = "" if c.interval is None else f" [{c.interval[0]:+.{digits}f}, {c.interval[1]:+.{digits}f}]"
     return f"{c.difference:+.{digits}f}{iv}"
 
 
-def _judged(index: int, results: dict):
-    """The comparisons of recurrence claim ``index`` on ``results`` (analysis -> typed Results)."""
-    return claims_mod.RECURRENCE_CLAIMS[index].judge(results).comparisons
+# the main claim table's recurrence claims, by name: claim 1, 2 and 3 of these tables
+EQUAL_WINDOW, NO_OVERLAP, TOPICS = ("recurrent-perplexity-equal-window", "recurrent-perplexity-no-overlap",
+                                    "recurrent-topic-jsd")
+
+
+def _judged(name: str, results: dict) -> list[Comparison]:
+    """The comparisons of the recurrence claim named ``name`` on ``results`` (analysis -> typed Results)."""
+    return claims_mod.claim_named(name).judge(results).comparisons
 
 
 def perplexity_claims(cfg: Config) -> tuple[list[str], list[str]]:
@@ -98,14 +108,14 @@ def perplexity_claims(cfg: Config) -> tuple[list[str], list[str]]:
         found = True
         results = {"perplexity": [base, rec]}
         trained = (rec.model.get("recurrence") or {}).get("overlap")
-        for c in _judged(0, results):
+        for c in _judged(EQUAL_WINDOW, results):
             (T, o), b, r = c.key, _row(base, *c.key), _row(rec, *c.key)
             change = 100 * (r["token_perplexity"] / b["token_perplexity"] - 1)
             at = "yes" if trained == o else f"no (trained at o={trained})"
             c1.append(f"| {label} | {T} | {o} | {b['token_perplexity']:.2f} | {r['token_perplexity']:.2f} | "
                       f"{change:+.2f}% | {b['word_perplexity']:.2f} | {r['word_perplexity']:.2f} | {at} | "
                       f"{_difference(c, 2)} | {c.verdict} | {c.reason} |")
-        for c in _judged(1, results):
+        for c in _judged(NO_OVERLAP, results):
             T, _, o = c.key
             r, b = _row(rec, T, 0), _row(base, T, o)
             c2.append(f"| {label} | {T} | {r['token_perplexity']:.2f} / {r['word_perplexity']:.2f}, "
@@ -129,7 +139,7 @@ def topic_claims(cfg: Config) -> list[str]:
         if result is None:
             continue
         s = result.statistics
-        for c in _judged(2, {"topics": [result]}):
+        for c in _judged(TOPICS, {"topics": [result]}):
             lines.append(f"| {a} vs {b} | {result.model_a['window']} | {s['n_contexts']} | {s['mean_jsd_a']:.4f} | "
                          f"{s['mean_jsd_b']:.4f} | {s['mean_jsd_reference']:.4f} | {100 * s['share_a_less']:.1f}% | "
                          f"{s['n_ties']} | {s['sign_test_p']:.3g} / {s['sign_test_p_a_less']:.3g} | "

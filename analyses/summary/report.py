@@ -35,19 +35,24 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from analyses.common import arg, atomic_write, parse_config, read_result, run_main
+from analyses.common import arg, atomic_write, parse_config, run_main
+from analyses.files import SavedResults
 from analyses.summary import claims as claims_mod
 from analyses.summary import findings
 
 LONG_TABLE = 50  # a CSV of more rows is linked from the page, not printed on it (the figures show its numbers)
 
 
-def owner(stem: str, analyses: list[str]) -> str | None:
-    """The analysis a figure file belongs to: the longest of ``analyses`` whose name (``mog_lens`` as ``mog-lens``)
-    is the file's name or starts it followed by '-' (``mog-lens`` belongs to mog_lens, not to mog)."""
-    names = [a for a in analyses if stem == a.replace("_", "-") or stem.startswith(a.replace("_", "-") + "-")]
-    return max(names, key=len) if names else None
+def owner(stem: str) -> str | None:
+    """The registered analysis whose declaration lists a figure that a file named ``stem`` may be: a figure of
+    that name first (``mog-lens``: mog_lens's), else one of that name pattern (``maps-{}``); None for none."""
+    import analyses
+
+    declared = [(name, fig) for name in analyses.ANALYSES for fig in analyses.get(name).figures]
+    exact = [name for name, fig in declared if fig.each is None and fig.name == stem]
+    return next(iter(exact or [name for name, fig in declared if fig.matches(stem)]), None)
 
 
 def caption(stem: str, results: Sequence = ()) -> str:
@@ -56,7 +61,7 @@ def caption(stem: str, results: Sequence = ()) -> str:
     registered analysis."""
     import analyses
 
-    name = owner(stem, list(analyses.ANALYSES))
+    name = owner(stem)
     return analyses.get(name).caption(stem, results) if name is not None else ""
 
 
@@ -111,8 +116,12 @@ def shown_name(doc: dict) -> str:
     return name
 
 
-def _models(docs: dict[str, list[dict]]) -> list[dict]:
-    """One row per model in the results: name (as given), family, kind, layers, width and what was run."""
+def _models(saved: SavedResults) -> list[dict]:
+    """One row per model in the results: name (as given), family, kind, layers, width and what was run. A
+    registered analysis's models are those its declaration reads from each Result (both models of a pair,
+    :meth:`analyses.analysis.Analysis.models`); a document no analysis reads names its ``model`` if it has one."""
+    import analyses as registry
+
     rows: dict[str, dict] = {}
 
     def add(desc: object, analysis: str, shown: str | None = None) -> None:
@@ -125,15 +134,15 @@ def _models(docs: dict[str, list[dict]]) -> list[dict]:
         if analysis not in row["ran"]:
             row["ran"].append(analysis)
 
-    for analysis, found in docs.items():
-        for doc in found:
-            for key in ("model_a", "model_b"):  # a pair (topics)
-                add(doc.get(key), analysis)
-            pair = doc.get("models") if isinstance(doc.get("models"), dict) else None  # similarity
-            for side in ("a", "b"):
-                add((pair or {}).get(side), analysis)
-            if isinstance(doc.get("model"), dict) and "name" in doc["model"]:
-                add(doc["model"], analysis, shown_name(doc))
+    for analysis, files in saved.folders.items():
+        decl = registry.get(analysis) if analysis in registry.ANALYSES else None
+        for f in files:
+            if decl is not None and f.result is not None:
+                described = decl.models(f.result)
+                for desc in described:
+                    add(desc, analysis, shown_name(f.doc) if len(described) == 1 else None)
+            else:
+                add(f.doc.get("model"), analysis, shown_name(f.doc))
     return sorted(rows.values(), key=lambda r: r["name"])
 
 
@@ -144,32 +153,33 @@ def _png_width(path: Path) -> int:
     return int.from_bytes(head[16:20], "big") if head[:8] == b"\x89PNG\r\n\x1a\n" else 0
 
 
-def _figures(out: Path, analysis: str, analyses: list[str], results: Sequence = ()) -> list[dict]:
-    """The figures of ``analysis`` (:func:`owner`), each with its caption (``results``: the analysis's Results),
-    in the order its declaration lists them (then by name)."""
+def _figures(out: Path, analysis: str, results: Sequence = ()) -> list[dict]:
+    """The figures of ``analysis`` that are saved, as its declaration names them: the files it draws for
+    ``results`` (its Results; without them, the files any of its figures may be), each with its caption, in
+    the order the declaration lists them (then by name)."""
     import analyses as registry
 
-    declared = list(registry.get(analysis).figures) if analysis in registry.ANALYSES else []
-    order = lambda stem: next((i for i, f in enumerate(declared) if f.matches(stem)), len(declared))  # noqa: E731
-    figs = sorted((p for p in (out / "figures").glob("*.png") if owner(p.stem, analyses) == analysis),
-                  key=lambda p: (order(p.stem), p.stem))
+    if analysis not in registry.ANALYSES:
+        return []
+    decl = registry.get(analysis)
+    declared = list(decl.figures)
+    try:
+        stems = set(decl.figure_files(list(results))) if results else set()
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):  # results that lack what a figure reads
+        stems = set()
+    if not stems:
+        stems = {p.stem for p in (out / "figures").glob("*.png") if owner(p.stem) == analysis}
+    order = lambda p: next((i for i, f in enumerate(declared) if f.matches(p.stem)), len(declared))  # noqa: E731
+    figs = sorted((p for p in (out / "figures" / f"{stem}.png" for stem in stems) if p.is_file()),
+                  key=lambda p: (order(p), p.stem))
     # shown at half their pixel width: saved at 200 dpi, so every figure keeps its size in inches (~100 px each)
     return [{"name": p.stem, "src": _png(p), "caption": caption(p.stem, results), "width": _png_width(p) // 2}
             for p in figs]
 
 
-def _typed(analysis: str, docs: list[dict]) -> list:
-    """The documents as the registered analysis's Results (they tell its figures' captions apart); none for an
-    analysis not registered or documents it cannot read."""
-    import analyses
-
-    if analysis not in analyses.ANALYSES:
-        return []
-    cls = analyses.get(analysis).Result
-    try:
-        return [cls.from_json(doc) for doc in docs]
-    except (KeyError, TypeError, AttributeError):
-        return []
+def _typed(files: list) -> list:
+    """The files' Results (they tell the analysis's figures' captions apart); none when any document is not one."""
+    return [] if any(f.result is None for f in files) else [f.result for f in files]
 
 
 def _provenance(doc: dict) -> str:
@@ -184,65 +194,59 @@ def _purpose(analysis: str) -> str:
     return registry.get(analysis).purpose if analysis in registry.ANALYSES else ""
 
 
-def draw_stale_figures(out: str | Path) -> tuple[list[str], dict[str, str]]:
+def draw_stale_figures(out: str | Path, saved: SavedResults | None = None) -> tuple[list[str], dict[str, str]]:
     """Draw, as ``probes figures`` does, the figures of every registered analysis whose saved results have a figure
     missing or newer results than its figures: results written from Python (:func:`analyses.common.write_result`)
-    come without figures. Returns (the analyses drawn, {analysis: why its figures could not be drawn})."""
+    come without figures. ``saved``: the results read already (default: read them). Returns (the analyses drawn,
+    {analysis: why its figures could not be drawn})."""
     import analyses as registry
-    from analyses.common import read_results
-    from analyses.summary.evidence import INPUT_ERRORS
+    from analyses.files import LAYOUT_ERRORS
     from probes.errors import ProbeError
 
     out = Path(out)
+    saved = saved if saved is not None else SavedResults(out)
     drawn, failed = [], {}
-    for folder in sorted((out / "results").glob("*")):
-        docs = list(folder.glob("*.json"))
-        if folder.name not in registry.ANALYSES or not docs:
+    for name, files in saved.folders.items():
+        if name not in registry.ANALYSES:
             continue
-        decl = registry.get(folder.name)
+        decl = registry.get(name)
         try:
-            results = read_results(out, folder.name)
+            results = saved.results(name)
         except ProbeError as e:
-            failed[folder.name] = f"its figures could not be drawn ({e}); draw them with probes figures --out {out}"
+            failed[name] = f"its figures could not be drawn ({e}); draw them with probes figures --out {out}"
             continue
-        newest = max(p.stat().st_mtime for p in docs)
+        newest = max(f.path.stat().st_mtime for f in files)
         try:
             pngs = [out / "figures" / f"{stem}.png" for stem in decl.figure_files(results)]
             if any(not p.exists() or p.stat().st_mtime < newest for p in pngs):
                 decl.save_figures(results, out)
-                drawn.append(folder.name)
-        except (ProbeError, *INPUT_ERRORS) as e:  # a result that reads back but lacks what a figure draws
-            failed[folder.name] = (f"its figures could not be drawn ({type(e).__name__}: {e}); draw them with "
-                                   f"probes figures --out {out}")
+                drawn.append(name)
+        except (ProbeError, ValueError, IndexError, *LAYOUT_ERRORS) as e:  # reads back, lacks what a figure draws
+            failed[name] = (f"its figures could not be drawn ({type(e).__name__}: {e}); draw them with "
+                            f"probes figures --out {out}")
     return drawn, failed
 
 
-def sections(out: str | Path, notes: dict[str, str] | None = None) -> list[dict]:
+def sections(out: str | Path, notes: dict[str, str] | None = None, saved: SavedResults | None = None) -> list[dict]:
     """One section per analysis with saved results: its purpose, what the results show in words, figures, compact
     and full tables (long ones linked), and one provenance block per result; ``notes``: analysis -> a line said
-    where its figures would be (why there are none)."""
+    where its figures would be (why there are none); ``saved``: the results read already (default: read them)."""
     out = Path(out)
+    saved = saved if saved is not None else SavedResults(out)
     secs = []
-    analyses = [f.name for f in (out / "results").glob("*") if f.is_dir()]
-    for folder in sorted((out / "results").glob("*")):
-        docs = sorted(folder.glob("*.json"))
-        if not docs:
-            continue
-        read = {p.stem: read_result(p) for p in docs}
-        results = [{"name": shown_name(read[p.stem]), "file": str(p.relative_to(out)),
-                    "provenance": _provenance(read[p.stem])} for p in docs]
-        names = {stem: shown_name(doc) for stem, doc in read.items()}
-        typed = _typed(folder.name, list(read.values()))
-        tables, linked = _tables(folder, names)
-        secs.append({"analysis": folder.name, "purpose": _purpose(folder.name),
-                     "findings": findings.sentences(folder.name, typed),
-                     "figures": _figures(out, folder.name, analyses, typed),
-                     "compact": findings.compact_tables(folder.name, typed), "tables": tables, "linked": linked,
-                     "results": results, "figures_note": (notes or {}).get(folder.name, "")})
+    for name, files in saved.folders.items():
+        results = [{"name": shown_name(f.doc), "file": str(f.path.relative_to(out)), "provenance": _provenance(f.doc)}
+                   for f in files]
+        typed = _typed(files)
+        tables, linked = _tables(out / "results" / name, {f.path.stem: shown_name(f.doc) for f in files})
+        secs.append({"analysis": name, "purpose": _purpose(name), "findings": findings.sentences(name, typed),
+                     "figures": _figures(out, name, typed), "compact": findings.compact_tables(name, typed),
+                     "tables": tables, "linked": linked, "results": results,
+                     "figures_note": (notes or {}).get(name, "")})
     return secs
 
 
-def applies(finding, claim) -> bool:
+def applies(finding: claims_mod.Finding, claim: claims_mod.Claim | claims_mod.Check) -> bool:
     """Whether a claim speaks about these results: it has a verdict, or it compares models that are here (a
     comparison not testable for a reason, e.g. too few units, still applies), or a result it reads is damaged.
     A claim whose models are not here (a user's own models) does not apply."""
@@ -274,7 +278,7 @@ def claim_rows(found: list) -> list[dict]:
     return rows
 
 
-def _embedded(fig) -> dict:
+def _embedded(fig: Any) -> dict:
     """A Figure as an embedded PNG (src, width in CSS pixels: half the 200-dpi image's)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=200, bbox_inches="tight")
@@ -304,31 +308,33 @@ def course_png(out: str | Path) -> dict | None:
     return _embedded(trajectories_figure(doc)) if any(c["comparisons"] for c in doc.get("claims", [])) else None
 
 
-def render(out: str | Path, notes: dict[str, str] | None = None) -> str:
-    """The report page's HTML (``notes``: see :func:`sections`)."""
+def render(out: str | Path, notes: dict[str, str] | None = None, saved: SavedResults | None = None) -> str:
+    """The report page's HTML (``notes``: see :func:`sections`; ``saved``: the results read already)."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("analyses.summary", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]))
-    docs = claims_mod.load_all(out)
-    shown, others = present_claims(claims_mod.evaluate(out))
+    saved = saved if saved is not None else SavedResults(out)
+    shown, others = present_claims(claims_mod.evaluate(out, saved=saved))
     papers = sorted({c.paper for c in claims_mod.CLAIMS})
     return env.get_template("report.html.j2").render(
         claims=shown, claim_rows=claim_rows(shown), forest=forest_png(shown), course=course_png(out), others=others,
         papers=papers,
-        models=_models(docs), sections=sections(out, notes), out=str(out))
+        models=_models(saved), sections=sections(out, notes, saved), out=str(out))
 
 
-def write_report(out: str | Path) -> Path:
+def write_report(out: str | Path, saved: SavedResults | None = None) -> Path:
     """Write ``<out>/report.html`` atomically, after drawing the figures its results lack
-    (:func:`draw_stale_figures`, each analysis drawn said in one line); returns its path. One error line (and no
-    page, no folder made) when ``out`` holds no results."""
+    (:func:`draw_stale_figures`, each analysis drawn said in one line); returns its path. ``saved``: the results
+    read already (``probes figures`` hands over what it read; default: read them, each file once). One error line
+    (and no page, no folder made) when ``out`` holds no results."""
     claims_mod.require_results(out)
-    drawn, failed = draw_stale_figures(out)
+    saved = saved if saved is not None else SavedResults(out)
+    drawn, failed = draw_stale_figures(out, saved)
     for name in drawn:
         print(f"report: drew the figures of {name} (its results were newer than its figures, or had none)")
     path = Path(out) / "report.html"
-    atomic_write(path, render(out, failed).encode("utf-8"))
+    atomic_write(path, render(out, failed, saved).encode("utf-8"))
     return path
 
 

@@ -149,6 +149,8 @@ class Loop:
         self.params = [p for p in {id(p): p for p in model.parameters()}.values() if p.requires_grad]
         self.trained_only = trained_only
         self._trained_names = {n for n, p in model.named_parameters() if p.requires_grad}
+        self.rows: list[dict]  # the loss rows, one per step
+        self.extra: dict  # what restore() read beside the model's state
         self.start_step, self.rows, self.extra = 0, [], {}
 
     # ------------------------------------------------------------------ batches

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -25,6 +26,9 @@ import torch
 from probes.config import arg
 from probes.errors import ProbeError
 from probes.io import write_folder
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -73,7 +77,7 @@ class MLMData:
 class MLMDataset:
     """What :meth:`MLMData.load` gives: the tokenizer, the blocks of token ids, and where they came from."""
 
-    tokenizer: object  # a transformers PreTrainedTokenizerFast
+    tokenizer: PreTrainedTokenizerFast
     blocks: list[list[int]]  # training blocks, [CLS] ... [SEP]
     heldout: list[list[int]]  # held-out blocks (empty with --split all)
     corpus: dict  # the corpus identity, split and train part
@@ -86,7 +90,7 @@ class MLMDataset:
     @property
     def specials(self) -> list[int]:
         """The ids of SPECIALS (never masked, left out of the unigram baselines)."""
-        return [self.tokenizer.convert_tokens_to_ids(t) for t in SPECIALS]
+        return [self.tokenizer.convert_tokens_to_ids(t) for t in SPECIALS]  # type: ignore[misc]  # one id per token
 
 
 def train_tokenizer(texts: list[str], vocab_size: int, max_length: int):

@@ -55,6 +55,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -68,6 +69,9 @@ from probes.io import write_folder
 from probes.models.slstm import SLSTMConfig, SLSTMForMaskedLM, count_parameters, save_pretrained
 from recipes.loop import Loop, ScaleConfig, check_name, check_output, run_command, state_dir, write_snapshot
 from recipes.mlm_data import MLMData, MLMDataset, batches, masked_batch, unigram_baselines
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 EVAL_BATCH = 32  # held-out blocks scored per forward pass (a memory bound only: the mean does not depend on it)
 
@@ -257,7 +261,7 @@ class TrainOutcome:
 
     loop: Loop
     arch: Arch
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerFast
     summary: dict
 
 

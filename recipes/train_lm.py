@@ -44,6 +44,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -231,6 +232,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
     if extra:
         gen.set_state(extra["rng"])
         t0 -= extra["elapsed_s"]
+    rows: Any  # a micro-batch's slice in the loop below, then the loss rows written
     micro = loop.micro_slices(cfg.batch_size)
     T = cfg.n_positions
     bar = tqdm(range(loop.start_step, cfg.steps), desc="pretrain", unit="step", initial=loop.start_step,
@@ -287,6 +289,7 @@ def sequence_loss(model, batch: torch.Tensor, T: int, o: int, k: int, recurrent:
     """Mean next-token loss over k consecutive windows (window i starts at i*(T-o)); window 0
     scores all its T predictions, later windows only the T-o new ones (:mod:`probes.capture.windows`).
     With ``recurrent``, h_prev flows from each window to the next (BPTT through all k)."""
+    total: Any  # 0.0, then the summed loss (a tensor)
     total, count = 0.0, 0
     windows = plan(T + (k - 1) * (T - o) + 1, T, o)
     assert len(windows) == k and batch.shape[1] >= T + (k - 1) * (T - o) + 1
@@ -324,6 +327,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
     span = T + (k - 1) * (T - o) + 1  # inputs of k windows + the last target
     books = [b for b in books if len(b) > span]
     weights = torch.tensor([len(b) - span for b in books], dtype=torch.float64)
+    model: Any  # the recurrent LM around the base, or the base LM itself
     if cfg.recurrent:
         rcfg = RecurrenceConfig(l_ins=cfg.l_ins, ffn_hidden=list(cfg.ffn_hidden), window=T, overlap=o)
         torch.manual_seed(cfg.seed + 1)
@@ -373,6 +377,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
     micro = loop.micro_slices(cfg.batch_size)
     bar = tqdm(range(loop.start_step, cfg.steps), desc="finetune" + (" (recurrent)" if cfg.recurrent else ""),
                unit="step", initial=loop.start_step, total=cfg.steps, disable=not cfg.progress or not loop.is_main)
+    batch: Any  # the spans drawn, then their stacked tensor
     for step in bar:
         which = torch.multinomial(weights, cfg.batch_size, replacement=True, generator=gen).tolist()
         batch = []

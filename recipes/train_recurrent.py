@@ -65,6 +65,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -208,7 +209,7 @@ def build(cfg: Config):
         raise ProbeError(f"--model {cfg.model} already has a recurrence module: name its base model")
     if cfg.window > lm.max_positions:
         raise ProbeError(f"window {cfg.window} is longer than model '{cfg.model}' allows ({lm.max_positions})")
-    base = lm.model
+    base: Any = lm.model  # a transformers causal LM
     if cfg.baseline:
         base.set_attn_implementation("sdpa")
         return lm, base, False
@@ -294,7 +295,7 @@ def scored_targets(mask: torch.Tensor, T: int, o: int, frozen: bool) -> int:
 
 
 @torch.no_grad()
-def _controls(model, ids, mask, T, o) -> tuple[float, float]:
+def _controls(model, ids, mask, T, o) -> tuple[float, float | str]:
     """(unchanged base's loss, loss with h_prev from another example) on the same targets."""
     base, _ = sequence_loss(model.lm, ids, mask, T, o, recurrent=False, frozen=True)
     B = ids.shape[0]

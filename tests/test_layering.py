@@ -224,3 +224,12 @@ def test_the_cycle_checker_sees_a_planted_cycle():
 def test_no_module_uses_another_modules_private_names():
     bad = [v for folder in CHECKED for p in sources(folder) for v in private_uses(p)]
     assert not bad, "\n".join(bad)
+
+
+MAX_LINES = 500  # a module of the two installed packages is one idea a reader holds at once (split by idea above)
+
+
+def test_no_module_of_the_packages_is_over_500_lines():
+    long = {str(p.relative_to(REPO)): n for folder in ("probes", "analyses") for p in sources(folder)
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"over {MAX_LINES} lines: {long} (split by idea, as analyses/cosines.py from anisotropy.py)"

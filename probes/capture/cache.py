@@ -162,18 +162,19 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.command == "list":
         w = max([24, *(len(e.model) for e in found)])  # the model column as wide as its longest name
         print(f"{'model':<{w}} {'key':<32} {'dtype':<8} {'texts':>7} {'size':>10} {'age':>8}  status")
-        for e in found:
-            print(f"{e.model:<{w}} {e.key:<32} {e.dtype:<8} {e.n_texts if e.n_texts is not None else '-':>7} "
-                  f"{human_bytes(e.bytes):>10} {_age(e.age_days):>8}  {e.status}")
+        for entry in found:
+            print(f"{entry.model:<{w}} {entry.key:<32} {entry.dtype:<8} "
+                  f"{entry.n_texts if entry.n_texts is not None else '-':>7} {human_bytes(entry.bytes):>10} "
+                  f"{_age(entry.age_days):>8}  {entry.status}")
         print(f"{len(found)} entries, {human_bytes(sum(e.bytes for e in found))}")
         return
     removed, skipped = remove(found)
-    for e in found:
-        if e.status not in REMOVABLE:
-            print(f"skipped {e.path}: not a cache entry ({e.status}: no meta.json/done.json of the cache for that "
-                  f"name); delete it by hand if it should go", file=sys.stderr)
-    for e in skipped:
-        print(f"skipped {e.path}: another process is extracting it", file=sys.stderr)
+    for entry in found:
+        if entry.status not in REMOVABLE:
+            print(f"skipped {entry.path}: not a cache entry ({entry.status}: no meta.json/done.json of the cache for "
+                  f"that name); delete it by hand if it should go", file=sys.stderr)
+    for entry in skipped:
+        print(f"skipped {entry.path}: another process is extracting it", file=sys.stderr)
     print(f"removed {len(removed)} entries, {human_bytes(sum(e.bytes for e in removed))}")
 
 

@@ -172,8 +172,8 @@ def lens_spec(spec: CheckpointSpec) -> CheckpointSpec:
                               "BERT-style Hugging Face encoder (self-attention on the layer input, absolute positions)")
     lens = dataclasses.replace(spec, family="mog-lens")
     if hasattr(spec, "identity"):  # a model object's spec: its fingerprint is its identity, which gets the version
-        lens = dataclasses.replace(lens, identity={**spec.identity, "code": {**spec.identity.get("code", {}),
-                                                                             "mog_lens": FORWARD_VERSION}})
+        lens = dataclasses.replace(lens, identity={  # type: ignore[call-arg]  # a field of that spec's class
+            **spec.identity, "code": {**spec.identity.get("code", {}), "mog_lens": FORWARD_VERSION}})
     return lens
 
 

@@ -108,14 +108,14 @@ def resolve(spec: str | os.PathLike | list, like: str | None = None, name: str |
     checkpoints are runs of (default: the name the recipe recorded in ``snapshot.json``, when registered);
     ``name``: the series' name (default: the folder's name, or the hub id)."""
     if isinstance(spec, (list, tuple)):
-        members = [str(m) for m in spec]
-    elif isinstance(spec, str) and spec.startswith("hf:") and "@" in spec and "," in spec:
+        if not spec:
+            raise ProbeError("series: an empty list of checkpoints")
+        return _from_members([str(m) for m in spec], like, name)
+    if isinstance(spec, str) and spec.startswith("hf:") and "@" in spec and "," in spec:
         head, _, revs = spec.partition("@")
         members = [f"{head}@{r.strip()}" for r in revs.split(",") if r.strip()]
-    else:
-        members = []
-    if members:
-        return _from_members(members, like, name)
+        if members:
+            return _from_members(members, like, name)
     folder = Path(spec)
     if not folder.is_dir():
         raise ProbeError(f"series {spec}: not a folder of step checkpoints, nor hf:org/name@rev1,rev2,...")

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -122,8 +122,19 @@ def fit_probe(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
     return fit_probe_layers([X], y, train, test, groups, cfg, control)[0]
 
 
-def fit_probe_layers(layers, y: np.ndarray, train: np.ndarray, test: np.ndarray, groups: np.ndarray, cfg: Config,
-                     control: np.ndarray | None = None) -> list:
+class ProbeSettings(Protocol):
+    """The settings a probe fit reads (this analysis's Config, causal probing's Config)."""
+
+    cv_folds: int
+    seed: int
+    cs: list[float]
+    max_iter: int
+    tol: float
+    cv_tol: float
+
+
+def fit_probe_layers(layers, y: np.ndarray, train: np.ndarray, test: np.ndarray, groups: np.ndarray,
+                     cfg: ProbeSettings, control: np.ndarray | None = None) -> list:
     """:func:`fit_probe` of every layer (a sequence of (n, d) features) in one batch
     (:func:`analyses.probing.fit.fit_layers`): one result per layer."""
     from analyses.probing.fit import fit_layers

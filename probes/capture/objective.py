@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from probes.errors import ProbeError
+from probes.models.encoder import Tokenizer
 
 MASKED, NEXT = "masked-LM", "next-token"
 
@@ -45,13 +46,13 @@ class Objective:
     name: str
     kind: str  # MASKED or NEXT
     model: torch.nn.Module  # its forward takes input_ids and attention_mask and returns logits (or .logits)
-    tokenizer: object  # probes.models.encoder.Tokenizer: the capture's tokenization
+    tokenizer: Tokenizer  # the capture's tokenization
     mask_id: int | None = None  # the mask token (masked-LM)
     device: torch.device = torch.device("cpu")
     padding_safe: bool = True  # False: texts share a batch only with texts of their length
 
     def describe(self, mask_prob: float, seed: int) -> dict:
-        out = {"objective": self.kind, "model_head": type(self.model).__name__}
+        out: dict[str, object] = {"objective": self.kind, "model_head": type(self.model).__name__}
         if self.kind == MASKED:
             out.update(mask_prob=mask_prob, mask_seed=seed, mask_token_id=self.mask_id,
                        masking="a seeded share of each text's non-special tokens (at least one), all replaced by "
@@ -83,7 +84,8 @@ class Objective:
                         where[r, :k] = torch.from_numpy(mask_positions(toks[i].ids, toks[i].special, mask_prob, seed))
                 ids, real, where = ids.to(self.device), real.to(self.device), where.to(self.device)
                 if self.kind == MASKED:
-                    logits = self._logits(ids.masked_fill(where, int(self.mask_id)), real)
+                    assert self.mask_id is not None, "a masked-LM objective has a mask token"
+                    logits = self._logits(ids.masked_fill(where, self.mask_id), real)
                     target, keep = ids, where
                 else:
                     logits, target, keep = self._logits(ids, real)[:, :-1], ids[:, 1:], real[:, 1:]
@@ -132,7 +134,8 @@ def load_objective(model, tokenizer=None, name: str | None = None, device: str =
     spec = get_spec(model)
     encoder = load(spec, device=device)
     head = _head_of(spec, encoder, device)
-    base = getattr(head, "slstm", None) or getattr(head, "mog", None) or getattr(head, "base_model", head)
+    parts = [getattr(head, a, None) for a in ("slstm", "mog", "base_model")] + [head]
+    base = next(m for m in parts if isinstance(m, torch.nn.Module))  # the head model's encoder part
     _copy_weights(spec.name, encoder.model, base)
     kind = NEXT if spec.kind == "causal" else MASKED
     return Objective(spec.name, kind, head.eval(), encoder.tokenizer, _mask_id(spec.name, encoder.tokenizer, kind),

@@ -114,7 +114,7 @@ def hooked(model, interventions):
 def key_identity(interventions) -> list[dict] | None:
     """The identities the cache key holds ([] without interventions; None when one cannot be keyed)."""
     idents = [iv.identity() for iv in as_interventions(interventions)]
-    return None if any(i is None for i in idents) else idents
+    return [i for i in idents if i is not None] if all(i is not None for i in idents) else None
 
 
 def describe(interventions) -> list[dict]:

@@ -66,10 +66,8 @@ def find_sites(model) -> Sites:
         return Sites(m, m.config.num_layers, [m.block], first=m.dropout, name="SLSTM")
     if isinstance(m, MoG):
         return Sites(m, m.config.num_layers, list(m.layers), first=m.dropout, name="MoG")
-    try:
-        from transformers import PreTrainedModel
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        PreTrainedModel = ()  # noqa: N806
+    from transformers import PreTrainedModel  # a dependency of the suite
+
     if isinstance(m, PreTrainedModel):
         return _hf_sites(m.base_model)
     raise ProbeError(f"cannot find the layers of a {type(model).__name__}: interventions reach transformers models, "
@@ -128,7 +126,7 @@ def _state(output):
         return output
     if isinstance(output, (tuple, list)) and output:
         return _state(output[0])
-    if hasattr(output, "h") and dataclasses.is_dataclass(output):
+    if dataclasses.is_dataclass(output) and not isinstance(output, type) and hasattr(output, "h"):
         return output.h
     raise ProbeError(f"a layer returned a {type(output).__name__}: its states cannot be found to edit")
 
@@ -147,14 +145,16 @@ class _Pass:
 
     def __init__(self, interventions, sites: Sites):
         self.interventions, self.sites = interventions, sites
-        self.calls, self.applied, self.mask, self.ids = 0, set(), None, None
+        self.calls, self.applied = 0, set[int]()
+        self.mask: torch.Tensor | None = None  # (B, n)
+        self.ids: torch.Tensor | None = None  # (B, n)
 
     def start(self, module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
         mask = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
         self.ids = ids if isinstance(ids, torch.Tensor) and ids.dim() == 2 and not ids.is_floating_point() else None
         self.mask = mask if isinstance(mask, torch.Tensor) and mask.dim() == 2 else None
-        self.calls, self.applied = 0, set()
+        self.calls, self.applied = 0, set[int]()
 
     def batch(self, h: torch.Tensor) -> Batch:
         n = h.shape[1]

@@ -102,6 +102,7 @@ class Encoder:
     :meth:`forward` (and :meth:`map_specs` if they return maps besides attention)."""
 
     spec: CheckpointSpec
+    model: torch.nn.Module  # the torch model the forward pass runs
     tokenizer: Tokenizer
     fingerprint: dict  # identifies the weights (see CheckpointSpec.fingerprint)
     num_layers: int  # L

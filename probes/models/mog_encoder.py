@@ -40,6 +40,7 @@ ATTENTION_MAPS = {
 class MoGEncoder(Encoder):
     """A Graph-Transformer + tokenizer; three attention maps per layer and the fusion weights."""
 
+    model: MoG
     has_attention = False  # no single attention map: see map_specs
 
     def __init__(self, spec: CheckpointSpec, model: MoG, tokenizer: Tokenizer, fingerprint: dict):

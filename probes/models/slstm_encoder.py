@@ -82,6 +82,7 @@ class SentencePieceTokenizer(Tokenizer):
 class SLSTMEncoder(Encoder):
     """An S-LSTM + tokenizer. No attention; gate maps instead."""
 
+    model: SLSTM
     has_attention = False  # probes.capture.activations captures no "attention" map for it
     num_heads = 1  # unused (no attention)
 

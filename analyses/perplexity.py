@@ -128,6 +128,9 @@ class Result(common.AnalysisResult):
         _perplexity_panel(ax, [style.on_axes(ax, self, kwargs, label)], key, titled=False)
         return style.finish(ax)
 
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        return {f"token perplexity, T={t}, o={o}": self.token_perplexity(t, o) for t, o in self.measured()}
+
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the token perplexity at each overlap, in the order of the overlaps."""
         return common.as_floats(row["token_perplexity"] for row in sorted(self.rows, key=lambda row: row["overlap"]))
@@ -135,9 +138,6 @@ class Result(common.AnalysisResult):
     def headline(self) -> dict[str, str]:
         return {f"T={r['window']}, o={r['overlap']}": f"token perplexity {r['token_perplexity']:.2f}, word "
                                                       f"perplexity {r['word_perplexity']:.2f}" for r in self.rows}
-
-    def headline_numbers(self) -> dict[str, stats.Sample]:
-        return {f"token perplexity, T={t}, o={o}": self.token_perplexity(t, o) for t, o in self.measured()}
 
     def measured(self) -> list[tuple[int, int]]:
         """The (window T, overlap o) of every row."""

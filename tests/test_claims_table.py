@@ -29,19 +29,19 @@ def test_one_line_per_claim_and_compared_model(out, capsys):
     claims.main(["--out", str(out), "--markdown"])
     text = capsys.readouterr().out
     lines = text.split("\n\n<details>")[0].splitlines()
-    assert lines[0] == ("| paper | where | claim | verdict | A vs B | this comparison | difference [95% interval] | "
-                        "seeds | why |")
+    assert lines[0] == ("| paper | where | claim | verdict | over training | A vs B | this comparison | "
+                        "difference [95% interval] | seeds | over training (seeds with a trajectory) | why |")
     k90 = next(f for f in claims.evaluate(out) if "90%" in f.claim)
     first = next(i for i, ln in enumerate(lines) if "90% of the variance" in ln)
     albert, bert = lines[first], lines[first + 1]
-    assert "| **not testable** | slstm-small vs albert-small | not testable |" in albert
+    assert "| **not testable** | - | slstm-small vs albert-small | not testable |" in albert  # no trajectory: -
     assert "different settings" in albert
     c = next(c for c in k90.comparisons if c.against.endswith("bert-small") and "albert" not in c.against)
-    assert bert.startswith("| | | | |") and f"| holds | A - B = {c.difference:+.1f} [{c.across[0]:+.1f}, " in bert
+    assert bert.startswith("| | | | | |") and f"| holds | A - B = {c.difference:+.1f} [{c.across[0]:+.1f}, " in bert
     assert "| 3 (3 of 3 exclude 0) |" in bert
     assert k90.verdict == claims.UNTESTED  # one compared model is not testable: the claim is not
     speed = next(ln for ln in lines if "§6" in ln)
-    assert "| **not testable** | - | not testable | - | - | no speed result" in speed
+    assert "| **not testable** | - | - | not testable | - | - | - | no speed result" in speed
     details = text.split("<details>")[1]
     assert "</details>" in details and k90.evidence in details and len(text.split("</details>")[1].strip()) == 0
 

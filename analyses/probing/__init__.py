@@ -293,10 +293,11 @@ class Result(common.AnalysisResult):
             raise ProbeError(f"{self.model_name} has no probing task {task!r}; it has {', '.join(names) or 'none'}")
         ax = style.one_axes(ax, (3.6, 2.8))
         _task_panel(ax, [style.on_axes(ax, self, kwargs)], task, key, warn=None, titled=False)
-        ax.set_ylabel(f"{task}: {PANEL_YLABELS[key]}")
+        ax.set_ylabel(f"{task}: {key}")  # short: the panel is 2.8 in high; the line styles go in the legend's title
         entry = self.tasks[names.index(task)]
         small = f"; only {entry['n_test']} test items" if entry.get("small_test") else ""
-        return style.finish(ax, title=f"band: {LEVEL:.0%} interval{small}")
+        lines = "; --: majority, : control" if key == "accuracy" else ""
+        return style.finish(ax, title=f"band: {LEVEL:.0%} interval{lines}{small}")
 
 
 def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activations | None = None,

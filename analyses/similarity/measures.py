@@ -463,7 +463,8 @@ def linear_cka(X, Y, debiased: bool = True, batch_rows: int = BATCH_ROWS, dtype=
     """Linear CKA of X (n, d_x) and Y (n, d_y), streamed over mini-batches of rows: the analysis's own path
     (:func:`similarity_matrices`: float32 products accumulated in float64, within 1e-6 of the float64 closed
     form); ``dtype=np.float64`` for exact float64 sums at about twice the time."""
-    return float(similarity_matrices([X], [Y], ["cka"], debiased=debiased, batch_rows=batch_rows,
+    same = Y is X  # one set of sums for both sides: exactly 1 with itself, whatever the rounding of the products
+    return float(similarity_matrices([X], None if same else [Y], ["cka"], debiased=debiased, batch_rows=batch_rows,
                                      dtype=dtype)["cka"][0, 0])
 
 

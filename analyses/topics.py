@@ -8,7 +8,9 @@ Generation and windows live in probes.models.lm and probes.capture.windows; the 
    ``--lda-chunk-words`` (200) words. Preprocessing of every text (training chunks, contexts,
    continuations): ``gensim.utils.simple_preprocess`` (lowercase, accents stripped, alphabetic
    tokens of 3-15 letters), minus gensim's ``STOPWORDS``; the dictionary keeps words in at least
-   ``--no-below`` (5) chunks and at most ``--no-above`` (50%) of them.
+   ``--no-below`` (5) chunks and at most ``--no-above`` (50%) of them. The fit is done once and reused: kept
+   in memory and under the run's activation cache (``<out>/cache/.lda/<key>/``; from Python the ``cache_dir``'s),
+   keyed by the sha256 of the training chunks, these settings and the gensim and numpy versions.
 2. **Contexts.** M (``--n-contexts``) non-overlapping spans of C + 30 tokens (C =
    ``--context-tokens``, default: model A's window T, i.e. one window as in the paper) drawn with
    the seed from the HELD-OUT part (the last 10% of every document): C context tokens, then the 30
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -54,7 +57,7 @@ from analyses import common, style
 from analyses import stats as bootstrap_stats
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
-from analyses.inputs import LMPair, LMPairConfig
+from analyses.inputs import LMPair, LMPairConfig, cli_cache
 from analyses.topic_model import (  # noqa: F401 - js_divergence and the LDA steps: the module's API too
     fit_lda,
     js_divergence,
@@ -63,6 +66,7 @@ from analyses.topic_model import (  # noqa: F401 - js_divergence and the LDA ste
     topic_distributions,
     training_chunks,
 )
+from probes.capture.store import USER_CACHE, UserCache
 from probes.capture.windows import check_fits, check_window, greedy_windowed
 from probes.config import arg, tqdm_class
 from probes.corpus import Corpus, corpus_split, load_corpus
@@ -217,13 +221,30 @@ class Result(common.AnalysisResult):
         return bootstrap_stats.Sample.of_mean(float(np.mean(d)), d, block)
 
 
+@dataclass(frozen=True)
+class TopicsInputs(LMPair):
+    """The pair and corpus of :class:`analyses.inputs.LMPair`, and the activation cache of the run, where the
+    fitted LDA is kept (``cache_dir``): ``<out>/cache`` on the command line, from Python the ``cache_dir`` given
+    (the per-user cache by default; None: the LDA is kept in memory only)."""
+
+    def load(self, unit: tuple, cfg) -> dict:
+        return {**super().load(unit, cfg), **cli_cache(cfg)}
+
+    def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
+        got = super().from_python(model, texts, cfg, tokenizer=tokenizer, name=name, cache_dir=cache_dir)
+        return {**got, "cache_dir": cache_dir}
+
+
 def _window(lm, window: int) -> int:
     return window if window > 0 else lm.window
 
 
-def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = None) -> Result:
+def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = None,
+            cache_dir: str | Path | UserCache | None = USER_CACHE) -> Result:
     """The comparison, with the per-context records (``continuations``, saved as JSON lines); ``corpus``: the
-    documents (default: ``cfg.corpus``), the LDA fitted on their train part, the contexts drawn from the rest."""
+    documents (default: ``cfg.corpus``), the LDA fitted on their train part, the contexts drawn from the rest;
+    ``cache_dir``: the activation cache whose ``.lda/`` keeps the fitted LDA (default: the per-user cache; None:
+    memory only)."""
     cfg = cfg or Config()
     Ta = _window(lm_a, cfg.window_a)
     Tb = cfg.window_b if cfg.window_b > 0 else Ta
@@ -239,7 +260,8 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = No
         cfg = dataclasses.replace(cfg, corpus=CALLER_TEXTS)
     train, held = corpus_split(full, "train"), corpus_split(full, "heldout")
 
-    lda, dictionary = fit_lda(training_chunks([d.text for d in train.documents], cfg.lda_chunk_words), cfg)
+    lda, dictionary = fit_lda(training_chunks([d.text for d in train.documents], cfg.lda_chunk_words), cfg,
+                              cache_dir=cache_dir)
 
     doc_ids = [lm_a.encode(d.text) for d in held.documents]
     spans = sample_spans(doc_ids, C + N, cfg.n_contexts, cfg.seed)
@@ -411,7 +433,7 @@ def check(cfg: Config) -> None:
 
 ANALYSIS = Analysis(
     name="topics",
-    inputs=LMPair(),
+    inputs=TopicsInputs(),
     Config=Config, Result=Result, compute=compute, table_rows=table_rows, summary=summarise, check=check,
     figures=(
         Figure("topics", plot, "Jensen-Shannon divergence (base 2) between the LDA topics of a context and of its "

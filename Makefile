@@ -14,27 +14,31 @@ OUT     ?= out
 MODELS  ?= minilm-l6 $(if $(wildcard models/mpnet-base/config.json),mpnet-base) slstm-small bert-small albert-small \
            mog-small
 M       := $(foreach m,$(MODELS),--model $(m))
-# The claims' seeds: the same recipe with --seed 1 and 2 (checkpoints/<model>-seedN), analysed beside
-# their seed-0 models by the analyses whose numbers the claims compare (anisotropy, transitions, redundancy).
+# The claims' seeds: the same recipe with --seed 1, 2 and 3 (checkpoints/<model>-seedN), analysed beside their seed-0
+# models by the analyses whose numbers the claims compare (anisotropy, transitions, isoscore, redundancy).
 SEEDS   := $(foreach m,$(MODELS),$(foreach s,1 2 3,$(if $(wildcard checkpoints/$(m)-seed$(s)/config.json),$(m)-seed$(s))))
 MS      := $(M) $(foreach m,$(SEEDS),--model $(m))
-# The recurrence claims' GPT-2 pairs (seed 0 is the plain name), Table 2's Graph-Transformer pairs, and the seeds of the
-# Fig. 9/10 models, each where its folder is there.
+# The recurrence claims' GPT-2 pairs (seed 0 is the plain name) and Table 2's Graph-Transformer pairs, each where its
+# folder is there; Fig. 9/10's models.
 have    = $(strip $(foreach m,$(1),$(if $(wildcard checkpoints/$(m)/config.json),$(m))))
 GPT2_SEEDS := $(foreach s,1 2,$(if $(filter 2,$(words $(call have,gpt2-small-base-seed$(s) gpt2-small-recurrent-seed$(s)))),$(s)))
 GPT2_MS    := --model gpt2-small-base --model gpt2-small-recurrent \
               $(foreach s,$(GPT2_SEEDS),--model gpt2-small-base-seed$(s) --model gpt2-small-recurrent-seed$(s))
 TABLE2_MS  := $(foreach m,mog-small-wg mog-small-sum $(call have,mog-small-wg-seed1 mog-small-sum-seed1 \
               mog-small-wg-seed2 mog-small-sum-seed2),--model $(m))
-FIG9_MS    := $(foreach m,mog-small mog-small-6l $(call have,mog-small-seed1 mog-small-6l-seed1),--model $(m))
+FIG9_MS    := --model mog-small --model mog-small-6l
 # The claims' course over training (make trajectories): its file, committed, is what the demo's claims table reads.
 TRAJECTORIES := docs/claims-over-training.json
 # The demo is cut to fit 8 minutes on 2 cores (set-up included); FULL=1 runs the CLI defaults
-# (5000 sentences, all held-out tokens, 500 topic contexts).
+# (5000 sentences, all held-out tokens, 500 topic contexts, windows of 100 and 300 tokens).
 SENTENCES  := $(if $(FULL),5000,1500)
 PPL_TOKENS := $(if $(FULL),0,8000)
+# the logit lens (no claim reads it) on fewer held-out tokens per document than perplexity
+LENS_TOKENS := $(if $(FULL),0,3000)
 CONTEXTS   := $(if $(FULL),500,160)
 UNITS      := $(if $(FULL),20000,3000)
+# Table 6's window lengths: the claims read n = 100; n = 300 (three quarters of the analysis's time) with FULL=1
+REDUNDANCY_N := $(if $(FULL),--window-length 100 --window-length 300,--window-length 100)
 ITEMS      := $(if $(FULL),2000,1500)
 # Probes are the slowest analysis on a CPU: the demo probes one model of each architecture family.
 PROBED     := $(if $(FULL),$(M),--model minilm-l6 --model slstm-small --model mog-small)
@@ -51,7 +55,7 @@ REAL_SENTENCES := $(if $(FULL),2000,300)
 REAL_LMS       := --model smollm2-135m --model smollm2-135m-recurrent
 HAVE_REAL_LMS  := $(and $(wildcard models/smollm2-135m/config.json),$(wildcard models/gemma3-270m/config.json))
 
-.PHONY: dist demo demo-sentences demo-rest test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots trajectories
+.PHONY: dist demo test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots trajectories
 
 # the tests also compare with the reference packages (pyproject.toml's `reference` extra, and tuned-lens without its
 # training dependencies); the demo does not need them
@@ -70,55 +74,72 @@ $(STAMP): pyproject.toml
 
 # Every sentence analysis draws the same seeded sample, so each model is extracted once and cached. Each analysis
 # writes results only (--no-figures); analyses.summary.figures draws every figure once at the end.
-# The steps run as two chains at once (make -j2), every process on one thread: on two cores two one-thread
-# processes finish the same work in about half the wall time, where one process on two threads spins. The chains
-# share the activation cache (a process that needs an entry the other is writing waits for it, then reads it).
-# Each step is timed by /usr/bin/time into $(OUT)/timing.tsv (step, wall s, user s, sys s, peak RSS KiB), printed at
-# the end; where /usr/bin/time is missing the steps run untimed.
+# Every step is a target of its own and make -j2 runs two at a time, every process on one thread: on two cores two
+# one-thread processes finish the same work in about half the wall time, where one process on two threads spins.
+# make starts the steps in the order of DEMO_STEPS as a core frees (the longest first, so that the two cores end
+# together); the analyses of the sentence sample wait for anisotropy, which extracts every model's sample into the
+# cache they read (a process that needs an entry another is writing waits for it, then reads it). Only anisotropy,
+# the first step, draws progress bars (two processes' bars on one terminal overwrite each other); every step prints
+# what it writes. Each step is timed by /usr/bin/time into $(OUT)/timing.tsv (step, wall s, user s, sys s, peak RSS
+# KiB), printed at the end; where /usr/bin/time is missing the steps run untimed.
 TIMING  = $(OUT)/timing.tsv
 step    = $(if $(wildcard /usr/bin/time),/usr/bin/time -a -o $(TIMING) -f "$(1)	%e	%U	%S	%M")
+SAMPLE_STEPS := isoscore intrinsic_dimension probing similarity transitions mog
+DEMO_STEPS   := anisotropy redundancy perplexity isoscore topics $(foreach s,$(GPT2_SEEDS),topics-seed$(s)) \
+                intrinsic_dimension lens probing similarity transitions mog maps mog_lens mlm_loss
 demo: $(STAMP)
 	@mkdir -p $(OUT) && printf "step\twall_s\tuser_s\tsys_s\tmax_rss_kib\n" > $(TIMING)
-	@$(MAKE) --no-print-directory -j2 demo-sentences demo-rest QUIET_REST=1
+	@$(MAKE) --no-print-directory -j2 $(addprefix demo-step-,$(DEMO_STEPS))
 	@if [ -f $(TRAJECTORIES) ]; then mkdir -p $(OUT)/trajectories && cp $(TRAJECTORIES) $(OUT)/trajectories/; fi
 	$(call step,figures) $(PY) -m analyses.summary.figures --out $(OUT) --jobs 2
 	@column -t -s "$$(printf '\t')" $(TIMING) 2>/dev/null || cat $(TIMING)
 	@echo "$(if $(HAVE_REAL_LMS),models/ is there: ,after make models, )make recurrence-real runs the recurrence experiments on SmolLM2-135M and Gemma-3-270M (not part of the demo: about an hour on a loaded 2-core CPU)"
 	@echo "figures are in $(OUT)/figures/, numbers in $(OUT)/results/, everything on one page: $(OUT)/report.html"
 
-demo-sentences demo-rest: export OMP_NUM_THREADS := 1
-demo-sentences demo-rest: export MKL_NUM_THREADS := 1
-# run beside chain 1 (make demo), chain 2 draws no progress bars (the suite's, and transformers' "Loading weights"):
-# two processes' bars on one terminal overwrite each other; its steps still print what they write, and
-# out/timing.tsv has every step's time
-ifdef QUIET_REST
-demo-rest: export TQDM_DISABLE := 1
-demo-rest: export HF_HUB_DISABLE_PROGRESS_BARS := 1
-endif
-# the analyses of every model's sentence sample (anisotropy extracts it, the others read the cache), then the maps
-# and the Graph-Transformer's analyses (the two chains take about the same time: 5.5 CPU minutes each)
-demo-sentences: $(STAMP)
-	$(call step,anisotropy) $(PY) -m analyses.anisotropy --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
-	$(call step,transitions) $(PY) -m analyses.transitions --no-figures $(MS) --n-sentences $(SENTENCES) --out $(OUT)
-	$(call step,isoscore) $(PY) -m analyses.isoscore --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
-	$(call step,intrinsic_dimension) $(PY) -m analyses.intrinsic_dimension --no-figures $(MS) --n-sentences $(SENTENCES) \
-		--n-tokens $(SENTENCES) --out $(OUT)
-	$(call step,maps) $(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
-	$(call step,mog) $(PY) -m analyses.mog --no-figures $(FIG9_MS) --n-sentences $(SENTENCES) --out $(OUT)
+demo-step-%: export OMP_NUM_THREADS := 1
+demo-step-%: export MKL_NUM_THREADS := 1
+$(addprefix demo-step-,$(filter-out anisotropy,$(DEMO_STEPS))): export TQDM_DISABLE := 1
+$(addprefix demo-step-,$(filter-out anisotropy,$(DEMO_STEPS))): export HF_HUB_DISABLE_PROGRESS_BARS := 1
+$(addprefix demo-step-,$(SAMPLE_STEPS)): | demo-step-anisotropy
 
-# everything else: token windows, probes, pairs, the recurrent LMs, the lens of Eq. 14 on MiniLM
-demo-rest: $(STAMP)
-	$(call step,redundancy) $(PY) -m analyses.redundancy --no-figures $(MS) --out $(OUT)
+# phony, but for the seeds' topics (make searches no pattern rule for a phony target)
+.PHONY: $(addprefix demo-step-,$(filter-out topics-seed%,$(DEMO_STEPS)))
+# the sentence sample of every model (anisotropy extracts it; the steps of SAMPLE_STEPS read the cache); the seeds
+# (MS) only in the analyses whose numbers the claims compare
+demo-step-anisotropy: $(STAMP)
+	$(call step,anisotropy) $(PY) -m analyses.anisotropy --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
+demo-step-transitions: $(STAMP)
+	$(call step,transitions) $(PY) -m analyses.transitions --no-figures $(MS) --n-sentences $(SENTENCES) --out $(OUT)
+demo-step-isoscore: $(STAMP)
+	$(call step,isoscore) $(PY) -m analyses.isoscore --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
+demo-step-intrinsic_dimension: $(STAMP)
+	$(call step,intrinsic_dimension) $(PY) -m analyses.intrinsic_dimension --no-figures $(if $(FULL),$(MS),$(M)) \
+		--n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
+demo-step-maps: $(STAMP)
+	$(call step,maps) $(PY) -m analyses.maps --no-figures --model minilm-l6 --model slstm-small --model mog-small --out $(OUT)
+demo-step-mog: $(STAMP)
+	$(call step,mog) $(PY) -m analyses.mog --no-figures $(FIG9_MS) --n-sentences $(SENTENCES) --out $(OUT)
+demo-step-probing: $(STAMP)
 	$(call step,probing) $(PY) -m analyses.probing --no-figures $(PROBED) --n-sentences $(SENTENCES) --max-items $(ITEMS) --out $(OUT)
+demo-step-similarity: $(STAMP)
 	$(call step,similarity) $(PY) -m analyses.similarity --no-figures $(M) --n-sentences $(SENTENCES) --unit token --max-units $(UNITS) --out $(OUT)
+# token windows, the recurrent LMs, the lens of Eq. 14 on MiniLM, Table 2's held-out losses
+demo-step-redundancy: $(STAMP)
+	$(call step,redundancy) $(PY) -m analyses.redundancy --no-figures $(MS) $(REDUNDANCY_N) --out $(OUT)
+demo-step-perplexity: $(STAMP)
 	$(call step,perplexity) $(PY) -m analyses.perplexity --no-figures $(GPT2_MS) --overlap 0 --overlap 30 \
 		--max-tokens $(PPL_TOKENS) --out $(OUT)
+demo-step-topics: $(STAMP)
 	$(call step,topics) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent --model-b gpt2-small-base --n-contexts $(CONTEXTS) --out $(OUT)
-	$(foreach s,$(GPT2_SEEDS),$(call step,topics-seed$(s)) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent-seed$(s) \
-		--model-b gpt2-small-base-seed$(s) --n-contexts $(CONTEXTS) --out $(OUT) &&) true
+demo-step-topics-seed%: $(STAMP)
+	$(call step,topics-seed$*) $(PY) -m analyses.topics --no-figures --model-a gpt2-small-recurrent-seed$* \
+		--model-b gpt2-small-base-seed$* --n-contexts $(CONTEXTS) --out $(OUT)
+demo-step-lens: $(STAMP)
 	$(call step,lens) $(PY) -m analyses.lens --no-figures --model gpt2-small-base --model gpt2-small-recurrent $(if $(FULL),,--no-tuned) \
-		--max-tokens $(PPL_TOKENS) --out $(OUT)
+		--max-tokens $(LENS_TOKENS) --out $(OUT)
+demo-step-mlm_loss: $(STAMP)
 	$(call step,mlm_loss) $(PY) -m analyses.mlm_loss --no-figures $(TABLE2_MS) --model mog-small-selfgate --out $(OUT)
+demo-step-mog_lens: $(STAMP)
 	$(call step,mog_lens) $(PY) -m analyses.mog_lens --no-figures --model minilm-l6-lens --n-sentences $(LENS) --out $(OUT)
 
 # Perplexity at T = 64 and 128, o = 0 and T/4 (the module was trained at T = 128, o = 0), topic JSD at

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import functools
 import io
 import json
 import sys
@@ -63,16 +64,25 @@ def load_model(folder: Path, arch: str):
 
 def heldout_data(cfg: TrainConfig):
     """(tokenizer, held-out blocks) as recipes.mlm_data.MLMData.load makes them, without tokenizing the
-    training part (the recipe's tokenizer folder must exist)."""
+    training part (the recipe's tokenizer folder must exist). Folders of one recipe's data (the snapshots of a run,
+    the seeds of a comparison) share them: they are made once per process."""
+    folder = cfg.tokenizer_folder(cfg.out_dir)
+    return _heldout_data(cfg.corpus, str(folder.resolve()), cfg.vocab_size, cfg.max_positions, cfg.tokenizer,
+                         cfg.seq_len)
+
+
+@functools.lru_cache(maxsize=4)
+def _heldout_data(corpus: str, tokenizer_folder: str, vocab_size: int, max_positions: int, named_tokenizer,
+                  seq_len: int):
     from probes.corpus import corpus_split, load_corpus
 
-    full = load_corpus(cfg.corpus)
-    folder = cfg.tokenizer_folder(cfg.out_dir)
+    full = load_corpus(corpus)
+    folder = Path(tokenizer_folder)
     if not (folder / "tokenizer.json").exists():
         raise SystemExit(f"no tokenizer in {folder}: the recipe's shared tokenizer is needed")
-    tokenizer, _ = shared_tokenizer(folder, [], full.identity(), cfg.vocab_size, cfg.max_positions,
-                                    same_corpus=not cfg.tokenizer)
-    return tokenizer, sentence_blocks(tokenizer, corpus_split(full, "heldout"), cfg.seq_len)
+    tokenizer, _ = shared_tokenizer(folder, [], full.identity(), vocab_size, max_positions,
+                                    same_corpus=not named_tokenizer)
+    return tokenizer, sentence_blocks(tokenizer, corpus_split(full, "heldout"), seq_len)
 
 
 def train_config(folder: Path, corpus: str | None = None) -> tuple[TrainConfig, dict]:

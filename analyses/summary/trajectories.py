@@ -42,7 +42,7 @@ PLAN: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "anisotropy": (["--n-sentences", "1500", "--n-tokens", "1500"], S_LSTM_COMPARISON),
     "transitions": (["--n-sentences", "1500"], S_LSTM_COMPARISON),
     "isoscore": (["--n-sentences", "1500", "--n-tokens", "1500"], S_LSTM_COMPARISON),
-    "redundancy": ([], S_LSTM_COMPARISON),
+    "redundancy": (["--window-length", "100"], S_LSTM_COMPARISON),
     "perplexity": (["--overlap", "0", "--overlap", "30", "--max-tokens", "8000"],
                    ("gpt2-small-base", "gpt2-small-recurrent")),
     "topics": (["--n-contexts", "160"], ("gpt2-small-recurrent", "gpt2-small-base")),  # a pair: (A, B) per seed

@@ -171,7 +171,8 @@ figures: $(STAMP)
 # Each claim's paired difference along training (docs/definitions.md, "Along training"): the claims' analyses with the
 # demo's settings at every snapshot the recipes kept (--snapshots, in out/train/series/: retrain to make them, see
 # checkpoints/README.md), judged by the claims' own code; writes $(TRAJECTORIES) (the claims table's "over training")
-# and docs/claims-over-training.png. About an hour of CPU for the 13 series of the claims here.
+# and docs/claims-over-training.png. About an hour of CPU for the 9 series of the claims here (the S-LSTM trio's seed
+# 3, the GPT-2 pairs' seeds 1 and 2, Table 2's pair's seed 2).
 trajectories: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m analyses.summary.trajectories --series-root out/train/series --out out/trajectories \
 		--figure docs/claims-over-training.png

@@ -51,7 +51,7 @@ from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, settings_used
 from analyses.inputs import LM, LMConfig
 from probes.capture.lens import STATS, lens_statistics
-from probes.capture.store import USER_CACHE, UserCache, user_cache_dir
+from probes.capture.store import USER_CACHE, UserCache, cache_subfolder
 from probes.capture.tuned_lens import Documents, TrainSettings, tuned_translators
 from probes.capture.windows import check_window
 from probes.config import arg, tqdm_class
@@ -134,9 +134,7 @@ def translators_root(cache_dir=USER_CACHE) -> Path | None:
     """Where a Python call keeps the tuned lens's translators: ``<cache>/.tuned-lens`` of the activation cache it
     uses (the per-user cache by default, :func:`probes.capture.store.user_cache_dir`); None for ``cache_dir=None``
     (no cache: they are trained in a temporary folder and dropped). Never the current folder."""
-    if cache_dir is None:
-        return None
-    return (user_cache_dir() if isinstance(cache_dir, UserCache) else Path(cache_dir).absolute()) / TRANSLATORS
+    return cache_subfolder(cache_dir, TRANSLATORS)
 
 
 @dataclass(frozen=True)

@@ -119,11 +119,9 @@ def lda_key(texts: list[str], cfg: LdaSettings) -> str:
 def lda_folder(cache_dir) -> Path | None:
     """Where fitted LDAs are kept for an activation cache ``cache_dir`` (a folder, ``USER_CACHE``: the per-user
     cache, :func:`probes.capture.store.user_cache_dir`): ``<cache>/.lda``; None for ``cache_dir=None``."""
-    from probes.capture.store import UserCache, user_cache_dir
+    from probes.capture.store import cache_subfolder
 
-    if cache_dir is None:
-        return None
-    return (user_cache_dir() if isinstance(cache_dir, UserCache) else Path(cache_dir).absolute()) / LDA_FOLDER
+    return cache_subfolder(cache_dir, LDA_FOLDER)
 
 
 def fit_lda(texts: list[str], cfg: LdaSettings, cache_dir=None):

@@ -85,6 +85,15 @@ def user_cache_dir() -> Path:
     return user_cache_source()[0]
 
 
+def cache_subfolder(cache_dir, name: str) -> Path | None:
+    """``<cache>/<name>``: a folder kept inside the activation cache ``cache_dir`` (a folder, or ``USER_CACHE``:
+    :func:`user_cache_dir`, read now) for what is not a cache entry (the tuned lens's translators, fitted LDAs; a
+    name with a leading dot is not listed by ``probes cache``); None for ``cache_dir=None`` (no cache)."""
+    if cache_dir is None:
+        return None
+    return (user_cache_dir() if isinstance(cache_dir, UserCache) else Path(cache_dir).absolute()) / name
+
+
 def user_cache_source() -> tuple[Path, str]:
     """(:func:`user_cache_dir`, what set it in words: ``PROBES_CACHE=...``, ``XDG_CACHE_HOME=...`` or the home
     folder), for an error line that names the setting to change."""

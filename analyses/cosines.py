@@ -205,10 +205,12 @@ def self_similarity(groups: list[np.ndarray]) -> float:
     (float32 cosines, as :func:`pairwise_cosines`; groups of one size at once). Zero vectors are left out
     of their group (their cosines are undefined), and a group left with fewer than two vectors drops out;
     NaN when none is left."""
-    unit = []
-    for g in groups:
-        Gn, nonzero = _unit_rows(g)
-        unit.append(Gn if nonzero.all() else Gn[nonzero])
+    if not groups:
+        return float("nan")
+    # one pass over all occurrences: each row is scaled on its own, so this is group by group, bit for bit
+    Xn, nonzero = _unit_rows(np.concatenate(groups))
+    bounds = np.cumsum([len(g) for g in groups])[:-1]
+    unit = [g[keep] for g, keep in zip(np.split(Xn, bounds), np.split(nonzero, bounds))]
     unit = [g for g in unit if len(g) >= 2]
     if not unit:
         return float("nan")
@@ -274,7 +276,8 @@ def intra_sentence(H, offsets: np.ndarray, keep: np.ndarray,
             X, Xn, text = X[nonzero], Xn[nonzero], text[nonzero]
         counts = np.bincount(text, minlength=t1 - t0)
         sums = np.zeros((t1 - t0, X.shape[1]))
-        np.add.at(sums, text, X.astype(np.float64))  # in token order, sentence by sentence: float64 sums
+        present, first = np.unique(text, return_index=True)  # text is sorted: each sentence's tokens are a run
+        sums[present] = np.add.reduceat(X.astype(np.float64), first, axis=0)  # float64 sums, in token order
         centre, has_direction = _unit_rows(sums / np.maximum(counts, 1)[:, None])  # (t, d) unit mean directions
         cos = np.clip(np.einsum("nd,nd->n", Xn, centre[text]), -1.0, 1.0)  # (n,) float32, rounding cut
         per_text[t0:t1] = np.bincount(text, weights=cos, minlength=t1 - t0) / np.maximum(counts, 1)

@@ -21,6 +21,7 @@ and the across-seed interval into a :class:`Verdict`.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import math
 import re
@@ -35,6 +36,7 @@ RESAMPLES = 1000  # default number of bootstrap resamples
 LEVEL = 0.95  # default two-sided interval level
 SEED = 0  # default bootstrap seed
 WEIGHT_BLOCK_ELEMENTS = 2**20  # resample_weight_blocks: float64 weights per block (8 MiB)
+KEPT_WEIGHT_ELEMENTS = 2**22  # resample_weight_blocks keeps the last two draws up to this size (32 MiB each)
 
 # A verdict needs at least this many units behind every interval it reads. The percentile interval of a
 # mean is about mean +- 1.96 x the plug-in standard error, which is sqrt((n - 1) / n) of the unbiased one,
@@ -100,11 +102,28 @@ def resample_weight_blocks(n: int, resamples: int = RESAMPLES, seed: int = SEED,
         raise ValueError(f"a bootstrap needs at least one unit, got {n}")
     if resamples < 1:
         raise ValueError(f"resamples must be at least 1, got {resamples}")
-    rng = np.random.default_rng([int(seed), int(n)])
+    if int(n) * int(resamples) <= KEPT_WEIGHT_ELEMENTS:  # small enough to keep: drawn once for every layer
+        yield from _kept_weight_blocks(int(n), int(resamples), int(seed), int(block_elements))
+    else:
+        yield from _draw_weight_blocks(int(n), int(resamples), int(seed), int(block_elements))
+
+
+def _draw_weight_blocks(n: int, resamples: int, seed: int, block_elements: int) -> Iterator[np.ndarray]:
+    rng = np.random.default_rng([seed, n])
     p = np.full(n, 1.0 / n)
-    rows = max(1, int(block_elements) // int(n))
-    for start in range(0, int(resamples), rows):
-        yield rng.multinomial(n, p, size=min(rows, int(resamples) - start)).astype(np.float64)
+    rows = max(1, block_elements // n)
+    for start in range(0, resamples, rows):
+        yield rng.multinomial(n, p, size=min(rows, resamples - start)).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=2)
+def _kept_weight_blocks(n: int, resamples: int, seed: int, block_elements: int) -> tuple[np.ndarray, ...]:
+    """:func:`_draw_weight_blocks`, kept (read-only) for the next call with the same arguments: an analysis
+    resamples the same sentences at every layer."""
+    blocks = tuple(_draw_weight_blocks(n, resamples, seed, block_elements))
+    for b in blocks:
+        b.flags.writeable = False
+    return blocks
 
 
 def blockwise_replicates(statistic: Callable[[np.ndarray], np.ndarray], n: int, resamples: int = RESAMPLES,

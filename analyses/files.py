@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 # a document its analysis's Result cannot be made from raises one of these in from_json (a key missing, a value of
 # another type or shape)
 LAYOUT_ERRORS = (KeyError, TypeError, AttributeError)
+PNG_DPI = 200  # save_figure: the PNG files' resolution
 
 
 def jsonable(x: Any, nulls: list | None = None, where: str = "") -> Any:
@@ -269,17 +270,35 @@ def _number_as_text(x: Any, where: str = "") -> tuple[str, str] | None:
 
 
 def save_figure(fig: Any, out: str | os.PathLike, name: str) -> list[Path]:
-    """Save ``fig`` as ``<out>/figures/<name>.png`` (200 dpi) and ``.pdf`` (fonts embedded as text)."""
+    """Save ``fig`` as ``<out>/figures/<name>.png`` (200 dpi) and ``.pdf`` (fonts embedded as text), both cropped to
+    the same tight box (savefig.pad_inches around it). The layout engine (constrained layout) runs once, at the
+    PNG's dpi, and the figure is measured once; both files are drawn from that layout (savefig with
+    bbox_inches="tight" lays the figure out and measures it again for each file, most of the time it takes). The
+    figure keeps its dpi and layout engine afterwards."""
     import matplotlib
 
     paths = []
-    with matplotlib.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):
-        for ext, kw in (("png", {"dpi": 200}), ("pdf", {"metadata": {"CreationDate": None}})):
-            buf = io.BytesIO()
-            fig.savefig(buf, format=ext, bbox_inches="tight", **kw)
-            path = Path(out) / "figures" / f"{name}.{ext}"
-            atomic_write(path, buf.getvalue())
-            paths.append(path)
+    engine, dpi = fig.get_layout_engine(), fig.dpi
+    # no rc that would give the figure a layout engine of its own while the layout is held
+    with matplotlib.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42, "figure.autolayout": False,
+                                "figure.constrained_layout.use": False}):
+        try:
+            fig.dpi = PNG_DPI
+            fig.draw_without_rendering()  # the layout, once
+            pad = matplotlib.rcParams["savefig.pad_inches"]
+            pads = ((engine.get()["w_pad"], engine.get()["h_pad"]) if pad == "layout" and engine is not None
+                    and "w_pad" in engine.get() else (0.1, 0.1) if pad == "layout" else (pad, pad))
+            box = fig.get_tightbbox().padded(*pads)
+            fig.set_layout_engine(None)  # held: savefig draws the positions the layout gave
+            for ext, kw in (("png", {"dpi": PNG_DPI}), ("pdf", {"metadata": {"CreationDate": None}})):
+                buf = io.BytesIO()
+                fig.savefig(buf, format=ext, bbox_inches=box, **kw)
+                path = Path(out) / "figures" / f"{name}.{ext}"
+                atomic_write(path, buf.getvalue())
+                paths.append(path)
+        finally:
+            fig.dpi = dpi
+            fig.set_layout_engine(engine)
     return paths
 
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -40,16 +41,26 @@ def type_checking_nodes(tree: ast.AST) -> set[int]:
     return inside
 
 
+def parsed(path: Path) -> tuple[ast.AST, list[ast.AST]]:
+    """(the syntax tree of ``path``, its nodes outside ``if TYPE_CHECKING:`` blocks), parsed once per version of the
+    file (its modification time and size) for all the checks below."""
+    stat = path.stat()
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _parsed(path: Path, mtime_ns: int, size: int) -> tuple[ast.AST, list[ast.AST]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = type_checking_nodes(tree)
+    return tree, [node for node in ast.walk(tree) if id(node) not in skip]
+
+
 def imports(path: Path) -> list[tuple[int, str, list[str]]]:
     """(line, imported module, names imported from it) of every import statement in ``path`` (at any depth,
     lazy ones included; not those under ``if TYPE_CHECKING:``). ``from pkg import mod`` of a project
     submodule counts as an import of ``pkg.mod``."""
     out = []
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = type_checking_nodes(tree)
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
+    for node in parsed(path)[1]:
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name, []) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -145,7 +156,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def private_uses(path: Path) -> list[str]:
     """``from m import _x`` and ``alias._x`` where m / alias is a project module of another file."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)[0]
     me = module_name(path)
     found, aliases = [], {}
     for node in ast.walk(tree):

@@ -65,11 +65,12 @@ $(TEST_STAMP): $(STAMP)
 	$(PY) -m pip install -q --no-deps tuned-lens==0.2.0
 	touch $(TEST_STAMP)
 
+# what the demo and the analyses need, in one resolve (torch pinned in the same command: the CPU build here); the test
+# and lint tools come with $(TEST_STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q torch==2.13.0 -e .
 	touch $(STAMP)
 
 # Every sentence analysis draws the same seeded sample, so each model is extracted once and cached. Each analysis
@@ -195,7 +196,7 @@ test-fast: $(TEST_STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	.venv/bin/ruff check .
 
 corpus: $(STAMP)
@@ -264,7 +265,7 @@ clean:
 
 # the type checker over probes/ and analyses/ (its settings: [tool.mypy] in pyproject.toml); CI runs it after lint
 .PHONY: typecheck
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	.venv/bin/mypy
 
 # Causal probing of the S-LSTM paper's encoders and their seeds (README, "Which probed properties each architecture

@@ -19,8 +19,8 @@ M       := $(foreach m,$(MODELS),--model $(m))
 # the Graph-Transformer's seeds go to its own claims' analyses (FIG9_MS, TABLE2_MS).
 SEEDS   := $(foreach m,$(filter-out mog-small,$(MODELS)),$(foreach s,1 2 3,$(if $(wildcard checkpoints/$(m)-seed$(s)/config.json),$(m)-seed$(s))))
 MS      := $(M) $(foreach m,$(SEEDS),--model $(m))
-# The recurrence claims' GPT-2 pairs (seed 0 is the plain name) and Table 2's Graph-Transformer pairs, each where its
-# folder is there; Fig. 9/10's models.
+# The recurrence claims' GPT-2 pairs (seed 0 is the plain name), Table 2's Graph-Transformer pairs and Fig. 9/10's
+# models with their seeds, each seed where its folder is there.
 have    = $(strip $(foreach m,$(1),$(if $(wildcard checkpoints/$(m)/config.json),$(m))))
 GPT2_SEEDS := $(foreach s,1 2,$(if $(filter 2,$(words $(call have,gpt2-small-base-seed$(s) gpt2-small-recurrent-seed$(s)))),$(s)))
 GPT2_MS    := --model gpt2-small-base --model gpt2-small-recurrent \
@@ -112,7 +112,7 @@ $(addprefix demo-step-,$(SAMPLE_STEPS)): | demo-step-anisotropy
 # last and leave a core idle at the end)
 demo-step-anisotropy: $(STAMP)
 	$(call step,anisotropy) $(PY) -m analyses.anisotropy --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
-	TQDM_DISABLE=1 $(call step,isoscore) $(PY) -m analyses.isoscore --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
+	TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $(call step,isoscore) $(PY) -m analyses.isoscore --no-figures $(MS) --n-sentences $(SENTENCES) --n-tokens $(SENTENCES) --out $(OUT)
 demo-step-transitions: $(STAMP)
 	$(call step,transitions) $(PY) -m analyses.transitions --no-figures $(MS) --n-sentences $(SENTENCES) --out $(OUT)
 demo-step-intrinsic_dimension: $(STAMP)
@@ -265,7 +265,7 @@ panel: $(STAMP)
 clean:
 	rm -rf $(OUT)
 
-# the type checker over probes/ and analyses/ (its settings: [tool.mypy] in pyproject.toml); CI runs it after lint
+# the type checker over probes/, analyses/ and recipes/ (its settings: [tool.mypy] in pyproject.toml); CI runs it after lint
 .PHONY: typecheck
 typecheck: $(TEST_STAMP)
 	.venv/bin/mypy

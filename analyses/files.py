@@ -286,9 +286,11 @@ def save_figure(fig: Any, out: str | os.PathLike, name: str) -> list[Path]:
             fig.dpi = PNG_DPI
             fig.draw_without_rendering()  # the layout, once
             pad = matplotlib.rcParams["savefig.pad_inches"]
-            pads = ((engine.get()["w_pad"], engine.get()["h_pad"]) if pad == "layout" and engine is not None
-                    and "w_pad" in engine.get() else (0.1, 0.1) if pad == "layout" else (pad, pad))
-            box = fig.get_tightbbox().padded(*pads)
+            if pad == "layout":  # the layout engine's own pads, as savefig reads them (0.1 in without any)
+                pads = engine.get() if engine is not None else {}
+                box = fig.get_tightbbox().padded(pads.get("w_pad", 0.1), pads.get("h_pad", 0.1))
+            else:
+                box = fig.get_tightbbox().padded(pad)
             fig.set_layout_engine(None)  # held: savefig draws the positions the layout gave
             for ext, kw in (("png", {"dpi": PNG_DPI}), ("pdf", {"metadata": {"CreationDate": None}})):
                 buf = io.BytesIO()

@@ -138,15 +138,20 @@ def interleave(contenders: dict[str, Callable[[], object]], repeats: int, warmup
             before.get(name, lambda: None)()
             contenders[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            before.get(name, lambda: None)()
-            gc.collect()
-            c0, t0 = time.process_time(), time.perf_counter()
-            contenders[name]()
-            times[name].append(time.perf_counter() - t0)
-            if cpu is not None:
-                cpu.setdefault(name, []).append(time.process_time() - c0)
+    gc.collect()
+    gc.freeze()  # what lives now is nobody's garbage: the collections below walk only what the calls made
+    try:
+        for r in range(repeats):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                before.get(name, lambda: None)()
+                gc.collect()
+                c0, t0 = time.process_time(), time.perf_counter()
+                contenders[name]()
+                times[name].append(time.perf_counter() - t0)
+                if cpu is not None:
+                    cpu.setdefault(name, []).append(time.process_time() - c0)
+    finally:
+        gc.unfreeze()
     return times
 
 

@@ -322,7 +322,11 @@ def test_the_tokenizer_hash_does_not_move_when_the_tokenizer_is_used(tok):
     fresh = copy.deepcopy(tok)
     before = tokenizer_sha256(fresh)
     fresh(["one text", "and another, longer one"], truncation=True, max_length=4, padding="max_length")
-    assert tokenizer_sha256(fresh) == before
+    state = fresh.backend_tokenizer.truncation, fresh.backend_tokenizer.padding
+    assert state[0] is not None and tokenizer_sha256(fresh) == before
+    assert (fresh.backend_tokenizer.truncation, fresh.backend_tokenizer.padding) == state  # hashing leaves them
+    fresh.add_tokens(["zyzzyva"])  # in the backend's serialisation, not in any setting the hash reads besides
+    assert tokenizer_sha256(fresh) != before
 
 
 def test_a_random_pooler_from_autoModel_does_not_change_the_key(tok, tmp_path):

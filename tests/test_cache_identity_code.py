@@ -207,3 +207,23 @@ def test_an_encoder_whose_folder_changed_after_probes_load_is_extracted_without_
         loaded = run(enc, cache)
     assert entries(cache) == 0
     assert not np.array_equal(states(loaded), states(run(str(folder), None)))  # the old weights' states
+
+
+def test_the_checks_remember_clean_namespaces_and_still_see_every_later_change():
+    """code_patch skips a namespace that holds the very objects it held when last found clean: a patch put in after
+    a clean check, taken out and put in again, is seen every time, and the original objects are clean again."""
+    from transformers.models.bert import modeling_bert
+
+    from probes.models.patches import code_patch
+
+    classes = [modeling_bert.BertIntermediate]
+    assert code_patch(classes) is None
+    for _ in range(2):
+        for patch, seen in ((lambda: wraps_patch(modeling_bert.BertIntermediate), "BertIntermediate.forward"),
+                            (layer_norm_patch, "torch.nn.functional.layer_norm")):
+            undo = patch()
+            try:
+                assert seen in (code_patch(classes) or "")
+            finally:
+                undo()
+            assert code_patch(classes) is None

@@ -32,27 +32,27 @@ def module_name(path: Path) -> str:
     return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
 
 
-def type_checking_nodes(tree: ast.AST) -> set[int]:
-    """ids of the nodes inside ``if TYPE_CHECKING:`` blocks."""
+def type_checking_nodes(nodes: list[ast.AST]) -> set[int]:
+    """ids of the nodes inside ``if TYPE_CHECKING:`` blocks, of a tree's ``nodes`` (every node, as ast.walk gives)."""
     inside = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
             inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     return inside
 
 
-def parsed(path: Path) -> tuple[ast.AST, list[ast.AST]]:
-    """(the syntax tree of ``path``, its nodes outside ``if TYPE_CHECKING:`` blocks), parsed once per version of the
-    file (its modification time and size) for all the checks below."""
+def parsed(path: Path) -> tuple[list[ast.AST], list[ast.AST]]:
+    """(every node of the syntax tree of ``path``, those outside ``if TYPE_CHECKING:`` blocks), parsed and walked
+    once per version of the file (its modification time and size) for all the checks below."""
     stat = path.stat()
     return _parsed(path, stat.st_mtime_ns, stat.st_size)
 
 
 @functools.cache
-def _parsed(path: Path, mtime_ns: int, size: int) -> tuple[ast.AST, list[ast.AST]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = type_checking_nodes(tree)
-    return tree, [node for node in ast.walk(tree) if id(node) not in skip]
+def _parsed(path: Path, mtime_ns: int, size: int) -> tuple[list[ast.AST], list[ast.AST]]:
+    nodes = list(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+    skip = type_checking_nodes(nodes)
+    return nodes, [node for node in nodes if id(node) not in skip]
 
 
 def imports(path: Path) -> list[tuple[int, str, list[str]]]:
@@ -156,10 +156,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def private_uses(path: Path) -> list[str]:
     """``from m import _x`` and ``alias._x`` where m / alias is a project module of another file."""
-    tree = parsed(path)[0]
+    nodes = parsed(path)[0]
     me = module_name(path)
     found, aliases = [], {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
             for a in node.names:
                 full = f"{node.module}.{a.name}"
@@ -171,7 +171,7 @@ def private_uses(path: Path) -> list[str]:
             for a in node.names:
                 if a.name.split(".")[0] in PACKAGES:
                     aliases[a.asname or a.name.split(".")[0]] = a.asname and a.name or a.name.split(".")[0]
-    for node in ast.walk(tree):
+    for node in nodes:
         if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
                 and isinstance(node.value, ast.Name) and node.value.id in aliases):
             target = aliases[node.value.id]

@@ -123,3 +123,25 @@ def test_object_errors_are_one_line(tiny):
         probes.extract(model, ["A text here."], tokenizer=tok, name="../x", cache_dir=None)
     with pytest.raises(ProbeError, match="go with a model object"):
         probes.extract("minilm-l6", ["A text here."], tokenizer=tok, cache_dir=None)
+
+
+def test_a_tokenizer_of_special_tokens_only_is_refused_and_one_ordinary_token_is_enough(tiny):
+    """Every word would be [UNK]: refused in one line, whether the tokenizer's size already tells (a fast tokenizer
+    with more tokens than special ones) or its vocabulary has to be read."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from probes.checkpoints.folder import only_special_tokens
+
+    model = tiny[0]
+    special = {"unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]"}
+
+    def fast(vocab):
+        backend = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
+        return PreTrainedTokenizerFast(tokenizer_object=backend, **special)
+
+    bare, one_word = fast(list(special.values())), fast([*special.values(), "whale"])
+    assert only_special_tokens(bare) and not only_special_tokens(one_word)
+    with pytest.raises(ProbeError, match="holds only its 4 special tokens: every word would be"):
+        probes.extract(model, ["a whale"], tokenizer=bare, cache_dir=None, progress=False)
+    assert not only_special_tokens(tiny[1])

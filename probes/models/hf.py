@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from probes.checkpoints.folder import check_folder, check_vocab, weight_problems
+from probes.checkpoints.folder import check_folder, check_vocab, only_special_tokens, weight_problems
 from probes.checkpoints.loaders import check_device_map
 from probes.checkpoints.names import hub_reachable, hub_unreachable
 from probes.checkpoints.registry import CheckpointSpec
@@ -262,8 +262,8 @@ def hf_tokenizer(spec: CheckpointSpec):
     when it holds nothing but special tokens (a hub model without tokenizer files: every word would be [UNK])."""
     tok_spec = spec.tokenizer_spec()  # a random entry's tokenizer entry (one with files); the entry itself otherwise
     tokenizer = _from_pretrained(AutoTokenizer, tok_spec)
-    special = set(getattr(tokenizer, "all_special_tokens", ()))
-    if not any(t not in special for t in tokenizer.get_vocab()):
+    if only_special_tokens(tokenizer):
+        special = set(getattr(tokenizer, "all_special_tokens", ()))
         where = tok_spec.local_path() if tok_spec.source_type in ("package", "path") else tok_spec.source.get("hub")
         raise CheckpointError(f"model '{spec.name}': the tokenizer of {where} holds only its {len(special)} special "
                               f"tokens (no tokenizer files): every word would be [UNK]")

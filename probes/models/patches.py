@@ -20,6 +20,10 @@ decorator put around a function of the caller's is seen too. Checked:
   ``modeling_bert.eager_attention_forward``, a model's remote code): a function defined in ``__main__`` (a script or
   a notebook), or any entry that is no longer the object it was the first time this process checked that module.
 
+Every extraction runs these checks over a few hundred namespaces; a namespace found clean is remembered with the
+objects it then held (:data:`_CLEAN`), and while it holds exactly those objects (compared by identity, so any
+replacement, addition or removal is seen) it is not walked again: the checks cost about 1 ms instead of 15.
+
 Not seen (docs/python-api.md lists them): a module-level function replaced, before the first extraction of the
 process, by a function from an importable module of the caller's (not ``__main__``) or by a builtin; a builtin put
 into ``torch`` before ``import probes``; a class attribute that is not a function; code that the forward reaches
@@ -43,6 +47,20 @@ STDLIB = frozenset(sys.stdlib_module_names) | {"typing_extensions"}  # and its b
 TORCH_NAMESPACES = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.Tensor": torch.Tensor}
 _TORCH_AT_IMPORT = {label: dict(vars(ns)) for label, ns in TORCH_NAMESPACES.items()}
 _MODULES_SEEN: dict[str, dict[str, object]] = {}  # module name -> its functions the first time it was checked
+
+
+# namespace (a class, or a name: "torch", "module transformers.models.bert.modeling_bert") -> the objects it held,
+# in order, when a check last found it clean. What a check reads of a value (its module, its __wrapped__ chain, a
+# property's functions) belongs to the object, so while a namespace holds the very same objects (compared with
+# `is`: a replacement, addition or removal is seen) it is still clean. The tuples keep those objects alive, so an
+# identity is never that of a new object at a freed one's address.
+_CLEAN: dict[object, tuple] = {}
+
+
+def _unchanged(key, values: tuple) -> bool:
+    """Whether ``values`` are the very objects, in order, that ``key`` held when it was last found clean."""
+    before = _CLEAN.get(key)
+    return before is not None and len(before) == len(values) and all(a is b for a, b in zip(before, values))
 
 
 def defining_module(fn) -> str | None:
@@ -108,12 +126,17 @@ def torch_patch() -> str | None:
     a Python function from outside torch, or another object than at import; None when there is none."""
     for label, ns in TORCH_NAMESPACES.items():
         before = _TORCH_AT_IMPORT[label]
-        for name, value in list(vars(ns).items()):
+        items = list(vars(ns).items())
+        values = tuple(v for _, v in items)
+        if _unchanged(label, values):
+            continue
+        for name, value in items:
             if (name in before and value is not before[name] and not isinstance(value, types.ModuleType)
                     and not _wraps(value, before[name])):  # torch wraps some of its functions at first use
                 return f"{label}.{name} is replaced by {_name(value)}"
             if (where := _from_elsewhere(value, ("torch",))) is not None:
                 return f"{label}.{name} is replaced by {where}"
+        _CLEAN[label] = values
     return None
 
 
@@ -138,13 +161,19 @@ def module_function_patch(modules: set[str]) -> str | None:
         module = sys.modules.get(module_name)
         if module is None or module_name.split(".")[0] in ("torch", "builtins"):
             continue
-        functions = {k: v for k, v in list(vars(module).items()) if callable(v) and not isinstance(v, type)}
+        items = list(vars(module).items())
+        values = tuple(v for _, v in items)
+        key = f"module {module_name}"  # a module's namespace, whichever module object holds the name now
+        if _unchanged(key, values):
+            continue
+        functions = {k: v for k, v in items if callable(v) and not isinstance(v, type)}
         seen = _MODULES_SEEN.setdefault(module_name, functions)
         for name, value in functions.items():
             if name in seen and value is not seen[name]:
                 return f"{module_name}.{name} is replaced by {_name(value)}"
             if module_name != "__main__" and any(defining_module(fn) == "__main__" for fn in _layers(value)):
                 return f"{module_name}.{name} is replaced by {_name(value)}"
+        _CLEAN[key] = values
     return None
 
 
@@ -197,8 +226,13 @@ def class_patch_own(klass: type) -> str | None:
     """:func:`class_patch` for ``klass``'s own ``__dict__`` only (the MRO walked by the caller, each class once)."""
     if klass is object:
         return None
+    items = list(vars(klass).items())
+    values = tuple(v for _, v in items)
+    if _unchanged(klass, values):
+        return None
     own = (klass.__module__, _package(klass.__module__))
-    for name, value in list(vars(klass).items()):
+    for name, value in items:
         if (where := _from_elsewhere(value, own)) is not None:
             return f"{klass.__name__}.{name} is replaced on the class by {where}"
+    _CLEAN[klass] = values
     return None

@@ -115,34 +115,76 @@ def _course(ax, claim: dict, comp: dict) -> None:
     ax.tick_params(labelsize=6.5)
     ax.set_xlabel("fraction of training (log scale; shaded grey: the last half)", fontsize=6.5)
     ax.set_ylabel(claim.get("contrast", "A - B"), fontsize=6.5)
-    ax.set_title(f"{claim['paper']} {claim['where']}\n{comp['against']}", fontsize=7, loc="left", pad=6)
-    ax.annotate(comp["over_training"], xy=(1, 1), xycoords="axes fraction", xytext=(0, 6 + 1.2 * 7),
-                textcoords="offset points", ha="right", va="bottom", fontsize=7.5, fontweight="bold",
-                color="#2e7d32" if comp["over_training"] == "stable" else "#ef6c00")
+    import textwrap
+
+    title = "\n".join([textwrap.fill(f"{claim['paper']} {claim['where']}", 48), textwrap.fill(comp["against"], 52)])
+    ax.set_title(title, fontsize=7, loc="left", pad=6)
+    # the rule's word on a line of its own above the title (beside it, a long title ran into it)
+    ax.annotate(comp["over_training"], xy=(0, 1), xycoords="axes fraction",
+                xytext=(0, 6 + 1.2 * 7 * (title.count("\n") + 1) + 1), textcoords="offset points", ha="left",
+                va="bottom", fontsize=7.5, fontweight="bold", color=_course_color(comp["over_training"]))
     if len(comp["seeds"]) > 1:
         ax.legend(fontsize=6, frameon=False)
 
 
 def trajectories_figure(doc: dict, fig=None, columns: int = 3):
     """Each claim's paired difference per seed along training (:mod:`analyses.summary.trajectories`' document),
-    one panel per claim and compared model, on ``fig`` (default: a new Figure). Returns the Figure."""
+    one panel per claim and compared model, and below them the claims checked on point values (Fig. 9/10: a row per
+    check, a dot per snapshot, filled where the check holds), on ``fig`` (default: a new Figure). Returns the
+    Figure."""
     from matplotlib.figure import Figure
 
     panels = [(c, comp) for c in doc.get("claims", []) for comp in c["comparisons"] if comp["seeds"]]
+    checks = [c for c in doc.get("claims", []) if (c.get("check") or {}).get("points")]
     cols = max(1, min(columns, len(panels)))
-    rows = max(1, math.ceil(len(panels) / cols))
-    fig = fig or Figure(figsize=(3.4 * cols, 2.6 * rows + 0.4))
-    if not panels:
+    rows = math.ceil(len(panels) / cols)
+    check_height = 0.3 * len(checks) + 1.0 if checks else 0.0
+    fig = fig or Figure(figsize=(3.4 * cols, 2.9 * rows + check_height + 0.4))
+    if not panels and not checks:
         ax = fig.add_subplot()
         ax.axis("off")
         ax.text(0.5, 0.5, "no claim has a trajectory", ha="center", va="center")
         return fig
-    gs = fig.add_gridspec(rows, cols, hspace=1.0, wspace=0.45, top=1 - 0.7 / fig.get_figheight())
+    ratios = [2.9] * rows + ([check_height] if checks else [])
+    gs = fig.add_gridspec(len(ratios), cols, height_ratios=ratios, hspace=1.1, wspace=0.45,
+                          top=1 - 0.7 / fig.get_figheight())
     for k, (claim, comp) in enumerate(panels):
         _course(fig.add_subplot(gs[k // cols, k % cols]), claim, comp)
+    if checks:
+        _checks(fig.add_subplot(gs[rows, 1:] if cols > 1 else gs[rows, 0]), checks)
     fig.suptitle("The claims' paired differences along training, per seed (bands: 95% bootstrap intervals); "
                  "shaded green: the side the claim says", fontsize=8, y=1 - 0.1 / fig.get_figheight(), va="top")
     return fig
+
+
+def _checks(ax, checks: list[dict]) -> None:
+    """The claims checked on point values along training: a row per check (its label on the left), a dot per
+    snapshot (filled green where the check holds, hollow grey where it does not), the rule's word on the right."""
+    import textwrap
+
+    for row, claim in enumerate(checks):
+        points = claim["check"]["points"]
+        for holds in (True, False):
+            x = [p["fraction"] for p in points if (p["verdict"] == HOLDS) == holds]
+            ax.scatter(x, [row] * len(x), s=22, zorder=3, facecolors=VERDICT_COLORS[HOLDS] if holds else "none",
+                       edgecolors=VERDICT_COLORS[HOLDS] if holds else "#757575")
+        word = claim["check"].get("over_training", "")
+        ax.annotate(word, xy=(1, row), xycoords=("axes fraction", "data"), xytext=(8, 0), textcoords="offset points",
+                    va="center", fontsize=7, fontweight="bold", color=_course_color(word))
+    ax.set_xscale("log", base=2)
+    ax.set_yticks(range(len(checks)),
+                  [textwrap.fill(f"{c['where']}: {c['claim']}", 58) for c in checks], fontsize=6.5)
+    ax.set_ylim(len(checks) - 0.5, -0.5)
+    ax.axvspan(0.5, 1, color="#eeeeee", lw=0, zorder=-1)
+    ax.tick_params(axis="x", labelsize=6.5)
+    ax.set_xlabel("fraction of training (log scale; shaded grey: the last half)", fontsize=6.5)
+    models = sorted({m for c in checks for m in c["check"].get("models", [])})
+    ax.set_title(f"{checks[0]['paper']}: the checks on point values at every snapshot of {', '.join(models)}\n"
+                 "filled: the check holds; hollow: it does not", fontsize=7, loc="left", pad=6)
+
+
+def _course_color(word: str) -> str:
+    return "#2e7d32" if word == "stable" else "#ef6c00"
 
 
 def write_claims_figure(found: list, path: str | Path, draw=None) -> Path:

@@ -187,6 +187,7 @@ def _module(name: str):
 
 
 _RESULTS: dict[int, tuple] = {}  # id of a declaration -> (the declaration, its result): computed once
+_OUT = tempfile.TemporaryDirectory(prefix="display-")  # the tiny runs' outputs; removed when the process ends
 
 
 def _result(name: str):
@@ -200,7 +201,7 @@ def _result(name: str):
     else:
         from probes.config import parse_config
 
-        cfg = parse_config(decl.Config, [*decl.example, "--out", tempfile.mkdtemp(prefix=f"display-{name}-")])
+        cfg = parse_config(decl.Config, [*decl.example, "--out", tempfile.mkdtemp(prefix=f"{name}-", dir=_OUT.name)])
         unit = decl.inputs.units(cfg)[0]
         inputs = decl.inputs.load(tuple(map(decl.inputs.resolve, unit)), cfg)
         result = decl.inputs.results(decl.compute(cfg, **inputs))[0]

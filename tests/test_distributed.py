@@ -29,7 +29,8 @@ ARGS = ["-m", "analyses.anisotropy", "--model", "tiny-bert", "--n-sentences", "6
 
 def launch(prefix: list[str], out: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env.update(OMP_NUM_THREADS="1", PROBES_CHUNK_BYTES="200000", HF_HOME=str(tmp_path / "hf-home"))
+    env.update(OMP_NUM_THREADS="1", PROBES_CHUNK_BYTES="200000", HF_HOME=str(tmp_path / "hf-home"),
+               TMPDIR=str(tmp_path))  # torchrun leaves a torchelastic_* folder in the temporary folder
     proc = subprocess.run([sys.executable, *prefix, *ARGS, "--out", str(out)], cwd=REPO, capture_output=True,
                           text=True, env=env, timeout=150)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -117,7 +117,8 @@ def test_two_processes_match_one(corpus, tmp_path, reference):
     """torchrun, 2 CPU processes (gloo, 1 thread each): the folder loads, the loss falls, and the
     weights equal the one-process run's up to float rounding (the gradient sum's order)."""
     tok = str(reference.parent / "wordpiece-200")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO),
+           "TMPDIR": str(tmp_path)}  # torchrun leaves a torchelastic_* folder in the temporary folder
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "recipes.train", "--arch", "bert", "--corpus", str(corpus), "--out-dir", str(tmp_path),
            "--tokenizer", tok, "--vocab-size", "200", "--width", "16", "--layers", "2", "--heads", "2",

@@ -34,7 +34,9 @@ complete, loadable model folder ``<snapshot-dir>/step-NNNNNNN/`` written atomica
 writer, with ``snapshot.json`` (the step, the steps, the tokens seen, the run's name and seed). Such a folder
 of step folders is a checkpoint series (:mod:`probes.series`): any analysis runs along it. Writing a
 snapshot reads the weights and draws no random numbers, so a run with snapshots trains the same model as
-one without; a resumed run keeps the snapshots already written.
+one without; a resumed run keeps the snapshots already written. A series folder that holds snapshots of another
+run (the default folder is named after the output, wherever ``--out-dir`` is) is refused, or, with
+``--overwrite``, emptied first (:func:`check_series`).
 
 **Processes.** The process group is :mod:`probes.capture.distributed`'s (the one the extractions use):
 joined when torchrun started the run, ``cuda`` meaning ``cuda:LOCAL_RANK`` in each process.
@@ -355,15 +357,35 @@ def check_replaceable(dest: str | Path, recipe: str) -> None:
                          f"replaced; choose another output folder or move it away yourself")
 
 
-def check_output(dest: str | Path, recipe: str, overwrite: bool) -> None:
+def check_output(dest: str | Path, recipe: str, cfg: ScaleConfig) -> None:
     """Before training: refuse ``dest`` if it holds anything but an earlier output of ``recipe``
-    (:func:`check_replaceable`), and that too unless ``overwrite``: a run never replaces a model folder
-    (a committed checkpoint, a user's trained model) unless it was asked to."""
+    (:func:`check_replaceable`), and that too unless ``--overwrite``: a run never replaces a model folder
+    (a committed checkpoint, a user's trained model) unless it was asked to. With ``--snapshots``, the same for
+    the series folder (:func:`check_series`)."""
     check_replaceable(dest, recipe)
     dest = Path(dest)
-    if not overwrite and dest.is_dir() and any(dest.iterdir()):
+    if not cfg.overwrite and dest.is_dir() and any(dest.iterdir()):
         raise ProbeError(f"{dest} already holds a model trained by {recipe}: pass --overwrite to replace it, "
                          f"or choose another output folder")
+    check_series(cfg, dest)
+
+
+def check_series(cfg: ScaleConfig, out: str | Path) -> None:
+    """With ``--snapshots``: a series folder that already holds snapshots is another run's (its series default
+    does not follow ``--out-dir``: a second run of the same name elsewhere would write over the first one's
+    series), unless this run resumes (its saved state is there; it keeps its own snapshots). Refused with one line;
+    with ``--overwrite`` the old snapshots are removed first, so the series never mixes two runs."""
+    if not cfg.snapshots:
+        return
+    series = series_dir(cfg, out)
+    old = sorted(p for p in series.glob("step-*") if (p / SNAPSHOT_RECORD).is_file()) if series.is_dir() else []
+    if not old or (cfg.resume and (state_dir(out) / "state.pt").is_file()):
+        return
+    if not cfg.overwrite:
+        raise ProbeError(f"{series} already holds the snapshots of another run ({old[0].name}, ...): pass "
+                         f"--snapshot-dir for this run's series, or --overwrite to replace them")
+    for folder in old:
+        shutil.rmtree(folder, ignore_errors=True)  # every rank may: a folder removed twice is no error
 
 
 def warmup_cosine(warmup: int, steps: int, min_ratio: float = 0.1):

@@ -240,7 +240,7 @@ def train(cfg: TrainConfig) -> Path:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     dest = Path(cfg.out_dir) / name
-    check_output(dest, "recipes.train", cfg.overwrite)  # before training: never over another folder, nor unasked
+    check_output(dest, "recipes.train", cfg)  # before training: never over another folder, nor unasked
     outcome = _train(cfg, state_dir(dest))
     if outcome.loop.is_main:
         record = {"config": asdict(cfg), "name": name, "command": run_command("recipes.train"), **outcome.summary}

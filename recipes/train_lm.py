@@ -201,7 +201,7 @@ def pretrain(cfg: PretrainConfig) -> Path:
     from tqdm.auto import tqdm
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    check_output(cfg.out, "recipes.train_lm", cfg.overwrite)  # never over another folder, nor unasked
+    check_output(cfg.out, "recipes.train_lm", cfg)  # never over another folder, nor unasked
     torch.set_num_threads(cfg.threads)
     rank, _, _ = setup_processes(cfg.device)
     t0 = time.time()
@@ -306,7 +306,7 @@ def finetune(cfg: FinetuneConfig) -> Path:
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    check_output(cfg.out, "recipes.train_lm", cfg.overwrite)  # never over another folder, nor unasked
+    check_output(cfg.out, "recipes.train_lm", cfg)  # never over another folder, nor unasked
 
     from probes.models.recurrent import RecurrenceConfig, RecurrentLM
 

@@ -223,7 +223,7 @@ def build(cfg: Config):
 def train(cfg: Config) -> Path:
     from tqdm.auto import tqdm
 
-    check_output(cfg.out_path(), "recipes.train_recurrent", cfg.overwrite)  # never over another folder, nor unasked
+    check_output(cfg.out_path(), "recipes.train_recurrent", cfg)  # never over another folder, nor unasked
 
     if cfg.baseline and cfg.mode != "full":
         raise ProbeError("--baseline needs --mode full (in frozen mode the baseline is the base model unchanged)")

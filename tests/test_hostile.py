@@ -280,6 +280,29 @@ def test_recipes_replace_only_their_own_kind_of_folder(tmp_path):
     assert "recipes.train_recurrent" in error_of(check_replaceable, lm, "recipes.train_recurrent")
 
 
+
+def test_a_run_never_writes_its_snapshots_over_another_runs_series(tmp_path):
+    """The series folder does not follow --out-dir: a second run of the same name elsewhere (a retrain to check a
+    model reproduces) would write over the first run's snapshots. Refused unless the run resumes (it keeps its
+    own) or --overwrite (the old snapshots go first, so the series never mixes two runs)."""
+    from recipes.loop import SNAPSHOT_RECORD, ScaleConfig, check_output, state_dir
+
+    series, out = tmp_path / "series", tmp_path / "elsewhere" / "bert-small"
+    for step in (9, 19):
+        (series / f"step-{step:07d}").mkdir(parents=True)
+        (series / f"step-{step:07d}" / SNAPSHOT_RECORD).write_text("{}")
+    cfg = ScaleConfig(snapshots=True, snapshot_dir=str(series))
+    text = error_of(check_output, out, "recipes.train", cfg)
+    assert str(series) in text and "step-0000009" in text and "--snapshot-dir" in text
+    check_output(out, "recipes.train", dataclasses.replace(cfg, snapshots=False))  # no series: nothing to check
+    state_dir(out).mkdir(parents=True)
+    (state_dir(out) / "state.pt").write_bytes(b"")
+    check_output(out, "recipes.train", cfg)  # its own saved state: a resumed run keeps its snapshots
+    assert "another run" in error_of(check_output, out, "recipes.train", dataclasses.replace(cfg, resume=False))
+    check_output(out, "recipes.train", dataclasses.replace(cfg, resume=False, overwrite=True))
+    assert series.is_dir() and not list(series.iterdir())
+
+
 # --------------------------------------------------------------------------- B7: report escaping
 
 

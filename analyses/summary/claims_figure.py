@@ -14,6 +14,7 @@ and the models; its right corner the verdict.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED
@@ -115,11 +116,9 @@ def _course(ax, claim: dict, comp: dict) -> None:
     ax.tick_params(labelsize=6.5)
     ax.set_xlabel("fraction of training (log scale; shaded grey: the last half)", fontsize=6.5)
     ax.set_ylabel(claim.get("contrast", "A - B"), fontsize=6.5)
-    import textwrap
-
     title = "\n".join([textwrap.fill(f"{claim['paper']} {claim['where']}", 48), textwrap.fill(comp["against"], 52)])
     ax.set_title(title, fontsize=7, loc="left", pad=6)
-    # the rule's word on a line of its own above the title (beside it, a long title ran into it)
+    # the rule's word on a line of its own above the title (beside it, a long title would run into it)
     ax.annotate(comp["over_training"], xy=(0, 1), xycoords="axes fraction",
                 xytext=(0, 6 + 1.2 * 7 * (title.count("\n") + 1) + 1), textcoords="offset points", ha="left",
                 va="bottom", fontsize=7.5, fontweight="bold", color=_course_color(comp["over_training"]))
@@ -160,8 +159,6 @@ def trajectories_figure(doc: dict, fig=None, columns: int = 3):
 def _checks(ax, checks: list[dict]) -> None:
     """The claims checked on point values along training: a row per check (its label on the left), a dot per
     snapshot (filled green where the check holds, hollow grey where it does not), the rule's word on the right."""
-    import textwrap
-
     for row, claim in enumerate(checks):
         points = claim["check"]["points"]
         for holds in (True, False):

@@ -130,6 +130,7 @@ class Analysis:
                             f"options of its {self.inputs.kind} inputs")
         if not self.Result.__dict__.get("ANALYSIS"):
             self.Result.ANALYSIS = self.name  # how a Result names its analysis (its repr, the report)
+            self.Result.TABLE_ROWS = staticmethod(self.table_rows)  # Result.to_frame()
         object.__setattr__(self, "figures", tuple(self.figures))
         object.__setattr__(self, "example", tuple(self.example))
 

@@ -144,6 +144,8 @@ class AnalysisResult(Result):
 
     identity: Identity
     ANALYSIS: ClassVar[str] = ""  # the analysis whose Result this is (set by its declaration, analyses.analysis)
+    # the declaration's table_rows(result) -> rows of the CSV beside the result (set by the declaration too)
+    TABLE_ROWS: ClassVar[Any] = None
     FIRST_LAYER: ClassVar[int] = 0  # the first layer the result has numbers for (1: maps, which layers compute)
     IDENTITY_KEYS: ClassVar[dict] = {}
     SIDE_FILES: ClassVar[dict] = {}  # field -> file suffix: saved as JSON lines beside the result (write_result)
@@ -170,6 +172,15 @@ class AnalysisResult(Result):
     model = property(lambda self: self.identity.model)
     activations = property(lambda self: self.identity.activations)
     corpus = property(lambda self: self.identity.corpus)
+
+    def to_frame(self):
+        """The result's table as a pandas DataFrame: the rows of the CSV written beside it (one per layer, or per
+        model and layer, ... as the analysis tabulates them)."""
+        import pandas as pd
+
+        if type(self).TABLE_ROWS is None:
+            raise TypeError(f"{type(self).__qualname__} belongs to no declared analysis: no table_rows to read")
+        return pd.DataFrame(type(self).TABLE_ROWS(self))
 
     # ------------------------------------------------------------------------- display
     # Each analysis's Result is declared ``@dataclass(repr=False)``, so that these, not a dataclass repr of

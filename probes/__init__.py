@@ -20,5 +20,16 @@ from probes.checkpoints.registry import CheckpointSpec, read_registry
 from probes.errors import CheckpointError, CorpusError, ProbeError
 from probes.models.encoder import Encoder, Tokenizer
 
+_LAZY_MODULES = ("corpus", "series")  # imported on first use: probes.corpus.sample_sentences(...) after `import probes`
+
+
+def __getattr__(name: str):
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f"probes.{name}")
+    raise AttributeError(f"module 'probes' has no attribute {name!r}")
+
+
 __all__ = ["Activations", "CheckpointError", "CheckpointSpec", "CorpusError", "Encoder", "ProbeError",
            "LOADERS", "Tokenizer", "extract", "get_spec", "load", "load_tokenizer", "read_registry"]

@@ -71,6 +71,17 @@ def test_result_round_trips_through_json_with_one_identity_and_a_short_repr(name
     checks.check_round_trip(analyses.get(name), cfg, result, tmp_path)
 
 
+@pytest.mark.parametrize("name", params())
+def test_the_results_table_is_a_data_frame_of_its_csv_rows(name, computed):
+    import pandas as pd
+
+    _, result = computed(name)
+    for one in analyses.get(name).inputs.results(result):
+        frame = one.to_frame()
+        assert isinstance(frame, pd.DataFrame) and len(frame) > 0
+        pd.testing.assert_frame_equal(frame, pd.DataFrame(analyses.get(name).table_rows(one)))
+
+
 @pytest.mark.parametrize("name", params(n for n in analyses.ANALYSES if analyses.get(n).deterministic))
 def test_cli_writes_what_the_python_api_computes(name, computed, tmp_path):
     """The CLI computes again from its own fresh extraction: equal to 1e-9 also says the compute is

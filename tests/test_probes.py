@@ -387,6 +387,21 @@ def test_custom_registry_is_used(tmp_path, monkeypatch):
         probes.get_spec("tiny-bert")
 
 
+def test_a_misspelt_name_is_answered_with_the_names_it_is_close_to():
+    with pytest.raises(CheckpointError, match=r"unknown model 'minilm-l7' \(did you mean minilm-l6 or minilm-l3\?\)"):
+        probes.get_spec("minilm-l7")
+    with pytest.raises(CheckpointError, match=r"unknown model 'zzz': checkpoints.yaml has"):  # nothing close: no guess
+        probes.get_spec("zzz")
+
+
+def test_the_corpus_and_series_modules_are_attributes_of_the_package():
+    """``import probes`` then ``probes.corpus.sample_sentences(...)``, as ``probes.extract``: imported on first use."""
+    assert probes.corpus.sample_sentences is __import__("probes.corpus", fromlist=["_"]).sample_sentences
+    assert probes.series.__name__ == "probes.series"
+    with pytest.raises(AttributeError, match="no attribute 'corpse'"):
+        probes.corpse  # noqa: B018
+
+
 BAD_REGISTRIES = {
     "bad sentence": ("mine:\n" + GOOD_ENTRY.replace("sentence: cls", "sentence: pooled"),
                      r"entry 'mine'.*sentence must be one of .*'pooled'"),

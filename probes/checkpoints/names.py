@@ -47,6 +47,7 @@ hub cannot be reached, the name fails with the same one line as the hub entries 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -289,6 +290,8 @@ def get_spec(name: str | CheckpointSpec) -> CheckpointSpec:
         return specs[name]
     if (spec := synthesise(name, specs)) is not None:
         return spec
+    close = difflib.get_close_matches(name, list(specs), n=3, cutoff=0.75)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
     known = ", ".join(sorted(specs)[:80]) + (f" and {len(specs) - 80} more" if len(specs) > 80 else "")
-    raise CheckpointError(f"unknown model '{name}': checkpoints.yaml has {known}; or name any Hugging Face model "
-                          f"as hf:org/name[@revision], or a model folder by its path")
+    raise CheckpointError(f"unknown model '{name}'{hint}: checkpoints.yaml has {known}; or name any Hugging Face "
+                          f"model as hf:org/name[@revision], or a model folder by its path")

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -247,41 +248,40 @@ def split_sentences(text: str) -> list[str]:
 
 
 _SENTENCE_CACHE: dict[str, tuple[tuple[int, str], ...]] = {}
-_SENTENCE_CACHE_SIZE = 8
+_CANDIDATE_CACHE: dict[tuple[str, int, int], tuple[str, ...]] = {}
+_SENTENCE_CACHE_SIZE = 8  # corpora (or corpus and word limits) kept by each cache; the oldest goes first
+
+
+def _kept(cache: dict, key, make: Callable[[], Any]):
+    """``cache[key]``, made by ``make()`` the first time; the oldest entry goes when the cache is full."""
+    if key not in cache:
+        value = make()
+        if len(cache) >= _SENTENCE_CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        cache[key] = value
+    return cache[key]
 
 
 def _cached_sentences(corpus: Corpus) -> tuple[tuple[int, str], ...]:
     """All (document index, sentence) pairs, cached by corpus hash."""
-    cached = _SENTENCE_CACHE.get(corpus.sha256)
-    if cached is None:
-        cached = tuple((i, s) for i, doc in enumerate(corpus.documents)
-                       for s in split_sentences(doc.text))
-        if len(_SENTENCE_CACHE) >= _SENTENCE_CACHE_SIZE:
-            _SENTENCE_CACHE.pop(next(iter(_SENTENCE_CACHE)))
-        _SENTENCE_CACHE[corpus.sha256] = cached
-    return cached
-
-
-_CANDIDATE_CACHE: dict[tuple[str, int, int], tuple[str, ...]] = {}
+    return _kept(_SENTENCE_CACHE, corpus.sha256, lambda: tuple(
+        (i, s) for i, doc in enumerate(corpus.documents) for s in split_sentences(doc.text)))
 
 
 def _candidates(corpus: Corpus, min_words: int, max_words: int) -> tuple[str, ...]:
     """The distinct sentences of ``min_words`` to ``max_words`` words, first occurrences in corpus order; cached
     by corpus hash and word limits (filtering the 40,837 sentences of the 5 MB default corpus takes about 50 ms,
     and every model of a run draws from the same candidates)."""
-    key = (corpus.sha256, min_words, max_words)
-    cached = _CANDIDATE_CACHE.get(key)
-    if cached is None:
+    def make() -> tuple[str, ...]:
         seen: set[str] = set()
         found: list[str] = []
         for _, s in _cached_sentences(corpus):
             if min_words <= len(s.split()) <= max_words and s not in seen:
                 seen.add(s)
                 found.append(s)
-        if len(_CANDIDATE_CACHE) >= _SENTENCE_CACHE_SIZE:
-            _CANDIDATE_CACHE.pop(next(iter(_CANDIDATE_CACHE)))
-        cached = _CANDIDATE_CACHE[key] = tuple(found)
-    return cached
+        return tuple(found)
+
+    return _kept(_CANDIDATE_CACHE, (corpus.sha256, min_words, max_words), make)
 
 
 def sentences(corpus: Corpus) -> list[tuple[int, str]]:

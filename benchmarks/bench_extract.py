@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from probes.capture.timing import frozen_heap
 from probes.config import arg, parse_config, run_main
 
 CPU_GOAL = 1.03  # cold extraction (writing the cache entry) / bare, process CPU time
@@ -138,9 +139,7 @@ def interleave(contenders: dict[str, Callable[[], object]], repeats: int, warmup
             before.get(name, lambda: None)()
             contenders[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
-    gc.collect()
-    gc.freeze()  # what lives now is nobody's garbage: the collections below walk only what the calls made
-    try:
+    with frozen_heap():
         for r in range(repeats):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 before.get(name, lambda: None)()
@@ -150,8 +149,6 @@ def interleave(contenders: dict[str, Callable[[], object]], repeats: int, warmup
                 times[name].append(time.perf_counter() - t0)
                 if cpu is not None:
                     cpu.setdefault(name, []).append(time.process_time() - c0)
-    finally:
-        gc.unfreeze()
     return times
 
 

@@ -14,6 +14,7 @@ collector off while timing). ``cfg`` is a :class:`TimingConfig` (``analyses.spee
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -119,6 +120,18 @@ def build_runner(name, cfg: TimingConfig) -> Runner:
 # ----------------------------------------------------------------------------- timing
 
 
+@contextlib.contextmanager
+def frozen_heap():
+    """Collect garbage once, then freeze what lives (the models, the libraries: nobody's garbage) for the block, so
+    that the collections a timing loop runs between its samples walk only what the timed calls made."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _sample(fn, ids, mask, loops: int) -> float:
     t0 = time.perf_counter()
     for _ in range(loops):
@@ -132,35 +145,30 @@ def time_models(runners: list[Runner], cfg: TimingConfig, progress: bool = True)
 
     gen = torch.Generator().manual_seed(cfg.seed)
     out: dict[str, dict[int, dict]] = {r.name: {} for r in runners}
-    gc.collect()
-    gc.freeze()  # what lives now (the models, the libraries) is nobody's garbage: each length's collection skips it
-    try:
-        with torch.inference_mode(), progress_bar(progress, total=len(cfg.lengths), desc="speed",
-                                                  unit="length") as bar:
-            for n in cfg.lengths:
-                ids = torch.randint(5, cfg.vocab_size, (cfg.batch, n), generator=gen).to(cfg.device)
-                mask = torch.ones_like(ids)
-                live = [r for r in runners if n <= r.max_length]
-                for r in runners:
-                    if r not in live:
-                        out[r.name][n] = {"skipped": f"longer than the model's limit ({r.max_length})"}
-                loops = {}
-                for r in live:  # warm-up, and how many forwards one sample needs to last min_time
-                    t = min(_sample(r.fn, ids, mask, 1) for _ in range(max(cfg.warmup, 1)))
-                    loops[r.name] = max(1, math.ceil(cfg.min_time / max(t, 1e-9)))
-                    out[r.name][n] = {"samples": [], "loops": loops[r.name]}
-                gc.collect()  # once per length; the collector is off while timing (as timeit does)
-                gc.disable()
-                try:
-                    for rep in range(cfg.repeats):
-                        k = rep % len(live) if live else 0
-                        for r in live[k:] + live[:k]:
-                            out[r.name][n]["samples"].append(_sample(r.fn, ids, mask, loops[r.name]))
-                finally:
-                    gc.enable()
-                bar.update(1)
-    finally:
-        gc.unfreeze()
+    with frozen_heap(), torch.inference_mode(), progress_bar(progress, total=len(cfg.lengths), desc="speed",
+                                                             unit="length") as bar:
+        for n in cfg.lengths:
+            ids = torch.randint(5, cfg.vocab_size, (cfg.batch, n), generator=gen).to(cfg.device)
+            mask = torch.ones_like(ids)
+            live = [r for r in runners if n <= r.max_length]
+            for r in runners:
+                if r not in live:
+                    out[r.name][n] = {"skipped": f"longer than the model's limit ({r.max_length})"}
+            loops = {}
+            for r in live:  # warm-up, and how many forwards one sample needs to last min_time
+                t = min(_sample(r.fn, ids, mask, 1) for _ in range(max(cfg.warmup, 1)))
+                loops[r.name] = max(1, math.ceil(cfg.min_time / max(t, 1e-9)))
+                out[r.name][n] = {"samples": [], "loops": loops[r.name]}
+            gc.collect()  # once per length; the collector is off while timing (as timeit does)
+            gc.disable()
+            try:
+                for rep in range(cfg.repeats):
+                    k = rep % len(live) if live else 0
+                    for r in live[k:] + live[:k]:
+                        out[r.name][n]["samples"].append(_sample(r.fn, ids, mask, loops[r.name]))
+            finally:
+                gc.enable()
+            bar.update(1)
     return out
 
 

@@ -192,6 +192,9 @@ def runtime_changes(model) -> str | None:
             return f"{where} has a forward hook ({how})"
         if parametrize.is_parametrized(sub):
             return f"{where} has a parametrization (torch.nn.utils.parametrize)"
+        if (repo := vars(sub).get("_kernel_repo")) is not None:  # kernels' kernelize: downloaded code
+            return (f"{where} runs a hub kernel ({hub_kernel_words(repo)}, put there by kernels' kernelize), whose "
+                    "code no cache key covers")
         if "forward" in vars(sub) and not hasattr(sub, "_hf_hook"):
             return f"{where} has its forward replaced on the instance"
     if (patch := code_patch([type(sub) for sub in submodules(module)])) is not None:
@@ -204,6 +207,16 @@ def runtime_changes(model) -> str | None:
     if loaded_files is not None and source_versions(model.spec) != loaded_files:
         return "the files of its folder changed since probes.load read them (the cache would key on the new files)"
     return None
+
+
+def hub_kernel_words(repo) -> str:
+    """A hub kernel's repository in words (``kernels-community/activation@v1``), from whichever of the attributes
+    kernels' repository classes have (``repo_id``, ``revision``, ``version``, ``layer_name``, a local path)."""
+    found = {k: getattr(repo, k, getattr(repo, f"_{k}", None))
+             for k in ("repo_id", "revision", "version", "layer_name", "repo_path")}
+    name = found["repo_id"] or found["repo_path"] or type(repo).__name__
+    at = found["revision"] or (f"version {found['version']}" if found["version"] is not None else "no pinned revision")
+    return f"{name}@{at}" + (f", layer {found['layer_name']}" if found["layer_name"] else "")
 
 
 def _module_classes() -> list[type]:

@@ -40,8 +40,12 @@ import torch
 import torch.nn.functional
 
 # where the code of a module class may come from besides the class's own module: the libraries that define the
-# modules (a forward inherited from torch.nn, or installed by transformers' own decorators)
-FORWARD_HOMES = ("torch", "transformers", "probes")
+# modules (a forward inherited from torch.nn, or installed by transformers' own decorators). ``kernels`` is the
+# library behind transformers' hub-kernel decorator (``use_kernel_forward_from_hub``), which puts its
+# ``kernel_layer_name`` and ``kernel_condition`` on activation and norm classes: the class's forward stays its own.
+# A kernel downloaded from the hub is other code (a module named after the kernel, not ``kernels.*``), and
+# ``kernelize`` puts it on the instances, which :func:`probes.models.encoder.runtime_changes` reports.
+FORWARD_HOMES = ("torch", "transformers", "probes", "kernels")
 STDLIB = frozenset(sys.stdlib_module_names) | {"typing_extensions"}  # and its backports (deprecated)
 # torch's namespaces of functions a forward calls, with what each entry was when this module was imported
 TORCH_NAMESPACES = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.Tensor": torch.Tensor}

@@ -9,8 +9,10 @@ Nothing here depends on the current directory:
 * the registry's relative model folders (``checkpoints/<name>`` for the small models trained here,
   ``models/<name>`` for the ones ``make models`` fetches) resolve against the repository when the package runs
   from a clone, else against :data:`HOME_ENV` (a folder with ``checkpoints/`` and ``models/``: a clone works),
-  else, for ``checkpoints/<name>``, against the installed data package ``probes_checkpoints`` that
-  ``make dist`` builds from ``checkpoints/`` (``pip install dist/probes_checkpoints-*.whl``).
+  else, for ``checkpoints/<name>``, against the installed data packages that ``make dist`` builds from
+  ``checkpoints/``: ``probes_checkpoints`` carries the seed-0 models, tokenizers and modules, and
+  ``probes_checkpoints_seed<N>`` the ``<model>-seed<N>`` folders (:func:`checkpoints_package`), so that each wheel
+  stays under the size a package index takes per file and a new seed adds a wheel instead of growing one.
 
     $ python -c "import probes.resources as r; print(r.builtin_registry(), r.default_corpus_dir())"
 """
@@ -20,10 +22,12 @@ from __future__ import annotations
 import importlib.resources
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 HOME_ENV = "PROBES_HOME"  # a folder holding checkpoints/ and models/ (a clone of the repository works)
-CHECKPOINTS_PACKAGE = "probes_checkpoints"  # the data package make dist builds from checkpoints/
+CHECKPOINTS_PACKAGE = "probes_checkpoints"  # the data package make dist builds from checkpoints/ (seed 0)
+SEED_FOLDER = re.compile(r"-seed([1-9][0-9]*)$")  # <model>-seed<N>: the same recipe trained again with --seed N
 
 
 def package_data(name: str) -> Path:
@@ -41,10 +45,19 @@ def default_corpus_dir() -> Path:
     return package_data("corpus")
 
 
-def installed_checkpoints() -> Path | None:
-    """The folder of the installed ``probes_checkpoints`` data package (one sub-folder per small model), or None.
+def checkpoints_package(folder: str) -> str:
+    """The data package that carries the folder ``checkpoints/<folder>``: ``probes_checkpoints_seed<N>`` for a
+    seed's folder (``<model>-seed<N>``, N >= 1), ``probes_checkpoints`` for every other one (the seed-0 models
+    that the README's examples name, the tokenizer, the recurrence modules). ``make dist`` splits the wheels by
+    this rule and the names resolve by it."""
+    seed = SEED_FOLDER.search(folder)
+    return f"{CHECKPOINTS_PACKAGE}_seed{seed[1]}" if seed else CHECKPOINTS_PACKAGE
+
+
+def installed_checkpoints(package: str = CHECKPOINTS_PACKAGE) -> Path | None:
+    """The folder of an installed checkpoints data package (one sub-folder per small model), or None.
     Located without importing it."""
-    spec = importlib.util.find_spec(CHECKPOINTS_PACKAGE)
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
@@ -53,16 +66,18 @@ def installed_checkpoints() -> Path | None:
 def model_folder_candidates(relative: str | os.PathLike) -> list[Path]:
     """Where a relative model folder of the built-in registry (``checkpoints/x``, ``models/x``) may be, in the
     order they are tried after the registry's own folder: ``$PROBES_HOME/<relative>``, then the data package
-    for ``checkpoints/x``."""
+    that carries ``checkpoints/x`` (:func:`checkpoints_package`), then for a seed's folder ``probes_checkpoints``
+    too (a wheel built before the seeds had wheels of their own carried them all)."""
     rel = Path(relative)
     out = []
     home = os.environ.get(HOME_ENV, "").strip()
     if home:
         out.append(Path(home).expanduser() / rel)
     if rel.parts[:1] == ("checkpoints",) and len(rel.parts) > 1:
-        data = installed_checkpoints()
-        if data is not None:
-            out.append(data.joinpath(*rel.parts[1:]))
+        for package in dict.fromkeys((checkpoints_package(rel.parts[1]), CHECKPOINTS_PACKAGE)):
+            data = installed_checkpoints(package)
+            if data is not None:
+                out.append(data.joinpath(*rel.parts[1:]))
     return out
 
 
@@ -70,8 +85,11 @@ def how_to_install(relative: str | os.PathLike) -> str:
     """One sentence saying how to get a missing model folder of the built-in registry."""
     rel = Path(relative)
     if rel.parts[:1] == ("checkpoints",):
-        return (f"install the suite's small models (`make dist` in a clone builds dist/{CHECKPOINTS_PACKAGE}-*.whl; "
-                f"pip install it), or set {HOME_ENV} to a clone of the repository")
+        package = checkpoints_package(rel.parts[1]) if len(rel.parts) > 1 else CHECKPOINTS_PACKAGE
+        seed = SEED_FOLDER.search(rel.parts[1]) if len(rel.parts) > 1 else None
+        what = f"the seed-{seed[1]} models" if seed else "the suite's small models"
+        return (f"install the wheel {package}, which carries {what} (`make dist` in a clone builds "
+                f"dist/{package}-*.whl; pip install it), or set {HOME_ENV} to a clone of the repository")
     return f"run `make models` in a clone of the repository and set {HOME_ENV} to that clone"
 
 

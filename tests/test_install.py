@@ -1,6 +1,7 @@
-"""A library install, made as a user makes it: the two wheels of ``make dist`` installed into a new virtual
-environment and used from a folder outside the repository. Names, folders, the committed small models and the
-default corpus resolve there; the repository's own folders (recipes, benchmarks, scripts) are not importable.
+"""A library install, made as a user makes it: the wheels of ``make dist`` (the suite, the seed-0 small models, one
+seed's wheel) installed into a new virtual environment and used from a folder outside the repository. Names,
+folders, the committed small models, a seed's model and the default corpus resolve there; the repository's own
+folders (recipes, benchmarks, scripts) are not importable.
 
 The new environment takes its dependencies (torch, transformers, ...) from the one running the tests, through a
 ``.pth`` line, and the wheels are installed with ``--no-index --no-deps``: the test needs no network.
@@ -34,9 +35,10 @@ def user(tmp_path_factory):
     base = tmp_path_factory.mktemp("install")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROBES_") and k != "PYTHONPATH"}
     env.update(OMP_NUM_THREADS="1", XDG_CACHE_HOME=str(base / "xdg-cache"), PIP_NO_INDEX="1")
-    run([sys.executable, REPO / "scripts/build_dist.py", "--out", base / "dist", "--only", "slstm-small"], REPO, env)
+    run([sys.executable, REPO / "scripts/build_dist.py", "--out", base / "dist", "--only", "slstm-small",
+         "--only", "slstm-small-seed1"], REPO, env)
     wheels = sorted((base / "dist").glob("*.whl"))
-    assert [w.name.split("-")[0] for w in wheels] == ["probes_checkpoints", "probes_suite"]
+    assert [w.name.split("-")[0] for w in wheels] == ["probes_checkpoints", "probes_checkpoints_seed1", "probes_suite"]
     venv = base / "env"
     run([sys.executable, "-m", "venv", venv], base, env)
     site = next((venv / "lib").glob("python*/site-packages"))
@@ -64,12 +66,14 @@ acts = probes.extract("my-bert", ["The cat sat on the mat.", "A second sentence.
 print(json.dumps({"site": site, "probes": probes.__file__, "analyses": analyses.__file__,
                   "minilm": str(probes.get_spec("minilm-l6").local_path()),
                   "slstm": str(probes.get_spec("slstm-small").local_path()),
+                  "seed1": str(probes.get_spec("slstm-small-seed1").local_path()),
                   "documents": len(corpus.documents), "folder_layers": acts.n_layers}))
 """
     out = json.loads(run([python, "-c", code], home, env).stdout.strip().splitlines()[-1])
     assert out["probes"].startswith(out["site"]) and out["analyses"].startswith(out["site"])
     assert str(REPO) not in out["probes"]
     assert out["slstm"].startswith(out["site"]) and out["slstm"].endswith("probes_checkpoints/slstm-small")
+    assert out["seed1"].startswith(out["site"]) and out["seed1"].endswith("probes_checkpoints_seed1/slstm-small-seed1")
     assert out["documents"] == 7 and out["folder_layers"] == 2
 
 
@@ -89,6 +93,10 @@ def test_a_model_that_is_not_installed_is_one_line_saying_how_to_get_it(user):
                 "--out", "out"], home, env, ok=False)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "probes_checkpoints" in done.stderr
+    done = run([python.parent / "probes", "anisotropy", "--model", "slstm-small-seed2", "--n-sentences", "20",
+                "--out", "out"], home, env, ok=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "install the wheel probes_checkpoints_seed2" in done.stderr
 
 
 def test_the_repository_folders_are_not_importable(user):

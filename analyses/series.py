@@ -18,7 +18,12 @@ each point's 95% bootstrap interval where the result keeps per-unit values:
 ``<out>/figures/series-<analysis>.{png,pdf}``.
 
 An analysis of a pair of models (similarity, topics) takes two series and runs on the two checkpoints of each
-step both have: one line, A against B.
+step both have: one line, A against B. A series needs two or more checkpoints.
+
+Each point's number is read from the result file that records exactly that point (:class:`Recorded`): its
+registry name (a pair's result: the two names it records for A and B, in that order) and, where the file records
+them, its weights (sha256 of the folder's weight files, or the hub revision); never a file whose name merely
+contains the point's name, and never a file left from other weights under the same name.
 
 From Python: ``analyses.series.run("anisotropy", ["out/train/series/bert-small-seed3"], n_sentences=300)``
 returns the :class:`SeriesResult` (settings as the analysis's Config fields).
@@ -182,6 +187,10 @@ def run(analysis: str, series: list, like: list[str] | None = None, *, statistic
     if like and len(like) != len(series):
         raise ProbeError(f"--like names {len(like)} entries for {len(series)} series: give one per series, in order")
     made: list[Series] = [resolve(s, like[i] if like else None) for i, s in enumerate(series)]
+    for x in made:
+        if len(x.points) < 2:
+            raise ProbeError(f"series {x.name}: one checkpoint (step {x.points[0].step}); a series needs two or more "
+                             f"checkpoints")
     pair = declared.inputs.kind in PAIR_KINDS
     if pair and len(made) != 2:
         raise ProbeError(f"{analysis} compares two models: give exactly two --series (A, then B)")
@@ -226,16 +235,82 @@ def run(analysis: str, series: list, like: list[str] | None = None, *, statistic
     return _collect(analysis, made, found, statistic, options, pair)
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """Which models a result file says it was computed from: each model's name exactly as the file records it
+    (a pair's two, A then B) and, where the file records one, what identifies its weights (the sha256 of a
+    folder's weight files, or ``hf:org/name@revision``)."""
+
+    names: tuple[str, ...]
+    weights: tuple[str | None, ...]
+
+    @classmethod
+    def of(cls, result, pair: bool) -> Recorded | None:
+        """What ``result`` records (None: a file that names no model in the expected place)."""
+        model = result.identity.model
+        if not pair:
+            return cls((result.model_name,), (_weights(model),))
+        sides = [model.get(s) for s in "ab"] if isinstance(model, dict) else []
+        named = [x for x in sides if isinstance(x, dict) and isinstance(x.get("name"), str)]
+        if len(named) != 2:
+            return None
+        return cls(tuple(x["name"] for x in named), tuple(_weights(x) for x in named))
+
+    def matches(self, points: tuple, identities: tuple[str, ...]) -> bool:
+        """Whether these are the points' exact names and, where recorded, weights."""
+        return self.names == tuple(p.name for p in points) and all(
+            w is None or w == i for w, i in zip(self.weights, identities))
+
+
+def _weights(model) -> str | None:
+    """What a result's model description records of its weights (see :class:`Recorded`)."""
+    fp = model.get("fingerprint") if isinstance(model, dict) else None
+    if not isinstance(fp, dict):
+        return None
+    if isinstance(fp.get("weights_sha256"), str):
+        return fp["weights_sha256"]
+    if isinstance(fp.get("hub"), str) and isinstance(fp.get("revision"), str):
+        return f"hf:{fp['hub']}@{fp['revision']}"
+    return None
+
+
+def _settings_agree(result, declared, options: list[str]) -> bool:
+    """Whether ``result``'s recorded settings are those ``options`` give (the fields both name, other than the
+    models and what the inputs decide): tells apart two results of one pair that differ in a setting that names
+    their files (similarity's unit)."""
+    from analyses.common import SAMPLE_FIELDS, config_dict
+
+    try:
+        wanted = config_dict(parse_config(declared.Config, list(options)))
+    except (SystemExit, ProbeError):
+        return False
+    recorded = result.config if isinstance(result.config, dict) else {}
+    skip = {"model", "model_a", "model_b", "dtype", "cache_dtype", "batch_size", *SAMPLE_FIELDS}
+    return all(recorded[k] == v for k, v in wanted.items() if k in recorded and k not in skip)
+
+
 def _collect(analysis: str, made: list[Series], found: list, statistic: str, options: list[str],
              pair: bool) -> SeriesResult:
-    def of(*names):  # the result whose name holds every one of names (a pair's name holds both)
-        hits = [r for r in found if all(n == r.model_name if not pair else n in r.model_name for n in names)]
+    recorded = [(r, Recorded.of(r, pair)) for r in found]
+    identities: dict[str, str] = {}
+
+    def of(*points):  # the result computed from exactly these points (a pair: A's, then B's)
+        for p in points:
+            if p.name not in identities:
+                identities[p.name] = _identity(p)
+        ids = tuple(identities[p.name] for p in points)
+        hits = [r for r, rec in recorded if rec is not None and rec.matches(points, ids)]
+        if len(hits) > 1:
+            hits = [r for r in hits if _settings_agree(r, _kind(analysis), options)]
+        shown = " and ".join(p.name for p in points)
         if not hits:
-            raise ProbeError(f"no {analysis} result for {' and '.join(names)}")
+            raise ProbeError(f"no {analysis} result for {shown}")
+        if len(hits) > 1:
+            raise ProbeError(f"{len(hits)} {analysis} results of {shown} with these settings: use another --out")
         return hits[0]
 
-    groups = [[(p, of(p.name)) for p in x.points] for x in made] if not pair else \
-        [[(pa, of(pa.name, pb.name)) for pa in made[0].points for pb in made[1].points if pa.step == pb.step]]
+    groups = [[(p, of(p)) for p in x.points] for x in made] if not pair else \
+        [[(pa, of(pa, pb)) for pa in made[0].points for pb in made[1].points if pa.step == pb.step]]
     first = groups[0][0][1].headline_numbers()
     if not first:
         raise ProbeError(f"{analysis} results have no headline number to draw along a series")

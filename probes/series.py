@@ -4,11 +4,17 @@ A series is given as
 
 * a folder of step folders, as the suite's recipes write them with ``--snapshots``
   (``<series>/step-0000150/``, each with ``snapshot.json``), or as other trainers do (``checkpoint-1000/``
-  of Hugging Face's Trainer, ``global_step1000/``, ``step1000/``): the step is the number the folder's name
-  ends with;
+  of Hugging Face's Trainer, ``global_step1000/``, ``step1000/``, ``iter-1000/``): the step is the folder's
+  number. Where some folders are named so, the others (``best-model-v2/``, ``step--5/``) are no points and are
+  skipped with a warning that names them; only where none is does a folder's trailing number (``run-300/``) give
+  its step. A step folder that is a broken or looping symbolic link is an error, not a point left out;
 * a hub model at several revisions: ``hf:org/name@step1000,step2000,step4000`` (Pythia's and OLMo's branches
   are named after their step; the step is the number the revision's name ends with);
 * a list of either of those members, in training order.
+
+The points of a folder are one model's checkpoints: their ``config.json`` files agree on the model_type, the
+architectures and every size field (width, depth, heads, vocabulary, ...), and with ``like=`` they are of the
+entry's model_type; a folder that mixes architectures is one error line naming the two that differ.
 
 Each point becomes a registry entry named ``<series>.step-<step>`` (:func:`registry_file` writes them into a
 YAML file that ``PROBES_CHECKPOINTS`` adds to the registry), so every analysis loads a point exactly as it loads
@@ -25,19 +31,25 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from probes.checkpoints.names import get_spec
+from probes.checkpoints.folder import SIZE_FIELDS
+from probes.checkpoints.names import OWN_MODEL_TYPES, get_spec
 from probes.checkpoints.registry import MAX_NAME, SAFE_NAME, CheckpointSpec, read_registry
 from probes.errors import ProbeError
-from probes.io import read_json
+from probes.io import loads_json, read_json
 
 SNAPSHOT_RECORD = "snapshot.json"  # what recipes.loop writes into each snapshot folder (step, steps, tokens, name)
 STEP_FOLDER = re.compile(r"(?:step|checkpoint|global_step|iter)[-_]?(\d+)")  # the step folders of common trainers
 TRAILING_NUMBER = re.compile(r"(\d+)$")
+NEGATIVE = re.compile(r"(?:.*-)?-\d+")  # "step--5", "-5": a number after a minus sign is no step
+# what makes two checkpoints one architecture: the kind of model and every size of it (not dropout, dtype, ...)
+ARCHITECTURE_FIELDS = ("model_type", "architectures", *SIZE_FIELDS, "n_inner", "fusion", "shared_qkv", "half_dim",
+                       "self_gate", "window", "max_positions", "max_position_embeddings", "n_positions")
 
 
 @dataclass(frozen=True)
@@ -68,8 +80,12 @@ class Series:
 
 
 def _step_of(name: str) -> int | None:
-    m = STEP_FOLDER.fullmatch(name) or TRAILING_NUMBER.search(name)
-    return int(m.group(1)) if m else None
+    """The step a folder's (or a revision's) name gives: a trainer's step-folder pattern, else the number it ends
+    with; None for no number, or for a negative one (``step--5``, ``-5``)."""
+    if m := STEP_FOLDER.fullmatch(name):
+        return int(m.group(1))
+    m = TRAILING_NUMBER.search(name)
+    return None if m is None or NEGATIVE.fullmatch(name) else int(m.group(1))
 
 
 def _record(folder: Path) -> dict:
@@ -86,13 +102,35 @@ def _safe(name: str) -> str:
 
 
 def _folder_points(folder: Path, series: str) -> list[tuple[int, Path, dict]]:
-    found = []
+    """(step, folder, snapshot record) of every step folder of ``folder`` in step order (see the module
+    docstring for which folders are points)."""
+    trainers, others, empty = [], [], []  # empty: folders that are no point (no config.json, or no step)
     for sub in sorted(folder.iterdir()):
-        if not sub.is_dir() or sub.name.startswith("."):
+        if sub.name.startswith("."):
             continue
         step = _step_of(sub.name)
-        if step is not None and (sub / "config.json").is_file():
-            found.append((step, sub, _record(sub)))
+        if sub.is_symlink() and not sub.exists() and step is not None:  # exists() follows the link
+            raise ProbeError(f"series {series}: {sub} is a symbolic link that leads to no folder (broken, or a "
+                             f"loop of links): a step folder must be a checkpoint")
+        if not sub.is_dir():
+            continue
+        if step is None:
+            if (sub / "config.json").is_file():  # a model, but no step (checkpoint-final/, step--5/)
+                empty.append(sub.name)
+            continue
+        if not (sub / "config.json").is_file():
+            empty.append(sub.name)
+        elif STEP_FOLDER.fullmatch(sub.name):
+            trainers.append((step, sub, _record(sub)))
+        else:
+            others.append((step, sub, _record(sub)))
+    found = trainers or others
+    left = sorted([sub.name for _, sub, _ in others] if trainers else []) + empty
+    if left and found:
+        warnings.warn(f"series {series}: not taken as checkpoints: {', '.join(left[:5])}"
+                      + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+                      + " (the points are the folders named step-N/, checkpoint-N/, global_stepN/, iter-N/ with a "
+                        "config.json)", stacklevel=3)
     if not found:
         raise ProbeError(f"series {series}: {folder} holds no step folders (step-N/, checkpoint-N/, global_stepN/ "
                          f"with a config.json each)")
@@ -100,7 +138,53 @@ def _folder_points(folder: Path, series: str) -> list[tuple[int, Path, dict]]:
     if len(set(steps)) != len(steps):
         twice = sorted({s for s in steps if steps.count(s) > 1})
         raise ProbeError(f"series {series}: {folder} has two folders for step {twice[0]}")
-    return sorted(found, key=lambda x: x[0])
+    found = sorted(found, key=lambda x: x[0])
+    _one_architecture(series, [sub for _, sub, _ in found])
+    return found
+
+
+def architecture(folder: Path) -> dict:
+    """The fields of ``folder``'s config.json that make its architecture (:data:`ARCHITECTURE_FIELDS`)."""
+    try:
+        cfg = loads_json((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ProbeError(f"cannot read {folder / 'config.json'}: {e}") from None
+    if not isinstance(cfg, dict):
+        raise ProbeError(f"{folder / 'config.json'} is not a JSON object")
+    return {k: cfg[k] for k in ARCHITECTURE_FIELDS if k in cfg}
+
+
+def _one_architecture(series: str, folders: list[Path]) -> None:
+    """ProbeError unless every folder's config describes the first one's architecture."""
+    first = architecture(folders[0])
+    for sub in folders[1:]:
+        other = architecture(sub)
+        differ = [k for k in ARCHITECTURE_FIELDS if first.get(k) != other.get(k)]
+        if differ:
+            shown = "; ".join(f"{k} {first.get(k)!r} in {folders[0].name}, {other.get(k)!r} in {sub.name}"
+                              for k in differ[:2])
+            raise ProbeError(f"series {series}: its checkpoints are not of one architecture ({shown}): a series is "
+                             f"one model's checkpoints")
+
+
+def _check_like(series: Series, folders: list[Path]) -> None:
+    """ProbeError unless the checkpoints are of the model_type of the entry ``series.like`` (its family's, for the
+    suite's own architectures; else its folder's config)."""
+    spec = get_spec(str(series.like))
+    own = {family: model_type for model_type, (family, _) in OWN_MODEL_TYPES.items()}
+    want = own.get(spec.family)
+    if want is None and spec.source_type in ("package", "path"):
+        try:
+            want = spec.model_type()
+        except ProbeError:  # the entry's own folder is not installed: nothing to compare with
+            return
+    if want is None:
+        return
+    for sub in folders:
+        got = architecture(sub).get("model_type")
+        if got != want:
+            raise ProbeError(f"series {series.name}: {sub.name} is a {got!r} model, but {series.like} (--like) is "
+                             f"{want!r}: a series is checkpoints of the entry it is a run of")
 
 
 def resolve(spec: str | os.PathLike | list, like: str | None = None, name: str | None = None) -> Series:
@@ -116,6 +200,9 @@ def resolve(spec: str | os.PathLike | list, like: str | None = None, name: str |
         members = [f"{head}@{r.strip()}" for r in revs.split(",") if r.strip()]
         if members:
             return _from_members(members, like, name)
+    if isinstance(spec, str) and spec.startswith("hf:"):
+        raise ProbeError(f"series {spec}: one hub revision; a series needs two or more revisions: "
+                         f"hf:org/name@rev1,rev2,...")
     folder = Path(spec)
     if not folder.is_dir():
         raise ProbeError(f"series {spec}: not a folder of step checkpoints, nor hf:org/name@rev1,rev2,...")
@@ -128,7 +215,10 @@ def resolve(spec: str | os.PathLike | list, like: str | None = None, name: str |
                          int(r["tokens"]) if isinstance(r.get("tokens"), int) else None,
                          float(r["fraction"]) if isinstance(r.get("fraction"), (int, float)) else None)
                    for step, sub, r in found)
-    return _with_like(Series(series, points), like)
+    made = _with_like(Series(series, points), like)
+    if made.like is not None:
+        _check_like(made, [sub for _, sub, _ in found])
+    return made
 
 
 def _from_members(members: list[str], like: str | None, name: str | None) -> Series:
@@ -146,7 +236,13 @@ def _from_members(members: list[str], like: str | None, name: str | None) -> Ser
     series = _safe(name or default)
     made = tuple(Point(s, m if m.startswith("hf:") else str(Path(m).resolve()), f"{series}.step-{s:07d}")
                  for s, m in sorted(points))
-    return _with_like(Series(series, made), like)
+    folders = [Path(p.source) for p in made if not p.source.startswith("hf:")]
+    if folders:
+        _one_architecture(series, folders)
+    result = _with_like(Series(series, made), like)
+    if result.like is not None and folders:
+        _check_like(result, folders)
+    return result
 
 
 def _with_like(series: Series, like: str | None) -> Series:

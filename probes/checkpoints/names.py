@@ -30,6 +30,11 @@ A :class:`~probes.checkpoints.registry.CheckpointSpec` of family ``hf`` is built
 - special tokens are always added: the model's own tokenizer adds what it was trained with
   ([CLS]/[SEP] for BERT, ``<s>`` for Llama, ``<bos>`` for Gemma, nothing for GPT-2).
 
+A folder of the suite's own architectures (``config.json`` model_type ``slstm``, the S-LSTM, or ``mog``, the
+Graph-Transformer, as ``recipes.train`` and the step folders of its ``--snapshots`` write them) is no Hugging Face
+model: it gets the family that loads it and the sentence vector the registry's entries of that family use
+(:data:`OWN_MODEL_TYPES`), so the folder named by path gives the states a registry entry of it gives.
+
 Names are one safe path component (they name cache and result folders): ``hf:org/name@rev`` ->
 ``hf--org--name--rev``; an id without an org -> ``hf--name`` (``hf--_--name--rev`` with a revision,
 so it cannot collide with ``org/name``); a revision that is not a plain ``[A-Za-z0-9._-]`` word
@@ -55,7 +60,7 @@ import socket
 from dataclasses import replace
 from pathlib import Path
 
-from probes.checkpoints.folder import check_folder
+from probes.checkpoints.folder import check_config, check_folder, check_weight_files
 from probes.checkpoints.pooling import MODULES, Declared, declared_pooling, folder_pooling
 from probes.checkpoints.registry import MAX_NAME, SENTENCE_VECTORS, CheckpointSpec, read_registry
 from probes.errors import CheckpointError
@@ -68,6 +73,8 @@ SAFE_REVISION = re.compile(r"[A-Za-z0-9._]+(-[A-Za-z0-9._]+)*")  # kept verbatim
 SENTENCE_SUFFIX = re.compile(r"(?P<base>.+)\?sentence=(?P<sentence>[A-Za-z_]*)")
 ST_MARKERS = ("modules.json", "sentence_bert_config.json")  # a sentence-transformers model folder
 CAUSAL_ARCH = ("ForCausalLM", "LMHeadModel")
+# the suite's own architectures: config.json model_type -> (family, sentence vector) of the registry's entries
+OWN_MODEL_TYPES = {"slstm": ("slstm", "g"), "mog": ("mog", "cls")}
 ENCODER_HEADS = ("ForMaskedLM", "ForPreTraining", "ForSequenceClassification", "ForTokenClassification",
                  "ForQuestionAnswering", "ForMultipleChoice")
 
@@ -229,16 +236,38 @@ def _registered_folder(path: Path, registry: dict[str, CheckpointSpec]) -> Check
 def _folder_spec(name: str, path: Path) -> CheckpointSpec:
     path = path.resolve()
     cfg = _read_config(name, path / "config.json")
+    if str(cfg.get("model_type")) in OWN_MODEL_TYPES:
+        return _own_folder_spec(name, path, cfg)
     kind, sentence = infer(name, cfg, any((path / m).is_file() for m in ST_MARKERS))
     declared = folder_pooling(name, path)  # a sentence-transformers folder's Pooling module
     check_folder(name, path, cfg)  # tokenizer and weight files, positions: before anything runs
-    label = re.sub(r"[^A-Za-z0-9._-]", "_", path.name).strip(".-")[:60].strip(".-") or "_"
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
-    return CheckpointSpec(name=f"dir--{label}--{digest}", family="hf", kind=kind, source={"path": str(path)},
+    return CheckpointSpec(name=_folder_name(path), family="hf", kind=kind, source={"path": str(path)},
                           sentence=_declared_or(sentence, declared), special_tokens=True,
                           description=f"folder {path} ({cfg.get('model_type')}), kind and sentence vector from "
                                       f"its config" + (" and its Pooling module" if declared and declared.vector
                                                        else ""), extra={"requested": name})
+
+
+def _folder_name(path: Path) -> str:
+    """``dir--<folder name>--<sha256 of its absolute path>[:8]`` (see the module docstring)."""
+    label = re.sub(r"[^A-Za-z0-9._-]", "_", path.name).strip(".-")[:60].strip(".-") or "_"
+    return f"dir--{label}--{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
+
+
+def _own_folder_spec(name: str, path: Path, cfg: dict) -> CheckpointSpec:
+    """The spec of a folder of the suite's own S-LSTM or Graph-Transformer: the family and sentence vector of the
+    registry's entries of that model_type; its loader reads the folder's config, weights and tokenizer."""
+    family, sentence = OWN_MODEL_TYPES[str(cfg["model_type"])]
+    own_tokenizer = cfg.get("tokenizer")  # an imported S-LSTM names its SentencePiece model here
+    if isinstance(own_tokenizer, dict) and (path / str(own_tokenizer.get("file", ""))).is_file():
+        check_config(name, path / "config.json", cfg)
+        check_weight_files(name, path, cfg)
+    else:
+        check_folder(name, path, cfg)  # tokenizer and weight files, sizes: before anything runs
+    return CheckpointSpec(name=_folder_name(path), family=family, kind="encoder", source={"path": str(path)},
+                          sentence=sentence, special_tokens=True,
+                          description=f"folder {path} (the suite's {cfg['model_type']}), family {family}",
+                          extra={"requested": name})
 
 
 def _read_config(name: str, path: Path | None) -> dict:

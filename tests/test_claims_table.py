@@ -98,26 +98,29 @@ def test_point_value_claims_are_marked(tmp_path):
     assert line["difference"] == "point values" and line["verdict"] == claims.HOLDS
 
 
-def _course_doc(long_against: str) -> dict:
+def _course_doc(long_against: str):
     """A trajectories document (analyses.summary.trajectories): one compared pair over four snapshots and two
     claims checked on point values (Fig. 9/10 style), one of them holding at two snapshots only."""
+    from analyses.summary.trajectory_doc import Trajectories
+
     fractions = [0.125, 0.25, 0.5, 1.0]
-    points = [{"fraction": f, "step": int(8 * f), "difference": d, "interval": [d - 0.1, d + 0.1]}
+    points = [{"fraction": f, "step": int(8 * f), "tokens": None, "difference": d, "interval": [d - 0.1, d + 0.1]}
               for f, d in zip(fractions, [0.3, 0.1, -0.2, -0.25])]
-    comparison = {"against": long_against, "over_training": "still moving",
-                  "seeds": [{"seed": 0, "a": "a", "b": "b", "points": points}]}
+    comparison = {"against": long_against, "over_training": "still moving", "last_half_change": None,
+                  "seeds": [{"seed": 0, "a": "a", "b": "b", "final_sha256": {"a": None, "b": None}, "points": points}]}
 
     def check(claim, holds_at):
         return {"paper": "Graph-Transformer", "where": "Fig. 9", "claim": claim, "quantity": "", "contrast": "",
                 "claimed_sign": 0, "comparisons": [],
-                "check": {"models": ["m-seed1"], "over_training": "stable" if not holds_at else "still moving",
+                "check": {"models": ["m-seed1"], "final_sha256": {"m-seed1": None},
+                          "over_training": "stable" if not holds_at else "still moving",
                           "points": [{"fraction": f, "verdict": "holds" if f in holds_at else "does not hold"}
                                      for f in fractions]}}
 
-    return {"claims": [{"paper": "S-LSTM", "where": "§7.1, Fig. 6, under IsoScore with a long title",
-                        "claim": "c", "quantity": "q", "contrast": "A - B", "claimed_sign": -1,
-                        "comparisons": [comparison]},
-                       check("w rises with the layer", []), check("a dip at layer 4", [0.25, 0.5])]}
+    return Trajectories.from_json({"rule": "r", "last_half": 0.5, "claims": [
+        {"paper": "S-LSTM", "where": "§7.1, Fig. 6, under IsoScore with a long title", "claim": "c", "quantity": "q",
+         "contrast": "A - B", "claimed_sign": -1, "comparisons": [comparison]},
+        check("w rises with the layer", []), check("a dip at layer 4", [0.25, 0.5])]})
 
 
 def test_the_course_figure_draws_the_checks_at_every_snapshot_and_keeps_the_words_clear_of_the_titles():
@@ -130,8 +133,8 @@ def test_the_course_figure_draws_the_checks_at_every_snapshot_and_keeps_the_word
     fig = trajectories_figure(doc)
     course, checks = fig.axes
     assert np.allclose(course.get_lines()[0].get_ydata(), [0.3, 0.1, -0.2, -0.25])
-    for row, claim in enumerate(doc["claims"][1:]):  # a row per check; filled dots where it holds
-        held = {p["fraction"] for p in claim["check"]["points"] if p["verdict"] == "holds"}
+    for row, claim in enumerate(doc.claims[1:]):  # a row per check; filled dots where it holds
+        held = {p.fraction for p in claim.check.points if p.verdict == "holds"}
         dots = [(tuple(xy), bool(np.asarray(c.get_facecolors()).size)) for c in checks.collections
                 for xy in c.get_offsets() if xy[1] == row]
         assert sorted(x for (x, _), _ in dots) == [0.125, 0.25, 0.5, 1.0]

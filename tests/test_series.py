@@ -141,40 +141,40 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
     judged = trajectories.judge_points(found, results)
     assert [round(p["fraction"], 3) for p in judged] == [0.125, 0.25, 0.5, 0.75, 1.0]
     doc = trajectories.trajectories(found, judged)
-    (token,) = [c for c in doc["claims"] if c["claim"].startswith("S-LSTM token outputs are less anisotropic")]
-    (comp,) = token["comparisons"]
-    (seed,) = comp["seeds"]
-    assert comp["against"] == "tiny-slstm-run vs tiny-bert-run" and seed["a"] == "tiny-slstm-run"
-    assert [p["step"] for p in seed["points"]] == [1, 2, 4, 6, 8]
+    (token,) = [c for c in doc.claims if c.claim.startswith("S-LSTM token outputs are less anisotropic")]
+    (comp,) = token.comparisons
+    (seed,) = comp.seeds
+    assert comp.against == "tiny-slstm-run vs tiny-bert-run" and seed.a == "tiny-slstm-run"
+    assert [p.step for p in seed.points] == [1, 2, 4, 6, 8]
     from analyses.summary.claims_figure import trajectories_figure
 
     fig = trajectories_figure(doc)
     panels = [ax for ax in fig.axes if ax.get_lines()]
-    assert len(panels) == sum(len(c["comparisons"]) for c in doc["claims"])
-    drawn = panels[[c["claim"] for c in doc["claims"]].index(token["claim"])].get_lines()[0]
-    assert np.allclose(drawn.get_xdata(), [p["fraction"] for p in seed["points"]])
-    assert np.allclose(drawn.get_ydata(), [p["difference"] for p in seed["points"]])
+    assert len(panels) == sum(len(c.comparisons) for c in doc.claims)
+    drawn = panels[[c.claim for c in doc.claims].index(token.claim)].get_lines()[0]
+    assert np.allclose(drawn.get_xdata(), [p.fraction for p in seed.points])
+    assert np.allclose(drawn.get_ydata(), [p.difference for p in seed.points])
     # the last point is the final models' comparison, as the claims table computes it on their own results
     table_out = tmp_path / "table"
     anisotropy.ANALYSIS.main(["--model", "tiny-slstm-run", "--model", "tiny-bert-run", *enough, "--out",
                               str(table_out), "--no-figures"])
     trajectories.write(doc, table_out / "trajectories")
-    (f,) = [x for x in claims.evaluate(table_out) if x.claim == token["claim"]]
-    assert f.comparisons[0].seeds[0]["difference"] == pytest.approx(seed["points"][-1]["difference"], abs=1e-12)
+    (f,) = [x for x in claims.evaluate(table_out) if x.claim == token.claim]
+    assert f.comparisons[0].seeds[0]["difference"] == pytest.approx(seed.points[-1].difference, abs=1e-12)
     from analyses.summary.course import describe
 
-    word = describe(comp["seeds"])
-    assert word.startswith(f"{comp['over_training']} (seed 0") and f.over_training[comp["against"]] == word
+    word = describe(comp.seeds)
+    assert word.startswith(f"{comp.over_training} (seed 0") and f.over_training[comp.against] == word
     line = [ln for ln in claims.markdown_table([f]).splitlines() if "tiny-bert-run" in ln][0]
     assert f"| {word} |" in line
     from analyses.summary.report import render
 
     assert 'alt="the claims\' differences along training"' in render(table_out).replace("&#39;", "'")
     # a trajectory of other weights is not used: retrain-free check by editing the recorded final hash
-    seed["final_sha256"]["b"] = "0" * 64
+    seed.final_sha256["b"] = "0" * 64
     trajectories.write(doc, table_out / "trajectories")
-    (f,) = [x for x in claims.evaluate(table_out) if x.claim == token["claim"]]
-    assert f.over_training[comp["against"]] == "no trajectory of these weights"
+    (f,) = [x for x in claims.evaluate(table_out) if x.claim == token.claim]
+    assert f.over_training[comp.against] == "no trajectory of these weights"
 
 
 @pytest.mark.parametrize("late,expected,cell", [
@@ -185,10 +185,11 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
     ([], "no trajectory", "no trajectory")])
 def test_the_over_training_rule_reads_the_last_half(late, expected, cell):
     from analyses.summary.course import describe, over_training
+    from analyses.summary.trajectory_doc import CoursePoint, CourseSeed
 
-    early = [{"fraction": f, "difference": -5.0} for f in (1 / 32, 1 / 16, 1 / 8, 1 / 4)]  # early signs do not count
-    points = early + [{"fraction": f, "difference": d} for f, d in zip((0.5, 0.75, 1.0), late)]
-    seeds = [{"seed": 7, "points": points if late else []}]
+    early = [CoursePoint(f, None, None, -5.0, None) for f in (1 / 32, 1 / 16, 1 / 8, 1 / 4)]  # early signs: no
+    points = early + [CoursePoint(f, None, None, d, None) for f, d in zip((0.5, 0.75, 1.0), late)]
+    seeds = [CourseSeed(7, "a", "b", {"a": None, "b": None}, points if late else [])]
     assert over_training(seeds) == expected and describe(seeds) == cell
 
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyses.common import arg, parse_config, read_result, run_main
+from analyses.common import arg, parse_config, run_main
 from analyses.files import SavedResults
 from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED, Verdict  # noqa: F401 - the verdicts, re-exported
 from analyses.summary.claim import (  # noqa: F401 - re-exported for the report and the tests
@@ -42,7 +42,7 @@ from analyses.summary.claim import (  # noqa: F401 - re-exported for the report 
     Finding,
     Read,
 )
-from analyses.summary.course import MOVING, NONE, STABLE, TRAJECTORY_FILE, describe
+from analyses.summary.course import MOVING, NONE, STABLE, TRAJECTORY_FILE  # noqa: F401 - the words, re-exported
 from analyses.summary.evidence import (  # noqa: F401 - the readers, re-exported for the report and the tests
     Matchup,
     Pair,
@@ -67,6 +67,8 @@ from analyses.summary.papers import (  # noqa: F401 - the declarations, re-expor
     claim2_overlap,
     claim_named,
 )
+from analyses.summary.trajectory_doc import Trajectories
+from analyses.summary.trajectory_doc import read as read_trajectories
 from probes.errors import ProbeError
 
 
@@ -84,7 +86,7 @@ def evaluate(out: str | Path, trajectories: str | Path | None = None, *,
     found = judge_all(results)
     path = Path(trajectories) if trajectories else Path(out) / "trajectories" / TRAJECTORY_FILE
     if trajectories or path.is_file():
-        attach_over_training(found, results, read_result(path))
+        attach_over_training(found, results, read_trajectories(path))
     return found
 
 
@@ -108,29 +110,14 @@ def weights_of(results: dict[str, list]) -> dict[str, str]:
     return out
 
 
-def attach_over_training(found: list[Finding], results: dict[str, list], doc: dict) -> None:
+def attach_over_training(found: list[Finding], results: dict[str, list], doc: Trajectories) -> None:
     """Fill each finding's ``over_training`` from a trajectory document: per comparison, the rule of
-    :func:`analyses.summary.trajectories.over_training` on the seeds whose trajectory ends at the very weights
-    the comparison's results were computed from (a trajectory of other weights says nothing about them)."""
-    shas = weights_of(results)
-    claims = {(c["paper"], c["where"], c["claim"]): c for c in doc.get("claims", [])}
-    for f in found:
-        mine = claims.get((f.paper, f.where, f.claim), {"comparisons": []})
-        if not f.comparisons and "check" in mine:  # a check: usable when it ends at the weights the table read
-            check = mine["check"]
-            ok = check["models"] and all(shas.get(m) is not None and check["final_sha256"].get(m) == shas[m]
-                                         for m in check["models"])
-            f.over_training["-"] = f"{check['over_training']} ({', '.join(check['models'])})" if ok else \
-                "no trajectory of these weights"
-        by_against = {c["against"]: c for c in mine["comparisons"]}
-        for c in f.comparisons:
-            seeds = by_against.get(c.against, {}).get("seeds", [])
-            usable = [s for s in seeds if all(shas.get(s[k]) is not None and s["final_sha256"][k] == shas[s[k]]
-                                              for k in ("a", "b"))]
-            if not usable:
-                f.over_training[c.against] = "no trajectory of these weights" if seeds else NONE
-                continue
-            f.over_training[c.against] = describe(usable)
+    :func:`analyses.summary.course.over_training` on the seeds whose trajectory is the table's own result at its
+    end -- the comparison's seed and sides, the very weights, corpus and settings the comparison's results were
+    computed from, and the same difference (:mod:`analyses.summary.course_use`); where none is, why."""
+    from analyses.summary import course_use
+
+    course_use.attach(found, results, doc, weights_of(results))
 
 
 def require_results(out: str | Path) -> None:

@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED
+from analyses.summary.trajectory_doc import ClaimCourse, CourseComparison, Trajectories
 
 VERDICT_COLORS = {HOLDS: "#2e7d32", FAILS: "#c62828", INCONCLUSIVE: "#ef6c00", UNTESTED: "#757575"}
 CLAIMED_SHADE = "#c8e6c9"  # the side of zero the claim says
@@ -95,46 +96,48 @@ def claims_figure(found: list, fig=None, columns: int = 2):
     return fig
 
 
-def _course(ax, claim: dict, comp: dict) -> None:
+def _course(ax, claim: ClaimCourse, comp: CourseComparison) -> None:
     """One comparison's paired difference along training: a line per seed (its 95% interval at every point as a
     band), the zero line, the claimed side shaded; the rule's word in the corner."""
-    for k, seed in enumerate(comp["seeds"]):
-        pts = [p for p in seed["points"] if p["difference"] is not None]
-        x = [p["fraction"] for p in pts]
+    for k, seed in enumerate(comp.seeds):
+        pts = [p for p in seed.points if p.difference is not None]
+        x = [p.fraction for p in pts]
         color = f"C{k}"
-        ax.plot(x, [p["difference"] for p in pts], marker="o", ms=2.5, lw=1, color=color, label=f"seed {seed['seed']}")
-        if all(p["interval"] for p in pts):
-            ax.fill_between(x, [p["interval"][0] for p in pts], [p["interval"][1] for p in pts], color=color,
+        ax.plot(x, [p.difference for p in pts], marker="o", ms=2.5, lw=1, color=color, label=f"seed {seed.seed}")
+        bands = [p.interval for p in pts]
+        if all(bands):
+            ax.fill_between(x, [iv[0] for iv in bands if iv], [iv[1] for iv in bands if iv], color=color,
                             alpha=0.15, lw=0)
     ax.set_xscale("log", base=2)
     ax.axhline(0, color="black", lw=0.8)
     lo, hi = ax.get_ylim()
-    side = (0, max(hi, 0)) if claim.get("claimed_sign", 0) > 0 else (min(lo, 0), 0)
+    side = (0, max(hi, 0)) if claim.claimed_sign > 0 else (min(lo, 0), 0)
     ax.axhspan(*side, color=CLAIMED_SHADE, alpha=0.6, lw=0, zorder=0)
     ax.set_ylim(lo, hi)
     ax.axvspan(0.5, 1, color="#eeeeee", lw=0, zorder=-1)  # the last half, which the rule reads
     ax.tick_params(labelsize=6.5)
     ax.set_xlabel("fraction of training (log scale; shaded grey: the last half)", fontsize=6.5)
-    ax.set_ylabel(claim.get("contrast", "A - B"), fontsize=6.5)
-    title = "\n".join([textwrap.fill(f"{claim['paper']} {claim['where']}", 48), textwrap.fill(comp["against"], 52)])
+    ax.set_ylabel(claim.contrast or "A - B", fontsize=6.5)
+    title = "\n".join([textwrap.fill(f"{claim.paper} {claim.where}", 48), textwrap.fill(comp.against, 52)])
     ax.set_title(title, fontsize=7, loc="left", pad=6)
     # the rule's word on a line of its own above the title (beside it, a long title would run into it)
-    ax.annotate(comp["over_training"], xy=(0, 1), xycoords="axes fraction",
+    ax.annotate(comp.over_training, xy=(0, 1), xycoords="axes fraction",
                 xytext=(0, 6 + 1.2 * 7 * (title.count("\n") + 1) + 1), textcoords="offset points", ha="left",
-                va="bottom", fontsize=7.5, fontweight="bold", color=_course_color(comp["over_training"]))
-    if len(comp["seeds"]) > 1:
+                va="bottom", fontsize=7.5, fontweight="bold", color=_course_color(comp.over_training))
+    if len(comp.seeds) > 1:
         ax.legend(fontsize=6, frameon=False)
 
 
-def trajectories_figure(doc: dict, fig=None, columns: int = 3):
-    """Each claim's paired difference per seed along training (:mod:`analyses.summary.trajectories`' document),
+def trajectories_figure(doc: Trajectories, fig=None, columns: int = 3):
+    """Each claim's paired difference per seed along training (:mod:`analyses.summary.trajectories`' document,
+    typed: :class:`~analyses.summary.trajectory_doc.Trajectories`),
     one panel per claim and compared model, and below them the claims checked on point values (Fig. 9/10: a row per
     check, a dot per snapshot, filled where the check holds), on ``fig`` (default: a new Figure). Returns the
     Figure."""
     from matplotlib.figure import Figure
 
-    panels = [(c, comp) for c in doc.get("claims", []) for comp in c["comparisons"] if comp["seeds"]]
-    checks = [c for c in doc.get("claims", []) if (c.get("check") or {}).get("points")]
+    panels = [(c, comp) for c in doc.claims for comp in c.comparisons if comp.seeds]
+    checks = [c for c in doc.claims if c.check is not None and c.check.points]
     cols = max(1, min(columns, len(panels)))
     rows = math.ceil(len(panels) / cols)
     check_height = 0.3 * len(checks) + 1.0 if checks else 0.0
@@ -156,27 +159,27 @@ def trajectories_figure(doc: dict, fig=None, columns: int = 3):
     return fig
 
 
-def _checks(ax, checks: list[dict]) -> None:
+def _checks(ax, checks: list[ClaimCourse]) -> None:
     """The claims checked on point values along training: a row per check (its label on the left), a dot per
     snapshot (filled green where the check holds, hollow grey where it does not), the rule's word on the right."""
     for row, claim in enumerate(checks):
-        points = claim["check"]["points"]
+        points = claim.check.points if claim.check is not None else []
         for holds in (True, False):
-            x = [p["fraction"] for p in points if (p["verdict"] == HOLDS) == holds]
+            x = [p.fraction for p in points if (p.verdict == HOLDS) == holds]
             ax.scatter(x, [row] * len(x), s=22, zorder=3, facecolors=VERDICT_COLORS[HOLDS] if holds else "none",
                        edgecolors=VERDICT_COLORS[HOLDS] if holds else "#757575")
-        word = claim["check"].get("over_training", "")
+        word = claim.check.over_training if claim.check is not None else ""
         ax.annotate(word, xy=(1, row), xycoords=("axes fraction", "data"), xytext=(8, 0), textcoords="offset points",
                     va="center", fontsize=7, fontweight="bold", color=_course_color(word))
     ax.set_xscale("log", base=2)
     ax.set_yticks(range(len(checks)),
-                  [textwrap.fill(f"{c['where']}: {c['claim']}", 58) for c in checks], fontsize=6.5)
+                  [textwrap.fill(f"{c.where}: {c.claim}", 58) for c in checks], fontsize=6.5)
     ax.set_ylim(len(checks) - 0.5, -0.5)
     ax.axvspan(0.5, 1, color="#eeeeee", lw=0, zorder=-1)
     ax.tick_params(axis="x", labelsize=6.5)
     ax.set_xlabel("fraction of training (log scale; shaded grey: the last half)", fontsize=6.5)
-    models = sorted({m for c in checks for m in c["check"].get("models", [])})
-    ax.set_title(f"{checks[0]['paper']}: the checks on point values at every snapshot of {', '.join(models)}\n"
+    models = sorted({m for c in checks if c.check is not None for m in c.check.models})
+    ax.set_title(f"{checks[0].paper}: the checks on point values at every snapshot of {', '.join(models)}\n"
                  "filled: the check holds; hollow: it does not", fontsize=7, loc="left", pad=6)
 
 

@@ -6,52 +6,67 @@ training (:data:`LAST_HALF` on: 1/2, 3/4 and the end); *still moving* when any s
 checked on point values (a :class:`~analyses.summary.claim.Check`) is *stable* when its verdict is the same at
 every point of the last half.
 
-    >>> over_training([{"points": [{"fraction": 0.5, "difference": -1.0}, {"fraction": 1.0, "difference": 2.0}]}])
+A seed with no number in the last half (every difference there null) says nothing: it is left out, and
+seeds none of which has one have no course (:data:`NONE`).
+
+    >>> from analyses.summary.trajectory_doc import CoursePoint, CourseSeed
+    >>> pts = [CoursePoint(0.5, 4, None, -1.0, None), CoursePoint(1.0, 8, None, 2.0, None)]
+    >>> over_training([CourseSeed(0, "a", "b", {"a": None, "b": None}, pts)])
     'still moving'
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+
+from analyses.summary.trajectory_doc import CheckPoint, CourseSeed
 
 TRAJECTORY_FILE = "claims-over-training.json"  # in <out>/trajectories/: what the claims table reads when present
 LAST_HALF = 0.5  # the rule looks at the points at or after this fraction of training
 STABLE, MOVING, NONE = "stable", "still moving", "no trajectory"
 
 
-def over_training(seeds: list[dict]) -> str:
-    """:data:`STABLE` or :data:`MOVING` for seeds' ``points`` (``fraction``, ``difference``); :data:`NONE`
-    without points."""
-    moving = False
-    for s in seeds:
-        late = [p["difference"] for p in s["points"] if p["fraction"] >= LAST_HALF and p["difference"] is not None]
-        if late:
-            moving |= any(np.sign(d) != np.sign(late[-1]) for d in late)
-    return NONE if not any(s["points"] for s in seeds) else MOVING if moving else STABLE
+def late(seed: CourseSeed) -> list[float]:
+    """The seed's differences at the points of the last half of training that have one."""
+    return [p.difference for p in seed.points if p.fraction >= LAST_HALF and p.difference is not None]
 
 
-def last_half_change(seeds: list[dict]) -> float | None:
+def over_training(seeds: Sequence[CourseSeed]) -> str:
+    """:data:`STABLE` or :data:`MOVING` for the seeds with a number in the last half; :data:`NONE` when none has
+    one."""
+    numbers = [d for d in (late(s) for s in seeds) if d]
+    if not numbers:
+        return NONE
+    return MOVING if any(np.sign(x) != np.sign(d[-1]) for d in numbers for x in d) else STABLE
+
+
+def last_half_change(seeds: Sequence[CourseSeed]) -> float | None:
     """How the size of the difference moved over the last half, averaged over the seeds: (|d(end)| - |d(1/2)|) /
     |d(1/2)| (-0.2: a fifth smaller at the end than at half of training, heading towards 0; None without both
     points or with d(1/2) = 0). The rule reads signs; this says whether a kept sign is still shrinking."""
     changes = []
     for s in seeds:
-        pts = [p for p in s["points"] if p["difference"] is not None]
-        half = [p["difference"] for p in pts if abs(p["fraction"] - LAST_HALF) < 1e-9]
-        if pts and half and pts[-1]["fraction"] == 1.0 and half[0] != 0:
-            changes.append((abs(pts[-1]["difference"]) - abs(half[0])) / abs(half[0]))
+        pts = [p for p in s.points if p.difference is not None]
+        half = [p.difference for p in pts if abs(p.fraction - LAST_HALF) < 1e-9 and p.difference is not None]
+        end = pts[-1].difference if pts and pts[-1].fraction == 1.0 else None
+        if end is not None and half and half[0] != 0:
+            changes.append((abs(end) - abs(half[0])) / abs(half[0]))
     return float(np.mean(changes)) if changes else None
 
 
-def describe(seeds: list[dict]) -> str:
+def describe(seeds: Sequence[CourseSeed]) -> str:
     """The over-training cell of a comparison: the rule's word, the seeds it rests on (the moving ones named), and
-    the change of the difference's size over the last half: "stable (seeds 1, 2; |A - B| -17% over the last half)"."""
+    the change of the difference's size over the last half: "stable (seeds 1, 2; |A - B| -17% over the last half)".
+    Seeds without a number in the last half are left out."""
+    seeds = [s for s in seeds if late(s)]
     status = over_training(seeds)
     if status == NONE:
         return NONE
-    names = ", ".join(str(s["seed"]) for s in seeds)
+    names = ", ".join(str(s.seed) for s in seeds)
     which = f"seed{'s' if len(seeds) > 1 else ''} {names}"
-    moving = [str(s["seed"]) for s in seeds if over_training([s]) == MOVING]
+    moving = [str(s.seed) for s in seeds if over_training([s]) == MOVING]
     if status == MOVING and len(moving) < len(seeds):
         which = f"seed{'s' if len(moving) > 1 else ''} {', '.join(moving)} of {which}"
     change = last_half_change(seeds)
@@ -59,7 +74,7 @@ def describe(seeds: list[dict]) -> str:
     return f"{status} ({which}{size})"
 
 
-def check_over_training(points: list[dict]) -> str:
+def check_over_training(points: Sequence[CheckPoint]) -> str:
     """A check's course: :data:`STABLE` when its ``verdict`` at every point of the last half is the final one."""
-    late = [p["verdict"] for p in points if p["fraction"] >= LAST_HALF]
+    late = [p.verdict for p in points if p.fraction >= LAST_HALF]
     return NONE if not late else STABLE if all(v == late[-1] for v in late) else MOVING

@@ -300,12 +300,13 @@ def course_png(out: str | Path) -> dict | None:
     as an embedded PNG, or None."""
     from analyses.summary.claims_figure import trajectories_figure
     from analyses.summary.course import TRAJECTORY_FILE
+    from analyses.summary.trajectory_doc import read
 
     path = Path(out) / "trajectories" / TRAJECTORY_FILE
     if not path.is_file():
         return None
-    doc = claims_mod.read_result(path)
-    return _embedded(trajectories_figure(doc)) if any(c["comparisons"] for c in doc.get("claims", [])) else None
+    doc = read(path)
+    return _embedded(trajectories_figure(doc)) if any(c.comparisons for c in doc.claims) else None
 
 
 def render(out: str | Path, notes: dict[str, str] | None = None, saved: SavedResults | None = None) -> str:

@@ -6,8 +6,10 @@ the demo's settings (:data:`PLAN`, the Makefile's), on every model's checkpoint 
 (:mod:`analyses.series`), names each checkpoint's result after the model it is a snapshot of, and judges the
 claims on them with the claims' own code (:func:`analyses.summary.claims.judge_all`). So every number of a
 trajectory is computed exactly as the claims table computes it, and the last point of a seed is that seed's
-final model: the point records the weights' sha256, which the claims table checks against its own result
-before it uses the trajectory.
+final model. Each seed records its final weights' sha256 and the corpus identity and settings its results were
+computed with; the claims table uses a seed only where these are its own results' and the last point equals its
+difference (:mod:`analyses.summary.course_use`). The document's typed records and its codec:
+:mod:`analyses.summary.trajectory_doc`.
 
 **Over training** (docs/definitions.md), per comparison of a claim, from the seeds that have a trajectory:
 *stable* when every such seed's paired difference has the sign it ends with at every point of the last half
@@ -30,9 +32,18 @@ from pathlib import Path
 import numpy as np
 
 from analyses.common import arg, parse_config, read_results, run_main
+from analyses.summary import trajectory_doc
 from analyses.summary.course import LAST_HALF, TRAJECTORY_FILE, check_over_training, last_half_change, over_training
+from analyses.summary.trajectory_doc import (
+    CheckPoint,
+    ClaimCourse,
+    CourseCheck,
+    CourseComparison,
+    CoursePoint,
+    CourseSeed,
+    Trajectories,
+)
 from probes.errors import ProbeError
-from probes.io import atomic_write, strict_json
 
 # The analyses the claims read, the demo's settings for them (Makefile: SENTENCES, PPL_TOKENS, CONTEXTS), so that a
 # trajectory's last point is computed as the claims table's number is, and the models (seed 0's names; a series of
@@ -151,8 +162,11 @@ def _renamed(result, names: dict[str, str]):
 
 def judge_points(series: list, results: dict[str, list]) -> list[dict]:
     """Per point of training (by fraction), the claims judged on that point's results: a list of
-    ``{"fraction", "findings": [Finding]}`` in training order."""
+    ``{"fraction", "findings": [Finding], "models", "like"}`` in training order (``like``: analysis -> model name ->
+    the corpus identity and settings of its result there, :func:`analyses.summary.evidence.like_key`)."""
     from analyses.summary.claims import CLAIMS, judge_all
+    from analyses.summary.course_use import sides
+    from analyses.summary.evidence import like_key
 
     names = {p.name: model_of(s) for s in series for p in s.points}
     where = {p.name: fraction(p) for s in series for p in s.points}
@@ -162,56 +176,63 @@ def judge_points(series: list, results: dict[str, list]) -> list[dict]:
         at = {a: [_renamed(r, names) for r in rs if _point_of(r, where) == f] for a, rs in results.items()}
         claims = [c for c in CLAIMS if getattr(c, "analysis", None) in at and at[c.analysis]]
         models = {c.statement: sorted(r.model_name for r in at[c.analysis]) for c in claims}
-        out.append({"fraction": f, "findings": judge_all(at, claims), "models": models})
+        like = {a: {n: like_key(r) for r in rs for n in sorted(sides(r))} for a, rs in at.items()}
+        out.append({"fraction": f, "findings": judge_all(at, claims), "models": models, "like": like})
     return out
 
 
 def _point_of(result, where: dict[str, float]) -> float | None:
-    hits = [f for name, f in where.items() if name == result.model_name or f"{name}-vs-" in result.model_name]
-    return hits[0] if hits else None
+    """The fraction of training of the point ``result`` was computed on (``where``: point name -> fraction): the
+    point named by its model name, or, for a pair, of the two points its identity names (both at one fraction);
+    matched by the names exactly (one series' name may hold another's: bert-small-seed3 in albert-small-seed3)."""
+    model = result.identity.model
+    if isinstance(model, dict) and set(model) == {"a", "b"}:
+        fs = {where.get(str(v.get("name"))) if isinstance(v, dict) else None for v in model.values()}
+        return fs.pop() if len(fs) == 1 else None
+    return where.get(str(result.model_name))
 
 
 # ----------------------------------------------------------------------------- the trajectories
 
 
-def trajectories(series: list, judged: list[dict]) -> dict:
-    """The document written to :data:`TRAJECTORY_FILE` (see the module docstring)."""
+def trajectories(series: list, judged: list[dict]) -> Trajectories:
+    """The document written to :data:`TRAJECTORY_FILE` (see the module docstring and
+    :mod:`analyses.summary.trajectory_doc`)."""
     steps = {model_of(s): {round(fraction(p), 6): (p.step, p.tokens) for p in s.points} for s in series}
     shas = {model_of(s): _weights_sha(s.points[-1].source) for s in series}
-    claims: dict[tuple, dict] = {}
+    claims: dict[tuple, ClaimCourse] = {}
+    comps: dict[tuple, dict[str, dict[int, CourseSeed]]] = {}  # claim -> against -> seed -> its trajectory
     for point in judged:
         for f in point["findings"]:
             key = (f.paper, f.where, f.claim)
-            entry = claims.setdefault(key, {"paper": f.paper, "where": f.where, "claim": f.claim,
-                                            "quantity": f.quantity, "contrast": f.contrast,
-                                            "claimed_sign": f.claimed_sign, "comparisons": {}})
+            entry = claims.setdefault(key, ClaimCourse(f.paper, f.where, f.claim, f.quantity, f.contrast,
+                                                       f.claimed_sign, []))
+            like = point.get("like", {}).get(f.analysis, {})
             if not f.comparisons:  # a check of point values: its verdict at each point, on the models it read
                 models = point["models"].get(f.claim, [])
-                check = entry.setdefault("check", {"models": models, "final_sha256": {m: shas.get(m) for m in models},
-                                                   "points": []})
-                check["points"].append({"fraction": point["fraction"], "verdict": str(f.verdict)})
+                if entry.check is None:
+                    entry.check = CourseCheck(models, {m: shas.get(m) for m in models}, [], "")
+                made = like.get(models[0]) if models else None
+                entry.check.corpus, entry.check.settings = (made["corpus"], made["settings"]) if made else (None, None)
+                entry.check.points.append(CheckPoint(point["fraction"], str(f.verdict)))
             for c in f.comparisons:
-                comp = entry["comparisons"].setdefault(c.against, {"against": c.against, "seeds": {}})
+                by_seed = comps.setdefault(key, {}).setdefault(c.against, {})
                 for r in c.seeds:
-                    seed = comp["seeds"].setdefault(r["seed"], {"seed": r["seed"], "a": r["a"], "b": r["b"],
-                                                               "final_sha256": {"a": shas.get(r["a"]),
-                                                                                "b": shas.get(r["b"])},
-                                                               "points": []})
+                    seed = by_seed.setdefault(r["seed"], CourseSeed(r["seed"], r["a"], r["b"], {
+                        "a": shas.get(r["a"]), "b": shas.get(r["b"])}, []))
+                    made = like.get(r["a"])  # the last point's: its results were alike (else no seed row)
+                    seed.corpus, seed.settings = (made["corpus"], made["settings"]) if made else (None, None)
                     step, tokens = steps.get(r["a"], {}).get(round(point["fraction"], 6), (None, None))
-                    seed["points"].append({"fraction": point["fraction"], "step": step, "tokens": tokens,
-                                           "difference": r["difference"], "interval": r["interval"]})
-    out = []
-    for entry in claims.values():
-        comps = []
-        for comp in entry["comparisons"].values():
-            seeds = [comp["seeds"][k] for k in sorted(comp["seeds"])]
-            comps.append({"against": comp["against"], "seeds": seeds, "over_training": over_training(seeds),
-                          "last_half_change": last_half_change(seeds)})
-        if "check" in entry:
-            entry["check"]["over_training"] = check_over_training(entry["check"]["points"])
-        out.append({**entry, "comparisons": comps})
-    return {"rule": f"stable: every seed's difference keeps its final sign at every point from {LAST_HALF:g} of "
-                    f"training on; still moving: a seed's sign changes there", "last_half": LAST_HALF, "claims": out}
+                    seed.points.append(CoursePoint(point["fraction"], step, tokens, r["difference"],
+                                                   None if r["interval"] is None else tuple(r["interval"])))
+    for key, entry in claims.items():
+        for against, by_seed in comps.get(key, {}).items():
+            seeds = [by_seed[k] for k in sorted(by_seed)]
+            entry.comparisons.append(CourseComparison(against, seeds, over_training(seeds), last_half_change(seeds)))
+        if entry.check is not None:
+            entry.check.over_training = check_over_training(entry.check.points)
+    return Trajectories(f"stable: every seed's difference keeps its final sign at every point from {LAST_HALF:g} of "
+                        f"training on; still moving: a seed's sign changes there", LAST_HALF, list(claims.values()))
 
 
 def _weights_sha(folder: str) -> str | None:
@@ -223,10 +244,9 @@ def _weights_sha(folder: str) -> str | None:
         return None
 
 
-def write(doc: dict, out: str | os.PathLike) -> Path:
-    path = Path(out) / TRAJECTORY_FILE
-    atomic_write(path, (strict_json(doc) + "\n").encode("utf-8"))
-    return path
+def write(doc: Trajectories, out: str | os.PathLike) -> Path:
+    """``doc`` as ``<out>/claims-over-training.json``."""
+    return trajectory_doc.write(doc, Path(out) / TRAJECTORY_FILE)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,8 +20,10 @@ Three ways to use one::
 
 The activation cache key holds each intervention's identity (layer, kind, settings and a sha256 of its arrays),
 and the activations' meta and every result's ``activations`` and ``model`` records say which intervention made
-them. A :class:`~probes.intervention.edits.Function` cannot be keyed: an extraction under it runs without the cache
-(one warning). Several interventions apply in the order given (at one layer, one after the other).
+them. A :class:`~probes.intervention.edits.Function` (or an Edit subclass that does not declare what it reads)
+cannot be keyed: an extraction under it runs without the cache (one warning), and the tuned lens trains its
+translators afresh in a temporary folder. Several interventions apply in the order given (at one layer, one after
+the other).
 
     $ python -c "from probes.intervention import Intervention, AddVector; print(Intervention(1, AddVector([1.0, 0.0])))"
 """
@@ -29,6 +31,7 @@ them. A :class:`~probes.intervention.edits.Function` cannot be keyed: an extract
 from __future__ import annotations
 
 import contextlib
+import operator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -49,9 +52,14 @@ class Intervention:
     edit: Edit
 
     def __post_init__(self):
-        if isinstance(self.layer, bool) or not isinstance(self.layer, int):
+        try:  # a Python or numpy integer (what np.argmax or a layer array gives); not a bool, not a float
+            layer = None if isinstance(self.layer, bool) else operator.index(self.layer)
+        except TypeError:
+            layer = None
+        if layer is None:
             raise ProbeError(f"an intervention's layer is a whole number (0 = embeddings, -1 = last), not "
                              f"{self.layer!r}")
+        object.__setattr__(self, "layer", int(layer))
         if not isinstance(self.edit, Edit):
             raise ProbeError(f"an intervention's edit is a probes.intervention Edit (ProjectOut, Erase, AddVector, "
                              f"Patch, Function), not {type(self.edit).__name__}")
@@ -64,14 +72,14 @@ class Intervention:
         return index
 
     def identity(self) -> dict | None:
-        """The layer and the edit's identity (None when no key can see the edit: a Function)."""
+        """The layer and the edit's identity (None when no key can see the edit: a Function, an Edit subclass that
+        does not declare what it reads)."""
         edit = self.edit.identity()
         return None if edit is None else {"layer": self.layer, **edit}
 
     def describe(self) -> dict:
-        """What results record: the identity, or for a Function its name."""
-        edit = self.edit.identity() or getattr(self.edit, "describe", lambda: {"edit": self.edit.kind})()
-        return {"layer": self.layer, **edit}
+        """What results record: the identity, or for an edit no key can see its name (a Function's) or class."""
+        return {"layer": self.layer, **self.edit.describe()}
 
 
 def as_interventions(x) -> tuple[Intervention, ...]:

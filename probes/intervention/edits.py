@@ -6,13 +6,20 @@
   form of LEACE's oblique projection I - Lf R (Belrose et al. 2023) and of any projection stored by its two factors;
 * :class:`AddVector`: add ``scale * v`` to every state (a steering vector);
 * :class:`Patch`: replace the states with those of other inputs (activation patching), matched by the input's
-  token ids: :meth:`Patch.from_activations` pairs text t of one extraction with text t of another;
+  token ids, at every position or at chosen ones: :meth:`Patch.from_activations` pairs text t of one extraction
+  with text t of another;
 * :class:`Function`: any Python function of the (B, n, d) states. No key can see what a function does, so
   an extraction under it runs without the activation cache (one warning).
 
+An edit's arrays (numpy or torch, of any real dtype) are copied at construction into read-only float64 arrays, so
+the array a forward pass applies is always the one its identity hashes: changing the caller's array afterwards
+changes nothing, and writing into the edit's own (``edit.vector[:] = 0``) is an error, never a silent change.
+
 Only the real tokens of a batch are edited (padding is left as the model made it, so an edit never reaches a real
 token through padding). Every edit but :class:`Function` has an ``identity()``: its kind, its settings and a
-sha256 of its arrays, which the activation cache key and every result record.
+sha256 of its arrays, which the activation cache key and every result record. A subclass of :class:`Edit` is
+keyed only when the class that defines its ``apply`` also declares its ``kind``, ``settings`` and ``arrays`` (what
+``apply`` reads); otherwise its identity is None and it runs uncached, like a :class:`Function`.
 
     $ python -c "from probes.intervention import ProjectOut; print(ProjectOut([[1.0, 0.0, 0.0]]).identity())"
 """
@@ -20,7 +27,11 @@ sha256 of its arrays, which the activation cache key and every result record.
 from __future__ import annotations
 
 import hashlib
+import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -39,14 +50,25 @@ class Batch:
 
 
 def _matrix(x, what: str, ndim: int) -> np.ndarray:
-    """``x`` as a finite float64 array of ``ndim`` dimensions; one ProbeError line otherwise."""
-    a = np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+    """``x`` (numpy, torch or nested lists, any real dtype) as a read-only float64 copy of ``ndim`` dimensions, all
+    finite; one ProbeError line otherwise. The copy is what the edit applies and what its identity hashes."""
+    if isinstance(x, torch.Tensor):
+        if x.is_complex():
+            raise ProbeError(f"{what} must hold real numbers, not {x.dtype}")
+        x = x.detach().to("cpu", torch.float64).numpy()
+    if np.iscomplexobj(x):
+        raise ProbeError(f"{what} must hold real numbers, not complex ones")
+    try:
+        a = np.array(x, dtype=np.float64, copy=True)
+    except (TypeError, ValueError) as e:
+        raise ProbeError(f"{what} must be an array of real numbers ({' '.join(str(e).split())[:80]})") from None
     if a.ndim == 1 and ndim == 2:
         a = a[None]
     if a.ndim != ndim or 0 in a.shape:
         raise ProbeError(f"{what} must be a non-empty {ndim}-D array, not one of shape {a.shape}")
     if not np.isfinite(a).all():
         raise ProbeError(f"{what} holds NaN or inf")
+    a.setflags(write=False)
     return a
 
 
@@ -58,8 +80,28 @@ def _sha256(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def _owner(cls: type, name: str) -> type:
+    """The class of ``cls``'s MRO that defines attribute ``name``."""
+    return next(c for c in cls.__mro__ if name in vars(c))
+
+
+def _keyable(cls: type[Edit]) -> bool:
+    """Whether an edit class says everything its ``apply`` reads: the class that defines ``apply`` (or one below it)
+    declares a non-empty ``kind``, ``settings`` and ``arrays``."""
+    where = _owner(cls, "apply")
+    return bool(cls.kind) and all(issubclass(_owner(cls, n), where) for n in ("kind", "settings", "arrays"))
+
+
+def _class_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 class Edit:
-    """Base class: ``apply(h, batch) -> h'`` on (B, n, d) states; ``width`` (d) when the edit fixes it."""
+    """Base class: ``apply(h, batch) -> h'`` on (B, n, d) states; ``width`` (d) when the edit fixes it.
+
+    A subclass that is to be keyed (cached, and told apart from other edits) declares, in the class that defines
+    ``apply``: ``kind`` (a name), ``settings()`` (its scalar settings) and ``arrays()`` (its arrays, copied read-only
+    at construction, see :func:`_matrix`); without them its identity is None (no key can see what it does)."""
 
     kind: ClassVar[str] = ""
 
@@ -78,16 +120,25 @@ class Edit:
         return ()
 
     def identity(self) -> dict | None:
-        """What the cache key and the results record: kind, settings and the arrays' sha256 (None: unknowable)."""
+        """What the cache key and the results record: kind, settings and the arrays' sha256 (None: unknowable, an
+        edit whose class does not declare what its ``apply`` reads)."""
+        cls = type(self)
+        if not _keyable(cls):
+            return None
         arrays = self.arrays()
-        return {"edit": self.kind, **self.settings(), **({"sha256": _sha256(*arrays)} if arrays else {})}
+        own = {} if cls.__module__ == __name__ else {"class": _class_name(cls)}  # a caller's class: its own entries
+        return {"edit": self.kind, **own, **self.settings(), **({"sha256": _sha256(*arrays)} if arrays else {})}
+
+    def describe(self) -> dict:
+        """What results record: the identity, or (an edit no key can see) its kind and class."""
+        return self.identity() or {"edit": self.kind or "custom", "class": _class_name(type(self))}
 
     def _on(self, a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
         """Array ``a`` as a tensor in ``like``'s dtype and device (converted once per dtype and device)."""
         memo: dict = self.__dict__.setdefault("_tensors", {})
-        key = (id(a), like.dtype, like.device)
+        key = (id(a), like.dtype, like.device)  # ``a`` is one of the edit's read-only arrays: it never changes
         if key not in memo:
-            memo[key] = torch.as_tensor(a, dtype=like.dtype, device=like.device)
+            memo[key] = torch.tensor(a, dtype=like.dtype, device=like.device)  # a copy (``a`` is read-only)
         return memo[key]
 
     def _check_width(self, h: torch.Tensor) -> None:
@@ -165,7 +216,13 @@ class AddVector(Edit):
 
     def __post_init__(self):
         object.__setattr__(self, "vector", _matrix(self.vector, "vector", 1))
-        object.__setattr__(self, "scale", float(self.scale))
+        try:
+            scale = float(self.scale)
+        except (TypeError, ValueError):
+            raise ProbeError(f"scale must be a number, not {self.scale!r}") from None
+        if not math.isfinite(scale):
+            raise ProbeError(f"scale must be finite, not {scale}")
+        object.__setattr__(self, "scale", scale)
 
     @property
     def width(self) -> int:
@@ -187,36 +244,58 @@ class Patch(Edit):
     """Replace the states of an input by states taken from another input (activation patching).
 
     ``sources``: {token ids of an input, as the model sees them (special tokens included, no padding): its
-    replacement states (n_s, d)}. Positions 0..min(n, n_s)-1 of the input are replaced, the rest kept. A forward
-    pass over an input that has no entry is an error (the patch would silently not apply)."""
+    replacement states (n_s, d)}. ``positions``: which of the input's real tokens get replaced, the state at
+    position i by the source's state at position i: None (every position 0..min(n, n_s)-1, the rest kept), token
+    indices (negative: counted from the input's end), or a boolean mask of the input's length; a chosen position
+    that the input or its source does not have is an error. A forward pass over an input that has no entry is an
+    error (the patch would silently not apply). A forward pass sees only token ids, so inputs that tokenize alike
+    are one input with one entry: patching one text from several sources takes one Patch (and one pass) each."""
 
-    sources: Any  # dict[tuple[int, ...], array (n_s, d)]
+    sources: Any  # Mapping[tuple[int, ...], array (n_s, d)]
+    positions: Any = None  # None, token indices (k,) or a boolean mask (n,)
     kind: ClassVar[str] = "patch"
     _width: int = field(default=0, init=False)
+    _mask_length: int | None = field(default=None, init=False)  # a mask's length: the inputs' length
 
     def __post_init__(self):
-        if not isinstance(self.sources, dict) or not self.sources:
+        if not isinstance(self.sources, Mapping) or not self.sources:
             raise ProbeError("Patch takes a non-empty dict {input token ids: replacement states (n, d)}")
         clean = {tuple(int(i) for i in k): _matrix(v, "replacement states", 2) for k, v in self.sources.items()}
         widths = {v.shape[1] for v in clean.values()}
         if len(widths) != 1:
             raise ProbeError(f"the replacement states have several widths: {sorted(widths)}")
-        object.__setattr__(self, "sources", clean)
+        object.__setattr__(self, "sources", MappingProxyType(clean))
         object.__setattr__(self, "_width", widths.pop())
+        if self.positions is not None:
+            positions, mask_length = _positions(self.positions)
+            object.__setattr__(self, "positions", positions)
+            object.__setattr__(self, "_mask_length", mask_length)
 
     @classmethod
-    def from_activations(cls, targets, sources, layer: int) -> Patch:
+    def from_activations(cls, targets, sources, layer: int, positions=None) -> Patch:
         """Text t of ``targets`` (Activations) gets the layer-``layer`` states of text t of ``sources`` (Activations
-        of the same model, the same number of texts)."""
+        of the same model, the same number of texts), at ``positions`` (see the class). Two target texts that
+        tokenize alike with different sources are refused: a forward pass could not tell them apart."""
         if targets.n_texts != sources.n_texts:
             raise ProbeError(f"targets hold {targets.n_texts} texts, sources {sources.n_texts}: text t of one is "
                              "patched with text t of the other")
+        a, b = _model_of(targets), _model_of(sources)
+        if a[1] != b[1]:
+            raise ProbeError(f"the sources are states of model {b[0]!r} and the targets of model {a[0]!r} (another "
+                             "fingerprint): a patch gives a model its own states of other inputs")
         states = sources.layer_hidden(layer)
-        out = {}
+        out: dict[tuple[int, ...], np.ndarray] = {}
+        first: dict[tuple[int, ...], int] = {}
         for t in range(targets.n_texts):
             key = tuple(int(i) for i in targets.token_ids[targets.offsets[t]:targets.offsets[t + 1]])
-            out[key] = np.asarray(states[sources.offsets[t]:sources.offsets[t + 1]], np.float64)
-        return cls(out)
+            src = np.asarray(states[sources.offsets[t]:sources.offsets[t + 1]], np.float64)
+            if key in out and not np.array_equal(out[key], src):
+                raise ProbeError(f"target texts {first[key]} and {t} tokenize alike and have different sources: a "
+                                 "forward pass cannot tell them apart; patch each source in its own pass (one Patch "
+                                 "per source)")
+            out[key] = src
+            first.setdefault(key, t)
+        return cls(out, positions)
 
     @property
     def width(self) -> int:
@@ -233,17 +312,63 @@ class Patch(Edit):
             if src is None:
                 raise ProbeError(f"the patch has no states for an input of {len(key)} tokens that this forward pass "
                                  "ran (it covers the inputs it was built for, matched by token ids)")
-            k = min(len(key), len(src))
-            real = torch.nonzero(batch.mask[row]).flatten()[:k]
-            out[row, real] = torch.as_tensor(src[:k], dtype=h.dtype, device=h.device)
+            where = self._where(len(key), len(src))
+            real = torch.nonzero(batch.mask[row]).flatten()[torch.from_numpy(where).to(h.device)]
+            out[row, real] = torch.tensor(src[where], dtype=h.dtype, device=h.device)
         return out
 
+    def _where(self, n: int, n_src: int) -> np.ndarray:
+        """The positions (into the input's n real tokens) replaced in an input whose source has n_src states."""
+        if self.positions is None:
+            return np.arange(min(n, n_src))
+        if self._mask_length is not None and n != self._mask_length:
+            raise ProbeError(f"the patch's position mask is for inputs of {self._mask_length} tokens, and an input "
+                             f"of {n} tokens ran")
+        where = np.where(self.positions < 0, self.positions + n, self.positions)
+        bad = (where < 0) | (where >= min(n, n_src))
+        if bad.any():
+            p = int(self.positions[np.flatnonzero(bad)[0]])
+            raise ProbeError(f"patch position {p}: the input has {n} tokens and its source {n_src} states")
+        return where
+
     def settings(self) -> dict:
-        return {"inputs": len(self.sources)}
+        out: dict[str, object] = {"inputs": len(self.sources)}
+        if self.positions is not None:
+            out["positions"] = self.positions.tolist()
+            if self._mask_length is not None:
+                out["mask_length"] = self._mask_length
+        return out
 
     def arrays(self):
         keys = sorted(self.sources)
         return tuple(a for k in keys for a in (np.asarray(k, np.float64), self.sources[k]))
+
+
+def _positions(x) -> tuple[np.ndarray, int | None]:
+    """``positions`` of a :class:`Patch` as read-only int64 indices, and a boolean mask's length (None: indices)."""
+    a = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    if a.ndim == 0:
+        a = a[None]
+    if a.ndim != 1 or not len(a):
+        raise ProbeError(f"a patch's positions are token indices or a boolean mask (1-D, non-empty), not shape "
+                         f"{a.shape}")
+    if a.dtype == bool:
+        if not a.any():
+            raise ProbeError("a patch's position mask selects no position")
+        out, length = np.flatnonzero(a).astype(np.int64), len(a)
+    elif np.issubdtype(a.dtype, np.integer):
+        out, length = a.astype(np.int64), None
+    else:
+        raise ProbeError(f"a patch's positions are token indices (integers) or a boolean mask, not {a.dtype}")
+    out.setflags(write=False)
+    return out, length
+
+
+def _model_of(acts) -> tuple[str, str]:
+    """(name, weights' identity) of the model whose states ``acts`` are, as its meta records them."""
+    model = acts.meta.get("model") or {}
+    name = str(model.get("name", "?"))
+    return name, json.dumps(model.get("fingerprint", name), sort_keys=True, default=str)
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,6 +387,9 @@ class Function(Edit):
         out = self.fn(h)
         if not isinstance(out, torch.Tensor) or out.shape != h.shape:
             raise ProbeError(f"the function {self.label} must return a tensor of the states' shape {tuple(h.shape)}")
+        if not out.is_floating_point():
+            raise ProbeError(f"the function {self.label} must return floating-point states, not {out.dtype} (they "
+                             "would be cast back to the states' dtype)")
         return out
 
     @property

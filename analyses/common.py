@@ -298,9 +298,11 @@ def activations_entry(meta: dict) -> dict:
     """The activation cache entry a result records (with the device and dtypes that produced it)."""
     # batch_size: the one that produced the cache entry (states differ by up to ~5e-6 between sizes)
     # intervention: the edits of the forward pass that made the states (probes.intervention), when there were any
+    # libraries: the releases of torch, transformers, tokenizers and kernels that computed the states (an entry read
+    # under other releases was checked first: libraries_checked, probes.capture.libraries)
     return {k: meta[k] for k in ("key", "n_texts", "n_tokens", "truncated_texts", "batch_size", "device", "dtype",
                                  "cache_dtype", "cache_dtype_fallback", "cache_verify", "nonfinite_states",
-                                 "intervention")
+                                 "intervention", "libraries", "libraries_checked")
             if k in meta}
 
 

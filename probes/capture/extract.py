@@ -42,7 +42,7 @@ from typing import cast
 import numpy as np
 from filelock import FileLock
 
-from probes.capture import distributed, store
+from probes.capture import distributed, libraries, store
 from probes.capture.activations import Activations
 from probes.capture.batch import ChunkInputs, NotFloat16, run_batch
 from probes.capture.plan import CapturePlan
@@ -182,12 +182,13 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
     if distributed.launched():
         return _extract_sharded(model, inputs, settings, key, entry, batch_size, progress, device, run_dtype,
                                 device_map, edits, versions)
-    if entry is not None and (hit := open_entry(entry, repair=False)) is not None:
+    if entry is not None and (hit := open_entry(entry, repair=False)) is not None and _current(hit, entry):
         return _described(hit, spec)  # finished entries are immutable: no lock needed to read one
     if entry is not None:  # a miss writes: a folder that cannot take it is one line naming its setting
         usable_cache(entry.parent.parent, source)
     with entry_lock(entry, progress):  # one writer per entry; the others wait, then read its result
-        if entry is not None and (hit := open_entry(entry, repair=True)) is not None:
+        hit = open_entry(entry, repair=True) if entry is not None else None
+        if hit is not None and entry is not None and _current(hit, entry):
             return _described(hit, spec)
         if not isinstance(model, Encoder):
             from probes.checkpoints.loaders import load  # here: a cache hit never imports model code
@@ -196,7 +197,10 @@ def _extract(model: str | Encoder, inputs: list[str] | list[list[int]], *, maps:
             if entry is not None and model.loaded_files != versions:
                 warnings.warn(f"model '{spec.name}': {FILES_MOVED}; extracted without the activation cache",
                               stacklevel=3)
-                entry = None
+                entry, hit = None, None
+        if hit is not None and entry is not None:  # made under other library versions: checked before it is served
+            if (served := _checked_hit(model, hit, entry, inputs, settings, key, edits)) is not None:
+                return _described(served, spec)
         acts = _capture(model, inputs, settings, key, entry, batch_size, progress, edits)
         if acts is None:  # only a rank other than 0 under torchrun, which takes _extract_sharded
             raise RuntimeError("a capture outside torchrun returned no activations")
@@ -222,6 +226,9 @@ def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: st
     main = distributed.is_main()
     with entry_lock(entry, progress) if main else contextlib.nullcontext():
         hit = open_entry(entry, repair=True) if main else None
+        if hit is not None and not _current(hit, entry):  # other library versions: extracted again (no check
+            shutil.rmtree(entry, ignore_errors=True)  # under torchrun: the ranks share their work through the cache)
+            hit = None
         if not distributed.broadcast(hit is not None):
             if not isinstance(model, Encoder):
                 from probes.checkpoints.loaders import load
@@ -235,6 +242,40 @@ def _extract_sharded(model: str | Encoder, inputs: list, settings: dict, key: st
     if main and hit is not None:
         return hit
     return read_entry(entry, full=False)  # rank 0 checked every byte
+
+
+def _current(hit: Activations, entry: Path) -> bool:
+    """Whether a cache hit was computed by this process's library versions, or checked equal under them before
+    (:mod:`probes.capture.libraries`); the activations then say which check it was."""
+    if libraries.same_libraries(hit.meta):
+        return True
+    if (rec := libraries.checked_before(entry)) is not None:
+        hit.meta["libraries_checked"] = rec
+        return True
+    return False
+
+
+def _checked_hit(encoder: Encoder, hit: Activations, entry: Path, inputs: list, settings: dict, key: str,
+                 edits: tuple) -> Activations | None:
+    """``hit``, an entry computed under other library versions, once one batch of its texts run again now gives
+    the same states (within :func:`~probes.capture.libraries.tolerance`); else None, the entry removed (the
+    caller extracts again). Runs under the entry's lock, with the model loaded."""
+    plan = CapturePlan.build(encoder, inputs, settings, CHUNK_BYTES)
+    texts = libraries.check_batch(hit.meta, plan)
+    fresh = _capture(encoder, [inputs[t] for t in texts], settings, key, None, len(texts), False, edits)
+    check = libraries.compare_states(hit, fresh, texts, libraries.tolerance(hit.meta.get("cache_dtype", "float32"),
+                                                                            settings["dtype"]))
+    made = libraries.versions_words(hit.meta.get("libraries"))
+    now = libraries.versions_words(libraries.library_versions())
+    if check.equal:
+        hit.meta["libraries_checked"] = libraries.remember(entry, check)
+        warnings.warn(f"model '{encoder.name}': cache entry {entry} was computed under {made}; under {now} "
+                      f"{check.words()}: reused", stacklevel=4)
+        return hit
+    warnings.warn(f"model '{encoder.name}': cache entry {entry} was computed under {made}; under {now} "
+                  f"{check.words()}: extracting again", stacklevel=4)
+    shutil.rmtree(entry, ignore_errors=True)
+    return None
 
 
 def _described(acts: Activations, spec) -> Activations:

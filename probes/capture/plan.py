@@ -18,7 +18,7 @@ from itertools import chain
 import numpy as np
 import torch
 
-from probes.capture import distributed
+from probes.capture import distributed, libraries
 from probes.capture.activations import Activations, kept_layers
 from probes.capture.store import CACHE_FORMAT
 from probes.capture.work import Spans
@@ -102,7 +102,8 @@ class CapturePlan:
             # the batch size that produced the states (they differ by ~1e-6 between batch sizes); a list,
             # one per chunk, when a resumed extraction used several
             "batch_size": sizes[0] if len(sizes) == 1 else [done[c]["batch_size"] for c in sorted(done)],
-            "torch": torch.__version__, "processes": distributed.world_size(),
+            "torch": torch.__version__, "libraries": libraries.library_versions(),
+            "processes": distributed.world_size(),
             "device": str(encoder.device), **({"device_map": encoder.device_map} if encoder.device_map else {}),
             "cache_dtype_requested": settings["cache_dtype"],
             "cache_dtype": state.dtype, **({"cache_dtype_fallback": state.fallback} if state.fallback else {}),

@@ -24,10 +24,13 @@ import enum
 import functools
 import hashlib
 import math
+import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import FrameType
 from typing import NamedTuple
 
 import numpy as np
@@ -287,8 +290,24 @@ def bootstrap_block(unit: str, n_units: int, resamples: int = RESAMPLES, level: 
         block["note"] = (f"{n_units} {unit}s: an interval over fewer than {MIN_UNITS} covers less than its "
                          f"nominal {level:.0%} (about 60% at 2 units); read it as a rough range")
         warnings.warn(f"bootstrap intervals over {n_units} {unit}s (fewer than {MIN_UNITS}) cover less than "
-                      f"{level:.0%}: recorded in the result's bootstrap note", stacklevel=2)
+                      f"{level:.0%}: recorded in the result's bootstrap note", stacklevel=outside_stacklevel())
     return block
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning issued by the caller of this function name the first frame outside
+    the suite (the packages ``analyses`` and ``probes``, and Python's ``-m`` runner): the line of a caller's own
+    code from Python, and no line of the suite's source on the command line (there it points past the stack)."""
+    root = os.path.dirname(os.path.dirname(__file__))  # spelled as the suite's modules' code objects spell it
+    inside = tuple(os.path.join(root, package) + os.sep for package in ("analyses", "probes"))
+    frame: FrameType | None = sys._getframe(1)  # the frame that warns: stacklevel 1
+    level = 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(inside) or "runpy" in name):
+            return level
+        frame, level = frame.f_back, level + 1
+    return level  # past the outermost frame: warnings names "sys", with no source line
 
 
 def units_id(units) -> str:

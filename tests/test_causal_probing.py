@@ -160,3 +160,44 @@ def test_the_objective_does_not_depend_on_how_texts_are_batched(name):
     np.testing.assert_allclose(padded[0], alone[0], rtol=1e-5)
     np.testing.assert_array_equal(padded[1], alone[1])
     assert (padded[1] >= 1).all()
+
+
+def test_one_training_sentence_or_an_unknown_method_is_one_error_line():
+    kw = dict(task=["position"], layer=[1], n_boot=20, max_items=200, cv_folds=2, cs=[1.0], random_draws=1,
+              inlp_iterations=2, min_per_class=1, cache_dir=None)
+    with pytest.raises(ProbeError, match="2 training sentences"):
+        causal_probing.run("tiny-bert", TEXTS[:2], **kw)
+    with pytest.raises(ProbeError, match="2 training sentences"):
+        causal_probing.run("tiny-bert", TEXTS[:10], test_size=0.95, **kw)
+    X, y = _planted(40, 8, 2)
+    with pytest.raises(ProbeError, match="one sentence"):
+        erasers.inlp(X, y, np.zeros(len(y), np.int64))
+    with pytest.raises(ProbeError, match="leace, inlp"):
+        causal_probing.used_layers(causal_probing.Result.__new__(causal_probing.Result), "position", method="bogus")
+
+
+def test_the_few_sentences_warning_names_the_callers_line():
+    kw = dict(task=["position"], layer=[1], n_boot=20, max_items=200, cv_folds=2, cs=[1.0], random_draws=1,
+              inlp_iterations=2, min_per_class=1, cache_dir=None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        causal_probing.run("tiny-bert", TEXTS[:8], **kw)
+    few = [w for w in caught if "bootstrap intervals over" in str(w.message)]
+    assert few and all(w.filename == __file__ for w in few)
+
+
+@pytest.mark.integration
+def test_command_line_one_training_sentence_is_one_error_line_and_warnings_print_no_source(tmp_path):
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "analyses.causal_probing", "--model", "tiny-bert", "--task", "position", "--layer",
+            "1", "--max-items", "200", "--min-per-class", "1", "--n-boot", "20", "--cv-folds", "2", "--cs", "1.0",
+            "--random-draws", "1", "--inlp-iterations", "2", "--no-figures", "--out", str(tmp_path)]
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    one = subprocess.run(args + ["--n-sentences", "2"], capture_output=True, text=True, env=env)
+    assert one.returncode == 2 and one.stderr.strip().splitlines()[-1].startswith("error: causal probing needs 2")
+    assert "Traceback" not in one.stderr
+    few = subprocess.run(args + ["--n-sentences", "3"], capture_output=True, text=True, env=env)
+    assert few.returncode == 0 and "bootstrap intervals over 1 sentences" in few.stderr
+    assert "stats.bootstrap_block(" not in few.stderr and "/analyses/" not in few.stderr

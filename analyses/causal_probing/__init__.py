@@ -137,6 +137,8 @@ class Result(common.AnalysisResult):
 def used_layers(result: Result, task: str, method: str = "leace") -> list[int] | None:
     """The layers where erasing ``task`` with ``method`` raises the model's loss more than a random erasure of the
     same rank, the excess's interval above 0 (None: the task was not run, or the loss was not measured)."""
+    if method not in METHODS:
+        raise ProbeError(f"causal probing has no method {method!r}; its methods are {', '.join(METHODS)}")
     entry = next((t for t in result.tasks if t["task"] == task), None)
     rows = [] if entry is None else [r for r in entry["layers"] if r[method].get("excess_loss_ci") is not None]
     if not rows:
@@ -166,6 +168,10 @@ def compute(cfg: Config | None = None, *, acts, objective=None, objective_skippe
     L = acts.n_layers
     layers = sorted({layer_index(x, L) for x in cfg.layer}) if cfg.layer else list(range(L + 1))
     held = sentence_split(acts.n_texts, cfg.test_size, cfg.seed)
+    if (~held).sum() < 2:
+        raise ProbeError(f"causal probing needs 2 training sentences (INLP stops on a held-out fifth of them), and "
+                         f"{acts.n_texts} sentences with --test-size {cfg.test_size} leave {int((~held).sum())}; use "
+                         "more sentences or a smaller --test-size")
     tasks, skipped = [], []
     for name in dict.fromkeys(cfg.task):
         try:

@@ -131,9 +131,15 @@ def inlp(X: np.ndarray, y: np.ndarray, groups: np.ndarray, iterations: int = 10,
     from sklearn.model_selection import GroupShuffleSplit
 
     X, y = _check(X, y)
+    if len(np.unique(groups)) < 2:
+        raise ProbeError("INLP holds out a fifth of its training sentences to stop on, and its items come from "
+                         "one sentence; use more sentences")
     mean = X.mean(0)
     Xc = X - mean
     tr, dev = next(GroupShuffleSplit(1, test_size=0.2, random_state=seed).split(Xc, y, groups))
+    if len(np.unique(y[tr])) < 2:
+        raise ProbeError("INLP: the training sentences outside its held-out fifth hold a single class; use more "
+                         "sentences")
     majority = float((y[dev] == np.bincount(y[tr]).argmax()).mean())
     B = np.zeros((X.shape[1], 0))
     accs: list[float] = []

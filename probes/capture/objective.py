@@ -7,6 +7,9 @@
 * a causal LM: the next-token loss over every position of each text (the model's special tokens included as
   context, as the capture adds them).
 
+Every score runs under the interventions of the enclosing :func:`probes.intervention.intervening` blocks (as the
+capture does), then those it is given, and :meth:`Objective.describe` records them.
+
 :func:`load_objective` gives the model with its head: a registry entry's folder must hold the head's weights
 (``AutoModelForMaskedLM`` / ``AutoModelForCausalLM``, or the S-LSTM's and Graph-Transformer's own MLM heads);
 a seeded ``random:`` entry gets its seeded head. The encoder part always has exactly the weights the capture's
@@ -51,8 +54,16 @@ class Objective:
     device: torch.device = torch.device("cpu")
     padding_safe: bool = True  # False: texts share a batch only with texts of their length
 
-    def describe(self, mask_prob: float, seed: int) -> dict:
+    def describe(self, mask_prob: float, seed: int, interventions=()) -> dict:
+        """What a result records of the scoring: the objective, its masking, and the interventions every score
+        runs under (those of the enclosing :func:`probes.intervention.intervening` blocks, then ``interventions``),
+        when there are any."""
+        from probes.intervention import active, as_interventions, describe
+
         out: dict[str, object] = {"objective": self.kind, "model_head": type(self.model).__name__}
+        edits = active() + as_interventions(interventions)
+        if edits:
+            out["intervention"] = describe(edits)
         if self.kind == MASKED:
             out.update(mask_prob=mask_prob, mask_seed=seed, mask_token_id=self.mask_id,
                        masking="a seeded share of each text's non-special tokens (at least one), all replaced by "
@@ -64,14 +75,15 @@ class Objective:
     @torch.inference_mode()
     def score(self, texts: list[str], interventions=(), mask_prob: float = 0.15, seed: int = 0,
               batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
-        """(loss sums (T,), scored tokens (T,)) in nats, each text's summed cross-entropy and its count, with
-        ``interventions`` (probes.intervention) editing the forward passes."""
-        from probes.intervention import hooked
+        """(loss sums (T,), scored tokens (T,)) in nats, each text's summed cross-entropy and its count, with the
+        interventions of the enclosing :func:`probes.intervention.intervening` blocks and then ``interventions``
+        (probes.intervention) editing the forward passes, as every other forward pass of the suite."""
+        from probes.intervention import active, as_interventions, hooked
         from probes.models.hf import eval_mode
 
         toks = self.tokenizer.tokenize(list(texts))
         sums, counts = np.zeros(len(toks)), np.zeros(len(toks), np.int64)
-        with hooked(self.model, interventions), eval_mode(self.model):
+        with hooked(self.model, active() + as_interventions(interventions)), eval_mode(self.model):
             for idx in self._batches(np.array([len(t.ids) for t in toks]), batch_size):
                 n = max(len(toks[i].ids) for i in idx)
                 ids = torch.full((len(idx), n), int(self.tokenizer.pad_id))

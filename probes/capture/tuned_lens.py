@@ -15,12 +15,13 @@ forward and its unembedding, so it lives here, where models run; no model weight
   model carries h_prev), a step taking windows until it has ``tokens_per_step`` scored tokens.
 * Stored in ``<root>/<model>/<key>/``: ``translators.safetensors`` and ``train_config.json`` (the settings, the
   model's fingerprint, the training split's identity, the translators file's sha256, the loss per layer at the
-  first and last steps). The key hashes the model, settings and split, so a run with the same ones reuses them;
-  anything else trains anew. Saved translators are read back only when the record names this model, settings and
-  split and the file has the recorded sha256 and the translators' keys and shapes: an edited, damaged or foreign
-  file is one error line naming it, never other numbers. Training runs in pieces: every ``save_every`` steps
-  ``state.pt`` (translators, optimiser, step, data position, h_prev, log) is written atomically, and an
-  interrupted run resumes from it.
+  first and last steps). The key hashes the model (with the interventions it runs under), settings and split, so a
+  run with the same ones reuses them; anything else trains anew. Under an intervention no key can see (a Python
+  function) they are trained in a temporary folder and never reused. Saved translators are read back only when
+  the record names this model, settings and split and the file has the recorded sha256 and the translators' keys
+  and shapes: an edited, damaged or foreign file is one error line naming it, never other numbers. Training runs
+  in pieces: every ``save_every`` steps ``state.pt`` (translators, optimiser, step, data position, h_prev, log)
+  is written atomically, and an interrupted run resumes from it.
 
     >>> tr, info = tuned_translators(lm, train_docs, split_identity, TrainSettings(window=128), "out/lens")
 """
@@ -32,6 +33,8 @@ import hashlib
 import io
 import json
 import sys
+import tempfile
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -240,9 +243,23 @@ def tuned_translators(lm, docs, split: dict, settings: TrainSettings, root: str 
     saved there. Saved translators are used only when ``train_config.json`` is a record of this model, these
     settings and this split and the file's sha256 is the one recorded beside it (:func:`checked_record`); anything
     else (an edited, damaged or foreign file) is one ProbeError line naming the file. Returns (translators in eval
-    mode, the train_config.json record with ``reused`` and ``folder``)."""
+    mode, the train_config.json record with ``reused`` and ``folder``). Under an intervention that no key can see
+    (:func:`probes.intervention.key_identity` None: a Function) nothing is reused or kept: they are trained in a
+    temporary folder (one warning)."""
+    from probes.intervention import active, key_identity
+
+    if key_identity(active()) is None:  # the model runs under an edit that no key can see: nothing to reuse
+        warnings.warn(f"tuned lens of {lm.name}: an intervention runs a Python function, which no key can see; its "
+                      "translators are trained in a temporary folder and not kept", stacklevel=2)
+        with tempfile.TemporaryDirectory(prefix="tuned-lens-") as where:
+            return _tuned_translators(lm, docs, split, settings, Path(where), save_every, progress)
+    return _tuned_translators(lm, docs, split, settings, Path(root), save_every, progress)
+
+
+def _tuned_translators(lm, docs, split: dict, settings: TrainSettings, root: Path, save_every: int,
+                       progress: bool) -> tuple[Translators, dict]:
     key = translators_key(lm, settings, split)
-    folder = Path(root) / lm.name / key
+    folder = root / lm.name / key
     folder.mkdir(parents=True, exist_ok=True)
     weights, config = folder / "translators.safetensors", folder / "train_config.json"
     L, d = n_layers(lm), int(lm.base.config.hidden_size)

@@ -53,6 +53,7 @@ from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
 from analyses.inputs import Sentences
 from analyses.layer_points import LEVELS, clouds, draw_tokens, finite, level_panel
+from analyses.rounding import same_vectors
 from probes.capture.activations import Activations
 from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
@@ -263,8 +264,9 @@ def halves_se(X, dist, idx, units, cfg: Config) -> tuple[np.ndarray, float]:
     return (np.sqrt(sq_[ok].mean(0)) if ok.any() else np.full(2, np.nan)), float(1 - ok.mean())
 
 
-def estimate(X, unit_of, cfg: Config, level: float) -> dict:
-    """Both estimators on the distinct rows of X, with estimate +- z SE intervals (:func:`halves_se`)."""
+def estimate(X, unit_of, cfg: Config, level: float, dtype=None) -> dict:
+    """Both estimators on the distinct rows of X, with estimate +- z SE intervals (:func:`halves_se`). ``dtype``:
+    of the values X holds (default X's): rows that are one vector up to its rounding have no dimension."""
     from scipy.stats import norm
 
     bad = int((~np.isfinite(np.asarray(X))).any(1).sum())
@@ -278,6 +280,10 @@ def estimate(X, unit_of, cfg: Config, level: float) -> dict:
         return {"twonn": None, "twonn_ci": None, "mle": None, "mle_ci": None, "n_points": len(Xd),
                 "duplicates_removed": removed, "dimension": X.shape[1],
                 "note": f"only {len(Xd)} distinct vectors: too few for k = {k} nearest neighbours"}
+    if same_vectors(Xd, dtype):  # distinct only by rounding: their distances are noise
+        return {"twonn": None, "twonn_ci": None, "mle": None, "mle_ci": None, "n_points": len(Xd),
+                "duplicates_removed": removed, "dimension": X.shape[1],
+                "note": "every vector is the same up to rounding (no variance): the estimators are undefined"}
     dist, idx = nearest_neighbours(Xd, min(len(Xd) - 1, neighbour_list_length(max(k, 2))))
     point = np.array([twonn(twonn_ratios(dist), cfg.twonn_discard), mle(mle_inverse(dist, k), cfg.mle_combine)])
     se, undefined = halves_se(Xd, dist, idx, units, cfg)
@@ -359,7 +365,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                     unit="layer"):
         row = {"layer": lyr}
         for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
-            row[level] = estimate(X, unit_of, cfg, boot["level"])
+            row[level] = estimate(X, unit_of, cfg, boot["level"], dtype=acts.sentence.dtype)
         layers.append(row)
     combine = ("1 / mean(1 / m_i) (MacKay-Ghahramani correction)" if cfg.mle_combine == "mackay-ghahramani"
                else "mean of m_i (Levina and Bickel)")

@@ -70,6 +70,7 @@ from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
 from analyses.inputs import Sentences
 from analyses.layer_points import LEVELS, clouds, draw_tokens, finite, level_panel, plot_levels
+from analyses.rounding import same_vectors
 from probes.capture.activations import Activations
 from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
@@ -381,8 +382,8 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             if not np.isfinite(X).all():  # the model's own NaN or inf states (recorded in the activations' meta)
                 row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None, total_variance=None,
                                   note="states that hold NaN or inf: IsoScore is undefined")
-            elif not row[level]["total_variance"] > 0 or bool((X == X[0]).all()):  # one vector for all ([CLS] at
-                # the embedding layer); tested exactly: float32's variance of equal large vectors is not 0
+            elif same_vectors(X, acts.sentence.dtype):  # one vector for all ([CLS] at the embedding layer, a
+                # dead LayerNorm): up to rounding, which a mean over different lengths leaves as variance
                 row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None, total_variance=0.0,
                                   note="every vector is the same (no variance): IsoScore is undefined")
             elif row[level]["isoscore"] is None:

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from analyses.rounding import constant_columns
+
 BATCH_BYTES = 2 * 2**20  # at most this many bytes of weights per batch of layers (see fit_layers)
 MEMORY = 6  # L-BFGS pairs kept per problem
 ARMIJO = 1e-4  # sufficient-decrease constant of the backtracking line search
@@ -61,10 +63,13 @@ class Fit:
 
 
 def standardise(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """StandardScaler fitted on X_train (float64 statistics; constant columns keep scale 1)."""
+    """StandardScaler fitted on X_train (float64 statistics; constant columns keep scale 1). A column is constant
+    when its values are equal up to the rounding of their dtype at their scale (analyses.rounding): scaled to unit
+    variance, rounding noise (of a mean over sentences of different lengths) would be a feature."""
     Xtr = np.asarray(X_train, np.float64)
     mean, std = Xtr.mean(0), Xtr.std(0)
-    std = np.where(std < 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0), 1.0, std)
+    flat = constant_columns(Xtr.min(0), Xtr.max(0), np.asarray(X_train).dtype) if len(Xtr) else std == 0
+    std = np.where(flat | (std < 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0)), 1.0, std)
     return (Xtr - mean) / std, (np.asarray(X_test, np.float64) - mean) / std
 
 

@@ -274,6 +274,8 @@ def svcca_chance(k_rows, k_cols, n: int) -> np.ndarray:
 
 def check_config(cfg: Config) -> None:
     """What ``arg(min=, choices=)`` cannot say, before any work (ProbeError: one line, exit status 2)."""
+    if not isinstance(cfg.unit, str):  # from Python, unit=["sentence"]: one result (and file name) is of one unit
+        raise ProbeError(f"unit is one value ({' or '.join(UNITS)}), not {cfg.unit!r}: run once per unit")
     if not cfg.measure or len(set(cfg.measure)) != len(cfg.measure):
         raise ProbeError("name each --measure once (at least one)")
     if not cfg.model:

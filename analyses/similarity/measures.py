@@ -34,18 +34,21 @@ describe the same unit. Pure numpy/scipy; nothing here knows about models.
   Spearman correlation of the two RDMs' upper triangles (ranks with ties averaged, then Pearson,
   as scipy.stats.spearmanr does).
 
-Degenerate cases (numbers, never NaN, and a mask of the undefined ones):
-* a column whose values are all equal (max == min) carries no variance; it is dropped before
-  anything else (CKA and SVCCA are exactly invariant to it);
+Degenerate cases (numbers, never NaN, and a mask of the undefined ones); "equal" and "positive" are up to
+rounding at the values' scale and dtype (analyses.rounding: rows that are one vector up to rounding have no
+variance, not a structure of rounding noise):
+* a column whose values are all equal carries no variance; it is dropped before anything else (CKA
+  and SVCCA are exactly invariant to it); when the rows are one vector, every column is;
 * a side with no non-constant column, or whose HSIC_u(K, K) is not positive, has no measurable
   structure: its CKA and SVCCA with anything (also with itself) are 0/0, undefined. The functions give 0
-  there, and :func:`similarity_matrices` marks those cells in its ``undefined`` masks, so that a result
-  writes null for them and a figure never draws them as a number;
+  there, and :func:`similarity_matrices` marks those cells in its ``undefined`` masks: a result writes
+  null for them and a figure never draws them as a number;
 * a zero row (a constant row for the correlation distance) has no direction, so its cosine with
   anything is undefined (:func:`rdm` gives NaN there): RSA leaves such a unit out of both RDMs of
   every pair of layers where either side has it zero (as analyses.anisotropy leaves zero vectors out)
-  and counts them per layer; an RDM with fewer than two entries, or whose entries are all equal, has
-  no ranking, and its RSA with anything is undefined (0, and marked in ``undefined``).
+  and counts them per layer; an RDM with fewer than two entries, whose entries are all equal, or whose
+  unit vectors are all one vector, has no ranking, and its RSA with anything is undefined (0, and
+  marked in ``undefined``); a distance of rounding size is 0 (the two units are one vector).
 
     $ python -c "import numpy as np; from analyses.similarity.measures import linear_cka; \
           X = np.random.randn(500, 20); print(linear_cka(X, X @ np.random.randn(20, 20)))"
@@ -58,15 +61,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
+from analyses.rounding import constant_columns, within_rounding
+from analyses.similarity.rsa import DISTANCES, RsaSide, rdm, rsa_pair, rsa_pair_defined, standard_ranks
 from probes.errors import ProbeError
 
 BATCH_ROWS = 4096  # rows per mini-batch of the streamed sums
 MAX_CROSS = 2**25  # at most this many float64 cross-product entries at once (256 MiB); more: several passes
 RANK_TOL = 1e-12  # eigenvalues below RANK_TOL * the largest count as zero (rank deficiency)
 MEASURES = ("cka", "svcca", "rsa")
-DISTANCES = ("cosine", "correlation")
+__all__ = ["DISTANCES", "MEASURES", "RsaSide", "rdm", "rsa_pair", "rsa_pair_defined", "standard_ranks",
+           "similarity_matrices", "linear_cka", "linear_cka_explicit", "svcca", "rsa"]  # RSA's own: .rsa
 
 
 # ----------------------------------------------------------------------------- streamed sums
@@ -77,7 +82,7 @@ class Layer:
     """One representation (n, d) prepared for streaming: column means and the non-constant columns."""
 
     X: np.ndarray  # (n, d) any float dtype; may be memory-mapped
-    keep: np.ndarray  # (d,) bool: columns with max > min
+    keep: np.ndarray  # (d,) bool: columns whose max and min differ by more than rounding
     mean: np.ndarray  # (d_kept,) float64 column means of the kept columns
 
     @classmethod
@@ -93,7 +98,7 @@ class Layer:
             lo, hi = np.minimum(lo, b.min(0)), np.maximum(hi, b.max(0))
         if not (np.isfinite(total).all() and np.isfinite(lo).all() and np.isfinite(hi).all()):  # NaN, inf propagate
             raise ProbeError("representations contain NaN or infinite values")
-        keep = hi > lo
+        keep = ~constant_columns(lo, hi, getattr(X, "dtype", np.float64))
         return cls(X, keep, (total / n)[keep])
 
     @property
@@ -269,6 +274,13 @@ def _cka(hxy: float, hxx: float, hyy: float) -> float:
     return hxy / np.sqrt(hxx * hyy) if hxx > 0 and hyy > 0 else 0.0
 
 
+def has_structure(layer: Layer, h: float, s: Sums, dtype) -> bool:
+    """Whether a side's CKA is defined: it has a non-constant column and its HSIC_u(K, K) ``h`` (from its own
+    :class:`Sums` ``s``, products in ``dtype``) is positive beyond rounding, relative to the Gram diagonals the
+    estimator subtracts (sum_i a_i^2 / (n (n - 3)): a cancellation whose rounding is of that size)."""
+    return not layer.empty and not within_rounding(h, s.sab / (s.n * (s.n - 3)), dtype)
+
+
 # ----------------------------------------------------------------------------- SVCCA from the same sums
 
 
@@ -299,92 +311,6 @@ def canonical_correlations(bx: Basis, by: Basis, cross: np.ndarray) -> np.ndarra
     if bx.k == 0 or by.k == 0:
         return np.zeros(0)
     return np.clip(np.linalg.svd(bx.P.T @ cross @ by.P, compute_uv=False), 0.0, 1.0)
-
-
-# ----------------------------------------------------------------------------- RSA
-
-
-def _rdm_rows(X: np.ndarray, distance: str) -> tuple[np.ndarray, np.ndarray]:
-    """(the rows of X (m, d) in float64 scaled to unit length (row-centred first for the correlation
-    distance), (m,) bool: the rows with a direction). A zero row stays zero in the first array."""
-    if distance not in DISTANCES:
-        raise ProbeError(f"distance must be one of {', '.join(DISTANCES)}, got {distance!r}")
-    X = np.asarray(X, np.float64)
-    if distance == "correlation":
-        X = X - X.mean(1, keepdims=True)
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(norms > 0, norms, 1.0), norms[:, 0] > 0
-
-
-def _upper(Xn: np.ndarray) -> np.ndarray:
-    """1 - cosine of the unit rows Xn, upper triangle (i < j, row-major)."""
-    i, j = np.triu_indices(len(Xn), k=1)
-    return 1.0 - (Xn @ Xn.T)[i, j]
-
-
-def rdm(X: np.ndarray, distance: str = "cosine") -> np.ndarray:
-    """Upper triangle (i < j, row-major; scipy's pdist order) of the RDM of X (m, d), float64. A pair with a
-    zero row (a constant row for the correlation distance) has no cosine: NaN."""
-    Xn, ok = _rdm_rows(X, distance)
-    if not ok.all():
-        Xn[~ok] = np.nan
-    return _upper(Xn)
-
-
-def standard_ranks(d: np.ndarray) -> np.ndarray | None:
-    """Ranks of d (ties averaged), centred and scaled to unit norm; None if d has fewer than two entries or
-    all of them are equal."""
-    if len(d) < 2:
-        return None
-    r = rankdata(d)
-    r -= r.mean()
-    norm = np.linalg.norm(r)
-    return r / norm if norm > 0 else None
-
-
-@dataclass
-class RsaSide:
-    """One layer's RSA units: which have a direction, and the ranks of the RDM over those."""
-
-    X: Any  # (n, d) the layer (may be memory-mapped): its rows are read again when a pair needs fewer units
-    rows: np.ndarray  # (m,) the RSA units
-    distance: str
-    ok: np.ndarray  # (m,) bool: the units whose vector is not zero (not constant, for the correlation distance)
-    ranks: np.ndarray | None  # standard ranks of the RDM over the units in ok; None: no ranking
-
-    @classmethod
-    def of(cls, X, rows: np.ndarray, distance: str) -> RsaSide:
-        Xn, ok = _rdm_rows(np.asarray(X[rows]), distance)
-        return cls(X, rows, distance, ok, standard_ranks(_upper(Xn if ok.all() else Xn[ok])))
-
-    @property
-    def n_zero(self) -> int:
-        return int((~self.ok).sum())
-
-    def ranks_over(self, units: np.ndarray) -> np.ndarray | None:
-        """The standard ranks of the RDM over ``units`` ((m,) bool, a subset of ``ok``)."""
-        if np.array_equal(units, self.ok):
-            return self.ranks
-        Xn, _ = _rdm_rows(np.asarray(self.X[self.rows]), self.distance)
-        return standard_ranks(_upper(Xn[units]))
-
-
-def _spearman(ra: np.ndarray | None, rb: np.ndarray | None) -> float:
-    return float(np.clip(ra @ rb, -1.0, 1.0)) if ra is not None and rb is not None else 0.0
-
-
-def rsa_pair(x: RsaSide, y: RsaSide) -> float:
-    """Spearman correlation of the two sides' RDMs over the units that are non-zero on both sides (0 where
-    either has no ranking: see :func:`rsa_pair_defined`)."""
-    value = rsa_pair_defined(x, y)
-    return 0.0 if value is None else value
-
-
-def rsa_pair_defined(x: RsaSide, y: RsaSide) -> float | None:
-    """:func:`rsa_pair`, None where it is undefined (an RDM of fewer than two entries or of equal entries)."""
-    both = x.ok & y.ok
-    ra, rb = x.ranks_over(both), y.ranks_over(both)
-    return None if ra is None or rb is None else _spearman(ra, rb)
 
 
 # ----------------------------------------------------------------------------- matrices over layers
@@ -418,6 +344,8 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
     want_sums = "cka" in measures or "svcca" in measures
     pairs, self_x, self_y = stacked_sums(lx, None if same else ly, batch_rows, dtype) if want_sums else ({}, [], [])
     hx, hy = [hsic(s, debiased) for s in self_x], [hsic(s, debiased) for s in self_y]
+    sx = [has_structure(a, h, s, dtype) for a, h, s in zip(lx, hx, self_x)]  # CKA defined on this side
+    sy = sx if same else [has_structure(b, h, s, dtype) for b, h, s in zip(ly, hy, self_y)]
     bx = [pca_basis(s.centred_cross(), variance) for s in self_x] if "svcca" in measures else []
     by = bx if same else [pca_basis(s.centred_cross(), variance) for s in self_y] if "svcca" in measures else []
     rx: list[RsaSide] = []
@@ -426,8 +354,8 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
         rows = np.arange(lx[0].n) if rsa_rows is None else np.asarray(rsa_rows)
         rx = [RsaSide.of(a.X, rows, distance) for a in lx]
         ry = rx if same else [RsaSide.of(b.X, rows, distance) for b in ly]
-    for i, a in enumerate(lx):
-        for j, b in enumerate(ly):
+    for i in range(len(lx)):
+        for j in range(len(ly)):
             if same and j < i:
                 for m in measures:
                     out[m][i, j], undefined[m][i, j] = out[m][j, i], undefined[m][j, i]
@@ -435,8 +363,8 @@ def similarity_matrices(xs: Sequence | np.ndarray, ys: Sequence | np.ndarray | N
             if want_sums:
                 s = pairs[i, j]
                 if "cka" in measures:
-                    undefined["cka"][i, j] = a.empty or b.empty or not (hx[i] > 0 and hy[j] > 0)
-                    out["cka"][i, j] = 0.0 if a.empty or b.empty else _cka(hsic(s, debiased), hx[i], hy[j])
+                    undefined["cka"][i, j] = not (sx[i] and sy[j])
+                    out["cka"][i, j] = 0.0 if undefined["cka"][i, j] else _cka(hsic(s, debiased), hx[i], hy[j])
                 if "svcca" in measures:
                     rho = canonical_correlations(bx[i], by[j], s.centred_cross())
                     out["svcca"][i, j] = float(rho.mean()) if rho.size else 0.0

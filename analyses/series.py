@@ -148,7 +148,7 @@ def _point_value(result, statistic: str) -> tuple[float | None, list[float] | No
     return value, s.interval() if value is not None and s.replicates is not None else None
 
 
-def _results(out: Path, analysis: str) -> list:
+def saved_results(out: Path, analysis: str) -> list:
     from analyses import get
 
     cls = get(analysis).Result
@@ -229,10 +229,10 @@ def run(analysis: str, series: list, like: list[str] | None = None, *, statistic
                                "--no-figures"])
                 for p in points:
                     record(p)
-        found = _results(out, analysis)
+        found = saved_results(out, analysis)
     finally:
         os.environ["PROBES_CHECKPOINTS"] = previous
-    return _collect(analysis, made, found, statistic, options, pair)
+    return collect(analysis, made, found, statistic, options, pair)
 
 
 @dataclass(frozen=True)
@@ -289,7 +289,7 @@ def _settings_agree(result, declared, options: list[str]) -> bool:
     return all(recorded[k] == v for k, v in wanted.items() if k in recorded and k not in skip)
 
 
-def _collect(analysis: str, made: list[Series], found: list, statistic: str, options: list[str],
+def collect(analysis: str, made: list[Series], found: list, statistic: str, options: list[str],
              pair: bool) -> SeriesResult:
     recorded = [(r, Recorded.of(r, pair)) for r in found]
     identities: dict[str, str] = {}

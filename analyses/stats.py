@@ -24,16 +24,15 @@ import enum
 import functools
 import hashlib
 import math
-import os
 import re
-import sys
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import FrameType
 from typing import NamedTuple
 
 import numpy as np
+
+from analyses.stacklevel import outside_stacklevel
 
 RESAMPLES = 1000  # default number of bootstrap resamples
 LEVEL = 0.95  # default two-sided interval level
@@ -292,22 +291,6 @@ def bootstrap_block(unit: str, n_units: int, resamples: int = RESAMPLES, level: 
         warnings.warn(f"bootstrap intervals over {n_units} {unit}s (fewer than {MIN_UNITS}) cover less than "
                       f"{level:.0%}: recorded in the result's bootstrap note", stacklevel=outside_stacklevel())
     return block
-
-
-def outside_stacklevel() -> int:
-    """The ``stacklevel`` that makes a warning issued by the caller of this function name the first frame outside
-    the suite (the packages ``analyses`` and ``probes``, and Python's ``-m`` runner): the line of a caller's own
-    code from Python, and no line of the suite's source on the command line (there it points past the stack)."""
-    root = os.path.dirname(os.path.dirname(__file__))  # spelled as the suite's modules' code objects spell it
-    inside = tuple(os.path.join(root, package) + os.sep for package in ("analyses", "probes"))
-    frame: FrameType | None = sys._getframe(1)  # the frame that warns: stacklevel 1
-    level = 1
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not (name.startswith(inside) or "runpy" in name):
-            return level
-        frame, level = frame.f_back, level + 1
-    return level  # past the outermost frame: warnings names "sys", with no source line
 
 
 def units_id(units) -> str:

@@ -194,10 +194,10 @@ def test_a_result_of_other_weights_under_a_points_name_is_not_read(alike_series,
     replaced = alike_series / "bert" / "checkpoint-200"
     shutil.rmtree(replaced)
     hf_folder(replaced, seed=999)  # the same name, other weights: its saved result is not this point's
-    from analyses.series import _collect, _results
+    from analyses.series import collect, saved_results
 
     with pytest.raises(ProbeError, match=r"no anisotropy result for bert\.step-0000200"):
-        _collect("anisotropy", [resolve(alike_series / "bert")], _results(out, "anisotropy"), "", [], False)
+        collect("anisotropy", [resolve(alike_series / "bert")], saved_results(out, "anisotropy"), "", [], False)
 
 
 # ----------------------------------------------------------------------------- a folder of the suite's own models

@@ -217,11 +217,11 @@ def test_the_command_line_says_it_in_one_line_with_exit_2(tmp_path):
 
 
 def test_a_pair_result_is_placed_by_its_two_names_exactly():
-    from analyses.summary.trajectories import _point_of
+    from analyses.summary.trajectories import point_of
 
     where = {"bert.step-0000200": 0.5, "albert.step-0000200": 1.0, "x.step-0000200": 1.0}
     pair = SimpleNamespace(model_name="albert.step-0000200-vs-x.step-0000200", identity=SimpleNamespace(
         model={"a": {"name": "albert.step-0000200"}, "b": {"name": "x.step-0000200"}}))
-    assert _point_of(pair, where) == 1.0
+    assert point_of(pair, where) == 1.0
     one = SimpleNamespace(model_name="albert.step-0000200", identity=SimpleNamespace(model={"name": "x"}))
-    assert _point_of(one, where) == 1.0
+    assert point_of(one, where) == 1.0

@@ -173,7 +173,7 @@ def judge_points(series: list, results: dict[str, list]) -> list[dict]:
     fractions = sorted({f for f in where.values() if np.isfinite(f)})
     out = []
     for f in fractions:
-        at = {a: [_renamed(r, names) for r in rs if _point_of(r, where) == f] for a, rs in results.items()}
+        at = {a: [_renamed(r, names) for r in rs if point_of(r, where) == f] for a, rs in results.items()}
         claims = [c for c in CLAIMS if getattr(c, "analysis", None) in at and at[c.analysis]]
         models = {c.statement: sorted(r.model_name for r in at[c.analysis]) for c in claims}
         like = {a: {n: like_key(r) for r in rs for n in sorted(sides(r))} for a, rs in at.items()}
@@ -181,7 +181,7 @@ def judge_points(series: list, results: dict[str, list]) -> list[dict]:
     return out
 
 
-def _point_of(result, where: dict[str, float]) -> float | None:
+def point_of(result, where: dict[str, float]) -> float | None:
     """The fraction of training of the point ``result`` was computed on (``where``: point name -> fraction): the
     point named by its model name, or, for a pair, of the two points its identity names (both at one fraction);
     matched by the names exactly (one series' name may hold another's: bert-small-seed3 in albert-small-seed3)."""

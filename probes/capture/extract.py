@@ -260,8 +260,7 @@ def _checked_hit(encoder: Encoder, hit: Activations, entry: Path, inputs: list, 
     """``hit``, an entry computed under other library versions, once one batch of its texts run again now gives
     the same states (within :func:`~probes.capture.libraries.tolerance`); else None, the entry removed (the
     caller extracts again). Runs under the entry's lock, with the model loaded."""
-    plan = CapturePlan.build(encoder, inputs, settings, CHUNK_BYTES)
-    texts = libraries.check_batch(hit.meta, plan)
+    texts = _check_batch(hit.meta, CapturePlan.build(encoder, inputs, settings, CHUNK_BYTES))
     fresh = _capture(encoder, [inputs[t] for t in texts], settings, key, None, len(texts), False, edits)
     check = libraries.compare_states(hit, fresh, texts, libraries.tolerance(hit.meta.get("cache_dtype", "float32"),
                                                                             settings["dtype"]))
@@ -276,6 +275,16 @@ def _checked_hit(encoder: Encoder, hit: Activations, entry: Path, inputs: list, 
                   f"{check.words()}: extracting again", stacklevel=4)
     shutil.rmtree(entry, ignore_errors=True)
     return None
+
+
+def _check_batch(meta: dict, plan: CapturePlan) -> list[int]:
+    """The entry's texts that :func:`_checked_hit` runs again: the longest batch of its first chunk, as the
+    extraction ran it (with the batch size it recorded)."""
+    size = meta.get("batch_size", 32)
+    size = int(size[0] if isinstance(size, list) else size)
+    a, b = plan.chunks[0].start, plan.chunks[0].stop
+    batches = batch_plan(plan.lengths[a:b], size, str(meta.get("padding", "")).startswith("right"))
+    return sorted(int(i) + a for i in batches[-1])
 
 
 def _described(acts: Activations, spec) -> Activations:

@@ -94,18 +94,6 @@ class StatesCheck:
         return f"{self.texts} texts recomputed, {'equal' if self.equal else 'different'} {how}"
 
 
-def check_batch(meta: dict, plan) -> list[int]:
-    """The entry's texts to run again: the longest batch of its first chunk, as the extraction ran it (the batch
-    size it recorded; ``plan``: the :class:`~probes.capture.plan.CapturePlan` of the entry's inputs)."""
-    from probes.capture.extract import batch_plan
-
-    size = meta.get("batch_size", 32)
-    size = int(size[0] if isinstance(size, list) else size)
-    a, b = plan.chunks[0].start, plan.chunks[0].stop
-    batches = batch_plan(plan.lengths[a:b], size, bool(meta.get("padding", "").startswith("right")))
-    return sorted(int(i) + a for i in batches[-1])
-
-
 def compare_states(stored, fresh, texts: list[int], tol: float) -> StatesCheck:
     """Compare the stored activations' states of ``texts`` (indices into ``stored``) with ``fresh``, the same
     texts' activations computed now (in that order), after both are rounded to the storage dtype."""

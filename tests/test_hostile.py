@@ -58,7 +58,8 @@ def variant(folder: Path, tmp_path: Path, config: dict | None = None, drop: tupl
     if weights is not None:
         from safetensors.torch import load_file, save_file
 
-        save_file(weights(load_file(out / "model.safetensors")), out / "model.safetensors", metadata={"format": "pt"})
+        state = {k: v.clone() for k, v in load_file(out / "model.safetensors").items()}  # not a map of the file
+        save_file(weights(state), out / "model.safetensors", metadata={"format": "pt"})
     return str(out)
 
 

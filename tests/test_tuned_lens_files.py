@@ -69,7 +69,8 @@ def test_saved_translators_are_reused_only_as_they_were_saved(gpt2, trained):
     first, record = reload(gpt2, trained)
     assert record["reused"] and record["translators_sha256"] == hashlib.sha256(
         (trained / "translators.safetensors").read_bytes()).hexdigest()
-    state = load_file(trained / "translators.safetensors")
+    # copies: safetensors' tensors may map the file, which this test then overwrites in place
+    state = {k: v.clone() for k, v in load_file(trained / "translators.safetensors").items()}
     noisy = {**state, "0.weight": state["0.weight"] + 0.5 * torch.randn_like(state["0.weight"])}
     resave(trained, noisy, record_too=False)
     assert "translators.safetensors are not the ones trained" in one_line(reload, gpt2, trained)
@@ -118,7 +119,7 @@ def test_translators_that_hold_nan_give_null_statistics_with_the_reason(gpt2, tm
     docs = caller_documents(gpt2, DOCS)
     first = lens_analysis.compute(cfg, lm=gpt2, documents=docs, translators_dir=tmp_path / "lens")
     folder = next((tmp_path / "lens").glob("*/*"))
-    state = load_file(folder / "translators.safetensors")
+    state = {k: v.clone() for k, v in load_file(folder / "translators.safetensors").items()}  # not the file's map
     state["0.weight"][0, 0] = float("nan")
     resave(folder, state, record_too=True)
     result = lens_analysis.compute(cfg, lm=gpt2, documents=docs, translators_dir=tmp_path / "lens")

@@ -35,6 +35,8 @@ import operator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+import numpy as np
+
 from probes.errors import ProbeError
 from probes.intervention.edits import AddVector, Batch, Edit, Erase, Function, Patch, ProjectOut
 from probes.intervention.sites import Sites, find_sites
@@ -53,7 +55,8 @@ class Intervention:
 
     def __post_init__(self):
         try:  # a Python or numpy integer (what np.argmax or a layer array gives); not a bool, not a float
-            layer = None if isinstance(self.layer, bool) else operator.index(self.layer)
+            layer = None if isinstance(self.layer, (bool, np.bool_)) else operator.index(self.layer)  # numpy < 2.3:
+            # np.bool_ has an __index__
         except TypeError:
             layer = None
         if layer is None:

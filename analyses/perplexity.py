@@ -72,6 +72,7 @@ import numpy as np
 
 from analyses import blocks as blocks_mod
 from analyses import common, stats, style
+from analyses.absent import Absent
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LM, LMConfig
@@ -149,7 +150,7 @@ class Result(common.AnalysisResult):
         its documents; the point value alone when the result saved neither)."""
         row = next((r for r in self.rows if (r["window"], r["overlap"]) == (window, overlap)), None)
         if row is None:
-            raise KeyError(f"token perplexity at T={window}, o={overlap}")
+            raise Absent(f"token perplexity at T={window}, o={overlap}")
         boot = self.bootstrap or {}
         nll = (boot.get("nll") or {}).get(str(overlap))
         if nll is not None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyses import common, stats, style
+from analyses.absent import Absent
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, caller_texts, settings_used
 from analyses.inputs import WindowConfig, Windows, non_special_counts
@@ -209,14 +210,14 @@ class Result(common.AnalysisResult):
     def mean_k(self, window: int, threshold: float) -> stats.Sample:
         """The mean over windows of ``window`` tokens of k(p = ``threshold``), with its bootstrap replicates
         over windows (the per-window k resampled; the point value alone when the result saved none).
-        KeyError when the result has no such k."""
+        :class:`~analyses.absent.Absent` when the result has no such k."""
         for w in self.windows:
             for j, t in enumerate(w["thresholds"] if w["window"] == window else []):
                 if abs(t["threshold"] - threshold) < 1e-9:
                     if not isinstance(w.get("bootstrap"), dict) or "k" not in w:
                         return stats.Sample(t["mean"])
                     return stats.Sample.of_mean(t["mean"], np.asarray(w["k"], dtype=np.float64)[:, j], w["bootstrap"])
-        raise KeyError(f"k at n = {window}, p = {threshold}")
+        raise Absent(f"k at n = {window}, p = {threshold}")
 
 
 def check_config(cfg: Config) -> None:

@@ -15,8 +15,8 @@ the tests pick it by):
 A claim names its analysis and its accessor by reference, checked when it is declared: an analysis that is not
 in :data:`analyses.ANALYSES`, an accessor its Result lacks (an AttributeError when the module is imported) or an
 accessor of another analysis's Result is an error, never a claim that is "not testable". Only what the data
-can lack (a missing key, a null, too few units: :data:`analyses.summary.evidence.INPUT_ERRORS`) makes a claim
-not testable.
+can lack (a number never computed, a null, too few units: :data:`analyses.summary.evidence.INPUT_ERRORS`) makes a
+claim not testable; a misspelt row key inside an accessor is a KeyError, raised.
 
     $ python -m analyses.summary.claims --out out
 """

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from analyses import stats
+from analyses.absent import Absent
 from analyses.files import SavedFile, SavedResults
 from analyses.stats import Verdict
 from probes.errors import ProbeError
@@ -57,10 +58,11 @@ class Untestable(Exception):
     """A number a verdict needs is missing, null, non-finite or not a number: the claim is not testable."""
 
 
-# What the data can lack, making a claim not testable (with the reason): a number missing, null or not finite
-# (Untestable), a key or an index absent, a value out of its domain. Not TypeError or AttributeError: those say the
-# claim's own code is wrong (a misspelt accessor, a wrong signature), and surface as errors.
-INPUT_ERRORS = (Untestable, KeyError, IndexError, ValueError)
+# What the data can lack, making a claim not testable (with the reason): a number null or not finite (Untestable), a
+# number the run never computed (Absent, raised by the accessor that looks for it), an index past the saved layers, a
+# value out of its domain. Not KeyError, TypeError or AttributeError: those say the claim's own code is wrong (a
+# misspelt row key inside an accessor, a misspelt accessor, a wrong signature), and surface as errors.
+INPUT_ERRORS = (Untestable, Absent, IndexError, ValueError)
 
 
 def number(x: object, what: str = "a value") -> float:
@@ -76,7 +78,7 @@ def untestable_reason(e: Exception) -> str:
     """Why a claim's inputs cannot give a verdict, in words."""
     if isinstance(e, Untestable):
         return str(e)
-    if isinstance(e, KeyError):
+    if isinstance(e, Absent):
         return f"a result lacks {e}"
     return f"a result is not of the expected shape ({type(e).__name__}: {e})"
 

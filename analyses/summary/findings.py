@@ -11,8 +11,8 @@ less than half the larger (the gap is at least half of the larger magnitude), "m
 a tenth of it, else "about as". These are words for the size of a gap, not tests: whether a difference holds
 over sentences and seeds is the claims table's (:mod:`analyses.summary.claims`).
 
-    >>> sentences("anisotropy", results)      # results: the analysis's Result objects
-    >>> compact_tables("similarity", results)  # per pair and measure: last x last, diagonal, best matches
+    sentences("anisotropy", results)      # results: the analysis's Result objects
+    compact_tables("similarity", results)  # per pair and measure: last x last, diagonal, best matches
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # the Result classes the sentences read (for the type checker
 
 # A result the sentence or table writer cannot phrase (a null where a number reads, a value of another shape) is
 # described by its headline instead, or not at all: prose never stops the report page. (The claims, which decide
-# verdicts, do not take TypeError or AttributeError for missing data.)
-PHRASING_ERRORS = (*INPUT_ERRORS, TypeError, AttributeError)
+# verdicts, do not take KeyError, TypeError or AttributeError for missing data.)
+PHRASING_ERRORS = (*INPUT_ERRORS, KeyError, TypeError, AttributeError)
 
 FAR, CLEAR = 0.5, 0.1  # the gap, as a share of the larger magnitude, that reads "far more" / "more"
 

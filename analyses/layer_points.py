@@ -8,8 +8,8 @@ the seeded token sample, its sentences as bootstrap units, and the per-layer lin
 * :func:`plot_levels`: a per-layer statistic with its bootstrap band, token level left and sentence level right,
   one line per model in its colour; :func:`level_panel` draws one of the two panels on one Axes.
 
-    >>> tokens = draw_tokens(acts, 5000, seed=0, keep_special=False)
-    >>> for level, (X, unit_of) in clouds(acts, layer, tokens).items(): ...
+    tokens = draw_tokens(acts, 5000, seed=0, keep_special=False)   # acts: an Activations
+    for level, (X, unit_of) in clouds(acts, layer, tokens).items(): ...
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ needs the spread between models trained with other seeds: :func:`seed_interval` 
 the mean of the per-seed differences, and :func:`decide` is the one rule that turns per-seed intervals
 and the across-seed interval into a :class:`Verdict`.
 
-    >>> W = resample_weights(len(x), 1000, seed=0)
-    >>> interval(W @ x / len(x))         # 95% percentile interval of the mean of x
+    >>> x = np.arange(10.0); W = resample_weights(len(x), 1000, seed=0)   # W: (resamples, units) draw counts
+    >>> lo, hi = interval(W @ x / len(x)); bool(lo < x.mean() < hi)   # 95% percentile interval of the mean of x
+    True
 """
 
 from __future__ import annotations

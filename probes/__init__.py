@@ -1,8 +1,10 @@
 """probes: a named checkpoint + texts -> Activations.
 
     >>> import probes
-    >>> enc = probes.load("minilm-l6")                 # an Encoder (see probes.models.encoder)
-    >>> acts = probes.extract("minilm-l6", texts)      # Activations, cached on disk
+    >>> enc = probes.load("tiny-bert")   # an Encoder (probes.models.encoder); "minilm-l6", "bert-base", ...
+    >>> acts = probes.extract("tiny-bert", ["A first sentence.", "And a second one."], cache_dir=None)
+    >>> acts.n_texts, acts.n_layers      # Activations (cached on disk unless cache_dir=None)
+    (2, 2)
 
 Names come from checkpoints.yaml (see probes.checkpoints.registry), or name any Hugging Face model without an entry:
 ``hf:org/name[@revision]``, a model folder's path, and ``<name>?sentence=cls|mean|mean_all|last`` (see

@@ -6,8 +6,7 @@ row per seed (a dot with its interval; a hollow dot where the results keep no pe
 two or more seeds, a row "over seeds" (a diamond with the t interval). The panel's title names the claim
 and the models; its right corner the verdict.
 
-    >>> from analyses.summary import claims
-    >>> fig = claims_figure(claims.evaluate("out"))       # a matplotlib Figure
+    fig = claims_figure(claims.evaluate("out"))   # a matplotlib Figure (claims: analyses.summary.claims)
     $ python -m analyses.summary.claims --out out --figure docs/claims.png
 """
 

@@ -17,9 +17,12 @@ Belrose et al. 2023).
   whether the layer's top-1 token is the final one's. The (tokens x vocabulary) logits exist only for a chunk
   of tokens at a time (``chunk_elements``), so a 262k vocabulary fits in bounded memory.
 
-    >>> lm = load_lm("gpt2-small-base")
-    >>> s = lens_statistics(lm, lm.encode(text), T=128, o=0)
-    >>> s["stats"]["logit"]["kl"].shape          # (L + 1, n - 1): layers x scored targets
+    >>> from probes.models.lm import load_lm
+    >>> lm = load_lm("tiny-gpt2")                 # 2 layers; "gpt2-small-base", ...
+    >>> ids = lm.encode("It is a truth universally acknowledged, that a single man in possession of a good fortune")
+    >>> s = lens_statistics(lm, ids, T=8, o=0)
+    >>> s["stats"]["logit"]["kl"].shape == (3, len(ids) - 1)   # (L + 1, n - 1): layers x scored targets
+    True
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ random-init ``slstm`` / ``bert`` / ``albert`` of a given size or a checkpoints.y
 the protocol: warm-up, samples of at least ``min_time`` seconds, rotating start order, garbage
 collector off while timing). ``cfg`` is a :class:`TimingConfig` (``analyses.speed.Config.timing()``).
 
-    >>> cfg = TimingConfig(lengths=[64, 128])
+    >>> cfg = TimingConfig(lengths=[8, 16], width=32, intermediate=64, repeats=2, min_time=0.01)  # tiny and quick
     >>> runners = [build_runner(n, cfg) for n in ("slstm", "bert")]
     >>> raw = time_models(runners, cfg)       # {model: {length: {"samples": [...], "loops": k}}}
+    >>> sorted(raw), sorted(raw["bert"])
+    (['bert', 'slstm'], [8, 16])
 """
 
 from __future__ import annotations

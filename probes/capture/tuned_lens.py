@@ -23,7 +23,7 @@ forward and its unembedding, so it lives here, where models run; no model weight
   in pieces: every ``save_every`` steps ``state.pt`` (translators, optimiser, step, data position, h_prev, log)
   is written atomically, and an interrupted run resumes from it.
 
-    >>> tr, info = tuned_translators(lm, train_docs, split_identity, TrainSettings(window=128), "out/lens")
+    tr, info = tuned_translators(lm, train_docs, split_identity, TrainSettings(window=128), "out/lens")
 """
 
 from __future__ import annotations

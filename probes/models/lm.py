@@ -8,10 +8,14 @@ the recurrence module of :mod:`probes.models.recurrent` (GPT-2, Llama and Gemma-
 
     >>> from probes.models.lm import load_lm
     >>> from probes.capture.windows import windowed_nll, greedy_windowed
-    >>> lm = load_lm("gpt2-small-recurrent")     # an LM: .model, .tokenizer, .window, .recurrent
-    >>> ids = lm.encode("It is a truth universally acknowledged ...")
-    >>> windowed_nll(lm, ids, T=128, o=0)["nll"]     # (n - 1,) per-target NLL, windowed execution
-    >>> greedy_windowed(lm, torch.tensor([ids[:128]]), 30, T=128, o=0)   # (1, 30) greedy tokens
+    >>> lm = load_lm("tiny-gpt2-recurrent")   # an LM: .model, .tokenizer, .window, .recurrent ("gpt2-small-recurrent")
+    >>> lm.recurrent
+    True
+    >>> ids = lm.encode("It is a truth universally acknowledged, that a single man in possession of a good fortune")
+    >>> windowed_nll(lm, ids, T=8, o=0)["nll"].shape == (len(ids) - 1,)   # per-target NLL, windowed execution
+    True
+    >>> greedy_windowed(lm, torch.tensor([ids[:8]]), 5, T=8, o=0).shape   # (1, 5) greedy tokens
+    torch.Size([1, 5])
 
 A causal LM runs for an analysis only in :mod:`probes.capture.windows`: ``windowed_nll`` scores a document
 and ``greedy_windowed`` generates, both by its window rule;

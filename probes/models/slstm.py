@@ -54,6 +54,7 @@ group norm with seven groups.
     >>> cfg = SLSTMConfig(vocab_size=100, hidden_size=32, num_layers=2)
     >>> out = SLSTM(cfg)(torch.tensor([[5, 6, 7]]), output_gates=True)
     >>> out.hidden.shape, out.sentence.shape, out.gates.shape   # (L+1, B, n, d), (L+1, B, d), (L, B, 5, n)
+    (torch.Size([3, 1, 3, 32]), torch.Size([3, 1, 32]), torch.Size([2, 1, 5, 3]))
 """
 
 from __future__ import annotations

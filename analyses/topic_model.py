@@ -61,7 +61,9 @@ def js_divergence(p, q):
 
 # the LdaModel arguments fit_lda fixes (the others come from the Config); part of the cache key
 LDA_FIXED = {"chunksize": 2000, "alpha": "symmetric", "minimum_probability": 0.0, "eval_every": None}
-LDA_FORMAT = 1  # bump when what a saved LDA holds or how its key is made changes: older ones are fitted again
+# bump when what a saved LDA holds or how its key is made changes: older ones are fitted again (2: lda.json
+# checksums its own fields too, the word list that indexes the arrays among them)
+LDA_FORMAT = 2
 LDA_FOLDER = ".lda"  # below the activation cache (hidden, as .tuned-lens: `probes cache` lists no entry of it)
 MEMO_SIZE = 8  # fitted LDAs kept in memory, the most recently used
 _MEMO: OrderedDict[str, tuple] = OrderedDict()
@@ -192,6 +194,13 @@ def arrays_sha256(arrays: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
+def record_sha256(meta: dict) -> str:
+    """sha256 of every field of lda.json but this checksum itself: the words by id, the counts and the random
+    state's position (what indexes and continues the arrays, whose own sha256 is one of the fields)."""
+    body = {k: v for k, v in meta.items() if k != "record_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
 def save_lda(entry: Path, key: str, lda, dictionary, cfg: LdaSettings) -> None:
     """Write ``entry/lda.npz`` (sufficient statistics, eta, alpha, the dictionary's document and collection
     frequencies, the RNG's key; no pickle) and then ``entry/lda.json`` (the key, versions, settings, the words by id
@@ -216,6 +225,7 @@ def save_lda(entry: Path, key: str, lda, dictionary, cfg: LdaSettings) -> None:
             "dictionary": {"num_docs": dictionary.num_docs, "num_pos": dictionary.num_pos,
                            "num_nnz": dictionary.num_nnz},
             "arrays_sha256": arrays_sha256(arrays), "tokens": tokens}
+    meta["record_sha256"] = record_sha256(meta)
     buf = io.BytesIO()
     np.savez(buf, allow_pickle=False, **arrays)
     try:
@@ -240,6 +250,8 @@ def load_lda(entry: Path, key: str, cfg: LdaSettings):
                         ("numpy", np.__version__), ("settings", lda_settings(cfg))):
         if meta.get(field) != want:
             raise ValueError(f"its {field} is {meta.get(field)!r}, this run's {want!r}")
+    if meta.get("record_sha256") != record_sha256(meta):  # the words index the arrays: both are checksummed
+        raise ValueError("lda.json's fields are not the ones it was written with")
     tokens, K, V = meta["tokens"], meta["num_topics"], meta["num_terms"]
     if (not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens) or len(set(tokens)) != len(tokens)
             or len(tokens) != V or K != cfg.topics or V < 1):

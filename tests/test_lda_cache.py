@@ -153,8 +153,18 @@ def damage_arrays(entry):  # a complete npz of another shape, its digest rewritt
     (entry / "lda.json").write_text(json.dumps({**meta, "arrays_sha256": tm.arrays_sha256(arrays)}))
 
 
+def damage_words(entry):  # the word list that indexes the arrays, reversed: the arrays' own checksum still holds
+    meta = json.loads((entry / "lda.json").read_text())
+    (entry / "lda.json").write_text(json.dumps({**meta, "tokens": meta["tokens"][::-1]}))
+
+
+def damage_numdocs(entry):
+    meta = json.loads((entry / "lda.json").read_text())
+    (entry / "lda.json").write_text(json.dumps({**meta, "numdocs": meta["numdocs"] + 1}))
+
+
 @pytest.mark.parametrize("damage", [damage_cut, damage_flip, damage_values, damage_json, damage_key, damage_version,
-                                    damage_arrays])
+                                    damage_arrays, damage_words, damage_numdocs])
 def test_a_damaged_saved_lda_is_fitted_again_with_a_warning(tmp_path, monkeypatch, damage):
     fitted = tm.fit_lda(TEXTS, cfg(), cache_dir=tmp_path)
     entry = tmp_path / ".lda" / tm.lda_key(TEXTS, cfg())

@@ -136,7 +136,11 @@ class Result(common.AnalysisResult):
 
 def used_layers(result: Result, task: str, method: str = "leace") -> list[int] | None:
     """The layers where erasing ``task`` with ``method`` raises the model's loss more than a random erasure of the
-    same rank, the excess's interval above 0 (None: the task was not run, or the loss was not measured)."""
+    same rank, the excess's interval above 0 (None: the task was not run, or the loss was not measured).
+
+    One run's verdict: the interval resamples the held-out sentences only, not what the run's ``seed`` also draws
+    (the sentence sample, the split, the masked positions, the random control, INLP's own split), so another seed
+    can move a layer across 0. Read a layer as used only where runs of several seeds agree."""
     if method not in METHODS:
         raise ProbeError(f"causal probing has no method {method!r}; its methods are {', '.join(METHODS)}")
     entry = next((t for t in result.tasks if t["task"] == task), None)

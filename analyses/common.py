@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from analyses.edited import edit_label, edited_name, in_words, recorded_edits
 from analyses.files import (
     jsonable,
     read_result,
@@ -107,6 +108,23 @@ class Identity:
     corpus: dict | None = None  # corpus identity and sampling, or {"source": CALLER_TEXTS, "n_texts", "sha256"}
     model_requested: str | list | None = None  # the model as the caller named it (e.g. hf:org/name); None: as resolved
 
+    def __post_init__(self) -> None:
+        # a run under an edit of the model's states is named as one (the model's name and the edit's label,
+        # analyses.edited), whether made now or read back from a file written before its name said so
+        self.model_name = edited_name(self.model_name, self.edit)
+
+    @property
+    def edits(self) -> list[dict]:
+        """The edits of the model's states the result was computed under, as it records them ([]: the model as
+        it is)."""
+        return recorded_edits(self.activations, self.model)
+
+    @property
+    def edit(self) -> str:
+        """The label of the edit the result was computed under (:func:`analyses.edited.edit_label`); "" for a
+        result of the model as it is."""
+        return edit_label(self.edits)
+
     def to_json(self, keys: dict | None = None) -> dict:
         """The flat keys of the saved document. ``keys`` renames a field on disk: to another key, or,
         for a pair's ``{"a": ..., "b": ...}``, to two keys (e.g. ``("model_a", "model_b")``)."""
@@ -173,14 +191,26 @@ class AnalysisResult(Result):
     activations = property(lambda self: self.identity.activations)
     corpus = property(lambda self: self.identity.corpus)
 
+    @property
+    def edit(self) -> str:
+        """The label of the edit of the model's states the result was computed under ("" for the model as it is;
+        :mod:`analyses.edited`)."""
+        return self.identity.edit
+
     def to_frame(self):
         """The result's table as a pandas DataFrame: the rows of the CSV written beside it (one per layer, or per
-        model and layer, ... as the analysis tabulates them)."""
+        model and layer, ... as the analysis tabulates them). A result computed under an edit of the model's
+        states gets a first column ``edit``, the edit's label (:func:`analyses.edited.edit_label`), so frames of
+        clean and edited runs concatenated stay apart (a clean row's ``edit`` is then empty); a clean result's
+        frame is the CSV's rows as they are, with no column added."""
         import pandas as pd
 
         if type(self).TABLE_ROWS is None:
             raise TypeError(f"{type(self).__qualname__} belongs to no declared analysis: no table_rows to read")
-        return pd.DataFrame(type(self).TABLE_ROWS(self))
+        frame = pd.DataFrame(type(self).TABLE_ROWS(self))
+        if self.edit:
+            frame.insert(0, "edit", self.edit)
+        return frame
 
     # ------------------------------------------------------------------------- display
     # Each analysis's Result is declared ``@dataclass(repr=False)``, so that these, not a dataclass repr of
@@ -208,6 +238,8 @@ class AnalysisResult(Result):
         layers = self.model.get("num_layers") if isinstance(self.model, dict) else None
         rows = {"analysis": self.ANALYSIS or _analysis_of(type(self)), "model": self.model_name,
                 "inputs": _inputs_text(self.corpus)}
+        if self.edit:  # not the model's own states: say which edit made them
+            rows["edit"] = in_words(self.identity.edits)
         if isinstance(layers, int):
             rows["layers"] = (f"0..{layers} (0 = embeddings)" if self.FIRST_LAYER == 0 else
                               f"{self.FIRST_LAYER}..{layers} (layer l's own maps; the embeddings have none)")

@@ -70,10 +70,15 @@ def jsonable(x: Any, nulls: list | None = None, where: str = "") -> Any:
 def result_name(model: str) -> str:
     """The name a model's results are filed under: a registry name (or a composite of names, like
     similarity's ``a__b__unit``) as it is; an ``hf:`` id, a folder or a ``?sentence=`` name (probes.checkpoints.names)
-    as its spec's safe name, so no user string ever becomes a path below results/."""
+    as its spec's safe name, so no user string ever becomes a path below results/. An edited run's name (the
+    model's name and an edit's label, :mod:`analyses.edited`) is the model's filed name with the label."""
+    from analyses.edited import split_name
     from probes.checkpoints.names import get_spec
     from probes.checkpoints.registry import SAFE_NAME, read_registry
 
+    base, label = split_name(model)
+    if label:
+        return result_name(base) + label
     if model in read_registry() or (SAFE_NAME.fullmatch(model) and ".." not in model
                                     and not Path(model).expanduser().is_dir()):
         return model
@@ -89,16 +94,25 @@ def write_result(out: str | os.PathLike, analysis: str, model: str, result: Any,
                  rows: list[dict]) -> tuple[Path, Path]:
     """Atomically write the result JSON (numbers + settings) and a flat CSV table (rank 0 only, under torchrun).
     A field the result's class lists in ``SIDE_FILES`` (field -> suffix) is written beside it as JSON lines,
-    ``<model><suffix>``, one record a line, instead of into the JSON."""
+    ``<model><suffix>``, one record a line, instead of into the JSON. A result computed under an edit of the
+    model's states (it records one: :mod:`analyses.edited`) is filed, and names its model, as that edited run,
+    ``<model>+<edit label>``, whether ``model`` is the model's name or the run's: the clean and the edited results
+    of one model are files of their own."""
+    from analyses.edited import edit_label, edited_name, recorded_edits
     from probes.capture.distributed import is_main
 
     if not is_main():  # the other ranks of a torchrun help extract; one process writes each result
         raise RuntimeError(f"rank {os.environ.get('RANK')} of a torchrun tried to write a result; only rank 0 does")
-    json_path, csv_path = result_paths(out, analysis, model)
     side = getattr(result, "SIDE_FILES", {})
     if not isinstance(result, dict):  # a Result (analyses.common.Result): its document
         result = result.to_json()
     result = dict(result)
+    label = edit_label(recorded_edits(result.get("activations"),
+                                      [result.get(k) for k in ("model", "models", "model_a", "model_b")]))
+    model = edited_name(result_name(model), label)
+    if isinstance(result.get("model_name"), str):
+        result["model_name"] = edited_name(result["model_name"], label)
+    json_path, csv_path = result_paths(out, analysis, model)
     for key, suffix in side.items():
         records = result.pop(key, None)
         if records is not None:

@@ -244,7 +244,8 @@ def compute(cfg: Config | None = None, *, acts: Activations | list[Activations])
     identity = Identity(
         model_name=first["model"]["name"], config=settings_used(cfg, first, corpus), model=first["model"],
         activations=[{"window": w["window"], **{k: a.meta.get(k) for k in
-                                                ("key", "n_texts", "n_tokens", "truncated_texts")}}
+                                                ("key", "n_texts", "n_tokens", "truncated_texts", "intervention")
+                                                if k in a.meta or k != "intervention"}}
                      for w, a in zip(windows, acts_list)],
         corpus=corpus)
     return Result(

@@ -221,7 +221,9 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
         model_name=f"{name_a}__{name_b}__{cfg.unit}",
         config=settings_used(cfg, acts_a.meta, corpus, requested=[name_a, name_b]),
         model={k: m["model"] for k, m in meta.items()},
-        activations={k: {f: m[f] for f in ("key", "n_texts", "n_tokens", "truncated_texts")} for k, m in meta.items()},
+        activations={k: {**{f: m[f] for f in ("key", "n_texts", "n_tokens", "truncated_texts")},
+                         **({"intervention": m["intervention"]} if "intervention" in m else {})}  # an edited run's
+                     for k, m in meta.items()},
         corpus=corpus)
     return Result(
         identity=identity, model_a=name_a, model_b=name_b, unit=cfg.unit, measures=list(cfg.measure),

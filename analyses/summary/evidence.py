@@ -5,7 +5,9 @@ A model trained with other seeds is registered as ``<model>-seed1``, ``<model>-s
 plain name); :func:`by_model` groups a model with its seed variants. A seed is a model trained again, so two
 results that are one seed -- the same seed number, or the same weights (:func:`weights_id`) under two seed names --
 are an error naming both (:func:`distinct_seeds`), as are two result files of one model in one analysis's folder
-(:func:`load_all`): the claims never pick one silently. A comparison (:class:`Matchup`) holds,
+(:func:`load_all`): the claims never pick one silently. A result computed under an edit of the model's states
+(:mod:`analyses.edited`: an intervention, e.g. an erasure or an added vector) is no evidence about the model: it is
+left out, said in one line naming its file (:func:`left_out_edited`). A comparison (:class:`Matchup`) holds,
 per seed both models have, the two :class:`analyses.stats.Sample` the claim's typed accessor read (or a
 difference a result saved itself, paired: topics). :func:`compare` then
 
@@ -30,6 +32,7 @@ import numpy as np
 
 from analyses import stats
 from analyses.absent import Absent
+from analyses.edited import in_words
 from analyses.files import SavedFile, SavedResults
 from analyses.stats import Verdict
 from probes.errors import ProbeError
@@ -90,6 +93,8 @@ def one_per_model(analysis: str, files: list[SavedFile]) -> None:
     seen: dict[str, Path] = {}
     for f in files:
         name = f.doc.get("model_name")
+        if f.result is not None and f.result.identity.edit:  # an edited run: not the model's (left out, typed_saved)
+            continue
         if isinstance(name, str):
             if name in seen:
                 raise ProbeError(f"{seen[name]} and {f.path} are both {analysis} results of model {name}: a claim "
@@ -120,9 +125,26 @@ def _unreadable(name: str, doc: dict, e: Exception) -> Unreadable:
     return Unreadable(str(doc.get("model_name")), f"the {name} result of {doc.get('model_name')} {what}")
 
 
+def left_out_edited(analysis: str, result: object, where: object) -> bool:
+    """Whether ``result`` was computed under an edit of the model's states (:mod:`analyses.edited`): then it is
+    no evidence about the model, and one warning line naming ``where`` (its file) says it is left out."""
+    import warnings
+
+    from analyses.stacklevel import outside_stacklevel
+
+    identity = getattr(result, "identity", None)
+    if identity is None or not identity.edit:
+        return False
+    warnings.warn(f"{where}: left out of the claims: this {analysis} result of {identity.model_name} was computed "
+                  f"under an edit of the model's states ({in_words(identity.edits)}), so it is not the model's own",
+                  stacklevel=outside_stacklevel())
+    return True
+
+
 def typed(docs: dict[str, list[dict]]) -> dict[str, list]:
     """The documents of each registered analysis as its Result objects (an :class:`Unreadable` where a
-    document lacks a key its Result needs: the claims that read it are not testable, with that reason)."""
+    document lacks a key its Result needs: the claims that read it are not testable, with that reason); a result
+    computed under an edit of the model's states is left out, said in one line (:func:`left_out_edited`)."""
     import analyses
 
     out: dict[str, list] = {}
@@ -133,15 +155,19 @@ def typed(docs: dict[str, list[dict]]) -> dict[str, list]:
         out[name] = []
         for doc in found:
             try:
-                out[name].append(cls.from_json(doc))
+                result = cls.from_json(doc)
             except (KeyError, TypeError) as e:
                 out[name].append(_unreadable(name, doc, e))
+                continue
+            if not left_out_edited(name, result, f"the {name} result {result.model_name}"):
+                out[name].append(result)
     return out
 
 
 def typed_saved(saved: SavedResults) -> dict[str, list]:
     """:func:`typed` of result files read already (one result per model, :func:`one_per_model`): each file's
-    Result as it was made when the file was read, or an :class:`Unreadable`."""
+    Result as it was made when the file was read, or an :class:`Unreadable`; a result computed under an edit of
+    the model's states is left out, said in one line naming its file (:func:`left_out_edited`)."""
     import analyses
 
     out: dict[str, list] = {}
@@ -152,7 +178,8 @@ def typed_saved(saved: SavedResults) -> dict[str, list]:
         out[name] = []
         for f in files:
             if f.result is not None:
-                out[name].append(f.result)
+                if not left_out_edited(name, f.result, f.path):
+                    out[name].append(f.result)
             elif isinstance(f.error, (KeyError, TypeError)):
                 out[name].append(_unreadable(name, f.doc, f.error))
             else:

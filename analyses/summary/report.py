@@ -76,22 +76,26 @@ def _png(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def _tables(folder: Path, names: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
+def _tables(folder: Path, names: dict[str, str] | None = None, edited: frozenset[str] = frozenset(),
+            own: bool = False) -> tuple[list[dict], list[dict]]:
     """(tables to print, tables to link): the analysis's Markdown tables rendered to HTML; if it wrote none, its
     CSVs, each titled with its model (``names``: file stem -> the name to show), a CSV of more than
     :data:`LONG_TABLE` rows linked instead (its name, rows and path relative to the page). A missing value is
-    an empty cell (``nan`` says so)."""
+    an empty cell (``nan`` says so). ``edited``: the file stems of edited runs, whose CSVs are left out; ``own``:
+    the tables of those runs alone instead (no Markdown table: the analysis's own tables are of its models)."""
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark", {"html": False}).enable("table")  # raw HTML in a cell is shown as text
     found = [{"name": p.name, "title": f"{folder.name}: {p.stem} (all models)",
               "html": md.render(p.read_text(encoding="utf-8")), "nan": False} for p in sorted(folder.glob("*.md"))]
     if found:
-        return found, []
+        return ([], []) if own else (found, [])
     import pandas as pd
 
     tables, linked = [], []
     for p in sorted(folder.glob("*.csv")):
+        if (p.stem in edited) != own:
+            continue
         if not p.stat().st_size:
             continue
         df = pd.read_csv(p)
@@ -230,20 +234,41 @@ def draw_stale_figures(out: str | Path, saved: SavedResults | None = None) -> tu
 def sections(out: str | Path, notes: dict[str, str] | None = None, saved: SavedResults | None = None) -> list[dict]:
     """One section per analysis with saved results: its purpose, what the results show in words, figures, compact
     and full tables (long ones linked), and one provenance block per result; ``notes``: analysis -> a line said
-    where its figures would be (why there are none); ``saved``: the results read already (default: read them)."""
+    where its figures would be (why there are none); ``saved``: the results read already (default: read them).
+    The results computed under an edit of the model's states (:mod:`analyses.edited`) are a section of their own
+    beside the analysis's (``id`` ``<analysis>-edited``, ``title`` and the ``edited`` line say so): its sentences,
+    tables and the figures not shown above read only the edited runs, and the analysis's own only the models'."""
     out = Path(out)
     saved = saved if saved is not None else SavedResults(out)
     secs = []
-    for name, files in saved.folders.items():
-        results = [{"name": shown_name(f.doc), "file": str(f.path.relative_to(out)), "provenance": _provenance(f.doc)}
-                   for f in files]
-        typed = _typed(files)
-        tables, linked = _tables(out / "results" / name, {f.path.stem: shown_name(f.doc) for f in files})
-        secs.append({"analysis": name, "purpose": _purpose(name), "findings": findings.sentences(name, typed),
-                     "figures": _figures(out, name, typed), "compact": findings.compact_tables(name, typed),
-                     "tables": tables, "linked": linked, "results": results,
-                     "figures_note": (notes or {}).get(name, "")})
+    for name, all_files in saved.folders.items():
+        edited = [f for f in all_files if f.result is not None and f.result.identity.edit]
+        clean = [f for f in all_files if f not in edited]
+        stems = frozenset(f.path.stem for f in edited)
+        shown_figures: set[str] = set()
+        for files, own in ((clean, None), (edited, stems)):
+            if not files:
+                continue
+            results = [{"name": shown_name(f.doc) if own is None else f.result.model_name,  # type: ignore[union-attr]
+                        "file": str(f.path.relative_to(out)), "provenance": _provenance(f.doc)} for f in files]
+            typed = _typed(files)
+            names = {f.path.stem: shown_name(f.doc) if own is None else f.result.model_name  # type: ignore[union-attr]
+                     for f in files}
+            tables, linked = _tables(out / "results" / name, names, stems, own is not None)
+            figures = [fig for fig in _figures(out, name, typed) if fig["name"] not in shown_figures]
+            shown_figures.update(fig["name"] for fig in figures)
+            secs.append({"analysis": name, "purpose": _purpose(name), "findings": findings.sentences(name, typed),
+                         "figures": figures, "compact": findings.compact_tables(name, typed),
+                         "tables": tables, "linked": linked, "results": results,
+                         "figures_note": (notes or {}).get(name, "") if own is None else "",
+                         **({} if own is None else {"id": f"{name}-edited", "title": f"{name}, edited runs",
+                                                    "edited": EDITED_NOTE})})
     return secs
+
+
+# what the section of an analysis's edited runs says first
+EDITED_NOTE = ("Computed under an edit of the model's states (probes.intervention), each run named by its model and "
+               "the edit's label: not the model's own results, so the claims leave them out.")
 
 
 def applies(finding: claims_mod.Finding, claim: claims_mod.Claim | claims_mod.Check) -> bool:

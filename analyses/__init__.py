@@ -34,6 +34,7 @@ ANALYSES = {
     "intrinsic_dimension": "analyses.intrinsic_dimension",
     "isoscore": "analyses.isoscore",
     "causal_probing": "analyses.causal_probing",
+    "sae": "analyses.sae",
 }
 
 

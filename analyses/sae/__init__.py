@@ -1,0 +1,356 @@
+"""Sparse autoencoders: how many sparse directions reconstruct a layer's token states, and how well?
+
+For each chosen layer (``--layers``, 0 = embeddings, -1 = last) and each of ``--seeds`` seeds, an SAE is trained
+on the token states of the training sentences (special tokens excluded unless --keep-special) and evaluated on
+the held-out sentences (``--held-out``, a seeded share of the sentence sample):
+
+* the SAE (:mod:`analyses.sae.model`): ``topk`` (k latents per token, AuxK revives dead latents) or ``relu``
+  (L1 penalty), ``--width`` latents (0: 8 x d), unit-norm decoder rows, b_dec initialised at the data mean,
+  trained on states scaled to E||x|| = sqrt(d) and saved with the scale folded back;
+* training (:mod:`analyses.sae.train`): Adam with linear warm-up and decay, seeded shuffled minibatches;
+* evaluation (:mod:`analyses.sae.metrics`): L0, MSE, explained variance
+  1 - E||x - x_hat||^2 / (E||x||^2 - ||E x||^2) (and the legacy per-token ratio beside it), cosine, l2 ratio,
+  relative reconstruction bias, firing density, dead and dense latents, each with a percentile bootstrap
+  interval over the held-out sentences;
+* across seeds: the mean correlation coefficient (MCC) of two seeds' decoders, the mean |cos| of their rows
+  paired one to one by the Hungarian assignment, averaged over pairs of seeds;
+* each SAE saved (``--save``) under ``<out>/sae/<model>/layer<l>-seed<s>/`` in sae-lens's layout with checksums
+  (:mod:`analyses.sae.io`).
+
+The states are one layer's training tokens read into memory (float32) at a time. Every formula is in
+docs/definitions.md (Sparse autoencoders).
+
+    $ python -m analyses.sae --model minilm-l6 --layers 3 --layers -1 [--kind topk --k 32 --width 0 --steps 2000]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from analyses import common, stats, style
+from analyses.analysis import Analysis, Figure
+from analyses.common import SentenceConfig, activations_identity
+from analyses.inputs import Sentences
+from analyses.sae.io import SaeRecord, save_sae
+from analyses.sae.metrics import STATISTICS, Estimate, estimates, held_out_sums, mcc
+from analyses.sae.model import KINDS, SaeShape
+from analyses.sae.train import TrainSettings, train_sae
+from probes.capture.activations import Activations, layer_index
+from probes.config import arg
+from probes.errors import ProbeError
+
+
+@dataclass
+class Config(SentenceConfig):
+    """Sparse autoencoders (TopK or ReLU + L1) on the token states of chosen layers, evaluated on held-out sentences."""
+
+    layers: list[int] = arg([-1], "a layer to train an SAE on (0 = embeddings, -1 = last); repeat for several")
+    kind: str = arg("topk", "SAE architecture: topk (k latents per token) or relu (L1 penalty)", choices=KINDS)
+    width: int = arg(0, "latents of the SAE (0: 8 x the layer's width)", min=0)
+    k: int = arg(32, "topk: latents firing per token", min=1)
+    l1: float = arg(1.0, "relu: L1 coefficient (on states scaled to E||x|| = sqrt(d))", min=0.0)
+    steps: int = arg(2000, "optimiser steps per SAE", min=1)
+    lr: float = arg(1e-3, "Adam's peak learning rate", min=1e-12)
+    tokens_per_step: int = arg(1024, "token states per minibatch", min=1)
+    dead_window: int = arg(10000, "a latent that fires on none of this many training tokens is dead", min=1)
+    seeds: int = arg(1, "SAEs per layer, seeds --seed .. --seed + N - 1 (N >= 2: their decoders' MCC)", min=1)
+    held_out: float = arg(0.2, "share of the sentences held out for evaluation", min=0.01, max=0.9)
+    keep_special: bool = arg(False, "include special tokens ([CLS], [SEP], <s>, ...) in training and evaluation")
+    resamples: int = arg(1000, "bootstrap resamples of the held-out sentences", min=1)
+    save: bool = arg(True, "save each SAE under <out>/sae/<model>/layer<l>-seed<s>/ (sae-lens's layout)")
+
+
+@dataclass
+class SaeRow:
+    """One SAE (a layer and a seed) and its held-out statistics; each ``*_ci`` is its bootstrap interval."""
+
+    layer: int
+    seed: int
+    kind: str
+    width: int
+    k: int | None
+    d: int
+    n_train_tokens: int
+    n_held_out_tokens: int
+    scale: float  # c: trained on c x, E||c x|| = sqrt(d)
+    final_loss: float  # training loss over the last 10% of steps (scaled units)
+    dead_in_training: int  # latents silent over the last dead_window training tokens
+    weights_sha256: str  # sha256 of the saved sae_weights.safetensors
+    l0: float | None
+    l0_ci: list[float] | None
+    mse: float | None
+    mse_ci: list[float] | None
+    explained_variance: float | None
+    explained_variance_ci: list[float] | None
+    explained_variance_legacy: float | None
+    explained_variance_legacy_ci: list[float] | None
+    cosine: float | None
+    cosine_ci: list[float] | None
+    l2_ratio: float | None
+    l2_ratio_ci: list[float] | None
+    shrinkage: float | None
+    shrinkage_ci: list[float] | None
+    density: float | None
+    density_ci: list[float] | None
+    dead: float | None
+    dead_ci: list[float] | None
+    dense: float | None
+    dense_ci: list[float] | None
+
+
+@dataclass
+class Agreement:
+    """The seeds' SAEs of one layer: the mean over pairs of seeds of their decoders' MCC (None: one seed)."""
+
+    layer: int
+    seeds: int
+    mcc: float | None
+
+
+@dataclass
+class Definition:
+    """What one term of the result means (prose only: nothing reads numbers from it)."""
+
+    term: str
+    meaning: str
+
+
+@dataclass
+class Bootstrap:
+    """How the intervals were made (analyses.stats.bootstrap_block's keys)."""
+
+    resamples: int
+    level: float
+    unit: str
+    n_units: int
+    seed: int
+    method: str
+    units_id: str | None = None
+    note: str | None = None  # fewer than analyses.stats.MIN_UNITS units: the intervals cover less than their level
+
+
+@dataclass(repr=False)
+class Result(common.AnalysisResult):
+    """One model's SAEs: the saved document's keys, in order."""
+
+    definitions: list[Definition]
+    saes: list[SaeRow]  # per layer, then per seed
+    agreement: list[Agreement]  # per layer
+    bootstrap: Bootstrap  # of the intervals (unit: held-out sentence)
+
+    def __post_init__(self):  # read back from JSON: the rows are dicts
+        self.definitions = [t if isinstance(t, Definition) else Definition(**t) for t in self.definitions]
+        if not isinstance(self.bootstrap, Bootstrap):
+            self.bootstrap = Bootstrap(**self.bootstrap)
+        self.saes = [r if isinstance(r, SaeRow) else SaeRow(**r) for r in self.saes]
+        self.agreement = [a if isinstance(a, Agreement) else Agreement(**a) for a in self.agreement]
+
+    def first_seed(self) -> list[SaeRow]:
+        """The first seed's SAE of each layer, in layer order."""
+        seed = min(r.seed for r in self.saes)
+        return [r for r in self.saes if r.seed == seed]
+
+    @style.drawing
+    def plot(self, ax=None, **kwargs):
+        """Explained variance of the first seed's SAE by layer, band: its bootstrap interval. ``kwargs`` go to the
+        line (without ``color=``, the Axes' next colour); results drawn on one Axes overlay. Returns the Axes."""
+        ax = style.one_axes(ax)
+        layer_line(ax, style.on_axes(ax, self, kwargs), "explained_variance")
+        ax.set_ylabel("explained variance (held out)")
+        return style.finish(ax)
+
+    def plotted_values(self) -> np.ndarray:
+        return common.as_floats(r.explained_variance for r in self.first_seed())
+
+    def headline(self) -> dict[str, str]:
+        last = self.first_seed()[-1]
+        ev = "n/a" if last.explained_variance is None else f"{last.explained_variance:.3f}"
+        return {f"layer {last.layer}: explained variance / L0": f"{ev} / {last.l0:.1f}" if last.l0 is not None
+                else ev}
+
+    def headline_numbers(self) -> dict[str, stats.Sample]:
+        last = self.first_seed()[-1]
+        return {f"SAE explained variance, layer {last.layer}": stats.Sample(last.explained_variance)}
+
+
+def layer_line(ax, drawn: style.Drawn, key: str) -> None:
+    """``key`` of the first seed's SAE against layer, with its interval band."""
+    rows = drawn.result.first_seed()
+    x = np.array([r.layer for r in rows])
+    ax.plot(x, common.as_floats(getattr(r, key) for r in rows), **drawn.line(marker="o", ms=3))
+    ci = np.array([getattr(r, f"{key}_ci") or (np.nan, np.nan) for r in rows], dtype=float)
+    if drawn.band:
+        ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.2, lw=0, **drawn.quiet)
+    ax.set_xlabel("layer l (0 = embeddings)")
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+def split_sentences(n_texts: int, share: float, seed: int) -> np.ndarray:
+    """(n_texts,) bool, True for the held-out sentences: round(share n) of them (at least 1, at most n - 1),
+    a seeded random choice."""
+    if n_texts < 2:
+        raise ProbeError(f"{n_texts} sentence: an SAE needs training and held-out sentences (2 or more)")
+    n_held = min(n_texts - 1, max(1, round(share * n_texts)))
+    held = np.zeros(n_texts, bool)
+    held[np.random.default_rng([int(seed), n_texts, 7]).permutation(n_texts)[:n_held]] = True
+    return held
+
+
+def finite_states(acts: Activations, layer: int, rows: np.ndarray) -> np.ndarray:
+    """(len(rows), d) float32 states of ``rows`` at ``layer``; ProbeError if any is NaN or inf."""
+    X = np.asarray(acts.layer_hidden(layer, rows), dtype=np.float32)
+    bad = int((~np.isfinite(X)).any(1).sum())
+    if bad:
+        raise ProbeError(f"layer {layer}: {bad} of {len(X)} token states hold NaN or inf; an SAE cannot be trained "
+                         "or evaluated on them")
+    return X
+
+
+def weights_sha256(sae) -> str:
+    """The sha256 of the safetensors file :func:`analyses.sae.io.save_sae` writes for ``sae``."""
+    from safetensors.torch import save
+
+    return hashlib.sha256(save(sae.tensors())).hexdigest()
+
+
+def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
+    """Train and evaluate the SAEs of every chosen layer and seed."""
+    cfg = cfg or Config()
+    check_config(cfg)
+    layers = sorted({layer_index(x, acts.n_layers, f"--layers {x}") for x in cfg.layers})
+    held = split_sentences(acts.n_texts, cfg.held_out, cfg.seed)
+    keep = np.ones(len(acts.token_ids), bool) if cfg.keep_special else ~np.asarray(acts.special, bool)
+    text_of = acts.text_index()
+    train_rows, held_rows = np.flatnonzero(keep & ~held[text_of]), np.flatnonzero(keep & held[text_of])
+    if len(train_rows) < 2 or len(held_rows) < 1:
+        raise ProbeError(f"{len(train_rows)} training and {len(held_rows)} held-out token states: too few; use more "
+                         "sentences")
+    held_texts = np.flatnonzero(held)
+    unit_of = np.searchsorted(held_texts, text_of[held_rows])  # held-out sentence 0..n_held-1 of each token
+    boot = Bootstrap(**stats.bootstrap_block("held-out sentence", len(held_texts), cfg.resamples, seed=cfg.seed,
+                                             units_id=stats.units_id([acts.texts[t] for t in held_texts])))
+    identity = activations_identity(acts, cfg)
+    name = identity.model_name
+    rows, agreement = [], []
+    for layer in layers:
+        X = finite_states(acts, layer, train_rows)
+        X_held = finite_states(acts, layer, held_rows)
+        d = X.shape[1]
+        width = cfg.width or 8 * d
+        if cfg.kind == "topk" and cfg.k > width:
+            raise ProbeError(f"--k {cfg.k} is more than the SAE's {width} latents (--width)")
+        decoders = []
+        for seed in range(cfg.seed, cfg.seed + cfg.seeds):
+            shape = SaeShape(cfg.kind, d, width, cfg.k if cfg.kind == "topk" else None)
+            settings = TrainSettings(steps=cfg.steps, batch=cfg.tokens_per_step, lr=cfg.lr, l1=cfg.l1,
+                                     dead_window=cfg.dead_window, seed=seed)
+            trained = train_sae(X, shape, settings, desc=f"SAE {name} layer {layer} seed {seed}")
+            est = estimates(held_out_sums(trained.sae, X_held, unit_of, len(held_texts)), cfg.resamples, cfg.seed,
+                            boot.level)
+            if cfg.save:
+                record = SaeRecord(model=name, fingerprint=identity.model.get("fingerprint", {}), layer=layer,
+                                   seed=seed, scale=trained.scale, steps=cfg.steps,
+                                   special_tokens="kept" if cfg.keep_special else "excluded")
+                folder = Path(cfg.out) / "sae" / common.result_name(name) / f"layer{layer}-seed{seed}"
+                sha = save_sae(trained.sae, folder, record)
+            else:
+                sha = weights_sha256(trained.sae)
+            rows.append(SaeRow(layer=layer, seed=seed, kind=cfg.kind, width=width, k=shape.k, d=d,
+                               n_train_tokens=len(train_rows), n_held_out_tokens=len(held_rows), scale=trained.scale,
+                               final_loss=trained.final_loss, dead_in_training=trained.dead_at_end,
+                               weights_sha256=sha, **flat(est)))
+            decoders.append(trained.sae.W_dec.detach().numpy().copy())
+        pairs = [mcc(a, b) for a, b in itertools.combinations(decoders, 2)]
+        agreement.append(Agreement(layer=layer, seeds=cfg.seeds, mcc=float(np.mean(pairs)) if pairs else None))
+    return Result(identity=identity, definitions=definitions(cfg), saes=rows,
+                  agreement=agreement, bootstrap=boot)
+
+
+def flat(est: dict[str, Estimate]) -> dict:
+    """The SaeRow fields of the statistics: ``name`` and ``name_ci`` each."""
+    out: dict = {}
+    for name in STATISTICS:
+        out[name], out[f"{name}_ci"] = est[name].value, est[name].ci
+    return out
+
+
+def definitions(cfg: Config) -> list[Definition]:
+    """The result's glossary: each term and what it means with these settings."""
+    return [Definition(term, meaning) for term, meaning in {
+        "layers": "0 = embedding output, l = output of layer l",
+        "sae": "z = act(W_enc (x - b_dec) + b_enc), x_hat = W_dec z + b_dec, unit-norm decoder rows; "
+               + (f"topk: ReLU of the {cfg.k} largest pre-activations" if cfg.kind == "topk"
+                  else f"relu with L1 coefficient {cfg.l1:g}"),
+        "training": "states scaled to E||x|| = sqrt(d) (folded back at save), Adam, linear warm-up (5% of steps) "
+                    "and decay (last 20%), b_dec initialised at the training mean"
+                    + (", AuxK (1/32) on latents dead over --dead-window tokens" if cfg.kind == "topk" else ""),
+        "explained_variance": "1 - E||x - x_hat||^2 / (E||x||^2 - ||E x||^2) over held-out tokens (the share of "
+                              "the total variance, not of the uncentred second moment)",
+        "explained_variance_legacy": "E[1 - ||x - x_hat||^2 / ||x - x_bar||^2], per-token ratio (for comparison)",
+        "mse": "E||x - x_hat||^2 / d", "l0": "E||z||_0", "cosine": "E cos(x, x_hat)", "l2_ratio": "E||x_hat|| / ||x||",
+        "shrinkage": "relative reconstruction bias E||x_hat||^2 / E[x . x_hat] (1: unbiased, < 1: shrinkage)",
+        "density": "mean over latents of the share of held-out tokens where it fires",
+        "dead": "latents firing on no held-out token", "dense": "latents firing on more than 10% of held-out tokens",
+        "mcc": "mean over pairs of seeds of the mean |cos| of their decoder rows matched by the Hungarian algorithm",
+        "split": f"{cfg.held_out:g} of the sentences held out (seed {cfg.seed}); special tokens "
+                 + ("kept" if cfg.keep_special else "excluded"),
+        "intervals": "percentile bootstrap over held-out sentences",
+    }.items()]
+
+
+def table_rows(result: Result | dict) -> list[dict]:
+    """One row per SAE (layer, seed): its statistics with their interval ends, and its seeds' MCC."""
+    res = Result.from_json(result)
+    agree = {a.layer: a.mcc for a in res.agreement}
+    out = []
+    for r in res.saes:
+        row = {f.name: getattr(r, f.name) for f in fields(r) if not f.name.endswith("_ci")}
+        for name in STATISTICS:
+            ci = getattr(r, f"{name}_ci") or (None, None)
+            row[f"{name}_lo"], row[f"{name}_hi"] = ci
+        out.append({**row, "mcc": agree.get(r.layer)})
+    return out
+
+
+@style.drawing
+def plot(results: list[Result], fig=None):
+    """Explained variance (left) and L0 (right) of each model's first-seed SAEs by layer, band: 95% interval."""
+    results = [Result.from_json(r) for r in results]
+    fig = style.new_figure(fig, (7.2, 2.9))
+    axes = fig.subplots(1, 2, sharex=True)
+    for ax, key, label in zip(axes, ("explained_variance", "l0"), ("explained variance (held out)", "L0")):
+        for drawn in style.in_figure(results):
+            layer_line(ax, drawn, key)
+        ax.set_ylabel(label)
+    style.legend(axes)
+    return fig
+
+
+def check_config(cfg: Config) -> None:
+    """Before any work: k cannot exceed a width given explicitly."""
+    if cfg.kind == "topk" and cfg.width and cfg.k > cfg.width:
+        raise ProbeError(f"--k {cfg.k} is more than --width {cfg.width}: a TopK SAE fires at most all its latents")
+
+
+ANALYSIS = Analysis(
+    name="sae",
+    inputs=Sentences(),
+    Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
+    figures=(Figure("sae", plot, "Sparse autoencoders on each chosen layer's token states: the share of the held-out "
+                    "states' variance the SAE reconstructs (left) and the latents firing per token, L0 (right), "
+                    "one line per model, band: 95% bootstrap interval over held-out sentences. At equal L0, a "
+                    "higher explained variance means the layer is closer to a sparse sum of directions."),),
+    example=("--model", "tiny-bert", "--n-sentences", "24", "--layers", "1", "--layers", "-1", "--k", "4",
+             "--width", "64", "--steps", "60", "--tokens-per-step", "64", "--resamples", "50", "--seeds", "2"),
+)
+run, main = ANALYSIS.run, ANALYSIS.main
+
+if __name__ == "__main__":
+    ANALYSIS.main()

@@ -1,0 +1,114 @@
+"""An SAE on disk, in the layout sae-lens loads (``SAE.load_from_disk(folder)``), checksummed.
+
+A folder holds
+
+* ``sae_weights.safetensors``: ``W_enc`` (d, m), ``b_enc`` (m,), ``W_dec`` (m, d), ``b_dec`` (d,), float32, reading
+  raw states (the training scale already folded back: ``normalize_activations`` is "none");
+* ``cfg.json``: sae-lens's keys (``architecture`` "standard" or "topk", ``d_in``, ``d_sae``, ``k``,
+  ``activation_fn_str``, ``activation_fn_kwargs``, ``hook_name``, ``hook_layer``, ``model_name``, ...) and a
+  ``probes`` block: which model (its name and fingerprint) and layer the SAE reads, and how it was trained;
+* ``checksums.sha256``: the sha256 of the other two files, in ``sha256sum`` format (``sha256sum -c`` checks it).
+
+:func:`load_sae` refuses, each with one line, a folder whose files are missing, edited or truncated (a checksum
+differs), or whose SAE reads another model or another layer than the caller asks for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from analyses.sae.model import SAE, SaeShape
+from probes.errors import ProbeError
+from probes.io import atomic_write
+
+WEIGHTS, CONFIG, CHECKSUMS = "sae_weights.safetensors", "cfg.json", "checksums.sha256"
+
+
+@dataclass(frozen=True)
+class SaeRecord:
+    """What an SAE reads and how it was made (the ``probes`` block of cfg.json)."""
+
+    model: str  # the model's resolved name
+    fingerprint: dict  # the model's fingerprint (probes.checkpoints): which weights made the states
+    layer: int  # 0 = embeddings, l = the output of layer l
+    seed: int
+    scale: float  # c, the factor the SAE was trained at (E||c x|| = sqrt(d)); folded back into the weights
+    steps: int
+    special_tokens: str  # "kept" or "excluded"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sae_lens_config(shape: SaeShape, record: SaeRecord) -> dict:
+    """cfg.json: the keys sae-lens reads, then ``probes``."""
+    topk = shape.kind == "topk"
+    return {"architecture": "topk" if topk else "standard", "d_in": shape.d_in, "d_sae": shape.width,
+            "k": shape.k, "activation_fn_str": "topk" if topk else "relu",
+            "activation_fn_kwargs": {"k": shape.k} if topk else {}, "apply_b_dec_to_input": True,
+            "finetuning_scaling_factor": False, "normalize_activations": "none", "dtype": "float32", "device": "cpu",
+            "model_name": record.model, "hook_name": f"layers.{record.layer}.hidden", "hook_layer": record.layer,
+            "hook_head_index": None, "prepend_bos": True, "dataset_path": "", "context_size": None,
+            "sae_lens_training_version": None,
+            "probes": {**asdict(record), "shape": asdict(shape)}}
+
+
+def save_sae(sae: SAE, folder: str | Path, record: SaeRecord) -> str:
+    """Write ``sae`` into ``folder`` (created); returns the sha256 of its weights file."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / (WEIGHTS + ".tmp")
+    save_file(sae.tensors(), str(tmp))
+    tmp.replace(folder / WEIGHTS)
+    atomic_write(folder / CONFIG, (json.dumps(sae_lens_config(sae.shape, record), indent=1) + "\n").encode())
+    sums = {name: sha256_file(folder / name) for name in (WEIGHTS, CONFIG)}
+    atomic_write(folder / CHECKSUMS, "".join(f"{h}  {name}\n" for name, h in sums.items()).encode())
+    return sums[WEIGHTS]
+
+
+def load_sae(folder: str | Path, fingerprint: dict | None = None, layer: int | None = None) -> tuple[SAE, SaeRecord]:
+    """The SAE saved in ``folder`` and its record; ProbeError (one line) if a file is missing, edited or truncated,
+    or if ``fingerprint`` / ``layer`` are given and the SAE reads another model or layer."""
+    import torch
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    for name in (WEIGHTS, CONFIG, CHECKSUMS):
+        if not (folder / name).is_file():
+            raise ProbeError(f"{folder} is not a saved SAE: {name} is missing")
+    listed = {}
+    for line in (folder / CHECKSUMS).read_text(encoding="utf-8").splitlines():
+        h, _, name = line.partition("  ")
+        listed[name] = h
+    for name in (WEIGHTS, CONFIG):
+        if listed.get(name) != sha256_file(folder / name):
+            raise ProbeError(f"{folder / name} does not match its checksum in {CHECKSUMS}: the file was edited or "
+                             "truncated after it was saved; train the SAE again")
+    try:
+        cfg = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+        block = dict(cfg["probes"])
+        shape = SaeShape(**block.pop("shape"))
+        record = SaeRecord(**block)
+        tensors = load_file(str(folder / WEIGHTS))
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError, OSError) as e:
+        raise ProbeError(f"{folder} is not an SAE saved by this suite ({type(e).__name__}: {e})") from None
+    if fingerprint is not None and record.fingerprint != fingerprint:
+        raise ProbeError(f"the SAE in {folder} reads the states of model {record.model!r} (another fingerprint), "
+                         "not of the model asked for")
+    if layer is not None and record.layer != layer:
+        raise ProbeError(f"the SAE in {folder} reads layer {record.layer}, not layer {layer}")
+    want = {"W_enc": (shape.d_in, shape.width), "b_enc": (shape.width,), "W_dec": (shape.width, shape.d_in),
+            "b_dec": (shape.d_in,)}
+    if {k: tuple(v.shape) for k, v in tensors.items()} != want:
+        raise ProbeError(f"{folder / WEIGHTS} holds tensors of other shapes than its cfg.json says")
+    return SAE.from_tensors(shape, {k: v.to(torch.float32) for k, v in tensors.items()}), record

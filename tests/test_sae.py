@@ -219,7 +219,7 @@ def test_an_edited_or_truncated_sae_file_is_one_error(saved, damage):
     shutil.rmtree(folder)
 
 
-# ----------------------------------------------------------------------------- bad input
+# ----------------------------------------------------------------------------- bad input and compute
 
 
 def synthetic_acts(hidden: np.ndarray, n_texts: int) -> Activations:
@@ -256,3 +256,23 @@ def test_bad_input_on_the_command_line_is_one_error_line(tmp_path, capsys, argv)
     err = capsys.readouterr().err
     lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]  # (progress bars aside)
     assert e.value.code == 2 and lines[-1].startswith("error: ") and err.count("error") == 1, err
+
+
+def test_compute_saves_every_sae_where_its_row_says_and_it_loads_for_its_own_model_and_layer(tmp_path):
+    import hashlib
+
+    hidden = np.random.default_rng(0).normal(size=(3, 400, 8)) + 2.0
+    acts = synthetic_acts(hidden, 40)
+    acts.meta["model"]["fingerprint"] = {"sha256": "abc", "files": ("a", "b")}  # a tuple reads back as a list
+    cfg = sae_analysis.Config(layers=[2, 1], steps=20, width=16, k=2, seeds=2, out=str(tmp_path), resamples=20)
+    with pytest.warns(UserWarning, match="held-out sentences"):  # 8 held-out sentences: fewer than 20
+        result = sae_analysis.compute(cfg, acts=acts)
+    assert [(r.layer, r.seed) for r in result.saes] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert [a.layer for a in result.agreement] == [1, 2]
+    assert all(a.mcc is not None and 0 < a.mcc <= 1 for a in result.agreement)
+    for row in result.saes:
+        folder = tmp_path / "sae" / "synthetic" / f"layer{row.layer}-seed{row.seed}"
+        assert hashlib.sha256((folder / WEIGHTS).read_bytes()).hexdigest() == row.weights_sha256
+        back, record = load_sae(folder, fingerprint=acts.meta["model"]["fingerprint"], layer=row.layer)
+        assert record.seed == row.seed and back.shape == SaeShape("topk", 8, 16, 2)
+        assert row.l0 is not None and row.l0 <= 2 and row.n_held_out_tokens == 80

@@ -7,7 +7,8 @@ the held-out sentences (``--held-out``, a seeded share of the sentence sample):
 * the SAE (:mod:`analyses.sae.model`): ``topk`` (k latents per token, AuxK revives dead latents) or ``relu``
   (L1 penalty), ``--width`` latents (0: 8 x d), unit-norm decoder rows, b_dec initialised at the data mean,
   trained on states scaled to E||x|| = sqrt(d) and saved with the scale folded back;
-* training (:mod:`analyses.sae.train`): Adam with linear warm-up and decay, seeded shuffled minibatches;
+* training (:mod:`analyses.sae.train`): Adam with linear warm-up and decay, seeded shuffled minibatches, on
+  ``--device``;
 * evaluation (:mod:`analyses.sae.metrics`): L0, MSE, explained variance
   1 - E||x - x_hat||^2 / (E||x||^2 - ||E x||^2) (and the legacy per-token ratio beside it), cosine, l2 ratio,
   relative reconstruction bias, firing density, dead and dense latents, each with a percentile bootstrap
@@ -224,6 +225,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     """Train and evaluate the SAEs of every chosen layer and seed."""
     cfg = cfg or Config()
     check_config(cfg)
+    device = common.check_device(cfg.device)
     layers = sorted({layer_index(x, acts.n_layers, f"--layers {x}") for x in cfg.layers})
     held = split_sentences(acts.n_texts, cfg.held_out, cfg.seed)
     keep = np.ones(len(acts.token_ids), bool) if cfg.keep_special else ~np.asarray(acts.special, bool)
@@ -251,7 +253,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             shape = SaeShape(cfg.kind, d, width, cfg.k if cfg.kind == "topk" else None)
             settings = TrainSettings(steps=cfg.steps, batch=cfg.tokens_per_step, lr=cfg.lr, l1=cfg.l1,
                                      dead_window=cfg.dead_window, seed=seed)
-            trained = train_sae(X, shape, settings, desc=f"SAE {name} layer {layer} seed {seed}")
+            trained = train_sae(X, shape, settings, desc=f"SAE {name} layer {layer} seed {seed}", device=device)
             est = estimates(held_out_sums(trained.sae, X_held, unit_of, len(held_texts)), cfg.resamples, cfg.seed,
                             boot.level)
             if cfg.save:
@@ -350,7 +352,4 @@ ANALYSIS = Analysis(
     example=("--model", "tiny-bert", "--n-sentences", "24", "--layers", "1", "--layers", "-1", "--k", "4",
              "--width", "64", "--steps", "60", "--tokens-per-step", "64", "--resamples", "50", "--seeds", "2"),
 )
-run, main = ANALYSIS.run, ANALYSIS.main
-
-if __name__ == "__main__":
-    ANALYSIS.main()
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line (python -m: __main__.py)

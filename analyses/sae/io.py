@@ -40,6 +40,11 @@ class SaeRecord:
     special_tokens: str  # "kept" or "excluded"
 
 
+def as_json(value):
+    """``value`` as it reads back from JSON (tuples as lists, other objects as their str): what a record compares."""
+    return json.loads(json.dumps(value, default=str))
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -102,7 +107,7 @@ def load_sae(folder: str | Path, fingerprint: dict | None = None, layer: int | N
         tensors = load_file(str(folder / WEIGHTS))
     except (KeyError, TypeError, ValueError, json.JSONDecodeError, OSError) as e:
         raise ProbeError(f"{folder} is not an SAE saved by this suite ({type(e).__name__}: {e})") from None
-    if fingerprint is not None and record.fingerprint != fingerprint:
+    if fingerprint is not None and record.fingerprint != as_json(fingerprint):
         raise ProbeError(f"the SAE in {folder} reads the states of model {record.model!r} (another fingerprint), "
                          "not of the model asked for")
     if layer is not None and record.layer != layer:

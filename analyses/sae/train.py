@@ -79,26 +79,29 @@ def aux_loss(sae: SAE, pre: torch.Tensor, residual: torch.Tensor, dead: torch.Te
     return (residual - e_hat).pow(2).sum(-1).mean() / var
 
 
-def train_sae(X: np.ndarray, shape: SaeShape, settings: TrainSettings, desc: str = "SAE") -> Trained:
-    """Train an SAE of ``shape`` on the rows of ``X`` (n, d) (finite float32 states, read-only is fine)."""
+def train_sae(X: np.ndarray, shape: SaeShape, settings: TrainSettings, desc: str = "SAE",
+              device: str = "cpu") -> Trained:
+    """Train an SAE of ``shape`` on the rows of ``X`` (n, d) (finite float32 states, read-only is fine) on the torch
+    ``device``; the trained SAE is returned on the CPU. The permutations and initial weights are drawn on the CPU,
+    so a device changes only the arithmetic's rounding."""
     s = settings
     gen = torch.Generator().manual_seed(int(s.seed))
-    data = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+    data = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)).to(device)
     n, d = data.shape
     scale = math.sqrt(d) / float(data.norm(dim=1).mean().clamp_min(1e-12))
-    sae = SAE(shape, generator=gen)
+    sae = SAE(shape, generator=gen).to(device)
     with torch.no_grad():
         sae.b_dec.copy_(data.mean(0) * scale)
     opt = torch.optim.Adam(sae.parameters(), lr=s.lr, betas=(0.9, 0.999))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, s.steps, s.warmup, s.decay))
-    since_fired = torch.zeros(shape.width, dtype=torch.long)  # training tokens since each latent last fired
+    since_fired = torch.zeros(shape.width, dtype=torch.long, device=device)  # tokens since each latent fired
     batch = min(s.batch, n)
     order, pos = torch.randperm(n, generator=gen), 0
     losses = []
     for _ in tqdm_class()(range(s.steps), desc=desc, unit="step", leave=False):
         if pos + batch > n:
             order, pos = torch.randperm(n, generator=gen), 0
-        x = data[order[pos:pos + batch]] * scale
+        x = data[order[pos:pos + batch].to(device)] * scale
         pos += batch
         pre = sae.pre_acts(x)
         z = sae.activate(pre)
@@ -117,8 +120,8 @@ def train_sae(X: np.ndarray, shape: SaeShape, settings: TrainSettings, desc: str
         with torch.no_grad():
             fired = (z > 0).any(0)
             since_fired = torch.where(fired, torch.zeros_like(since_fired), since_fired + len(x))
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach())  # no device sync per step
     sae.fold_scale(scale)
     tail = losses[-max(1, len(losses) // 10):]
-    return Trained(sae=sae.eval(), scale=scale, dead_at_end=int((since_fired >= s.dead_window).sum()),
-                   final_loss=float(np.mean(tail)))
+    return Trained(sae=sae.to("cpu").eval(), scale=scale, dead_at_end=int((since_fired >= s.dead_window).sum()),
+                   final_loss=float(torch.stack(tail).mean()))

@@ -1,0 +1,5 @@
+"""``python -m analyses.sae``."""
+
+from analyses.sae import ANALYSIS
+
+ANALYSIS.main()

@@ -29,6 +29,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from analyses.jsonable import jsonable
+
 MARK = "+"  # where an edited run's name leaves the model's name
 _KIND = re.compile(r"[^A-Za-z0-9]+")
 LABEL = re.compile(r"(\+[A-Za-z0-9]+@-?\d+)+_[0-9a-f]{8}")  # what edit_label makes
@@ -52,8 +54,6 @@ def _records(x: Any) -> Iterable[Mapping]:
 def recorded_edits(activations: Any, model: Any) -> list[dict]:
     """Every edit the identity parts ``activations`` and ``model`` record (each once, in order): [] for a run of
     the model as it is."""
-    from analyses.files import jsonable
-
     out: list[dict] = []
     seen: set[str] = set()
     for record in (*_records(activations), *_records(model)):
@@ -74,8 +74,6 @@ def edit_label(edits: list[dict]) -> str:
         kind = _KIND.sub("", str(e.get("edit") or "custom")) or "custom"
         layer = e.get("layer")
         parts.append(f"{MARK}{kind}@{layer if isinstance(layer, int) and not isinstance(layer, bool) else 0}")
-    from analyses.files import jsonable
-
     held = jsonable(list(edits))  # as a result file holds the record: one label before and after a round trip
     digest = hashlib.sha256(json.dumps(held, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:8]
     return "".join(parts) + "_" + digest

@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from analyses.jsonable import jsonable
 from probes.errors import ProbeError
 from probes.io import atomic_write, loads_json, provenance, strict_json
 
@@ -38,33 +37,6 @@ if TYPE_CHECKING:
 # another type or shape)
 LAYOUT_ERRORS = (KeyError, TypeError, AttributeError)
 PNG_DPI = 200  # save_figure: the PNG files' resolution
-
-
-def jsonable(x: Any, nulls: list | None = None, where: str = "") -> Any:
-    """JSON-ready copy of ``x``: floats rounded to 8 decimals (8 significant digits below 1e-3); a
-    non-finite float becomes None (null) and its place is appended to ``nulls``."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v, nulls, f"{where}/{k}") for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v, nulls, f"{where}/{i}") for i, v in enumerate(x)]
-    if isinstance(x, np.ndarray):
-        return jsonable(x.tolist(), nulls, where)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        if not math.isfinite(x):
-            if nulls is not None:
-                nulls.append(where)
-            return None
-        x = float(x)
-        # 8 decimals; below 1e-3 8 significant digits instead, so that a small p-value or variance
-        # is never written as 0 (a rounding that would change what the number says)
-        return round(x, 8) if abs(x) >= 1e-3 else float(f"{x:.8g}")
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return jsonable(dataclasses.asdict(x), nulls, where)
-    if isinstance(x, Path):
-        return str(x)
-    return x
 
 
 def result_name(model: str) -> str:

@@ -255,8 +255,9 @@ small-models: $(STAMP)
 	test -f $(TRAIN_CORPUS) || $(PY) scripts/build_train_corpus.py
 	$(PY) scripts/train_small_models.py train --group all $(SMALL)
 
-# The two wheels of a library install (README, "Install"): dist/probes_suite-*.whl and dist/probes_checkpoints-*.whl
-# (the small models of checkpoints/ as a data package, where names such as slstm-small resolve). Building them needs
+# The wheels of a library install (README, "Install"): dist/probes_suite-*.whl, dist/probes_checkpoints-*.whl (the
+# seed-0 small models of checkpoints/ as a data package, where names such as slstm-small resolve) and one
+# dist/probes_checkpoints_seed<N>-*.whl per seed, each under the 100 MB a package index takes. Building them needs
 # only setuptools: a small environment of its own (.venv-dist, a few MB), not the suite's with torch.
 dist:
 	test -x .venv-dist/bin/python || python3 -m venv .venv-dist

@@ -7,6 +7,10 @@
 * a causal LM: the next-token loss over every position of each text (the model's special tokens included as
   context, as the capture adds them).
 
+:meth:`Objective.divergence` scores texts twice, batch by batch, without and with some interventions: both
+losses and the KL divergence of the clean predicted distribution from the edited one at every scored position
+(what an edit such as an SAE spliced into a layer costs the model, :mod:`analyses.sae.splice`).
+
 Every score runs under the interventions of the enclosing :func:`probes.intervention.intervening` blocks (as the
 capture does), then those it is given, and :meth:`Objective.describe` records them.
 
@@ -84,29 +88,66 @@ class Objective:
         toks = self.tokenizer.tokenize(list(texts))
         sums, counts = np.zeros(len(toks)), np.zeros(len(toks), np.int64)
         with hooked(self.model, active() + as_interventions(interventions)), eval_mode(self.model):
-            for idx in self._batches(np.array([len(t.ids) for t in toks]), batch_size):
-                n = max(len(toks[i].ids) for i in idx)
-                ids = torch.full((len(idx), n), int(self.tokenizer.pad_id))
-                real = torch.zeros((len(idx), n), dtype=torch.bool)
-                where = torch.zeros((len(idx), n), dtype=torch.bool)
-                for r, i in enumerate(idx):
-                    k = len(toks[i].ids)
-                    ids[r, :k], real[r, :k] = torch.tensor(toks[i].ids), True
-                    if self.kind == MASKED:
-                        where[r, :k] = torch.from_numpy(mask_positions(toks[i].ids, toks[i].special, mask_prob, seed))
-                ids, real, where = ids.to(self.device), real.to(self.device), where.to(self.device)
-                if self.kind == MASKED:
-                    assert self.mask_id is not None, "a masked-LM objective has a mask token"
-                    logits = self._logits(ids.masked_fill(where, self.mask_id), real)
-                    target, keep = ids, where
-                else:
-                    logits, target, keep = self._logits(ids, real)[:, :-1], ids[:, 1:], real[:, 1:]
-                nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), target, reduction="none")
-                sums[idx] = torch.where(keep, nll, 0.0).sum(1).double().cpu().numpy()
-                counts[idx] = keep.sum(1).cpu().numpy()
+            for b in self._scored_batches(toks, mask_prob, seed, batch_size):
+                logits = self._scored_logits(b)
+                sums[b.idx] = _nll_sums(logits, b)
+                counts[b.idx] = b.keep.sum(1).cpu().numpy()
         if not np.isfinite(sums).all():
             raise ProbeError(f"model '{self.name}': its {self.kind} loss is not finite on some texts")
         return sums, counts
+
+    @torch.inference_mode()
+    def divergence(self, texts: list[str], interventions, mask_prob: float = 0.15, seed: int = 0,
+                   batch_size: int = 32) -> Divergence:
+        """The loss with and without ``interventions``, and how far they move the model's predicted distribution,
+        per text (:class:`Divergence`). "Clean" runs under the enclosing
+        :func:`probes.intervention.intervening` blocks only, "edited" under those and ``interventions``; both
+        score the same positions (the same masks), batch by batch."""
+        from probes.intervention import active, as_interventions, hooked
+        from probes.models.hf import eval_mode
+
+        toks = self.tokenizer.tokenize(list(texts))
+        T = len(toks)
+        out = Divergence(np.zeros(T), np.zeros(T), np.zeros(T), np.zeros(T, np.int64))
+        outer, edits = active(), active() + as_interventions(interventions)
+        with eval_mode(self.model):
+            for b in self._scored_batches(toks, mask_prob, seed, batch_size):
+                with hooked(self.model, outer):
+                    clean = self._scored_logits(b).float()
+                with hooked(self.model, edits):
+                    edited = self._scored_logits(b).float()
+                out.clean[b.idx], out.edited[b.idx] = _nll_sums(clean, b), _nll_sums(edited, b)
+                p, q = torch.log_softmax(clean.double(), -1), torch.log_softmax(edited.double(), -1)
+                kl = (p.exp() * (p - q)).sum(-1)  # KL(clean || edited) per position, float64
+                out.kl[b.idx] = torch.where(b.keep, kl, 0.0).sum(1).cpu().numpy()
+                out.counts[b.idx] = b.keep.sum(1).cpu().numpy()
+        if not (np.isfinite(out.clean).all() and np.isfinite(out.edited).all() and np.isfinite(out.kl).all()):
+            raise ProbeError(f"model '{self.name}': its {self.kind} loss or divergence is not finite on some texts")
+        return out
+
+    def _scored_batches(self, toks, mask_prob: float, seed: int, batch_size: int):
+        """The batches of tokenized texts ``toks`` as the model is scored on them (:class:`_Scored`)."""
+        for idx in self._batches(np.array([len(t.ids) for t in toks]), batch_size):
+            n = max(len(toks[i].ids) for i in idx)
+            ids = torch.full((len(idx), n), int(self.tokenizer.pad_id))
+            real = torch.zeros((len(idx), n), dtype=torch.bool)
+            where = torch.zeros((len(idx), n), dtype=torch.bool)
+            for r, i in enumerate(idx):
+                k = len(toks[i].ids)
+                ids[r, :k], real[r, :k] = torch.tensor(toks[i].ids), True
+                if self.kind == MASKED:
+                    where[r, :k] = torch.from_numpy(mask_positions(toks[i].ids, toks[i].special, mask_prob, seed))
+            ids, real, where = ids.to(self.device), real.to(self.device), where.to(self.device)
+            if self.kind == MASKED:
+                assert self.mask_id is not None, "a masked-LM objective has a mask token"
+                yield _Scored(idx, ids.masked_fill(where, self.mask_id), real, ids, where)
+            else:
+                yield _Scored(idx, ids, real, ids[:, 1:], real[:, 1:])
+
+    def _scored_logits(self, b: _Scored) -> torch.Tensor:
+        """(B, n', V) the logits that predict ``b.target`` (a causal LM's last position predicts nothing)."""
+        logits = self._logits(b.inputs, b.real)
+        return logits if self.kind == MASKED else logits[:, :-1]
 
     def _batches(self, lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
         """Text indices by length: right-padded batches, or batches of equal length only for a model that is not
@@ -118,6 +159,35 @@ class Objective:
     def _logits(self, ids: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
         out = self.model(input_ids=ids, attention_mask=real.long())
         return out if isinstance(out, torch.Tensor) else out.logits
+
+
+@dataclass
+class Divergence:
+    """Per text (T,): the loss sums without and with the interventions (nats), the sum over scored positions of
+    KL(clean || edited) of the predicted distributions (nats), and the scored positions."""
+
+    clean: np.ndarray
+    edited: np.ndarray
+    kl: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass
+class _Scored:
+    """One batch as scored: its texts' indices, the model's input ids (masked for a masked LM) and attention
+    mask, and the target ids with the positions scored (both aligned with :meth:`Objective._scored_logits`)."""
+
+    idx: np.ndarray
+    inputs: torch.Tensor
+    real: torch.Tensor
+    target: torch.Tensor
+    keep: torch.Tensor
+
+
+def _nll_sums(logits: torch.Tensor, b: _Scored) -> np.ndarray:
+    """(B,) each row's summed cross-entropy at its scored positions, float64."""
+    nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), b.target, reduction="none")
+    return torch.where(b.keep, nll, 0.0).sum(1).double().cpu().numpy()
 
 
 def mask_positions(ids: list[int], special: list[bool], share: float, seed: int) -> np.ndarray:

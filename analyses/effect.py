@@ -1,0 +1,356 @@
+"""The effect of an edit of a model's states on an analysis's headline number, with a paired bootstrap interval.
+
+:func:`run` computes the analysis twice on the same inputs, once on the model as it is (clean) and once under the
+intervention (edited), and, with a control, a third time under the control edit. Each run's headline number is a
+statistic of per-unit values (sentences, blocks of scored tokens), and the units are the same in every run (the
+same texts, tokenized alike), so the difference is bootstrapped PAIRED: resample b draws the same units, with the
+same multiplicities, for every run (one matrix of multinomial counts W (resamples, units) for all of them,
+:func:`analyses.stats.resample_weights`), and replicate b of the difference is replicate b of the edited run minus
+replicate b of the clean run. What the units share (their own difficulty, their length) cancels in the difference,
+so the interval is that of the edit's effect, not of the spread of the units. An edit that changes nothing gives a
+difference of exactly 0 with the interval [0, 0].
+
+Intervals are percentile intervals read at the expanded level (:func:`analyses.blocks.expanded_level`): the
+t interval's width, which a few tens of units need (tests/test_effect.py simulates 200 draws of paired per-unit
+values and counts how often the interval covers the true difference).
+
+Supported analyses (their headline numbers, as ``Result.headline_numbers()`` names them; ``statistic=`` picks one,
+default the first):
+
+* ``perplexity``: "token perplexity, T=.., o=.." per (window, overlap); units: the blocks of consecutive scored
+  tokens of the analysis's block bootstrap; each resample is exp(resampled NLL sum / resampled token count);
+* ``anisotropy``: "token cosine, last layer" and "sentence cosine, last layer" (the mean pairwise cosine of the
+  sampled tokens' / the sentences' last-layer states); units: sentences; each resample is the mean cosine over
+  the pairs among the resampled sentences (:func:`analyses.stats.pairwise_cosine_replicates`).
+
+Any other analysis is refused in one line: its headline number is not kept as per-unit values that two runs can
+resample alike.
+
+Control (``control=``): an Intervention (or a list) of one's own, or ``"random"``: the same kind of edit at the
+same layer, drawn with ``seed``, that has the edit's size but no chosen direction: for an :class:`Erase` (or a
+``ProjectOut``) of rank r an orthogonal projection out of a random r-dimensional subspace (Gaussian rows; around the
+edit's bias), for an :class:`AddVector` a random direction of the same norm (``|scale| * ||vector||``). A Patch or a
+Function has no rank or norm to match: ``control="random"`` is refused for them.
+
+Cost: two runs of the analysis (three with a control), each the analysis's own forward passes. A causal-LM
+analysis loads its model once and scores under each edit in turn.
+
+    >>> from analyses import effect                                                      # doctest: +SKIP
+    >>> e = effect.run("perplexity", "tiny-gpt2", texts, intervention=iv, control="random", overlap=[0])
+    >>> e.difference.value, e.difference.low, e.difference.high                          # edited - clean
+    >>> e.to_frame(); effect.plot(e)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from analyses import stats, style
+from analyses.blocks import expanded_level
+from analyses.common import AnalysisResult
+from analyses.edited import in_words
+from probes.capture.store import USER_CACHE, UserCache
+from probes.errors import ProbeError
+from probes.intervention import AddVector, Erase, Intervention, ProjectOut, as_interventions, intervening
+
+RUNS = ("clean", "edited", "control")
+CONTROL_STREAM = 7  # the control's draw: its own stream of the seed (never the bootstrap's counts)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A number with its percentile interval (``low``, ``high``; NaN where the resamples leave it undefined)."""
+
+    value: float
+    low: float
+    high: float
+
+    def covers(self, x: float) -> bool:
+        """Whether ``x`` lies in the interval (ends included)."""
+        return bool(self.low <= x <= self.high)
+
+    def __str__(self) -> str:
+        return f"{self.value:.4g} [{self.low:.4g}, {self.high:.4g}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Units:
+    """One run's headline number as a statistic of its units: the point value, the replicates under resample
+    weights ``W`` (b, n) -> (b,), and which units (``units_id``: equal for two runs on the same units)."""
+
+    point: float
+    replicates: Callable[[np.ndarray], np.ndarray]
+    n_units: int
+    unit: str
+    units_id: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class EffectResult:
+    """The effect of an edit on one headline number: each run's value and the paired differences, with intervals.
+
+    ``difference`` is edited - clean; with a control, ``control_difference`` is control - clean and
+    ``beyond_control`` edited - control (the edit's effect beyond that of a random edit of its size), all paired
+    over the same ``n_units`` units. ``edit`` and ``control_edit`` are the runs' labels (:mod:`analyses.edited`);
+    ``runs`` the analysis's Results (clean, edited[, control])."""
+
+    analysis: str
+    statistic: str
+    model: str  # the clean run's name
+    edit: str  # the edited run's label (+kind@layer_hash)
+    edit_description: str  # the edits in words
+    control_edit: str  # the control run's label ("" without a control)
+    control_kind: str  # "random same-rank subspace", "random vector of the same norm", "given" or ""
+    unit: str
+    n_units: int
+    resamples: int
+    seed: int
+    level: float  # the nominal level
+    interval_level: float  # the level the percentile intervals are read at (expanded for n_units)
+    clean: Estimate
+    edited: Estimate
+    difference: Estimate
+    control: Estimate | None = None
+    control_difference: Estimate | None = None
+    beyond_control: Estimate | None = None
+    runs: tuple[AnalysisResult, ...] = field(default=(), compare=False)
+
+    def rows(self) -> list[tuple[str, str, Estimate]]:
+        """(row name, the run's edit label, estimate) for every run and difference held."""
+        out = [("clean", "", self.clean), ("edited", self.edit, self.edited), ("edited - clean", self.edit,
+                                                                                 self.difference)]
+        if self.control is not None and self.control_difference is not None and self.beyond_control is not None:
+            out += [("control", self.control_edit, self.control),
+                    ("control - clean", self.control_edit, self.control_difference),
+                    ("edited - control", self.edit, self.beyond_control)]
+        return out
+
+    def to_frame(self):
+        """One row per run (clean, edited, control) and per paired difference, with its interval."""
+        import pandas as pd
+
+        return pd.DataFrame([{"analysis": self.analysis, "model": self.model, "statistic": self.statistic,
+                              "run": name, "edit": label, "value": e.value, "low": e.low, "high": e.high,
+                              "level": self.level, "unit": self.unit, "n_units": self.n_units}
+                             for name, label, e in self.rows()])
+
+    def __repr__(self) -> str:
+        text = (f"<effect of {self.edit} on {self.model}, {self.analysis} {self.statistic}: clean "
+                f"{self.clean.value:.4g}, edited {self.edited.value:.4g}, difference {self.difference} over "
+                f"{self.n_units} {self.unit}s")
+        if self.control_difference is not None and self.beyond_control is not None:
+            text += f"; control ({self.control_kind}) {self.control_difference}, beyond it {self.beyond_control}"
+        return text + ">"
+
+    def _repr_html_(self) -> str:
+        return self.to_frame()[["run", "edit", "value", "low", "high"]].to_html(index=False)
+
+    def plot(self, ax=None, **kwargs):
+        """:func:`plot` of this result."""
+        return plot(self, ax=ax, **kwargs)
+
+
+# ----------------------------------------------------------------------------- the paired bootstrap
+
+
+def estimates(points: Sequence[float], replicates: Callable[[np.ndarray], np.ndarray], n_units: int, *,
+              resamples: int = stats.RESAMPLES, seed: int = stats.SEED,
+              level: float = stats.LEVEL) -> list[Estimate]:
+    """Each of k numbers with its paired percentile interval at the expanded level: ``points`` (k,), and
+    ``replicates(W)`` -> (b, k) the k statistics of resample weights W (b, n_units). Every number is resampled with
+    the same weights (:func:`analyses.stats.blockwise_replicates`), so a difference of runs' replicates taken
+    inside ``replicates`` is paired."""
+    reps = stats.blockwise_replicates(replicates, int(n_units), int(resamples), int(seed))  # (B, k)
+    ivs = stats.interval(reps, expanded_level(level, n_units))  # (2, k)
+    return [Estimate(float(p), float(lo), float(hi)) for p, lo, hi in zip(points, ivs[0], ivs[1])]
+
+
+def paired_difference(clean, edited, *, resamples: int = stats.RESAMPLES, seed: int = stats.SEED,
+                      level: float = stats.LEVEL) -> Estimate:
+    """The mean over units of ``edited - clean`` (per-unit values (n,) of the two runs, unit u in both) with its
+    paired bootstrap interval (the units resampled alike for both runs)."""
+    a, b = np.asarray(clean, np.float64), np.asarray(edited, np.float64)
+    if a.ndim != 1 or a.shape != b.shape or not len(a):
+        raise ProbeError(f"paired values are one per unit in both runs: shapes {a.shape} and {b.shape}")
+
+    def diff(W: np.ndarray) -> np.ndarray:
+        return (stats.mean_replicates(b, W) - stats.mean_replicates(a, W))[:, None]
+
+    return estimates([float(b.mean() - a.mean())], diff, len(a), resamples=resamples, seed=seed, level=level)[0]
+
+
+# ----------------------------------------------------------------------------- each analysis's units
+
+
+def _perplexity_units(result, statistic: str, inputs: dict, cfg) -> Units:
+    boot = result.bootstrap or {}
+    window, overlap = next(m for m in result.measured() if statistic == f"token perplexity, T={m[0]}, o={m[1]}")
+    nll = np.asarray(boot["nll"][str(overlap)], np.float64)  # per block: its NLL sum and its scored tokens
+    tokens = np.asarray(boot["blocks"]["tokens"], np.float64)
+    return Units(result.token_perplexity(window, overlap).point,
+                 lambda W: np.exp(stats.ratio_replicates(nll, tokens, W)), len(nll), "block", str(boot["units_id"]))
+
+
+def _anisotropy_units(result, statistic: str, inputs: dict, cfg) -> Units:
+    from analyses.anisotropy import draw_sample
+
+    acts = inputs["acts"]
+    last, n = acts.n_layers, acts.n_texts
+    level = statistic.split(" ")[0]  # token / sentence
+    if level == "token":
+        sample = draw_sample(acts, cfg)  # the analysis's own draw (its seed): the tokens its headline pairs
+        X, unit_of = np.asarray(acts.layer_hidden(last, rows=sample.tokens)), acts.text_index()[sample.tokens]
+    else:
+        X, unit_of = np.asarray(acts.sentence[last]), np.arange(n)
+    sums = stats.grouped_unit_sums(X, unit_of, n)
+    return Units(result.last_layer_mean(level).point, lambda W: stats.pairwise_cosine_replicates(*sums, W), n,
+                 "sentence", str(result.bootstrap["units_id"]))
+
+
+SUPPORTED: dict[str, Callable[..., Units]] = {"perplexity": _perplexity_units, "anisotropy": _anisotropy_units}
+
+
+# ----------------------------------------------------------------------------- the control
+
+
+def random_control(intervention: Intervention, seed: int = stats.SEED) -> tuple[Intervention, str]:
+    """A random edit of the same size as ``intervention``'s, at its layer (see the module docstring), and what it
+    is in words."""
+    edit = intervention.edit
+    rng = np.random.default_rng([int(seed), CONTROL_STREAM])
+    if type(edit) is Erase:
+        basis = rng.standard_normal((edit.rank, edit.width))
+        return Intervention(intervention.layer, ProjectOut(basis, edit.bias)), "random same-rank subspace"
+    if type(edit) is AddVector:
+        norm = abs(edit.scale) * float(np.linalg.norm(edit.vector))
+        u = rng.standard_normal(edit.width)
+        return (Intervention(intervention.layer, AddVector(norm * u / np.linalg.norm(u))),
+                "random vector of the same norm")
+    raise ProbeError(f"control='random' matches an Erase/ProjectOut's rank or an AddVector's norm; a "
+                     f"{type(edit).__name__} has neither: give control= an Intervention of your own")
+
+
+def _control(control: Any, edits: tuple[Intervention, ...], seed: int) -> tuple[tuple[Intervention, ...], str]:
+    if control is None:
+        return (), ""
+    if isinstance(control, str):
+        if control != "random":
+            raise ProbeError(f"control= takes 'random', an Intervention (or a list of them) or None, not {control!r}")
+        if len(edits) != 1:
+            raise ProbeError(f"control='random' draws a control for one intervention, and {len(edits)} were given: "
+                             "give control= an Intervention of your own")
+        iv, kind = random_control(edits[0], seed)
+        return (iv,), kind
+    return as_interventions(control), "given"
+
+
+# ----------------------------------------------------------------------------- the call
+
+
+def run(analysis: str, model: Any, texts: Any = None, *, intervention: Any, control: Any = None,
+        seed: int = stats.SEED, resamples: int = stats.RESAMPLES, level: float = stats.LEVEL, statistic: str = "",
+        tokenizer: Any = None, name: str | None = None,
+        cache_dir: str | os.PathLike | UserCache | None = USER_CACHE, **analysis_options: Any) -> EffectResult:
+    """The effect of ``intervention`` on ``analysis``'s headline number ``statistic`` (default: its first) for
+    ``model`` on ``texts``: the clean and edited runs' values and their paired difference (edited - clean) with
+    bootstrap intervals over the analysis's units; with ``control`` ("random" or an Intervention) also the
+    control run's and its differences. ``seed``: the analysis's seed (where its settings have one), the
+    bootstrap's and the random control's; ``analysis_options``: the analysis's settings (as for
+    ``<analysis>.run``); ``model``, ``texts``, ``tokenizer``, ``name``, ``cache_dir``: as for ``<analysis>.run``.
+    Supported analyses: perplexity and anisotropy (see the module docstring); any other is one error line."""
+    from analyses import get
+
+    if analysis not in SUPPORTED:
+        raise ProbeError(f"effect supports {', '.join(SUPPORTED)}; {analysis!r} keeps no per-unit values of its "
+                         "headline number that a clean and an edited run can resample alike")
+    edits = as_interventions(intervention)
+    if not edits:
+        raise ProbeError("effect needs intervention=: the edit whose effect it measures")
+    if int(resamples) < 1 or not 0 < level < 1:
+        raise ProbeError(f"resamples must be at least 1 and level in (0, 1), not {resamples} and {level}")
+    controls, control_kind = _control(control, edits, seed)
+    A = get(analysis)
+    if "seed" in {f.name for f in dataclasses.fields(A.Config)}:
+        analysis_options.setdefault("seed", int(seed))
+    cfg = A.inputs.with_corpus(A.config(None, **analysis_options), texts)
+    if A.check is not None:
+        A.check(cfg)
+    where = {"tokenizer": tokenizer, "name": name, "cache_dir": cache_dir}
+    shared = A.inputs.from_python(model, texts, cfg, **where) if A.inputs.kind == "lm" else None  # loaded once
+    arms = [(), edits] + ([controls] if controls else [])
+    results, units = [], []
+    for arm in arms:
+        with intervening(arm):
+            inputs = shared if shared is not None else A.inputs.from_python(model, texts, cfg, **where)
+            result = A.compute(cfg, **inputs)
+            results.append(result)
+            chosen = _statistic(result, statistic, analysis)
+            units.append(SUPPORTED[analysis](result, chosen, inputs, cfg))
+            del inputs
+    if len({u.units_id for u in units}) != 1 or len({u.n_units for u in units}) != 1:
+        raise ProbeError(f"the clean and edited runs of {analysis} were computed on different units: their "
+                         "difference cannot be paired")
+    n = units[0].n_units
+
+    def statistics(W: np.ndarray) -> np.ndarray:  # (b, k): each run, then each paired difference
+        r = [u.replicates(W) for u in units]
+        diffs = [r[1] - r[0]] + ([r[2] - r[0], r[1] - r[2]] if len(r) == 3 else [])
+        return np.stack(r + diffs, 1)
+
+    p = [u.point for u in units]
+    points = p + [p[1] - p[0]] + ([p[2] - p[0], p[1] - p[2]] if len(p) == 3 else [])
+    est = estimates(points, statistics, n, resamples=resamples, seed=seed, level=level)
+    with_control = len(units) == 3
+    return EffectResult(
+        analysis=analysis, statistic=chosen, model=results[0].model_name, edit=results[1].edit,
+        edit_description=in_words(results[1].identity.edits), control_edit=results[2].edit if with_control else "",
+        control_kind=control_kind, unit=units[0].unit, n_units=n, resamples=int(resamples), seed=int(seed),
+        level=float(level), interval_level=expanded_level(level, n), clean=est[0], edited=est[1],
+        difference=est[3 if with_control else 2], control=est[2] if with_control else None,
+        control_difference=est[4] if with_control else None, beyond_control=est[5] if with_control else None,
+        runs=tuple(results))
+
+
+def _statistic(result, statistic: str, analysis: str) -> str:
+    names = list(result.headline_numbers())
+    if not names:
+        raise ProbeError(f"this {analysis} result has no headline number")
+    if statistic and statistic not in names:
+        raise ProbeError(f"{analysis} has no headline number {statistic!r}; it has: {', '.join(names)}")
+    return statistic or names[0]
+
+
+# ----------------------------------------------------------------------------- figure
+
+
+@style.drawing
+def plot(result: EffectResult, ax=None, **kwargs):
+    """Each run's value with its interval (clean, edited, control), like a scikit-learn Display: one point and
+    error bar per run on ``ax`` (a new figure when None); beside the edited and the control run, their paired
+    differences from the clean run (the runs' own intervals may overlap
+    where the paired difference's excludes 0). ``kwargs`` go to ``ax.errorbar``. Returns the Axes."""
+    ax = style.one_axes(ax, (4.2, 2.9))
+    runs = [("clean", result.clean, None), ("edited", result.edited, result.difference)]
+    if result.control is not None:
+        runs.append(("control", result.control, result.control_difference))
+    for x, (_, e, d) in enumerate(runs):
+        err = np.array([[e.value - e.low], [e.high - e.value]])
+        ax.errorbar([x], [e.value], yerr=None if not np.isfinite(err).all() else err,
+                    **{"fmt": "o", "capsize": 3, **kwargs})
+        if d is not None:  # the paired difference from the clean run, beside its point
+            ax.annotate(f"\u0394 {d.value:+.3g}\n[{d.low:.3g}, {d.high:.3g}]", (x, e.value), xytext=(6, 0),
+                        textcoords="offset points", va="center", fontsize="x-small")
+    ax.set_xticks(range(len(runs)))
+    ax.set_xticklabels([name for name, _, _ in runs])
+    ax.set_xlim(-0.5, len(runs) - 0.2)
+    ax.set_ylabel(result.statistic)
+    if math.isfinite(result.clean.value):
+        ax.axhline(result.clean.value, color="0.5", lw=0.6, ls=":")
+    return ax

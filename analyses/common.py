@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from analyses import pairs
 from analyses.edited import edit_label, edited_name, in_words, recorded_edits
 from analyses.files import (
     jsonable,
@@ -170,6 +171,10 @@ class AnalysisResult(Result):
     # plot() draws one image (a heatmap: cmap= and colorbar= reach it) that refuses a second result on its Axes,
     # not lines or points that overlay; the display checks read it
     HEATMAP: ClassVar[bool] = False
+    # a pair's result (analyses.pairs.PairInfo) is named A's and B's names joined by PAIR_JOIN, then, with
+    # PAIR_UNIT, the result's unit
+    PAIR_JOIN: ClassVar[str] = pairs.JOIN
+    PAIR_UNIT: ClassVar[bool] = False
 
     def to_json(self) -> dict:
         rest = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
@@ -355,8 +360,8 @@ def pair_identity(acts_a, acts_b, cfg, name: str | None = None) -> Identity:
     ``activations`` each ``{"a": A's, "b": B's}`` (what the report's model table and the claims read of a pair),
     the texts' corpus and the settings used; named ``"<A>__<B>"`` unless ``name`` is given."""
     a, b = activations_identity(acts_a, cfg), activations_identity(acts_b, cfg)
-    pair = [a.model_name, b.model_name]
-    return Identity(model_name=name or "__".join(pair), config=settings_used(cfg, acts_a.meta, a.corpus, pair),
+    pair = pairs.PairInfo(a.model_name, b.model_name)
+    return Identity(model_name=name or pair.name(), config=settings_used(cfg, acts_a.meta, a.corpus, list(pair.names)),
                     model={"a": a.model, "b": b.model}, activations={"a": a.activations, "b": b.activations},
                     corpus=a.corpus)
 

@@ -58,6 +58,7 @@ from analyses import stats as bootstrap_stats
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LMPair, LMPairConfig, cli_cache
+from analyses.pairs import VS, PairInfo
 from analyses.topic_model import (  # noqa: F401 - js_divergence and the LDA steps: the module's API too
     fit_lda,
     js_divergence,
@@ -165,6 +166,7 @@ class Result(common.AnalysisResult):
     beside the JSON as <A>-vs-<B>.continuations.jsonl."""
 
     IDENTITY_KEYS = {"model": ("model_a", "model_b")}
+    PAIR_JOIN = VS  # <A>-vs-<B> (analyses.pairs.PairInfo)
     SIDE_FILES = {"continuations": ".continuations.jsonl"}
     model_a = property(lambda self: self.identity.model["a"])  # as saved: the LM's identity, window, overlap
     model_b = property(lambda self: self.identity.model["b"])
@@ -302,7 +304,7 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = No
     corpus_block = {**full.identity(), "lda_training": train.identity(), "contexts_from": held.identity(),
                     "same_tokenizer": same_tok}
     identity = Identity(
-        model_name=f"{lm_a.name}-vs-{lm_b.name}",
+        model_name=PairInfo(lm_a.name, lm_b.name, join=VS).name(),
         config={**settings_used(cfg, corpus=corpus_block), "model_a": lm_a.name, "model_b": lm_b.name},
         model={"a": {**lm_a.describe(), "window": Ta, "overlap": cfg.overlap_a},
                "b": {**lm_b.describe(), "window": Tb, "overlap": cfg.overlap_b}},

@@ -46,6 +46,7 @@ from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, SentenceConfig, caller_texts, settings_used
 from analyses.inputs import Pairs
+from analyses.pairs import PairInfo
 from analyses.similarity.measures import DISTANCES, MEASURES, similarity_matrices
 from analyses.similarity.words import align_words, word_states
 from probes.capture.activations import Activations
@@ -83,6 +84,7 @@ class Result(common.AnalysisResult):
 
     IDENTITY_KEYS = {"model": "models"}
     HEATMAP = True
+    PAIR_UNIT = True  # one result per pair and unit: <A>__<B>__<unit> (analyses.pairs.PairInfo)
 
     model_a: str
     model_b: str
@@ -103,7 +105,7 @@ class Result(common.AnalysisResult):
     @property
     def name(self) -> str:
         """The results-file stem: <A>__<B>__<unit>."""
-        return f"{self.model_a}__{self.model_b}__{self.unit}"
+        return PairInfo(self.model_a, self.model_b, unit=self.unit).name()
 
     def sides(self) -> tuple[tuple[str, int], tuple[str, int]]:
         """(name, L) of model A and of model B as the heatmaps label them; with sentence units, a name says how
@@ -218,7 +220,7 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
     meta = {"a": acts_a.meta, "b": acts_b.meta}
     corpus = acts_a.meta.get("corpus") or caller_texts(acts_a.texts)
     identity = Identity(
-        model_name=f"{name_a}__{name_b}__{cfg.unit}",
+        model_name=PairInfo(name_a, name_b, unit=cfg.unit).name(),
         config=settings_used(cfg, acts_a.meta, corpus, requested=[name_a, name_b]),
         model={k: m["model"] for k, m in meta.items()},
         activations={k: {**{f: m[f] for f in ("key", "n_texts", "n_tokens", "truncated_texts")},

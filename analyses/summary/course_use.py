@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analyses.pairs import PairInfo
 from analyses.summary.course import NONE, describe
 from analyses.summary.evidence import like_key
 from analyses.summary.trajectory_doc import ClaimCourse, CourseCheck, CourseSeed, Trajectories
@@ -94,12 +95,9 @@ def _check_words(check: CourseCheck, table: list, shas: dict[str, str]) -> str:
 
 
 def sides(result) -> set[str]:
-    """The names a result is of: its own, and each side's of a pair."""
-    model = getattr(result, "model", None)
-    names = {result.model_name}
-    if isinstance(model, dict) and set(model) == {"a", "b"}:
-        names |= {v.get("name") for v in model.values() if isinstance(v, dict)}
-    return names
+    """The names a result is of: its own, and each side's of a pair (as its identity records them)."""
+    pair = PairInfo.of(result)
+    return {result.model_name, *(pair.names if pair is not None else ())}
 
 
 def _made_like(corpus: dict | None, settings: dict | None, results: list) -> str | None:

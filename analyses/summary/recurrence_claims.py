@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analyses.common import arg, atomic_write, parse_config, read_result, run_main
+from analyses.pairs import PairInfo
 from analyses.summary import claims as claims_mod
 from probes.errors import ProbeError
 
@@ -64,6 +65,25 @@ def _read(root: Path, analysis: str, stem: str) -> Any:
         return analyses.get(analysis).Result.from_json(read_result(path))
     except (KeyError, TypeError) as e:
         raise ProbeError(f"{path} is not a {analysis} result (it lacks {e}); run the analysis again") from None
+
+
+def _read_pair(root: Path, analysis: str, a: str, b: str) -> Any:
+    """The typed result of model ``a`` vs model ``b`` under ``<root>/results/<analysis>/`` (its file named by the
+    analysis's rule for a pair, :class:`analyses.pairs.PairInfo`), or None when it is missing; a file there whose
+    identity records another pair is a ProbeError (pair names do not parse back: ``x-vs-y-vs-z`` is both ``x`` vs
+    ``y-vs-z`` and ``x-vs-y`` vs ``z``)."""
+    import analyses
+
+    want = PairInfo(a, b, join=analyses.get(analysis).Result.PAIR_JOIN)
+    result = _read(root, analysis, want.name())
+    if result is None:
+        return None
+    got = PairInfo.of(result)
+    if got is None or got.names != want.names:
+        what = f"{got.a} vs {got.b}" if got is not None else "no pair"
+        raise ProbeError(f"{root / 'results' / analysis / want.name()}.json records {what}, not {a} vs {b}: "
+                         f"run the analysis again for {a} vs {b}")
+    return result
 
 
 def _fmt(x: float | None, spec: str = ".2f") -> str:
@@ -135,7 +155,7 @@ def topic_claims(cfg: Config) -> list[str]:
     runs = [(Path(cfg.out) / f"T{T}", cfg.recurrent, cfg.base) for T in cfg.window]
     runs.append((Path(cfg.gpt2_out), cfg.gpt2_recurrent, cfg.gpt2_base))
     for root, a, b in runs:
-        result = _read(root, "topics", f"{a}-vs-{b}")
+        result = _read_pair(root, "topics", a, b)
         if result is None:
             continue
         s = result.statistics

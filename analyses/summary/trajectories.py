@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from analyses.common import arg, parse_config, read_results, run_main
+from analyses.pairs import SIDES, PairInfo
 from analyses.summary import trajectory_doc
 from analyses.summary.course import LAST_HALF, TRAJECTORY_FILE, check_over_training, last_half_change, over_training
 from analyses.summary.trajectory_doc import (
@@ -151,10 +152,11 @@ def run_plan(series: list, out: Path, only: list[str]) -> None:
 def _renamed(result, names: dict[str, str]):
     """``result`` as if computed on the models its points are snapshots of (``names``: point -> model)."""
     ident = result.identity
-    if isinstance(ident.model, dict) and set(ident.model) == {"a", "b"}:  # a pair: each side's own name
-        model = {k: {**v, "name": names.get(v.get("name"), v.get("name"))} for k, v in ident.model.items()}
-        name = "-vs-".join(model[k]["name"] for k in ("a", "b"))
-        ident = dataclasses.replace(ident, model=model, model_name=name)
+    pair = PairInfo.of(result)
+    if pair is not None:  # a pair: each side's own name, the pair named by its analysis's rule
+        renamed = pair.renamed(names)
+        model = {k: {**ident.model[k], "name": n} for k, n in zip(SIDES, renamed.names)}
+        ident = dataclasses.replace(ident, model=model, model_name=renamed.name())
     else:
         ident = dataclasses.replace(ident, model_name=names.get(ident.model_name, ident.model_name))
     return dataclasses.replace(result, identity=ident)
@@ -185,9 +187,9 @@ def point_of(result, where: dict[str, float]) -> float | None:
     """The fraction of training of the point ``result`` was computed on (``where``: point name -> fraction): the
     point named by its model name, or, for a pair, of the two points its identity names (both at one fraction);
     matched by the names exactly (one series' name may hold another's: bert-small-seed3 in albert-small-seed3)."""
-    model = result.identity.model
-    if isinstance(model, dict) and set(model) == {"a", "b"}:
-        fs = {where.get(str(v.get("name"))) if isinstance(v, dict) else None for v in model.values()}
+    pair = PairInfo.of(result)
+    if pair is not None:
+        fs = {where.get(n) for n in pair.names}
         return fs.pop() if len(fs) == 1 else None
     return where.get(str(result.model_name))
 

@@ -178,3 +178,25 @@ def test_the_edit_is_keyed_by_the_weights_it_was_built_with():
     assert torch.equal(out[batch.ids == 7], h[batch.ids == 7]) and (out[batch.ids != 7] == 0).all()
     with pytest.raises(ProbeError, match="5 wide|4 wide"):
         edit.apply(torch.randn(1, 2, 5), batch)
+
+
+def test_the_analysis_splices_each_sae_when_the_model_has_a_head_and_says_why_not_otherwise(tmp_path):
+    import probes
+    from analyses import sae as sae_analysis
+
+    texts = [f"{t} Then {i} more words came after it." for i, t in enumerate(TEXTS * 2)]
+    acts = probes.extract("tiny-gpt2", texts, cache_dir=None)
+    cfg = sae_analysis.Config(layers=[1], steps=20, width=64, k=4, out=str(tmp_path), save=False, resamples=20)
+    with pytest.warns(UserWarning, match="held-out sentences"):
+        result = sae_analysis.compute(cfg, acts=acts, objective=load_objective("tiny-gpt2"))
+    row = result.saes[0]
+    assert row.loss_recovered is not None and row.kl is not None and row.kl >= 0
+    assert row.loss_clean is not None and row.loss_zero is not None and row.loss_spliced is not None
+    assert row.loss_recovered == pytest.approx((row.loss_zero - row.loss_spliced) / (row.loss_zero - row.loss_clean))
+    assert result.splice is not None and result.splice.objective["objective"] == "next-token"
+    assert result.splice.n_texts == 2 and result.splice.skipped is None
+    assert sae_analysis.Result.from_json(result.to_json()) == result
+    with pytest.warns(UserWarning, match="held-out sentences"):
+        plain = sae_analysis.compute(cfg, acts=acts, objective_skipped="no head")
+    assert plain.saes[0].loss_recovered is None and plain.splice == sae_analysis.Splice(skipped="no head")
+    assert plain.saes[0].explained_variance == row.explained_variance  # splicing moves no other number

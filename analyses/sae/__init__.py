@@ -15,6 +15,12 @@ the held-out sentences (``--held-out``, a seeded share of the sentence sample):
   interval over the held-out sentences;
 * across seeds: the mean correlation coefficient (MCC) of two seeds' decoders, the mean |cos| of their rows
   paired one to one by the Hungarian assignment, averaged over pairs of seeds;
+* spliced into the model (``--splice``, on by default; a model with no head to score its objective is left out,
+  the result says why): the model's own loss on the held-out sentences (next-token for a causal LM, masked-LM for
+  an encoder: a seeded ``--mask-prob`` share of each sentence's tokens masked) with the layer's states replaced by
+  the SAE's reconstruction (special tokens left as they are unless --keep-special), against the clean model and the
+  layer zero-ablated: loss recovered (L_zero - L_spliced) / (L_zero - L_clean) and the mean KL(clean || spliced)
+  over scored positions, with intervals (:mod:`analyses.sae.splice`);
 * each SAE saved (``--save``) under ``<out>/sae/<model>/layer<l>-seed<s>/`` in sae-lens's layout with checksums
   (:mod:`analyses.sae.io`).
 
@@ -36,10 +42,11 @@ import numpy as np
 from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
-from analyses.inputs import Sentences
+from analyses.sae.inputs import SaeInputs
 from analyses.sae.io import SaeRecord, save_sae
 from analyses.sae.metrics import STATISTICS, Estimate, estimates, held_out_sums, mcc
 from analyses.sae.model import KINDS, SaeShape
+from analyses.sae.splice import Reconstruct, SpliceStats, splice_stats, splice_sums, zero_sums
 from analyses.sae.train import TrainSettings, train_sae
 from probes.capture.activations import Activations, layer_index
 from probes.config import arg
@@ -64,6 +71,9 @@ class Config(SentenceConfig):
     keep_special: bool = arg(False, "include special tokens ([CLS], [SEP], <s>, ...) in training and evaluation")
     resamples: int = arg(1000, "bootstrap resamples of the held-out sentences", min=1)
     save: bool = arg(True, "save each SAE under <out>/sae/<model>/layer<l>-seed<s>/ (sae-lens's layout)")
+    splice: bool = arg(True, "splice each SAE into the model and score its own loss on the held-out sentences (loss "
+                             "recovered, KL); a model with no head is left out (--no-splice: never)")
+    mask_prob: float = arg(0.15, "--splice on a masked LM: share of each sentence's tokens masked", min=0.01, max=0.9)
 
 
 @dataclass
@@ -102,6 +112,30 @@ class SaeRow:
     dead_ci: list[float] | None
     dense: float | None
     dense_ci: list[float] | None
+    # the SAE spliced into the model (None: not spliced; see Result.splice), nats per scored token
+    loss_clean: float | None = None
+    loss_spliced: float | None = None
+    loss_spliced_ci: list[float] | None = None
+    loss_zero: float | None = None
+    loss_recovered: float | None = None
+    loss_recovered_ci: list[float] | None = None
+    kl: float | None = None
+    kl_ci: list[float] | None = None
+
+
+SPLICED = ("loss_spliced", "loss_recovered", "kl")  # the spliced statistics with intervals
+
+
+@dataclass
+class Splice:
+    """How the SAEs were spliced in: the objective scored (``objective``: what Objective.describe records), on how
+    many held-out sentences and scored tokens; or ``skipped``, why not."""
+
+    skipped: str | None = None
+    objective: dict | None = None
+    n_texts: int | None = None
+    scored_tokens: int | None = None
+    special_tokens: str | None = None  # "edited" or "left as the model made them"
 
 
 @dataclass
@@ -143,8 +177,11 @@ class Result(common.AnalysisResult):
     saes: list[SaeRow]  # per layer, then per seed
     agreement: list[Agreement]  # per layer
     bootstrap: Bootstrap  # of the intervals (unit: held-out sentence)
+    splice: Splice | None = None  # the SAEs spliced into the model (None: a result of before --splice)
 
     def __post_init__(self):  # read back from JSON: the rows are dicts
+        if isinstance(self.splice, dict):
+            self.splice = Splice(**self.splice)
         self.definitions = [t if isinstance(t, Definition) else Definition(**t) for t in self.definitions]
         if not isinstance(self.bootstrap, Bootstrap):
             self.bootstrap = Bootstrap(**self.bootstrap)
@@ -221,8 +258,11 @@ def weights_sha256(sae) -> str:
     return hashlib.sha256(save(sae.tensors())).hexdigest()
 
 
-def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
-    """Train and evaluate the SAEs of every chosen layer and seed."""
+def compute(cfg: Config | None = None, *, acts: Activations, objective=None,
+            objective_skipped: str | None = None) -> Result:
+    """Train and evaluate the SAEs of every chosen layer and seed; with ``objective`` (the model with its head,
+    :class:`probes.capture.objective.Objective`) and ``cfg.splice``, splice each into the model too
+    (``objective_skipped``: why there is none)."""
     cfg = cfg or Config()
     check_config(cfg)
     device = common.check_device(cfg.device)
@@ -241,6 +281,10 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     identity = activations_identity(acts, cfg)
     name = identity.model_name
     rows, agreement = [], []
+    splicer = None
+    if objective is not None and cfg.splice:
+        skip = () if cfg.keep_special else np.unique(np.asarray(acts.token_ids)[np.asarray(acts.special, bool)])
+        splicer = _Splicer(objective, [acts.texts[t] for t in held_texts], skip, cfg, boot.level)
     for layer in layers:
         X = finite_states(acts, layer, train_rows)
         X_held = finite_states(acts, layer, held_rows)
@@ -267,12 +311,40 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             rows.append(SaeRow(layer=layer, seed=seed, kind=cfg.kind, width=width, k=shape.k, d=d,
                                n_train_tokens=len(train_rows), n_held_out_tokens=len(held_rows), scale=trained.scale,
                                final_loss=trained.final_loss, dead_in_training=trained.dead_at_end,
-                               weights_sha256=sha, **flat(est)))
+                               weights_sha256=sha, **flat(est),
+                               **(splicer.row(layer, trained.sae) if splicer is not None else {})))
             decoders.append(trained.sae.W_dec.detach().numpy().copy())
         pairs = [mcc(a, b) for a, b in itertools.combinations(decoders, 2)]
         agreement.append(Agreement(layer=layer, seeds=cfg.seeds, mcc=float(np.mean(pairs)) if pairs else None))
     return Result(identity=identity, definitions=definitions(cfg), saes=rows,
-                  agreement=agreement, bootstrap=boot)
+                  agreement=agreement, bootstrap=boot,
+                  splice=splicer.block() if splicer is not None else Splice(
+                      skipped=objective_skipped or ("--no-splice" if not cfg.splice else "no objective was given")))
+
+
+class _Splicer:
+    """The objective on the held-out sentences, with each SAE spliced in; the zero ablation scored once a layer."""
+
+    def __init__(self, objective, texts: list[str], skip_ids, cfg: Config, level: float):
+        self.objective, self.texts, self.skip_ids, self.cfg, self.level = objective, texts, skip_ids, cfg, level
+        self.zero: dict[int, np.ndarray] = {}
+        self.counts: np.ndarray | None = None
+
+    def row(self, layer: int, sae) -> dict:
+        cfg = self.cfg
+        if layer not in self.zero:
+            self.zero[layer] = zero_sums(self.objective, self.texts, layer, mask_prob=cfg.mask_prob, seed=cfg.seed,
+                                         batch_size=cfg.batch_size)
+        sums = splice_sums(self.objective, self.texts, layer, Reconstruct(sae, self.skip_ids), zero=self.zero[layer],
+                           mask_prob=cfg.mask_prob, seed=cfg.seed, batch_size=cfg.batch_size)
+        self.counts = sums.counts
+        out: SpliceStats = splice_stats(sums, cfg.resamples, cfg.seed, self.level)
+        return {f.name: getattr(out, f.name) for f in fields(out)}
+
+    def block(self) -> Splice:
+        return Splice(objective=self.objective.describe(self.cfg.mask_prob, self.cfg.seed), n_texts=len(self.texts),
+                      scored_tokens=None if self.counts is None else int(self.counts.sum()),
+                      special_tokens="edited" if self.cfg.keep_special else "left as the model made them")
 
 
 def flat(est: dict[str, Estimate]) -> dict:
@@ -304,6 +376,10 @@ def definitions(cfg: Config) -> list[Definition]:
         "split": f"{cfg.held_out:g} of the sentences held out (seed {cfg.seed}); special tokens "
                  + ("kept" if cfg.keep_special else "excluded"),
         "intervals": "percentile bootstrap over held-out sentences",
+        "loss_recovered": "(L_zero - L_spliced) / (L_zero - L_clean): the model's own loss per scored token on the "
+                          "held-out sentences clean, with the layer's states replaced by the SAE's reconstruction, "
+                          "and with them set to 0 (1: the reconstruction costs nothing, 0: as much as deleting them)",
+        "kl": "mean over scored positions of KL(clean || spliced) of the predicted distributions (nats)",
     }.items()]
 
 
@@ -314,7 +390,7 @@ def table_rows(result: Result | dict) -> list[dict]:
     out = []
     for r in res.saes:
         row = {f.name: getattr(r, f.name) for f in fields(r) if not f.name.endswith("_ci")}
-        for name in STATISTICS:
+        for name in STATISTICS + SPLICED:
             ci = getattr(r, f"{name}_ci") or (None, None)
             row[f"{name}_lo"], row[f"{name}_hi"] = ci
         out.append({**row, "mcc": agree.get(r.layer)})
@@ -343,7 +419,7 @@ def check_config(cfg: Config) -> None:
 
 ANALYSIS = Analysis(
     name="sae",
-    inputs=Sentences(),
+    inputs=SaeInputs(),
     Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
     figures=(Figure("sae", plot, "Sparse autoencoders on each chosen layer's token states: the share of the held-out "
                     "states' variance the SAE reconstructs (left) and the latents firing per token, L0 (right), "

@@ -35,10 +35,10 @@ Function has no rank or norm to match: ``control="random"`` is refused for them.
 Cost: two runs of the analysis (three with a control), each the analysis's own forward passes. A causal-LM
 analysis loads its model once and scores under each edit in turn.
 
-    >>> from analyses import effect                                                      # doctest: +SKIP
-    >>> e = effect.run("perplexity", "tiny-gpt2", texts, intervention=iv, control="random", overlap=[0])
-    >>> e.difference.value, e.difference.low, e.difference.high                          # edited - clean
-    >>> e.to_frame(); effect.plot(e)
+    from analyses import effect
+    e = effect.run("perplexity", "tiny-gpt2", texts, intervention=iv, control="random", overlap=[0])
+    e.difference.value, e.difference.low, e.difference.high        # edited - clean and its interval
+    e.to_frame(); effect.plot(e)
 """
 
 from __future__ import annotations
@@ -83,13 +83,14 @@ class Estimate:
 @dataclass(frozen=True, eq=False)
 class Units:
     """One run's headline number as a statistic of its units: the point value, the replicates under resample
-    weights ``W`` (b, n) -> (b,), and which units (``units_id``: equal for two runs on the same units)."""
+    weights ``W`` (b, n) -> (b,), and which units (``pairing``, :func:`analyses.stats.pairing`: equal for two runs
+    on the same units)."""
 
     point: float
     replicates: Callable[[np.ndarray], np.ndarray]
     n_units: int
     unit: str
-    units_id: str
+    pairing: tuple | None
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -189,19 +190,20 @@ def paired_difference(clean, edited, *, resamples: int = stats.RESAMPLES, seed: 
 # ----------------------------------------------------------------------------- each analysis's units
 
 
-def _perplexity_units(result, statistic: str, inputs: dict, cfg) -> Units:
-    boot = result.bootstrap or {}
+def _perplexity_units(result, statistic: str, cfg, **inputs: Any) -> Units:
     window, overlap = next(m for m in result.measured() if statistic == f"token perplexity, T={m[0]}, o={m[1]}")
-    nll = np.asarray(boot["nll"][str(overlap)], np.float64)  # per block: its NLL sum and its scored tokens
-    tokens = np.asarray(boot["blocks"]["tokens"], np.float64)
+    sums = result.block_sums(overlap)  # per block: its NLL sum and its scored tokens
+    if sums is None:
+        raise ProbeError(f"this perplexity result keeps no per-block NLL at overlap {overlap}")
+    nll, tokens = sums
     return Units(result.token_perplexity(window, overlap).point,
-                 lambda W: np.exp(stats.ratio_replicates(nll, tokens, W)), len(nll), "block", str(boot["units_id"]))
+                 lambda W: np.exp(stats.ratio_replicates(nll, tokens, W)), len(nll), "block",
+                 stats.pairing(result.bootstrap))
 
 
-def _anisotropy_units(result, statistic: str, inputs: dict, cfg) -> Units:
+def _anisotropy_units(result, statistic: str, cfg, *, acts, **inputs: Any) -> Units:
     from analyses.anisotropy import draw_sample
 
-    acts = inputs["acts"]
     last, n = acts.n_layers, acts.n_texts
     level = statistic.split(" ")[0]  # token / sentence
     if level == "token":
@@ -211,7 +213,7 @@ def _anisotropy_units(result, statistic: str, inputs: dict, cfg) -> Units:
         X, unit_of = np.asarray(acts.sentence[last]), np.arange(n)
     sums = stats.grouped_unit_sums(X, unit_of, n)
     return Units(result.last_layer_mean(level).point, lambda W: stats.pairwise_cosine_replicates(*sums, W), n,
-                 "sentence", str(result.bootstrap["units_id"]))
+                 "sentence", stats.pairing(result.bootstrap))
 
 
 SUPPORTED: dict[str, Callable[..., Units]] = {"perplexity": _perplexity_units, "anisotropy": _anisotropy_units}
@@ -292,9 +294,9 @@ def run(analysis: str, model: Any, texts: Any = None, *, intervention: Any, cont
             result = A.compute(cfg, **inputs)
             results.append(result)
             chosen = _statistic(result, statistic, analysis)
-            units.append(SUPPORTED[analysis](result, chosen, inputs, cfg))
+            units.append(SUPPORTED[analysis](result, chosen, cfg, **inputs))
             del inputs
-    if len({u.units_id for u in units}) != 1 or len({u.n_units for u in units}) != 1:
+    if units[0].pairing is None or len({u.pairing for u in units}) != 1 or len({u.n_units for u in units}) != 1:
         raise ProbeError(f"the clean and edited runs of {analysis} were computed on different units: their "
                          "difference cannot be paired")
     n = units[0].n_units

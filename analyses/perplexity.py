@@ -144,6 +144,15 @@ class Result(common.AnalysisResult):
         """The (window T, overlap o) of every row."""
         return [(row["window"], row["overlap"]) for row in self.rows]
 
+    def block_sums(self, overlap: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per bootstrap block, its NLL sum at overlap o and its scored tokens, (n_blocks,) each; None for a result
+        written before blocks existed."""
+        boot = self.bootstrap or {}
+        nll = (boot.get("nll") or {}).get(str(overlap))
+        if nll is None:
+            return None
+        return np.asarray(nll, dtype=np.float64), np.asarray(boot["blocks"]["tokens"], dtype=np.float64)
+
     def token_perplexity(self, window: int, overlap: int) -> stats.Sample:
         """The token perplexity at window T and overlap o with its bootstrap replicates over blocks (ratio
         bootstrap of the blocks' NLL sums and token counts; a result written before blocks existed resamples
@@ -152,9 +161,9 @@ class Result(common.AnalysisResult):
         if row is None:
             raise Absent(f"token perplexity at T={window}, o={overlap}")
         boot = self.bootstrap or {}
-        nll = (boot.get("nll") or {}).get(str(overlap))
-        if nll is not None:
-            return stats.Sample.of_ratio(row["token_perplexity"], nll, boot["blocks"]["tokens"], boot, np.exp)
+        sums = self.block_sums(overlap)
+        if sums is not None:
+            return stats.Sample.of_ratio(row["token_perplexity"], *sums, boot, np.exp)
         per_doc = (boot.get("documents") or {}).get(str(overlap))
         if per_doc is None:
             return stats.Sample(row["token_perplexity"])

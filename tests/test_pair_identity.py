@@ -75,14 +75,14 @@ def test_the_pair_is_read_from_the_identity_never_from_the_name():
 def test_trajectories_rename_a_pair_by_its_own_rule_and_exact_names():
     """A pair's snapshot results are renamed after their models side by side, keeping the analysis's rule (a
     similarity pair is <A>__<B>__<unit>, not <A>-vs-<B>)."""
-    from analyses.summary.trajectories import _renamed
+    from analyses.summary.trajectories import renamed_result
 
     names = {"albert.step-1": NAME, "bert.step-1": INSIDE}
-    res = _renamed(_similarity("albert.step-1", "bert.step-1"), names)
+    res = renamed_result(_similarity("albert.step-1", "bert.step-1"), names)
     assert res.model_name == f"{NAME}__{INSIDE}__token"
     assert [res.identity.model[k]["name"] for k in "ab"] == [NAME, INSIDE]
     assert res.identity.model["a"]["family"] == "hf"  # the rest of each side's description kept
-    res = _renamed(_topics("bert.step-1", "albert.step-1"), names)
+    res = renamed_result(_topics("bert.step-1", "albert.step-1"), names)
     assert res.model_name == f"{INSIDE}-vs-{NAME}"
     assert res.model_a["name"] == INSIDE and res.model_b["name"] == NAME and res.model_a["window"] == 128
 

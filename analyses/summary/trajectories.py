@@ -149,7 +149,7 @@ def run_plan(series: list, out: Path, only: list[str]) -> None:
 # ----------------------------------------------------------------------------- judging each point
 
 
-def _renamed(result, names: dict[str, str]):
+def renamed_result(result, names: dict[str, str]):
     """``result`` as if computed on the models its points are snapshots of (``names``: point -> model)."""
     ident = result.identity
     pair = PairInfo.of(result)
@@ -175,7 +175,7 @@ def judge_points(series: list, results: dict[str, list]) -> list[dict]:
     fractions = sorted({f for f in where.values() if np.isfinite(f)})
     out = []
     for f in fractions:
-        at = {a: [_renamed(r, names) for r in rs if point_of(r, where) == f] for a, rs in results.items()}
+        at = {a: [renamed_result(r, names) for r in rs if point_of(r, where) == f] for a, rs in results.items()}
         claims = [c for c in CLAIMS if getattr(c, "analysis", None) in at and at[c.analysis]]
         models = {c.statement: sorted(r.model_name for r in at[c.analysis]) for c in claims}
         like = {a: {n: like_key(r) for r in rs for n in sorted(sides(r))} for a, rs in at.items()}

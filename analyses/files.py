@@ -23,15 +23,25 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from analyses.jsonable import jsonable
 from probes.errors import ProbeError
 from probes.io import atomic_write, loads_json, provenance, strict_json
 
 if TYPE_CHECKING:
-    from analyses.analysis import Analysis
-    from analyses.common import AnalysisResult
+    from analyses.result import AnalysisResult
+
+
+class Declared(Protocol):
+    """What the result files need of an analysis's declaration (an :class:`analyses.analysis.Analysis`): its name,
+    the folder its results are filed in, and the Result class its documents are read as."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def Result(self) -> type[AnalysisResult]: ...  # noqa: N802 - the declaration's field
 
 # a document its analysis's Result cannot be made from raises one of these in from_json (a key missing, a value of
 # another type or shape)
@@ -105,7 +115,7 @@ def write_result(out: str | os.PathLike, analysis: str, model: str, result: Any,
     return json_path, csv_path
 
 
-def _declaration(analysis: str | Analysis) -> Analysis:
+def _declaration(analysis: str | Declared) -> Declared:
     if isinstance(analysis, str):
         from analyses import get
 
@@ -124,7 +134,7 @@ class SavedFile:
     error: Exception | None = None
 
     @classmethod
-    def read(cls, path: Path, analysis: Analysis | None = None) -> SavedFile:
+    def read(cls, path: Path, analysis: Declared | None = None) -> SavedFile:
         saved = cls(path, read_result(path))
         if analysis is not None:
             try:
@@ -161,7 +171,7 @@ def _named(out: str | os.PathLike, analysis: str, models: Iterable[str]) -> list
     return paths
 
 
-def read_results(out: str | os.PathLike, analysis: str | Analysis,
+def read_results(out: str | os.PathLike, analysis: str | Declared,
                  models: list[str] | None = None) -> list[AnalysisResult]:
     """The saved results of ``analysis`` (a registered name, or a declaration) under ``out`` (all models, or the
     named ones in that order) as its Result objects, each file read strictly (:func:`read_result`); a file of

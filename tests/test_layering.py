@@ -1,11 +1,15 @@
-"""The layering the README promises, checked on the source's imports (parsed with ``ast``; an import under
-``if TYPE_CHECKING:`` is an annotation, not an arrow, and is not counted):
+"""The layering the README promises, checked on the source's imports (parsed with ``ast``; lazy imports inside
+functions count):
 
-* layers, top to bottom: ``analyses`` > ``recipes`` > ``probes.capture`` > ``probes.models`` >
-  ``probes.checkpoints`` > the base modules (``probes.config``, ``corpus``, ``precision``, ``io``, ``errors``);
-  a module imports only its own layer and the ones below (``analyses`` never imports ``recipes`` either: an
-  analysis never trains), and nothing inside ``probes`` imports the package face ``probes`` itself;
-* no import cycle anywhere (between modules of one layer included);
+* layers, top to bottom: ``analyses`` > ``recipes`` > ``probes.capture`` > ``probes.intervention`` >
+  ``probes.models`` > ``probes.checkpoints`` and ``probes.series`` > the base modules (``probes.config``,
+  ``corpus``, ``precision``, ``io``, ``errors``, ``resources``); every module of ``probes`` and ``analyses`` has
+  its place (the package face ``probes`` stands above its own package); a module imports only its own layer and
+  the ones below (``analyses`` never imports ``recipes`` either: an analysis never trains), and nothing inside
+  ``probes`` imports the package face ``probes`` itself. An import under ``if TYPE_CHECKING:`` names a type for
+  an annotation and never runs, so the layer order does not count it;
+* no import cycle anywhere (between modules of one layer included), type-only imports counted too: two modules
+  that name each other's types are one knot to a reader, whichever import runs;
 * no module uses another module's private name (``from m import _x``, or ``m._x`` on an imported
   project module): what one module offers another is public and documented.
 """
@@ -55,12 +59,12 @@ def _parsed(path: Path, mtime_ns: int, size: int) -> tuple[list[ast.AST], list[a
     return nodes, [node for node in nodes if id(node) not in skip]
 
 
-def imports(path: Path) -> list[tuple[int, str, list[str]]]:
+def imports(path: Path, type_only: bool = False) -> list[tuple[int, str, list[str]]]:
     """(line, imported module, names imported from it) of every import statement in ``path`` (at any depth,
-    lazy ones included; not those under ``if TYPE_CHECKING:``). ``from pkg import mod`` of a project
-    submodule counts as an import of ``pkg.mod``."""
+    lazy ones included; those under ``if TYPE_CHECKING:`` only with ``type_only``). ``from pkg import mod`` of a
+    project submodule counts as an import of ``pkg.mod``."""
     out = []
-    for node in parsed(path)[1]:
+    for node in parsed(path)[0 if type_only else 1]:
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name, []) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -77,7 +81,8 @@ def module_file(module: str) -> Path | None:
 
 
 # top to bottom; a module belongs to the first layer whose prefix it has
-LAYERS = [("analyses",), ("recipes",), ("probes.capture",), ("probes.models",), ("probes.checkpoints",),
+LAYERS = [("analyses",), ("recipes",), ("probes.capture",), ("probes.intervention",), ("probes.models",),
+          ("probes.checkpoints", "probes.series"),
           ("probes.config", "probes.corpus", "probes.precision", "probes.io", "probes.errors", "probes.resources")]
 
 
@@ -107,11 +112,12 @@ def layer_violations(paths: list[Path]) -> list[str]:
 
 
 def import_graph(paths: list[Path]) -> dict[str, set[str]]:
-    """module -> the project modules it imports (a module's import of ``pkg.mod.name`` counts as ``pkg.mod``)."""
+    """module -> the project modules it imports, lazily and under ``if TYPE_CHECKING:`` included (a module's import
+    of ``pkg.mod.name`` counts as ``pkg.mod``)."""
     graph = {}
     for path in paths:
         edges = set()
-        for _, mod, _ in imports(path):
+        for _, mod, _ in imports(path, type_only=True):
             while mod and mod.split(".")[0] in PACKAGES and module_file(mod) is None:
                 mod = mod.rpartition(".")[0]
             if mod and mod.split(".")[0] in PACKAGES:
@@ -215,6 +221,21 @@ def test_the_layer_checker_sees_a_planted_upward_import():
         bad.unlink()
 
 
+def test_every_module_of_the_two_packages_has_its_layer():
+    unplaced = [name for folder in ("probes", "analyses") for p in sources(folder)
+                if (name := module_name(p)) != "probes" and layer_of(name) is None]
+    assert not unplaced, f"modules in no layer of LAYERS (so no import of theirs is checked): {unplaced}"
+
+
+def test_the_intervention_layer_stands_above_the_models():
+    """Interventions find where each family makes its layers' states, so they import the models; an LM applies the
+    active edits through probes.models.forward, never by importing probes.intervention."""
+    assert LAYERS.index(("probes.intervention",)) < LAYERS.index(("probes.models",))
+    up = [f"{p.relative_to(REPO)}:{line}" for p in sources("probes/models")
+          for line, mod, _ in imports(p, type_only=True) if mod.startswith("probes.intervention")]
+    assert not up, up
+
+
 def test_no_import_cycle_anywhere():
     found = cycles(import_graph([p for folder in CHECKED for p in sources(folder)]))
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
@@ -222,14 +243,17 @@ def test_no_import_cycle_anywhere():
 
 def test_the_cycle_checker_sees_a_planted_cycle():
     one, two = REPO / "analyses" / "_cycle_tmp_one.py", REPO / "analyses" / "_cycle_tmp_two.py"
-    one.write_text("from analyses import _cycle_tmp_two\n")
     two.write_text("def f():\n    import analyses._cycle_tmp_one\n")  # lazy imports count too
+    three = REPO / "analyses" / "_cycle_tmp_three.py"
+    three.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from analyses._cycle_tmp_one import X\n")
+    one.write_text("from analyses import _cycle_tmp_two\nfrom analyses._cycle_tmp_three import Y\n")
     try:
         graph = import_graph([p for folder in CHECKED for p in sources(folder)])
-        assert ["analyses._cycle_tmp_one", "analyses._cycle_tmp_two"] in cycles(graph)
+        assert ["analyses._cycle_tmp_one", "analyses._cycle_tmp_three", "analyses._cycle_tmp_two"] in cycles(graph)
     finally:
         one.unlink()
         two.unlink()
+        three.unlink()
 
 
 def test_no_module_uses_another_modules_private_names():

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +40,7 @@ from probes.errors import ProbeError
 from probes.intervention.edits import AddVector, Batch, Edit, Erase, Function, Patch, ProjectOut
 from probes.intervention.sites import Sites, find_sites
 from probes.intervention.sites import hooked as _hooked
+from probes.models.forward import current, editing
 
 __all__ = ["AddVector", "Batch", "Edit", "Erase", "Function", "Intervention", "Patch", "ProjectOut", "Sites",
            "active", "as_interventions", "describe", "find_sites", "hooked", "intervening", "key_identity"]
@@ -97,23 +97,32 @@ def as_interventions(x) -> tuple[Intervention, ...]:
                      f"{type(x).__name__}")
 
 
-_ACTIVE: ContextVar[tuple[Intervention, ...]] = ContextVar("probes_interventions", default=())
+@dataclass(frozen=True)
+class Active:
+    """The interventions of the enclosing :func:`intervening` blocks, outermost first, as the models' forward
+    contexts apply and record them (:mod:`probes.models.forward`: the models never import this layer)."""
+
+    interventions: tuple[Intervention, ...]
+
+    def hooked(self, model) -> contextlib.AbstractContextManager[None]:
+        return _hooked(model, self.interventions)
+
+    def describe(self) -> list[dict]:
+        return describe(self.interventions)
 
 
 def active() -> tuple[Intervention, ...]:
     """The interventions of the enclosing :func:`intervening` blocks, outermost first."""
-    return _ACTIVE.get()
+    edits = current()
+    return edits.interventions if isinstance(edits, Active) else ()
 
 
 @contextlib.contextmanager
 def intervening(interventions):
     """Inside: every forward pass the suite runs (extractions, LM scoring and generation, the lens) applies
     ``interventions`` (an Intervention or a list), after those of any enclosing block."""
-    token = _ACTIVE.set(_ACTIVE.get() + as_interventions(interventions))
-    try:
+    with editing(Active(active() + as_interventions(interventions))):
         yield
-    finally:
-        _ACTIVE.reset(token)
 
 
 def hooked(model, interventions):

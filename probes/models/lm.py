@@ -53,6 +53,7 @@ from probes.checkpoints.names import get_spec
 from probes.checkpoints.registry import CheckpointSpec
 from probes.errors import CheckpointError
 from probes.io import read_json
+from probes.models.forward import current
 from probes.models.hf import has_final_norm
 
 if TYPE_CHECKING:
@@ -83,12 +84,14 @@ class LM:
         flag restored on exit, so a caller's model object is left as it came in (a model the suite loaded is in
         eval mode for good); transformers' recording hooks behind the caller's, so a hooked layer's recorded hidden
         state is its changed output (:func:`~probes.models.encoder.recording_after_changing_hooks`); the
-        interventions of the enclosing :func:`probes.intervention.intervening` blocks edit its layers' states."""
-        from probes.intervention import active, hooked
+        interventions of the enclosing :func:`probes.intervention.intervening` blocks edit its layers' states
+        (:mod:`probes.models.forward`)."""
         from probes.models.encoder import recording_after_changing_hooks
         from probes.models.hf import eval_mode
 
-        with hooked(self, active()), recording_after_changing_hooks(self.model), eval_mode(self.model):
+        edits = current()
+        hooks = edits.hooked(self) if edits is not None else contextlib.nullcontext()
+        with hooks, recording_after_changing_hooks(self.model), eval_mode(self.model):
             yield
 
     @property
@@ -138,10 +141,10 @@ class LM:
                "parameters": sum(p.numel() for p in self.model.parameters())}
         if self.recurrent:
             out["recurrence"] = self.model.config.to_dict()
-        from probes.intervention import active, describe
-
-        if active():  # what the analyses' forward passes run under (and what the tuned lens's key holds)
-            out["intervention"] = describe(active())
+        edits = current()
+        recorded = edits.describe() if edits is not None else []
+        if recorded:  # what the analyses' forward passes run under (and what the tuned lens's key holds)
+            out["intervention"] = recorded
         return out
 
 

@@ -4,11 +4,15 @@ For each chosen layer (``--layers``, 0 = embeddings, -1 = last) and each of ``--
 on the token states of the training sentences (special tokens excluded unless --keep-special) and evaluated on
 the held-out sentences (``--held-out``, a seeded share of the sentence sample):
 
-* the SAE (:mod:`analyses.sae.model`): ``topk`` (k latents per token, AuxK revives dead latents) or ``relu``
-  (L1 penalty), ``--width`` latents (0: 8 x d), unit-norm decoder rows, b_dec initialised at the data mean,
-  trained on states scaled to E||x|| = sqrt(d) and saved with the scale folded back;
+* the SAE (:mod:`analyses.sae.model`): ``topk`` (k latents per token, AuxK revives dead latents), ``batchtopk``
+  (k B latents over a batch of B tokens in training, AuxK; a JumpReLU at the running threshold at inference and
+  as saved), ``relu`` (L1 penalty) or ``jumprelu`` (learned per-latent thresholds, L0 penalty ``--l0-coef``,
+  straight-through estimator of bandwidth 0.05, thresholds starting at 0.01, in scaled units), ``--width``
+  latents (0: 8 x d), unit-norm decoder rows, b_dec initialised at the data mean, trained on states scaled to
+  E||x|| = sqrt(d) and saved with the scale folded back;
 * training (:mod:`analyses.sae.train`): Adam with linear warm-up and decay, seeded shuffled minibatches, on
-  ``--device``;
+  ``--device``; with ``--buffer-tokens N`` the training states are streamed from the cache through a shuffling
+  buffer of N states (:mod:`analyses.sae.stream`), so memory does not grow with the number of training tokens;
 * evaluation (:mod:`analyses.sae.metrics`): L0, MSE, explained variance
   1 - E||x - x_hat||^2 / (E||x||^2 - ||E x||^2) (and the legacy per-token ratio beside it), cosine, l2 ratio,
   relative reconstruction bias, firing density, dead and dense latents, each with a percentile bootstrap
@@ -24,7 +28,8 @@ the held-out sentences (``--held-out``, a seeded share of the sentence sample):
 * each SAE saved (``--save``) under ``<out>/sae/<model>/layer<l>-seed<s>/`` in sae-lens's layout with checksums
   (:mod:`analyses.sae.io`).
 
-The states are one layer's training tokens read into memory (float32) at a time. Every formula is in
+Without ``--buffer-tokens`` the states are one layer's training tokens read into memory (float32) at a time;
+the held-out tokens are always read into memory. Every formula is in
 docs/definitions.md (Sparse autoencoders).
 
     $ python -m analyses.sae --model minilm-l6 --layers 3 --layers -1 [--kind topk --k 32 --width 0 --steps 2000]
@@ -47,7 +52,8 @@ from analyses.sae.io import SaeRecord, save_sae
 from analyses.sae.metrics import STATISTICS, Estimate, estimates, held_out_sums, mcc
 from analyses.sae.model import KINDS, SaeShape
 from analyses.sae.splice import Reconstruct, SpliceStats, splice_stats, splice_sums, zero_sums
-from analyses.sae.train import TrainSettings, train_sae
+from analyses.sae.stream import TokenSource
+from analyses.sae.train import TrainSettings, train_sae, train_sae_streamed
 from probes.capture.activations import Activations, layer_index
 from probes.config import arg
 from probes.errors import ProbeError
@@ -55,13 +61,21 @@ from probes.errors import ProbeError
 
 @dataclass
 class Config(SentenceConfig):
-    """Sparse autoencoders (TopK or ReLU + L1) on the token states of chosen layers, evaluated on held-out sentences."""
+    """Sparse autoencoders (TopK, BatchTopK, ReLU + L1 or JumpReLU) on the token states of chosen layers, evaluated on
+    held-out sentences. JumpReLU trains with --l0-coef (default 1.0, on states scaled to E||x|| = sqrt(d)), a
+    straight-through estimator of bandwidth 0.05 and thresholds starting at 0.01 (scaled units)."""
 
     layers: list[int] = arg([-1], "a layer to train an SAE on (0 = embeddings, -1 = last); repeat for several")
-    kind: str = arg("topk", "SAE architecture: topk (k latents per token) or relu (L1 penalty)", choices=KINDS)
+    kind: str = arg("topk", "SAE architecture: topk (k latents per token), batchtopk (k per token on average over a "
+                            "batch; saved as a jumprelu), relu (L1 penalty) or jumprelu (learned thresholds, L0 "
+                            "penalty)", choices=KINDS)
     width: int = arg(0, "latents of the SAE (0: 8 x the layer's width)", min=0)
-    k: int = arg(32, "topk: latents firing per token", min=1)
+    k: int = arg(32, "topk, batchtopk: latents firing per token", min=1)
     l1: float = arg(1.0, "relu: L1 coefficient (on states scaled to E||x|| = sqrt(d))", min=0.0)
+    l0_coef: float = arg(1.0, "jumprelu: L0 coefficient (on states scaled to E||x|| = sqrt(d)); straight-through "
+                              "bandwidth 0.05, thresholds start at 0.01", min=0.0)
+    buffer_tokens: int = arg(0, "stream the training states from the cache through a shuffling buffer of this many "
+                                "token states (0: read them all into memory)", min=0)
     steps: int = arg(2000, "optimiser steps per SAE", min=1)
     lr: float = arg(1e-3, "Adam's peak learning rate", min=1e-12)
     tokens_per_step: int = arg(1024, "token states per minibatch", min=1)
@@ -251,6 +265,12 @@ def finite_states(acts: Activations, layer: int, rows: np.ndarray) -> np.ndarray
     return X
 
 
+def source(acts: Activations, layer: int, rows: np.ndarray) -> TokenSource:
+    """The states of token ``rows`` at ``layer``, read by ranges of ``rows`` (checked finite as they are read)."""
+    return TokenSource(n=len(rows), d=int(acts.hidden.shape[-1]),
+                       read=lambda start, stop: finite_states(acts, layer, rows[start:stop]))
+
+
 def weights_sha256(sae) -> str:
     """The sha256 of the safetensors file :func:`analyses.sae.io.save_sae` writes for ``sae``."""
     from safetensors.torch import save
@@ -285,19 +305,26 @@ def compute(cfg: Config | None = None, *, acts: Activations, objective=None,
     if objective is not None and cfg.splice:
         skip = () if cfg.keep_special else np.unique(np.asarray(acts.token_ids)[np.asarray(acts.special, bool)])
         splicer = _Splicer(objective, [acts.texts[t] for t in held_texts], skip, cfg, boot.level)
+    streamed = 0 < cfg.buffer_tokens < len(train_rows)
     for layer in layers:
-        X = finite_states(acts, layer, train_rows)
+        X = None if streamed else finite_states(acts, layer, train_rows)
         X_held = finite_states(acts, layer, held_rows)
-        d = X.shape[1]
+        d = X_held.shape[1]
         width = cfg.width or 8 * d
-        if cfg.kind == "topk" and cfg.k > width:
+        if cfg.kind in ("topk", "batchtopk") and cfg.k > width:
             raise ProbeError(f"--k {cfg.k} is more than the SAE's {width} latents (--width)")
         decoders = []
         for seed in range(cfg.seed, cfg.seed + cfg.seeds):
-            shape = SaeShape(cfg.kind, d, width, cfg.k if cfg.kind == "topk" else None)
+            shape = SaeShape(cfg.kind, d, width, cfg.k if cfg.kind in ("topk", "batchtopk") else None)
             settings = TrainSettings(steps=cfg.steps, batch=cfg.tokens_per_step, lr=cfg.lr, l1=cfg.l1,
-                                     dead_window=cfg.dead_window, seed=seed)
-            trained = train_sae(X, shape, settings, desc=f"SAE {name} layer {layer} seed {seed}", device=device)
+                                     l0=cfg.l0_coef, dead_window=cfg.dead_window, seed=seed)
+            desc = f"SAE {name} layer {layer} seed {seed}"
+            if streamed:
+                trained = train_sae_streamed(source(acts, layer, train_rows), shape, settings, cfg.buffer_tokens,
+                                             desc=desc, device=device)
+            else:
+                assert X is not None
+                trained = train_sae(X, shape, settings, desc=desc, device=device)
             est = estimates(held_out_sums(trained.sae, X_held, unit_of, len(held_texts)), cfg.resamples, cfg.seed,
                             boot.level)
             if cfg.save:
@@ -360,11 +387,20 @@ def definitions(cfg: Config) -> list[Definition]:
     return [Definition(term, meaning) for term, meaning in {
         "layers": "0 = embedding output, l = output of layer l",
         "sae": "z = act(W_enc (x - b_dec) + b_enc), x_hat = W_dec z + b_dec, unit-norm decoder rows; "
-               + (f"topk: ReLU of the {cfg.k} largest pre-activations" if cfg.kind == "topk"
-                  else f"relu with L1 coefficient {cfg.l1:g}"),
+               + {"topk": f"topk: ReLU of the {cfg.k} largest pre-activations",
+                  "batchtopk": f"batchtopk: the {cfg.k} B largest ReLU pre-activations of a batch of B tokens in "
+                               "training; at inference z_i = pre_i H(pre_i - theta), theta the running mean of "
+                               "the smallest kept activation",
+                  "relu": f"relu with L1 coefficient {cfg.l1:g}",
+                  "jumprelu": f"jumprelu z_i = pre_i H(pre_i - theta_i), learned theta_i, L0 coefficient "
+                              f"{cfg.l0_coef:g}, straight-through estimator with a rectangle kernel of bandwidth "
+                              "0.05"}[cfg.kind],
         "training": "states scaled to E||x|| = sqrt(d) (folded back at save), Adam, linear warm-up (5% of steps) "
                     "and decay (last 20%), b_dec initialised at the training mean"
-                    + (", AuxK (1/32) on latents dead over --dead-window tokens" if cfg.kind == "topk" else ""),
+                    + (", AuxK (1/32) on latents dead over --dead-window tokens"
+                       if cfg.kind in ("topk", "batchtopk") else "")
+                    + (f", streamed through a shuffling buffer of {cfg.buffer_tokens} tokens"
+                       if cfg.buffer_tokens else ""),
         "explained_variance": "1 - E||x - x_hat||^2 / (E||x||^2 - ||E x||^2) over held-out tokens (the share of "
                               "the total variance, not of the uncentred second moment)",
         "explained_variance_legacy": "E[1 - ||x - x_hat||^2 / ||x - x_bar||^2], per-token ratio (for comparison)",
@@ -412,9 +448,12 @@ def plot(results: list[Result], fig=None):
 
 
 def check_config(cfg: Config) -> None:
-    """Before any work: k cannot exceed a width given explicitly."""
-    if cfg.kind == "topk" and cfg.width and cfg.k > cfg.width:
+    """Before any work: k cannot exceed a width given explicitly; a buffer holds two minibatches at least."""
+    if cfg.kind in ("topk", "batchtopk") and cfg.width and cfg.k > cfg.width:
         raise ProbeError(f"--k {cfg.k} is more than --width {cfg.width}: a TopK SAE fires at most all its latents")
+    if cfg.buffer_tokens and cfg.buffer_tokens < 2 * cfg.tokens_per_step:
+        raise ProbeError(f"--buffer-tokens {cfg.buffer_tokens} holds fewer than two minibatches of "
+                         f"{cfg.tokens_per_step} tokens (--tokens-per-step); give at least {2 * cfg.tokens_per_step}")
 
 
 ANALYSIS = Analysis(

@@ -2,9 +2,11 @@
 
 A folder holds
 
-* ``sae_weights.safetensors``: ``W_enc`` (d, m), ``b_enc`` (m,), ``W_dec`` (m, d), ``b_dec`` (d,), float32, reading
-  raw states (the training scale already folded back: ``normalize_activations`` is "none");
-* ``cfg.json``: sae-lens's keys (``architecture`` "standard" or "topk", ``d_in``, ``d_sae``, ``k``,
+* ``sae_weights.safetensors``: ``W_enc`` (d, m), ``b_enc`` (m,), ``W_dec`` (m, d), ``b_dec`` (d,), and for a
+  JumpReLU or BatchTopK SAE ``threshold`` (m,), float32, reading raw states (the training scale already folded
+  back: ``normalize_activations`` is "none");
+* ``cfg.json``: sae-lens's keys (``architecture`` "standard", "topk" or "jumprelu", a BatchTopK SAE being the
+  JumpReLU it is at inference; ``d_in``, ``d_sae``, ``k``,
   ``activation_fn_str``, ``activation_fn_kwargs``, ``hook_name``, ``hook_layer``, ``model_name``, ...) and a
   ``probes`` block: which model (its name and fingerprint) and layer the SAE reads, and how it was trained;
 * ``checksums.sha256``: the sha256 of the other two files, in ``sha256sum`` format (``sha256sum -c`` checks it).
@@ -20,7 +22,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from analyses.sae.model import SAE, SaeShape
+from analyses.sae.model import ARCHITECTURE, SAE, SaeShape
 from probes.errors import ProbeError
 from probes.io import atomic_write
 
@@ -54,9 +56,9 @@ def sha256_file(path: Path) -> str:
 
 
 def sae_lens_config(shape: SaeShape, record: SaeRecord) -> dict:
-    """cfg.json: the keys sae-lens reads, then ``probes``."""
+    """cfg.json: the keys sae-lens reads, then ``probes`` (whose ``shape.kind`` says how it was trained)."""
     topk = shape.kind == "topk"
-    return {"architecture": "topk" if topk else "standard", "d_in": shape.d_in, "d_sae": shape.width,
+    return {"architecture": ARCHITECTURE[shape.kind], "d_in": shape.d_in, "d_sae": shape.width,
             "k": shape.k, "activation_fn_str": "topk" if topk else "relu",
             "activation_fn_kwargs": {"k": shape.k} if topk else {}, "apply_b_dec_to_input": True,
             "finetuning_scaling_factor": False, "normalize_activations": "none", "dtype": "float32", "device": "cpu",
@@ -112,8 +114,10 @@ def load_sae(folder: str | Path, fingerprint: dict | None = None, layer: int | N
                          "not of the model asked for")
     if layer is not None and record.layer != layer:
         raise ProbeError(f"the SAE in {folder} reads layer {record.layer}, not layer {layer}")
-    want = {"W_enc": (shape.d_in, shape.width), "b_enc": (shape.width,), "W_dec": (shape.width, shape.d_in),
-            "b_dec": (shape.d_in,)}
+    try:
+        want = SAE(shape).tensor_shapes()
+    except ValueError as e:
+        raise ProbeError(f"{folder} is not an SAE saved by this suite ({e})") from None
     if {k: tuple(v.shape) for k, v in tensors.items()} != want:
         raise ProbeError(f"{folder / WEIGHTS} holds tensors of other shapes than its cfg.json says")
     return SAE.from_tensors(shape, {k: v.to(torch.float32) for k, v in tensors.items()}), record

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from analyses import stats
-from analyses.sae.model import SAE, SaeShape
+from analyses.sae.model import SAE, THRESHOLDED, SaeShape
 from probes.errors import ProbeError
 from probes.intervention import Batch, Edit, Intervention
 
@@ -50,16 +50,21 @@ class Reconstruct(Edit):
     skip_ids: Any = ()  # token ids left unedited
     kind: ClassVar[str] = "sae-reconstruct"
     shape: SaeShape = field(init=False)
-    weights: tuple = field(init=False)  # W_enc, b_enc, W_dec, b_dec: read-only float64 copies
+    weights: tuple = field(init=False)  # W_enc, b_enc, W_dec, b_dec (and threshold): read-only float64 copies
 
     def __post_init__(self):
         if not isinstance(self.sae, SAE):
             raise ProbeError(f"Reconstruct takes an analyses.sae SAE, not {type(self.sae).__name__}")
         tensors = self.sae.tensors()
         object.__setattr__(self, "shape", self.sae.shape)
-        object.__setattr__(self, "weights", tuple(_frozen(tensors[n], n) for n in WEIGHTS))
+        object.__setattr__(self, "weights", tuple(_frozen(tensors[n], n) for n in self.names))
         object.__setattr__(self, "skip_ids", tuple(sorted({int(i) for i in self.skip_ids})))
         object.__setattr__(self, "sae", None)  # the copies above are what the edit applies
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The weights' names, in :attr:`weights`' order."""
+        return WEIGHTS + (("threshold",) if self.shape.kind in THRESHOLDED else ())
 
     @property
     def width(self) -> int:
@@ -71,7 +76,7 @@ class Reconstruct(Edit):
         key = str(device)
         if key not in memo:
             sae = SAE.from_tensors(self.shape, {n: torch.from_numpy(np.asarray(w, np.float32))
-                                                for n, w in zip(WEIGHTS, self.weights)})
+                                                for n, w in zip(self.names, self.weights)})
             memo[key] = sae.to(device).requires_grad_(False)
         return memo[key]
 

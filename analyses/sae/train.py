@@ -3,13 +3,21 @@
 * Inputs are scaled by c = sqrt(d) / E||x|| (the mean norm over the training tokens) and the SAE is trained on
   c x; :meth:`analyses.sae.model.SAE.fold_scale` folds c back once training ends.
 * Minibatches of ``batch`` token states, drawn without replacement from a seeded permutation of the training
-  tokens (a new permutation every pass), so neighbouring tokens of one sentence rarely share a step.
+  tokens (a new permutation every pass), so neighbouring tokens of one sentence rarely share a step
+  (:func:`train_sae`, the states in memory); or streamed from a :class:`analyses.sae.stream.TokenSource` through a
+  shuffling buffer of ``buffer_tokens`` states (:func:`train_sae_streamed`: memory does not grow with the number of
+  training tokens; c and the mean come from one streamed pass first).
 * Loss: mean over the batch of ||x - x_hat||^2, plus for ``relu`` l1 * sum_i z_i ||W_dec,i|| (the decoder rows
-  are unit-norm, so the plain L1 of z), and for ``topk`` the AuxK loss (Gao et al. 2024) of the dead latents:
+  are unit-norm, so the plain L1 of z), for ``jumprelu`` l0 * sum_i H(pre_i - theta_i) (the L0, with the
+  straight-through gradient of :mod:`analyses.sae.ste`, bandwidth ``bandwidth``), and for ``topk`` and
+  ``batchtopk`` the AuxK loss (Gao et al. 2024) of the dead latents:
   the residual e = x - x_hat (no gradient through it) is reconstructed from the k_aux = min(d / 2, #dead) largest
   pre-activations of the dead latents alone, e_hat = W_dec[dead]^T topk(relu(pre[dead])), and
   aux_coef * ||e - e_hat||^2 / ||e - mean e||^2 (batch means) is added; it moves dead latents towards what the
   live ones miss, which revives them.
+* ``batchtopk`` trains with the batch-wide top k B (:meth:`analyses.sae.model.SAE.batch_topk`); after every step
+  its threshold theta <- theta + threshold_rate (a - theta), a the smallest activation kept in that batch (theta
+  starts at the first batch's a): the running mean the inference JumpReLU uses.
 * A latent is dead when it has not fired on any of the last ``dead_window`` training tokens.
 * Adam (betas 0.9, 0.999), the learning rate warmed up linearly over the first ``warmup`` share of the steps,
   constant, then decayed linearly to 0 over the last ``decay`` share (torch.optim.lr_scheduler.LambdaLR).
@@ -22,12 +30,15 @@ SAE (on one device and thread count).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from analyses.sae.model import SAE, SaeShape
+from analyses.sae.model import INIT_THRESHOLD, SAE, SaeShape
+from analyses.sae.ste import jumprelu, step
+from analyses.sae.stream import ShuffleBuffer, TokenSource, moments
 from probes.config import tqdm_class
 
 
@@ -42,7 +53,11 @@ class TrainSettings:
     warmup: float = 0.05  # share of the steps
     decay: float = 0.2  # share of the steps
     dead_window: int = 10_000  # tokens without firing: dead
-    aux_coef: float = 1 / 32  # topk only
+    aux_coef: float = 1 / 32  # topk and batchtopk
+    l0: float = 1.0  # jumprelu only: the L0 coefficient
+    bandwidth: float = 0.05  # jumprelu only: eps of the straight-through estimator (scaled units)
+    init_threshold: float = INIT_THRESHOLD  # jumprelu only: theta at initialisation (scaled units)
+    threshold_rate: float = 0.01  # batchtopk only: the running threshold's update rate
     seed: int = 0
 
 
@@ -54,6 +69,7 @@ class Trained:
     scale: float  # c: E||c x|| = sqrt(d) on the training tokens
     dead_at_end: int  # latents that fired on none of the last dead_window training tokens
     final_loss: float  # mean loss over the last 10% of the steps (scaled units)
+    first_loss: float = float("nan")  # the loss of the first step, before any update (scaled units)
 
 
 def lr_factor(step: int, steps: int, warmup: float, decay: float) -> float:
@@ -84,31 +100,65 @@ def train_sae(X: np.ndarray, shape: SaeShape, settings: TrainSettings, desc: str
     """Train an SAE of ``shape`` on the rows of ``X`` (n, d) (finite float32 states, read-only is fine) on the torch
     ``device``; the trained SAE is returned on the CPU. The permutations and initial weights are drawn on the CPU,
     so a device changes only the arithmetic's rounding."""
+    data = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)).to(device)
+    n = len(data)
+    scale = math.sqrt(data.shape[1]) / float(data.norm(dim=1).mean().clamp_min(1e-12))
+    batch = min(settings.batch, n)
+
+    def batches(gen: torch.Generator) -> Iterable[torch.Tensor]:
+        order, pos = torch.randperm(n, generator=gen), 0
+        while True:
+            if pos + batch > n:
+                order, pos = torch.randperm(n, generator=gen), 0
+            yield data[order[pos:pos + batch].to(device)]
+            pos += batch
+
+    return _train(batches, scale, data.mean(0), shape, settings, desc, device)
+
+
+def train_sae_streamed(source: TokenSource, shape: SaeShape, settings: TrainSettings, buffer_tokens: int,
+                       desc: str = "SAE", device: str = "cpu") -> Trained:
+    """Train an SAE of ``shape`` on the ``source``'s token states streamed through a :class:`ShuffleBuffer` of
+    ``buffer_tokens`` states (memory: the buffer, not the number of tokens); otherwise as :func:`train_sae`."""
+    mean_norm, mean = moments(source, max(1, buffer_tokens // 2))
+    scale = math.sqrt(source.d) / max(mean_norm, 1e-12)
+
+    def batches(gen: torch.Generator) -> Iterable[torch.Tensor]:
+        for x in ShuffleBuffer(source, min(settings.batch, source.n), buffer_tokens, gen):
+            yield torch.from_numpy(x).to(device)
+
+    return _train(batches, scale, torch.from_numpy(mean).to(device), shape, settings, desc, device)
+
+
+def _train(batches: Callable[[torch.Generator], Iterable[torch.Tensor]], scale: float, mean: torch.Tensor,
+           shape: SaeShape, settings: TrainSettings, desc: str, device: str) -> Trained:
+    """The training loop on the minibatches ``batches(generator)`` yields (raw states), scaled by ``scale``."""
     s = settings
     gen = torch.Generator().manual_seed(int(s.seed))
-    data = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)).to(device)
-    n, d = data.shape
-    scale = math.sqrt(d) / float(data.norm(dim=1).mean().clamp_min(1e-12))
-    sae = SAE(shape, generator=gen).to(device)
+    sae = SAE(shape, generator=gen, init_threshold=s.init_threshold).to(device)
     with torch.no_grad():
-        sae.b_dec.copy_(data.mean(0) * scale)
+        sae.b_dec.copy_(mean * scale)
     opt = torch.optim.Adam(sae.parameters(), lr=s.lr, betas=(0.9, 0.999))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, s.steps, s.warmup, s.decay))
     since_fired = torch.zeros(shape.width, dtype=torch.long, device=device)  # tokens since each latent fired
-    batch = min(s.batch, n)
-    order, pos = torch.randperm(n, generator=gen), 0
     losses = []
+    threshold_started = False
+    stream = iter(batches(gen))  # drawn from gen after the initial weights, as before streaming existed
     for _ in tqdm_class()(range(s.steps), desc=desc, unit="step", leave=False):
-        if pos + batch > n:
-            order, pos = torch.randperm(n, generator=gen), 0
-        x = data[order[pos:pos + batch].to(device)] * scale
-        pos += batch
+        x = next(stream) * scale
         pre = sae.pre_acts(x)
-        z = sae.activate(pre)
+        if shape.kind == "batchtopk":
+            z = sae.batch_topk(pre)
+        elif shape.kind == "jumprelu":
+            z = jumprelu(pre, sae.threshold(), s.bandwidth)
+        else:
+            z = sae.activate(pre)
         x_hat = sae.decode(z)
         loss = (x - x_hat).pow(2).sum(-1).mean()
         if shape.kind == "relu":
             loss = loss + s.l1 * (z * sae.W_dec.norm(dim=1)).sum(-1).mean()
+        elif shape.kind == "jumprelu":
+            loss = loss + s.l0 * step(pre, sae.threshold(), s.bandwidth).sum(-1).mean()
         else:
             dead = since_fired >= s.dead_window
             loss = loss + s.aux_coef * aux_loss(sae, pre, (x - x_hat).detach(), dead)
@@ -120,8 +170,14 @@ def train_sae(X: np.ndarray, shape: SaeShape, settings: TrainSettings, desc: str
         with torch.no_grad():
             fired = (z > 0).any(0)
             since_fired = torch.where(fired, torch.zeros_like(since_fired), since_fired + len(x))
+            if shape.kind == "batchtopk" and bool(fired.any()):
+                smallest = z[z > 0].min()
+                theta = sae.running_threshold
+                theta.copy_(smallest.expand_as(theta) if not threshold_started
+                            else theta + s.threshold_rate * (smallest - theta))
+                threshold_started = True
         losses.append(loss.detach())  # no device sync per step
     sae.fold_scale(scale)
     tail = losses[-max(1, len(losses) // 10):]
     return Trained(sae=sae.to("cpu").eval(), scale=scale, dead_at_end=int((since_fired >= s.dead_window).sum()),
-                   final_loss=float(torch.stack(tail).mean()))
+                   final_loss=float(torch.stack(tail).mean()), first_loss=float(losses[0]))

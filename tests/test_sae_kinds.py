@@ -6,6 +6,7 @@ number of tokens; the analysis trains from the stream."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -173,14 +174,37 @@ def test_streamed_training_learns_the_planted_dictionary_too():
 def test_compute_streams_when_the_buffer_is_smaller_than_the_training_tokens(tmp_path):
     hidden = np.random.default_rng(0).normal(size=(2, 400, 8)) + 2.0
     acts = synthetic_acts(hidden, 40)
-    base = dict(layers=[1], steps=20, width=16, k=2, out=str(tmp_path), resamples=20, save=False, kind="batchtopk",
-                tokens_per_step=32)
+    base = sae_analysis.Config(layers=[1], steps=20, width=16, k=2, out=str(tmp_path), resamples=20, save=False,
+                               kind="batchtopk", tokens_per_step=32)
     with pytest.warns(UserWarning, match="held-out sentences"):
-        in_memory = sae_analysis.compute(sae_analysis.Config(**base), acts=acts)
-        big_buffer = sae_analysis.compute(sae_analysis.Config(**base, buffer_tokens=10_000), acts=acts)
-        streamed = sae_analysis.compute(sae_analysis.Config(**base, buffer_tokens=64), acts=acts)
+        in_memory = sae_analysis.compute(base, acts=acts)
+        big_buffer = sae_analysis.compute(dataclasses.replace(base, buffer_tokens=10_000), acts=acts)
+        streamed = sae_analysis.compute(dataclasses.replace(base, buffer_tokens=64), acts=acts)
     assert big_buffer.saes[0].weights_sha256 == in_memory.saes[0].weights_sha256  # all fit: the in-memory path
     row = streamed.saes[0]
     assert row.weights_sha256 != in_memory.saes[0].weights_sha256
     assert row.kind == "batchtopk" and row.n_train_tokens == 320 and row.explained_variance is not None
     assert "shuffling buffer of 64" in {d.term: d.meaning for d in streamed.definitions}["training"]
+
+
+@pytest.mark.parametrize("kind", ["batchtopk", "jumprelu"])
+def test_the_spliced_edit_applies_the_threshold_and_is_told_apart_by_it(kind):
+    from analyses.sae.splice import Reconstruct
+
+    sae = SAE(SaeShape(kind, 8, 16, 3), generator=torch.Generator().manual_seed(0))
+
+    def with_threshold(theta: float) -> SAE:
+        with torch.no_grad():
+            if kind == "batchtopk":
+                sae.running_threshold.fill_(theta)
+            else:
+                sae.log_threshold.fill_(np.log(theta))
+        return sae
+
+    x = torch.randn(30, 8, generator=torch.Generator().manual_seed(1))
+    low = Reconstruct(with_threshold(0.1))
+    high = Reconstruct(with_threshold(0.5))
+    with torch.no_grad():
+        assert torch.allclose(high.reconstructor("cpu")(x)[0], sae(x)[0], atol=1e-6)
+        assert not torch.allclose(low.reconstructor("cpu")(x)[0], sae(x)[0], atol=1e-6)
+    assert low.identity() != high.identity()

@@ -109,7 +109,10 @@ class Analysis:
       the results folder with the figures; ``summary(results) -> str``: printed by the command line after a run;
     * ``check(cfg)``: what ``arg(min=, choices=)`` cannot check, before any model is loaded;
     * ``example``: the command-line arguments of a tiny run on the suite's tiny models (the contract test runs
-      it); ``deterministic=False`` for an analysis whose numbers are timings."""
+      it); ``deterministic=False`` for an analysis whose numbers are timings;
+    * ``python_inputs``: keywords of :meth:`run` that go to ``compute`` as they are, not into the Config (what
+      only Python can give: arrays, functions), each with the Config settings it implies unless the caller gives
+      them or a ``config=`` (causal probing's ``labels=``: ``{"task": []}``, the caller's task only)."""
 
     name: str
     inputs: Inputs
@@ -123,6 +126,7 @@ class Analysis:
     summary: Callable | None = None
     check: Callable | None = None
     deterministic: bool = True
+    python_inputs: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not issubclass(self.Config, self.inputs.Config):
@@ -185,19 +189,22 @@ class Analysis:
         (cls, mean, mean_all, last), for the analyses of one model's sentence sample; as ``?sentence=`` on a
         name. ``intervention``: a :class:`probes.intervention.Intervention` (or a list) that edits a layer's
         states in every forward pass the analysis runs (its extractions under their own cache key; an LM's
-        scoring and generation); the result records it."""
+        scoring and generation); the result records it. An analysis's ``python_inputs`` (causal probing's
+        ``labels=``, ``label_name=``) go to its ``compute``."""
         from probes.intervention import as_interventions, intervening
 
         edits = as_interventions(intervention)
         if sentence is not None:
             model, tokenizer, name = self._with_sentence(model, sentence, tokenizer, name)
-        cfg = self.config(config, **settings)
+        given = {k: settings.pop(k) for k in self.python_inputs if k in settings}
+        implied = {f: v for k, x in given.items() if x is not None for f, v in self.python_inputs[k].items()}
+        cfg = self.config(config, **(settings if config is not None else {**implied, **settings}))
         cfg = self.inputs.with_corpus(cfg, texts)
         if self.check is not None:
             self.check(cfg)
         with intervening(edits):
             inputs = self.inputs.from_python(model, texts, cfg, tokenizer=tokenizer, name=name, cache_dir=cache_dir)
-            computed = self.compute(cfg, **inputs)
+            computed = self.compute(cfg, **inputs, **given)
         return computed
 
     def _with_sentence(self, model: Any, sentence: str, tokenizer: Any, name: str | None) -> tuple:

@@ -2,7 +2,8 @@
 
 For every task (word items, :mod:`analyses.causal_probing.inputs`: position, token_identity (the N most frequent
 word types and "other", over every word), and the sentence tasks sent_len, word_content, source with each word
-labelled by its sentence) and every layer l:
+labelled by its sentence; from Python also the caller's own labels, ``run(model, texts, labels=...)``: a label
+per text, a label per token or a function of the text, :mod:`analyses.causal_probing.labels`) and every layer l:
 
 * the sentences are split once, seeded, into a training part and a held-out part (``--test-size``), shared by
   every task; erasers and probes are fitted on the training part's words only;
@@ -32,6 +33,9 @@ was erased on to the next step (probes.intervention.sites).
     $ python -m analyses.causal_probing --model bert-small [--model slstm-small] [--task position --task sent_len]
           [--layer 2] [--n-sentences 1000] [--out out]
 
+Public pieces: :func:`leace` and :func:`inlp` (the erasers, on any (n, d) states and (n,) labels) and
+:func:`word_states` (a layer's labelled word states X (n, d), y (n,) and their texts (n,), for a task or labels).
+
 Writes out/results/causal_probing/<model>.json (+ .csv, one row per task and layer) and
 out/figures/causal-probing.{png,pdf} (excess loss by relative depth, one panel per task, one line per model) and
 causal-probing-accuracy.{png,pdf} (the probe's accuracy before and after LEACE, and the majority baseline).
@@ -47,7 +51,9 @@ import numpy as np
 from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.causal_probing import erasers
+from analyses.causal_probing.erasers import inlp, leace
 from analyses.causal_probing.inputs import TASKS, CausalInputs, sentence_split, task_items
+from analyses.causal_probing.labels import WordStates, user_items, word_states
 from analyses.common import SentenceConfig, activations_identity
 from analyses.probing import bootstrap_interval, fit_probe_layers
 from probes.capture.activations import layer_index
@@ -163,12 +169,18 @@ def _task_entry(result: Result, task: str | None) -> dict:
 
 
 def compute(cfg: Config | None = None, *, acts, objective=None, objective_skipped: str | None = None,
-            doc_of=None, doc_names=None) -> Result:
+            doc_of=None, doc_names=None, labels=None, label_name: str = "labels") -> Result:
     """Erase every task at every layer of ``cfg`` and measure (see the module docstring). ``objective``: the
-    model's :class:`probes.capture.objective.Objective` (None: accuracies only, ``objective_skipped`` says why)."""
+    model's :class:`probes.capture.objective.Objective` (None: accuracies only, ``objective_skipped`` says why).
+    ``labels``: the caller's own labels (:mod:`analyses.causal_probing.labels`), one more task named
+    ``label_name``; with labels and no ``cfg`` the built-in tasks are not run (``Config(task=[...])`` adds them)."""
     import sklearn
 
-    cfg = cfg or Config()
+    cfg = cfg or Config(task=[] if labels is not None else Config().task)
+    if labels is not None and label_name in cfg.task:
+        raise ProbeError(f"label_name={label_name!r} is a built-in task's name; name the labels otherwise")
+    if labels is None and not cfg.task:
+        raise ProbeError(f"no causal probing task: name built-in tasks ({', '.join(TASKS)}) or give labels=")
     L = acts.n_layers
     layers = sorted({layer_index(x, L) for x in cfg.layer}) if cfg.layer else list(range(L + 1))
     held = sentence_split(acts.n_texts, cfg.test_size, cfg.seed)
@@ -184,6 +196,8 @@ def compute(cfg: Config | None = None, *, acts, objective=None, objective_skippe
             skipped.append({"task": name, "reason": str(e)})
             tqdm_class().write(f"causal_probing {acts.meta['model']['name']}: skipped task {name}: {e}",
                                file=sys.stderr)
+    if labels is not None:  # the caller's labels: an error in them is the caller's, never skipped
+        tasks.append(user_items(labels, acts, cfg.max_items, cfg.seed, label_name))
     if not tasks:
         raise ProbeError("no causal probing task could be built from these sentences: "
                          + "; ".join(f"{s['task']}: {s['reason']}" for s in skipped))
@@ -357,7 +371,8 @@ def _accuracy_panel(ax, drawn: list, task: str) -> None:
 
 
 def _panels(results: list[Result], fig, draw, legend: str):
-    present = [t for t in TASKS if any(e["task"] == t for r in results for e in r.tasks)]
+    named = list(dict.fromkeys(e["task"] for r in results for e in r.tasks))
+    present = [t for t in TASKS if t in named] + [t for t in named if t not in TASKS]  # the caller's tasks last
     cols = min(max(len(present), 1), 3)
     rows = -(-max(len(present), 1) // cols)
     fig = style.new_figure(fig, (3.0 * cols + 0.4, 2.6 * rows))
@@ -403,11 +418,13 @@ ANALYSIS = Analysis(
     example=("--model", "tiny-bert", "--n-sentences", "40", "--max-items", "200", "--n-boot", "20", "--task",
              "position", "--layer", "1", "--cv-folds", "2", "--cs", "1.0", "--random-draws", "1",
              "--inlp-iterations", "2", "--min-per-class", "3"),
+    python_inputs={"labels": {"task": []}, "label_name": {}},  # the caller's labels: their task only, unless task=
 )
-run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
+run, main = ANALYSIS.run, ANALYSIS.main  # the Python call (labels=, label_name=: compute's) and the command line
+
 
 if __name__ == "__main__":
     ANALYSIS.main()
 
-__all__ = ["ANALYSIS", "Config", "Result", "compute", "main", "plot", "plot_accuracy", "run", "table_rows",
-           "used_layers"]
+__all__ = ["ANALYSIS", "Config", "Result", "WordStates", "compute", "inlp", "leace", "main", "plot", "plot_accuracy",
+           "run", "table_rows", "used_layers", "word_states"]

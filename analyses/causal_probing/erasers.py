@@ -81,7 +81,18 @@ def _check(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def leace(X: np.ndarray, y: np.ndarray, shrinkage: bool = True, svd_tol: float = 0.01) -> Erase:
-    """The LEACE eraser of the concept ``y`` (n,) from states ``X`` (n, d) (see the module docstring)."""
+    """The LEACE eraser of the concept ``y`` from the states ``X`` (see the module docstring).
+
+    ``X`` (n, d): one state per row (cast to float64); ``y`` (n,): integer class labels 0..K-1 (at least two
+    present); ``shrinkage``: the shrunk covariance (default) or the sample covariance; ``svd_tol``: whitened
+    cross-covariance singular values under it are not erased. Returns an :class:`probes.intervention.Erase`
+    ``e`` of rank r <= K - 1: ``e.left`` (d, r), ``e.right`` (r, d), ``e.bias`` (d,) the mean of X, ``e.rank``;
+    ``e.apply_numpy(X2)`` (m, d) -> (m, d) erases states in memory, and ``Intervention(layer, e)`` erases them in
+    the forward pass. After it no linear classifier predicts ``y`` from the erased ``X`` better than a constant.
+    One error line for X not (n, d) or y not (n,), a single class, or a concept with no linear trace in X.
+
+        e = leace(X, y); Xe = e.apply_numpy(X)       # Xe.shape == X.shape, Xe.mean(0) == X.mean(0)
+    """
     X, y = _check(X, y)
     n = len(X)
     mean = X.mean(0)
@@ -117,6 +128,9 @@ def orthogonal_random(X: np.ndarray, rank: int, seed: int) -> Erase:
 
 @dataclass(frozen=True)
 class InlpFit:
+    """What :func:`inlp` found: the eraser (None: nothing to remove), how many classifiers it took and their
+    held-out accuracies against the majority baseline."""
+
     eraser: Erase | None  # None: the first classifier was already at the majority baseline (nothing removed)
     iterations: int  # classifiers whose directions were removed
     dev_accuracy: list[float]  # the held-out accuracy of each classifier fitted (the last: what was left)
@@ -125,8 +139,19 @@ class InlpFit:
 
 def inlp(X: np.ndarray, y: np.ndarray, groups: np.ndarray, iterations: int = 10, tol: float = 0.01, C: float = 1.0,
          seed: int = 0, max_iter: int = 200) -> InlpFit:
-    """Iterative nullspace projection of concept ``y`` from ``X`` (see the module docstring); ``groups`` (n,): the
-    sentence of each item (the held-out fifth is whole sentences)."""
+    """Iterative nullspace projection of the concept ``y`` from the states ``X`` (see the module docstring).
+
+    ``X`` (n, d) states (float64); ``y`` (n,) integer class labels 0..K-1; ``groups`` (n,): the text (sentence) of
+    each item: a held-out fifth of the groups decides when to stop, so it needs two or more; ``iterations``: at
+    most this many classifiers' directions removed; ``tol``: stop when the held-out accuracy is within it of the
+    majority baseline; ``C``, ``max_iter``: each L2 logistic classifier's; ``seed``: the held-out split. Returns an
+    :class:`InlpFit`: ``eraser``, an orthogonal :class:`probes.intervention.Erase` (``left`` (d, r), ``right``
+    (r, d), ``bias`` (d,) the mean of X; ``apply_numpy(X2)`` (m, d) -> (m, d)), or None when the first classifier
+    was already at the baseline; ``iterations``, the classifiers removed; ``dev_accuracy``, each classifier's
+    held-out accuracy; ``dev_majority``. One error line for bad shapes, a single class or a single group.
+
+        fit = inlp(X, y, groups); Xe = fit.eraser.apply_numpy(X) if fit.eraser is not None else X
+    """
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupShuffleSplit
 

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from analyses.inputs import is_object
+from analyses.inputs import Sentences, is_object
 from analyses.probing import cap_items, make_task
 from analyses.probing import tasks as pt
 from analyses.probing.inputs import ProbingInputs
@@ -37,6 +37,10 @@ class CausalInputs(ProbingInputs):
         return {**super().load(unit, cfg), **objective_of(unit[0], cfg)}
 
     def from_python(self, model, texts, cfg, *, tokenizer=None, name=None, cache_dir=USER_CACHE) -> dict:
+        if not cfg.task:  # the caller's labels only (causal_probing.run(labels=)): the sentences are all it reads
+            inputs = {**Sentences.from_python(self, model, texts, cfg, tokenizer=tokenizer, name=name,
+                                              cache_dir=cache_dir), "doc_of": None, "doc_names": None}
+            return {**inputs, **objective_of(model, cfg, tokenizer, name)}
         inputs = super().from_python(model, texts, cfg, tokenizer=tokenizer, name=name, cache_dir=cache_dir)
         return {**inputs, **objective_of(model, cfg, tokenizer, name)}
 

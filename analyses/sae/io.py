@@ -17,12 +17,12 @@ differs), or whose SAE reads another model or another layer than the caller asks
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from analyses.sae.model import ARCHITECTURE, SAE, SaeShape
+from probes.checkpoints.identity import file_sha
 from probes.errors import ProbeError
 from probes.io import atomic_write
 
@@ -45,14 +45,6 @@ class SaeRecord:
 def as_json(value):
     """``value`` as it reads back from JSON (tuples as lists, other objects as their str): what a record compares."""
     return json.loads(json.dumps(value, default=str))
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def sae_lens_config(shape: SaeShape, record: SaeRecord) -> dict:
@@ -78,7 +70,7 @@ def save_sae(sae: SAE, folder: str | Path, record: SaeRecord) -> str:
     save_file(sae.tensors(), str(tmp))
     tmp.replace(folder / WEIGHTS)
     atomic_write(folder / CONFIG, (json.dumps(sae_lens_config(sae.shape, record), indent=1) + "\n").encode())
-    sums = {name: sha256_file(folder / name) for name in (WEIGHTS, CONFIG)}
+    sums = {name: file_sha(folder / name) for name in (WEIGHTS, CONFIG)}
     atomic_write(folder / CHECKSUMS, "".join(f"{h}  {name}\n" for name, h in sums.items()).encode())
     return sums[WEIGHTS]
 
@@ -98,7 +90,7 @@ def load_sae(folder: str | Path, fingerprint: dict | None = None, layer: int | N
         h, _, name = line.partition("  ")
         listed[name] = h
     for name in (WEIGHTS, CONFIG):
-        if listed.get(name) != sha256_file(folder / name):
+        if listed.get(name) != file_sha(folder / name):
             raise ProbeError(f"{folder / name} does not match its checksum in {CHECKSUMS}: the file was edited or "
                              "truncated after it was saved; train the SAE again")
     try:

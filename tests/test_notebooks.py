@@ -77,6 +77,12 @@ for res in results:
     assert res.layers[-1]["final"] and res.layers[-1]["logit"]["kl"] == 0 and res.layers[-1]["logit"]["top1"] == 1
     assert all(0 <= row["top1"] <= 1 and row["kl"] >= -1e-9 for row in lens.table_rows(res))
 """,
+    "interventions": """
+assert result.model_name == MODEL + label and label.startswith("+erase@1_")
+assert set(result.to_frame()["edit"]) == {label} and e.edit.startswith("+add@1_") and e.n_units == len(TEXTS)
+assert e.difference.covers(e.edited.value - e.clean.value) and e.control is not None
+assert [r.model_name for r in e.runs] == [MODEL, MODEL + e.edit, MODEL + e.control_edit]
+""",
     "transitions": """
 assert len(result.layers) == acts.n_layers == result.n_layers
 assert all(r["token"]["distance_mean"] >= 0 and r["sentence"]["distance_mean"] >= 0 for r in result.layers)

@@ -37,11 +37,11 @@ from pathlib import Path
 
 import yaml
 
-from probes.checkpoints.folder import SIZE_FIELDS
+from probes.checkpoints.folder import SIZE_FIELDS, read_config
 from probes.checkpoints.names import OWN_MODEL_TYPES, get_spec
 from probes.checkpoints.registry import MAX_NAME, SAFE_NAME, CheckpointSpec, read_registry
 from probes.errors import ProbeError
-from probes.io import loads_json, read_json
+from probes.io import read_json
 
 SNAPSHOT_RECORD = "snapshot.json"  # what recipes.loop writes into each snapshot folder (step, steps, tokens, name)
 STEP_FOLDER = re.compile(r"(?:step|checkpoint|global_step|iter)[-_]?(\d+)")  # the step folders of common trainers
@@ -145,12 +145,7 @@ def _folder_points(folder: Path, series: str) -> list[tuple[int, Path, dict]]:
 
 def architecture(folder: Path) -> dict:
     """The fields of ``folder``'s config.json that make its architecture (:data:`ARCHITECTURE_FIELDS`)."""
-    try:
-        cfg = loads_json((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ProbeError(f"cannot read {folder / 'config.json'}: {e}") from None
-    if not isinstance(cfg, dict):
-        raise ProbeError(f"{folder / 'config.json'} is not a JSON object")
+    cfg = read_config(folder.name, folder / "config.json")
     return {k: cfg[k] for k in ARCHITECTURE_FIELDS if k in cfg}
 
 

@@ -10,8 +10,9 @@ never served under other library versions unchecked:
 * every entry records the versions of :data:`LIBRARIES` that computed it (``meta["libraries"]``); a result records
   them with its activations (``analyses.common.activations_entry``), so a number says which code made its states;
 * a hit whose recorded versions differ from this process's (or an entry written before they were recorded) is
-  checked once (:func:`check_states`): the model runs again on one batch of the entry's texts, the batch the
-  extraction ran (the same texts, padded together), and the states are compared with the stored ones. The same
+  checked once (by ``probes.capture.extract``, with :func:`compare_states`): the model runs again on one batch of
+  the entry's texts, the batch the extraction ran (the same texts, padded together), and the states are compared
+  with the stored ones. The same
   arithmetic gives the same bits; otherwise they must agree within :func:`tolerance` of the storage and forward
   dtypes (a release that reorders a sum moves float32 states by ~1e-6, far inside float16's half-ulp). Equal: the
   entry is served, one line says so, and a record beside the cache (``<cache>/.checked/<model>.<key>.json``, tied
@@ -77,7 +78,7 @@ def tolerance(cache_dtype: str, forward_dtype: str) -> float:
 
 @dataclass(frozen=True)
 class StatesCheck:
-    """What :func:`check_states` found: the largest difference of the recomputed states from the stored ones,
+    """What :func:`compare_states` found: the largest difference of the recomputed states from the stored ones,
     relative to the layer's scale, against the tolerance."""
 
     texts: int  # how many of the entry's texts were run again
@@ -148,13 +149,13 @@ def remember(entry: Path, check: StatesCheck) -> dict:
     what the activations' ``meta["libraries_checked"]`` says."""
     rec = {"versions": library_versions(), "texts": check.texts, "max_relative": check.max_relative,
            "tolerance": check.tolerance, "equal": check.equal}
-    path = record_path(entry)
+    path, digest = record_path(entry), _entry_digest(entry)
     try:
         doc = loads_json(path.read_text(encoding="utf-8"))
-        checks = doc["checks"] if isinstance(doc, dict) and doc.get("entry") == _entry_digest(entry) else []
+        checks = doc["checks"] if isinstance(doc, dict) and doc.get("entry") == digest else []
     except (OSError, ValueError, KeyError, TypeError):
         checks = []
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_text(path, json.dumps({"format": CHECK_FORMAT, "entry": _entry_digest(entry),
+    atomic_text(path, json.dumps({"format": CHECK_FORMAT, "entry": digest,
                                   "checks": [*[c for c in checks if isinstance(c, dict)], rec]}))
     return rec

@@ -48,15 +48,24 @@ POSITION_TABLES = ("position_embeddings.weight", "wpe.weight", "embed_positions.
 IGNORED_MISSING = ("pooler.",)  # BertModel's pooler: in no masked-LM checkpoint, read by no analysis
 
 
+def read_config(name: str, path: Path) -> dict:
+    """The JSON object of a config file ``path`` of model ``name``; one CheckpointError line when it cannot be read
+    or is not an object."""
+    try:
+        cfg = loads_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"model '{name}': cannot read {path}: {e}") from None
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"model '{name}': {path} is not a JSON object")
+    return cfg
+
+
 def check_folder(name: str, folder: str | Path, cfg: dict | None = None) -> None:
     """One-line CheckpointError unless ``folder`` is a loadable model folder (see the module docstring)."""
     folder = Path(folder)
     if cfg is None:
-        try:
-            cfg = loads_json((folder / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"model '{name}': cannot read {folder / 'config.json'}: {e}") from None
-    if not isinstance(cfg, dict):
+        cfg = read_config(name, folder / "config.json")
+    elif not isinstance(cfg, dict):
         raise CheckpointError(f"model '{name}': {folder / 'config.json'} is not a JSON object")
     check_config(name, folder / "config.json", cfg)
     check_tokenizer_files(name, folder)

@@ -60,11 +60,10 @@ import socket
 from dataclasses import replace
 from pathlib import Path
 
-from probes.checkpoints.folder import check_config, check_folder, check_weight_files
+from probes.checkpoints.folder import check_config, check_folder, check_weight_files, read_config
 from probes.checkpoints.pooling import MODULES, Declared, declared_pooling, folder_pooling
 from probes.checkpoints.registry import MAX_NAME, SENTENCE_VECTORS, CheckpointSpec, read_registry
 from probes.errors import CheckpointError
-from probes.io import loads_json
 
 HUB_HOST = "huggingface.co"
 HF_PREFIX = "hf:"
@@ -274,13 +273,7 @@ def _read_config(name: str, path: Path | None) -> dict:
     if path is None or not path.is_file():
         raise CheckpointError(f"model '{name}': {path.parent if path else 'it'} has no config.json "
                               f"(not a Hugging Face model folder)")
-    try:
-        cfg = loads_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"model '{name}': cannot read {path}: {e}") from None
-    if not isinstance(cfg, dict):
-        raise CheckpointError(f"model '{name}': {path} is not a JSON object")
-    return cfg
+    return read_config(name, path)
 
 
 def infer(name: str, cfg: dict, sentence_transformers: bool) -> tuple[str, str]:

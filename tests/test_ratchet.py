@@ -24,8 +24,8 @@ ANALYSES = REPO / "analyses"
 
 # Ceilings: the counts today. Lower them as fields and reads are typed; never raise them.
 DICT_RESULT_FIELDS = 58
-STRING_READS_SUMMARY = 169
-STRING_READS_ANALYSES = 839
+STRING_READS_SUMMARY = 164
+STRING_READS_ANALYSES = 835
 
 
 def _sources(folder: Path) -> list[Path]:

@@ -1,8 +1,8 @@
 """An intervention's identity and what it applies cannot part: an edit's arrays are read-only copies (a caller's
 array changed afterwards changes nothing; writing into the edit's own is an error), an Edit subclass that does not
 declare what it reads is never keyed, and bad settings (a non-finite scale, a float layer, integer states from a
-function) are one error line. Patches: one target text with several sources, or sources of another model, are
-refused; positions patch only the tokens chosen. Tiny BERT, seconds."""
+function) are one error line. Patches: one target text with several sources pairs by row (by token ids it is
+refused), sources of another model are refused; positions patch only the tokens chosen. Tiny BERT, seconds."""
 
 from __future__ import annotations
 
@@ -126,12 +126,14 @@ def test_numpy_integer_layers_are_whole_numbers_and_integer_states_are_refused()
         _x(cache_dir=None, intervention=Intervention(1, Function(lambda h: h.long(), name="int")))
 
 
-def test_one_target_with_several_sources_is_refused_and_identical_pairs_are_kept():
+def test_one_target_with_several_sources_pairs_by_row_and_identical_pairs_are_kept():
     target = _x([TEXTS[0], TEXTS[0]], cache_dir=None)
+    sources = _x([TEXTS[1], TEXTS[2]], cache_dir=None)
     with pytest.raises(ProbeError, match="tokenize alike"):
-        Patch.from_activations(target, _x([TEXTS[1], TEXTS[2]], cache_dir=None), layer=1)
+        Patch.from_activations(target, sources, layer=1, pair="tokens")
+    assert Patch.from_activations(target, sources, layer=1).by_row  # tests/test_intervention_patch.py: the states
     same = Patch.from_activations(target, _x([TEXTS[1], TEXTS[1]], cache_dir=None), layer=1)
-    assert len(same.sources) == 1
+    assert len(same.sources) == 1 and not same.by_row
 
 
 def test_sources_of_another_model_are_refused():
@@ -157,7 +159,7 @@ def test_a_patch_at_positions_replaces_those_tokens_only():
         rest = np.setdiff1d(np.arange(n), chosen)
         np.testing.assert_allclose(got[chosen], _h(source, 1)[chosen], atol=1e-5)
         np.testing.assert_array_equal(got[rest], _h(target, 1)[rest])
-    whole = Patch.from_activations(target, source, layer=1)
+    whole = Patch.from_activations(target, source, layer=1, pair="tokens")
     assert "positions" not in whole.identity() and whole.identity() != patch.identity()
     with pytest.raises(ProbeError, match="position 40"):
         _x([a], cache_dir=None, intervention=Intervention(1, Patch(dict(whole.sources), positions=[40])))

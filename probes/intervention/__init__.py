@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from probes.errors import ProbeError
-from probes.intervention.edits import AddVector, Batch, Edit, Erase, Function, Patch, ProjectOut
+from probes.intervention.edits import AddVector, Batch, Edit, Erase, Function, ProjectOut
+from probes.intervention.patch import Patch
 from probes.intervention.sites import Sites, find_sites
 from probes.intervention.sites import hooked as _hooked
 from probes.models.forward import current, editing

@@ -5,9 +5,8 @@
 * :class:`Erase`: an affine erasure ``x - ((x - b) R^T) Lf^T``, with ``left`` Lf (d, r) and ``right`` R (r, d): the
   form of LEACE's oblique projection I - Lf R (Belrose et al. 2023) and of any projection stored by its two factors;
 * :class:`AddVector`: add ``scale * v`` to every state (a steering vector);
-* :class:`Patch`: replace the states with those of other inputs (activation patching), matched by the input's
-  token ids, at every position or at chosen ones: :meth:`Patch.from_activations` pairs text t of one extraction
-  with text t of another;
+* :class:`~probes.intervention.patch.Patch` (its own module): replace the states with those of other inputs
+  (activation patching);
 * :class:`Function`: any Python function of the (B, n, d) states. No key can see what a function does, so
   an extraction under it runs without the activation cache (one warning).
 
@@ -27,11 +26,8 @@ keyed only when the class that defines its ``apply`` also declares its ``kind``,
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,13 +39,15 @@ from probes.errors import ProbeError
 @dataclass(frozen=True)
 class Batch:
     """What an edit may need of the forward pass it runs in: the real-token mask and the input ids (B, n), both
-    cut to the positions of the states being edited; ``ids`` None when the model was given embeddings."""
+    cut to the positions of the states being edited; ``ids`` None when the model was given embeddings; ``before``
+    how many real tokens of each row came before these positions (a generation step with a KV cache)."""
 
     mask: torch.Tensor  # (B, n) bool
     ids: torch.Tensor | None  # (B, n) int64
+    before: torch.Tensor | None = None  # (B,) real tokens before these positions (a KV-cache step's past); None: 0
 
 
-def _matrix(x, what: str, ndim: int) -> np.ndarray:
+def read_only(x, what: str, ndim: int) -> np.ndarray:
     """``x`` (numpy, torch or nested lists, any real dtype) as a read-only float64 copy of ``ndim`` dimensions, all
     finite; one ProbeError line otherwise. The copy is what the edit applies and what its identity hashes."""
     if isinstance(x, torch.Tensor):
@@ -101,7 +99,7 @@ class Edit:
 
     A subclass that is to be keyed (cached, and told apart from other edits) declares, in the class that defines
     ``apply``: ``kind`` (a name), ``settings()`` (its scalar settings) and ``arrays()`` (its arrays, copied read-only
-    at construction, see :func:`_matrix`); without them its identity is None (no key can see what it does)."""
+    at construction, see :func:`read_only`); without them its identity is None (no key can see what it does)."""
 
     kind: ClassVar[str] = ""
 
@@ -126,7 +124,8 @@ class Edit:
         if not _keyable(cls):
             return None
         arrays = self.arrays()
-        own = {} if cls.__module__ == __name__ else {"class": _class_name(cls)}  # a caller's class: its own entries
+        ours = cls.__module__.startswith("probes.intervention.")
+        own = {} if ours else {"class": _class_name(cls)}  # a caller's class: its own entries
         return {"edit": self.kind, **own, **self.settings(), **({"sha256": _sha256(*arrays)} if arrays else {})}
 
     def describe(self) -> dict:
@@ -157,10 +156,10 @@ class Erase(Edit):
     kind: ClassVar[str] = "erase"
 
     def __post_init__(self):
-        left, right = _matrix(self.left, "left", 2), _matrix(self.right, "right", 2)
+        left, right = read_only(self.left, "left", 2), read_only(self.right, "right", 2)
         if left.shape[::-1] != right.shape:
             raise ProbeError(f"left {left.shape} and right {right.shape} must be (d, r) and (r, d)")
-        bias = np.zeros(left.shape[0]) if self.bias is None else _matrix(self.bias, "bias", 1)
+        bias = np.zeros(left.shape[0]) if self.bias is None else read_only(self.bias, "bias", 1)
         if bias.shape != (left.shape[0],):
             raise ProbeError(f"bias must have {left.shape[0]} entries, not {bias.shape}")
         object.__setattr__(self, "left", left)
@@ -197,7 +196,7 @@ class Erase(Edit):
 
 def ProjectOut(basis, center=None) -> Erase:  # noqa: N802  (an Edit's constructor)
     """Remove the span of the rows of ``basis`` (r, d): an orthogonal projection around ``center`` (default 0)."""
-    b = _matrix(basis, "basis", 2)
+    b = read_only(basis, "basis", 2)
     q, r = np.linalg.qr(b.T)  # (d, r) orthonormal columns spanning the rows
     keep = np.abs(np.diag(r)) > 1e-10 * max(1.0, float(np.abs(r).max()))
     if not keep.any():
@@ -215,7 +214,7 @@ class AddVector(Edit):
     kind: ClassVar[str] = "add"
 
     def __post_init__(self):
-        object.__setattr__(self, "vector", _matrix(self.vector, "vector", 1))
+        object.__setattr__(self, "vector", read_only(self.vector, "vector", 1))
         try:
             scale = float(self.scale)
         except (TypeError, ValueError):
@@ -237,138 +236,6 @@ class AddVector(Edit):
 
     def arrays(self):
         return (self.vector,)
-
-
-@dataclass(frozen=True, eq=False)
-class Patch(Edit):
-    """Replace the states of an input by states taken from another input (activation patching).
-
-    ``sources``: {token ids of an input, as the model sees them (special tokens included, no padding): its
-    replacement states (n_s, d)}. ``positions``: which of the input's real tokens get replaced, the state at
-    position i by the source's state at position i: None (every position 0..min(n, n_s)-1, the rest kept), token
-    indices (negative: counted from the input's end), or a boolean mask of the input's length; a chosen position
-    that the input or its source does not have is an error. A forward pass over an input that has no entry is an
-    error (the patch would silently not apply). A forward pass sees only token ids, so inputs that tokenize alike
-    are one input with one entry: patching one text from several sources takes one Patch (and one pass) each."""
-
-    sources: Any  # Mapping[tuple[int, ...], array (n_s, d)]
-    positions: Any = None  # None, token indices (k,) or a boolean mask (n,)
-    kind: ClassVar[str] = "patch"
-    _width: int = field(default=0, init=False)
-    _mask_length: int | None = field(default=None, init=False)  # a mask's length: the inputs' length
-
-    def __post_init__(self):
-        if not isinstance(self.sources, Mapping) or not self.sources:
-            raise ProbeError("Patch takes a non-empty dict {input token ids: replacement states (n, d)}")
-        clean = {tuple(int(i) for i in k): _matrix(v, "replacement states", 2) for k, v in self.sources.items()}
-        widths = {v.shape[1] for v in clean.values()}
-        if len(widths) != 1:
-            raise ProbeError(f"the replacement states have several widths: {sorted(widths)}")
-        object.__setattr__(self, "sources", MappingProxyType(clean))
-        object.__setattr__(self, "_width", widths.pop())
-        if self.positions is not None:
-            positions, mask_length = _positions(self.positions)
-            object.__setattr__(self, "positions", positions)
-            object.__setattr__(self, "_mask_length", mask_length)
-
-    @classmethod
-    def from_activations(cls, targets, sources, layer: int, positions=None) -> Patch:
-        """Text t of ``targets`` (Activations) gets the layer-``layer`` states of text t of ``sources`` (Activations
-        of the same model, the same number of texts), at ``positions`` (see the class). Two target texts that
-        tokenize alike with different sources are refused: a forward pass could not tell them apart."""
-        if targets.n_texts != sources.n_texts:
-            raise ProbeError(f"targets hold {targets.n_texts} texts, sources {sources.n_texts}: text t of one is "
-                             "patched with text t of the other")
-        a, b = _model_of(targets), _model_of(sources)
-        if a[1] != b[1]:
-            raise ProbeError(f"the sources are states of model {b[0]!r} and the targets of model {a[0]!r} (another "
-                             "fingerprint): a patch gives a model its own states of other inputs")
-        states = sources.layer_hidden(layer)
-        out: dict[tuple[int, ...], np.ndarray] = {}
-        first: dict[tuple[int, ...], int] = {}
-        for t in range(targets.n_texts):
-            key = tuple(int(i) for i in targets.token_ids[targets.offsets[t]:targets.offsets[t + 1]])
-            src = np.asarray(states[sources.offsets[t]:sources.offsets[t + 1]], np.float64)
-            if key in out and not np.array_equal(out[key], src):
-                raise ProbeError(f"target texts {first[key]} and {t} tokenize alike and have different sources: a "
-                                 "forward pass cannot tell them apart; patch each source in its own pass (one Patch "
-                                 "per source)")
-            out[key] = src
-            first.setdefault(key, t)
-        return cls(out, positions)
-
-    @property
-    def width(self) -> int:
-        return self._width
-
-    def apply(self, h, batch):
-        self._check_width(h)
-        if batch.ids is None:
-            raise ProbeError("a patch matches inputs by their token ids, and this forward pass was given embeddings")
-        out = h.clone()
-        for row in range(h.shape[0]):
-            key = tuple(batch.ids[row][batch.mask[row]].tolist())
-            src = self.sources.get(key)
-            if src is None:
-                raise ProbeError(f"the patch has no states for an input of {len(key)} tokens that this forward pass "
-                                 "ran (it covers the inputs it was built for, matched by token ids)")
-            where = self._where(len(key), len(src))
-            real = torch.nonzero(batch.mask[row]).flatten()[torch.from_numpy(where).to(h.device)]
-            out[row, real] = torch.tensor(src[where], dtype=h.dtype, device=h.device)
-        return out
-
-    def _where(self, n: int, n_src: int) -> np.ndarray:
-        """The positions (into the input's n real tokens) replaced in an input whose source has n_src states."""
-        if self.positions is None:
-            return np.arange(min(n, n_src))
-        if self._mask_length is not None and n != self._mask_length:
-            raise ProbeError(f"the patch's position mask is for inputs of {self._mask_length} tokens, and an input "
-                             f"of {n} tokens ran")
-        where = np.where(self.positions < 0, self.positions + n, self.positions)
-        bad = (where < 0) | (where >= min(n, n_src))
-        if bad.any():
-            p = int(self.positions[np.flatnonzero(bad)[0]])
-            raise ProbeError(f"patch position {p}: the input has {n} tokens and its source {n_src} states")
-        return where
-
-    def settings(self) -> dict:
-        out: dict[str, object] = {"inputs": len(self.sources)}
-        if self.positions is not None:
-            out["positions"] = self.positions.tolist()
-            if self._mask_length is not None:
-                out["mask_length"] = self._mask_length
-        return out
-
-    def arrays(self):
-        keys = sorted(self.sources)
-        return tuple(a for k in keys for a in (np.asarray(k, np.float64), self.sources[k]))
-
-
-def _positions(x) -> tuple[np.ndarray, int | None]:
-    """``positions`` of a :class:`Patch` as read-only int64 indices, and a boolean mask's length (None: indices)."""
-    a = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-    if a.ndim == 0:
-        a = a[None]
-    if a.ndim != 1 or not len(a):
-        raise ProbeError(f"a patch's positions are token indices or a boolean mask (1-D, non-empty), not shape "
-                         f"{a.shape}")
-    if a.dtype == bool:
-        if not a.any():
-            raise ProbeError("a patch's position mask selects no position")
-        out, length = np.flatnonzero(a).astype(np.int64), len(a)
-    elif np.issubdtype(a.dtype, np.integer):
-        out, length = a.astype(np.int64), None
-    else:
-        raise ProbeError(f"a patch's positions are token indices (integers) or a boolean mask, not {a.dtype}")
-    out.setflags(write=False)
-    return out, length
-
-
-def _model_of(acts) -> tuple[str, str]:
-    """(name, weights' identity) of the model whose states ``acts`` are, as its meta records them."""
-    model = acts.meta.get("model") or {}
-    name = str(model.get("name", "?"))
-    return name, json.dumps(model.get("fingerprint", name), sort_keys=True, default=str)
 
 
 @dataclass(frozen=True, eq=False)

@@ -148,18 +148,25 @@ class _Pass:
         self.calls, self.applied = 0, set[int]()
         self.mask: torch.Tensor | None = None  # (B, n)
         self.ids: torch.Tensor | None = None  # (B, n)
+        self.past = 0  # positions in the KV cache before this pass
 
     def start(self, module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
         mask = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
         self.ids = ids if isinstance(ids, torch.Tensor) and ids.dim() == 2 and not ids.is_floating_point() else None
         self.mask = mask if isinstance(mask, torch.Tensor) and mask.dim() == 2 else None
+        self.past = _past_length(kwargs)
         self.calls, self.applied = 0, set[int]()
 
     def batch(self, h: torch.Tensor) -> Batch:
         n = h.shape[1]
         mask = (self.mask[:, -n:] != 0) if self.mask is not None else torch.ones(h.shape[:2], dtype=torch.bool)
-        return Batch(mask.to(h.device), None if self.ids is None else self.ids[:, -n:].to(h.device))
+        before = None  # (B,) the real tokens of a KV-cache step's past: the mask covers them, the states do not
+        if self.mask is not None and self.mask.shape[1] > n:
+            before = (self.mask[:, :-n] != 0).sum(dim=1).to(h.device)
+        elif self.past:  # no mask over the past: every cached position is a real token
+            before = torch.full(h.shape[:1], self.past, dtype=torch.long, device=h.device)
+        return Batch(mask.to(h.device), None if self.ids is None else self.ids[:, -n:].to(h.device), before)
 
     def edit(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         """``h`` (B, n, d) after every intervention at ``layer``, on the real tokens only."""
@@ -176,6 +183,15 @@ class _Pass:
         if missing:
             raise ProbeError(f"the intervention at layer {missing[0].layer} was not applied in a forward pass of the "
                              f"{self.sites.name} ({self.calls} layer calls of {self.sites.num_layers})")
+
+
+def _past_length(kwargs: dict) -> int:
+    """How many positions a forward pass's KV cache holds before it runs (0 without one)."""
+    for name in ("past_key_values", "cache"):
+        cache = kwargs.get(name)
+        if cache is not None and callable(getattr(cache, "get_seq_length", None)):
+            return int(cache.get_seq_length())
+    return 0
 
 
 @contextlib.contextmanager

@@ -80,19 +80,37 @@ def lr_factor(step: int, steps: int, warmup: float, decay: float) -> float:
     return min(1.0, (steps - step) / d)
 
 
-def aux_loss(sae: SAE, pre: torch.Tensor, residual: torch.Tensor, dead: torch.Tensor) -> torch.Tensor:
-    """AuxK: how much of ``residual`` (n, d) the dead latents' top-k_aux activations reconstruct, relative to its
-    variance; 0 when no latent is dead."""
-    n_dead = int(dead.sum())
-    if n_dead == 0:
-        return pre.new_zeros(())
-    k_aux = min(max(1, sae.shape.d_in // 2), n_dead)
+def aux_reconstruction(sae: SAE, pre: torch.Tensor, dead: torch.Tensor) -> torch.Tensor:
+    """(n, d) e_hat = W_dec[dead]^T topk(relu(pre[:, dead])), the k_aux = min(d / 2, #dead) largest ReLU
+    pre-activations of the dead latents (``dead`` (m,) bool, at least one True) decoded without b_dec."""
+    k_aux = min(max(1, sae.shape.d_in // 2), int(dead.sum()))
     dead_pre = torch.relu(pre[:, dead])
     top = dead_pre.topk(k_aux, dim=-1)
     z = torch.zeros_like(dead_pre).scatter(-1, top.indices, top.values)
-    e_hat = z @ sae.W_dec[dead]
+    return z @ sae.W_dec[dead]
+
+
+def aux_loss(sae: SAE, pre: torch.Tensor, residual: torch.Tensor, dead: torch.Tensor) -> torch.Tensor:
+    """AuxK: how much of ``residual`` (n, d) the dead latents' top-k_aux activations reconstruct, relative to its
+    variance (Gao et al. 2024's normalised MSE); 0 when no latent is dead."""
+    if not bool(dead.any()):
+        return pre.new_zeros(())
+    e_hat = aux_reconstruction(sae, pre, dead)
     var = (residual - residual.mean(0)).pow(2).sum(-1).mean().clamp_min(1e-12)
     return (residual - e_hat).pow(2).sum(-1).mean() / var
+
+
+@torch.no_grad()
+def update_threshold(theta: torch.Tensor, z: torch.Tensor, rate: float, started: bool) -> bool:
+    """BatchTopK's running threshold ``theta`` (m,) updated in place from one batch's latents ``z`` (n, m):
+    theta <- theta + rate (a - theta), a the smallest positive latent (theta <- a on the first batch, when not
+    ``started``); a batch where nothing fires leaves it. Returns whether theta has started."""
+    fired = z > 0
+    if not bool(fired.any()):
+        return started
+    smallest = z[fired].min()
+    theta.copy_(theta + rate * (smallest - theta) if started else smallest.expand_as(theta))
+    return True
 
 
 def train_sae(X: np.ndarray, shape: SaeShape, settings: TrainSettings, desc: str = "SAE",
@@ -170,12 +188,8 @@ def _train(batches: Callable[[torch.Generator], Iterable[torch.Tensor]], scale: 
         with torch.no_grad():
             fired = (z > 0).any(0)
             since_fired = torch.where(fired, torch.zeros_like(since_fired), since_fired + len(x))
-            if shape.kind == "batchtopk" and bool(fired.any()):
-                smallest = z[z > 0].min()
-                theta = sae.running_threshold
-                theta.copy_(smallest.expand_as(theta) if not threshold_started
-                            else theta + s.threshold_rate * (smallest - theta))
-                threshold_started = True
+            if shape.kind == "batchtopk":
+                threshold_started = update_threshold(sae.running_threshold, z, s.threshold_rate, threshold_started)
         losses.append(loss.detach())  # no device sync per step
     sae.fold_scale(scale)
     tail = losses[-max(1, len(losses) // 10):]

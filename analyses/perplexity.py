@@ -58,8 +58,10 @@ so). The bootstrap block records the length used (``block_length``, in tokens) a
 Default data: the held-out part of the default corpus (the last 10% of every book, cut at a
 paragraph break; :func:`probes.corpus.split_text`), never seen by ``recipes.train_lm``. Writes
 out/results/perplexity/<model>.json (+ .csv, one row per (T, o)), out/results/perplexity/table.md
-(Tables 1-2: models x overlaps), out/figures/perplexity.{png,pdf} (perplexity vs overlap) and
-out/figures/perplexity-flops.{png,pdf} (perplexity vs FLOPs/token, the paper's Fig. 5).
+(Tables 1-2: models x overlaps) and, for the recurrence paper's comparison (a recurrent model among the models),
+out/figures/perplexity.{png,pdf} (perplexity vs overlap) and out/figures/perplexity-flops.{png,pdf} (perplexity
+vs FLOPs/token, the paper's Fig. 5); for any other models out/figures/perplexity-models.{png,pdf} (each model's
+token perplexity with its interval).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -76,6 +79,7 @@ from analyses.absent import Absent
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LM, LMConfig
+from analyses.records import omitted
 from probes.capture.windows import check_window, windowed_nll
 from probes.config import arg, tqdm_class
 from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
@@ -100,6 +104,17 @@ class Config(LMConfig):
     batch_size: int = arg(16, "windows per forward pass (plain models)", min=1)
 
 
+@dataclass
+class BlockSums(stats.Bootstrap):
+    """The block bootstrap of the scored tokens, with what a paired difference resamples: per block its document,
+    first target, tokens and words (``blocks``) and, per overlap (as text), the blocks' NLL sums (``nll``); a file
+    written before blocks existed has per document its NLL and tokens instead (``documents``)."""
+
+    blocks: dict[str, list] | None = omitted()
+    nll: dict[str, list[float]] | None = omitted()
+    documents: dict[str, Any] | None = omitted()
+
+
 @dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's perplexities: the saved document's keys, in order (prose only in ``definitions``). The
@@ -111,7 +126,7 @@ class Result(common.AnalysisResult):
     rows: list[dict]  # per overlap: model, recurrent, window, overlap, token/word perplexity, nll_per_token,
     #                   scored_tokens, words, windows, tokens_processed, flops_per_token, and the bootstrap
     #                   intervals (over blocks) token_perplexity_ci, word_perplexity_ci, nll_per_token_ci
-    bootstrap: dict | None = None  # analyses.blocks.bootstrap (unit "block") + "blocks": per block its document,
+    bootstrap: BlockSums | None = None  # analyses.blocks.bootstrap (unit "block") + blocks: per block its document,
     #                                first_target, tokens and words; "nll": overlap (as text) -> per-block NLL sums
 
     @style.drawing
@@ -147,11 +162,11 @@ class Result(common.AnalysisResult):
     def block_sums(self, overlap: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Per bootstrap block, its NLL sum at overlap o and its scored tokens, (n_blocks,) each; None for a result
         written before blocks existed."""
-        boot = self.bootstrap or {}
-        nll = (boot.get("nll") or {}).get(str(overlap))
-        if nll is None:
+        boot = self.bootstrap
+        nll = None if boot is None or boot.nll is None or boot.blocks is None else boot.nll.get(str(overlap))
+        if boot is None or boot.blocks is None or nll is None:
             return None
-        return np.asarray(nll, dtype=np.float64), np.asarray(boot["blocks"]["tokens"], dtype=np.float64)
+        return np.asarray(nll, dtype=np.float64), np.asarray(boot.blocks["tokens"], dtype=np.float64)
 
     def token_perplexity(self, window: int, overlap: int) -> stats.Sample:
         """The token perplexity at window T and overlap o with its bootstrap replicates over blocks (ratio
@@ -160,12 +175,12 @@ class Result(common.AnalysisResult):
         row = next((r for r in self.rows if (r["window"], r["overlap"]) == (window, overlap)), None)
         if row is None:
             raise Absent(f"token perplexity at T={window}, o={overlap}")
-        boot = self.bootstrap or {}
+        boot = self.bootstrap
         sums = self.block_sums(overlap)
-        if sums is not None:
+        if boot is not None and sums is not None:
             return stats.Sample.of_ratio(row["token_perplexity"], *sums, boot, np.exp)
-        per_doc = (boot.get("documents") or {}).get(str(overlap))
-        if per_doc is None:
+        per_doc = None if boot is None else (boot.documents or {}).get(str(overlap))
+        if boot is None or per_doc is None:
             return stats.Sample(row["token_perplexity"])
         return stats.Sample.of_ratio(row["token_perplexity"], per_doc["nll"], per_doc["tokens"], boot, np.exp)
 
@@ -258,12 +273,12 @@ def document_blocks(lm, docs: list[tuple[str, list[int], int]], block_tokens: in
     return blocks, units
 
 
-def block_intervals(row: dict, nll: np.ndarray, blocks: dict, boot: dict) -> None:
+def block_intervals(row: dict, nll: np.ndarray, blocks: dict, boot: stats.Bootstrap) -> None:
     """Percentile intervals of the row's perplexities, resampling blocks (ratio bootstrap: resampled NLL
     sums over resampled token or word counts), added to ``row`` as token_perplexity_ci, word_perplexity_ci
     and nll_per_token_ci."""
     tok, words = (np.asarray(blocks[k], dtype=np.float64) for k in ("tokens", "words"))
-    W = stats.resample_weights(len(nll), boot["resamples"], boot["seed"])
+    W = stats.resample_weights(len(nll), boot.resamples, boot.seed)
     per_token = stats.ratio_replicates(nll, tok, W)
     lvl = stats.interval_level(boot)  # the expanded level of a block bootstrap
     row.update(token_perplexity_ci=np.exp(stats.interval(per_token, lvl)).tolist(),
@@ -337,7 +352,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
             **notes,
         },
         rows=rows,
-        bootstrap={**boot, "blocks": blocks, "nll": nll_by_overlap},
+        bootstrap=BlockSums(**vars(boot), blocks=blocks, nll=nll_by_overlap),
     )
 
 
@@ -416,6 +431,46 @@ def plot_flops(results: list[Result], fig=None):
     return fig
 
 
+def recurrence_pair(results: list[Result]) -> bool:
+    """Whether ``results`` are the recurrence paper's comparison (a recurrent model among them): drawn against
+    overlap and FLOPs; any other set model by model with its intervals (:func:`plot_models`)."""
+    return any(r.overlap_matches_training is not None for r in results)
+
+
+def model_points(results: list[Result]) -> dict[tuple[int, int], list[tuple[int, float, list[float] | None]]]:
+    """What :func:`plot_models` draws: per (window T, overlap o), [(the model's position, its token perplexity,
+    its interval [lo, hi] or None)] for the models measured there."""
+    out: dict[tuple[int, int], list[tuple[int, float, list[float] | None]]] = {}
+    for i, res in enumerate(results):
+        for t, o in sorted(res.measured()):
+            ppl = res.token_perplexity(t, o)
+            out.setdefault((t, o), []).append((i, float(ppl.point or np.nan), ppl.interval()))
+    return dict(sorted(out.items()))
+
+
+@style.drawing
+def plot_models(results: list[Result], fig=None):
+    """Each model's token perplexity with its bootstrap interval (error bars over blocks), the models side by
+    side, one marker per (window T, overlap o) measured, in the order of the results. ``fig``: a Figure or
+    SubFigure to draw into (default: a new figure). Returns the figure."""
+    points = model_points(results)
+    fig = style.new_figure(fig, (max(3.6, 1.0 + 0.9 * len(results)), 3.0))
+    ax, shift = fig.subplots(), 0.12
+    ax.set_xlim(-0.6, len(results) - 0.4)
+    for k, ((t, o), pts) in enumerate(points.items()):
+        x = np.array([i for i, _, _ in pts], float) + shift * (k - (len(points) - 1) / 2)
+        y = np.array([v for _, v, _ in pts])
+        err = np.array([[v - ci[0], ci[1] - v] if ci is not None else [np.nan, np.nan] for _, v, ci in pts]).T
+        ax.errorbar(x, y, yerr=err, fmt="os^Dv"[k % 5], ms=4, capsize=3, ls="none", label=f"T={t}, o={o}")
+    many = len(results) > 3
+    ax.set_xticks(range(len(results)), [style.display_name(r.model_name) for r in results],
+                  rotation=20 if many else 0, ha="right" if many else "center")
+    ax.set(ylabel="token perplexity (per scored token)", title="token perplexity, bootstrap interval over blocks")
+    if len(points) > 1:
+        ax.legend(fontsize="small")
+    return fig
+
+
 def check_config(cfg: Config) -> None:
     if not cfg.overlap:
         raise ProbeError("give at least one --overlap")
@@ -427,9 +482,13 @@ ANALYSIS = Analysis(
     Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
     figures=(
         Figure("perplexity", plot, "Token perplexity per window T and overlap o (recurrence paper Tables 1-2): lower "
-               "is better; compare recurrent and base at equal (T, o)."),
+               "is better; compare recurrent and base at equal (T, o).",
+               select=lambda rs: rs if recurrence_pair(rs) else []),
         Figure("perplexity-flops", plot_flops, "Perplexity against FLOPs per token: overlap buys context with "
-               "compute; recurrence buys it with a small module."),
+               "compute; recurrence buys it with a small module.", select=lambda rs: rs if recurrence_pair(rs) else []),
+        Figure("perplexity-models", plot_models, "Each model's token perplexity with its bootstrap interval over "
+               "blocks: lower is better; models whose intervals overlap are not told apart here (a paired "
+               "difference is analyses.effect's).", select=lambda rs: [] if recurrence_pair(rs) else rs),
     ),
     tables={"table.md": markdown_table},
     summary=markdown_table,  # Tables 1-2, printed after a run

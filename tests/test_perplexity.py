@@ -154,23 +154,23 @@ def test_blocks_are_runs_of_scored_tokens_the_same_at_every_overlap_and_paired_a
     res = {k: pp.compute(cfg, lm=lm, documents=caller_documents(lm, texts)) for k, lm in models.items()}
     lm, r = models["recurrent"], res["recurrent"]
     b = r.bootstrap
-    assert b["unit"] == "block" and b["n_units"] == len(b["blocks"]["tokens"]) >= 20
-    assert b["units_id"] == res["plain"].bootstrap["units_id"]  # same tokenizer, same texts: the same blocks
+    assert b.unit == "block" and b.n_units == len(b.blocks["tokens"]) >= 20
+    assert b.units_id == res["plain"].bootstrap.units_id  # same tokenizer, same texts: the same blocks
     ids = [lm.encode(t) for t in texts]
     for row in r.rows:
-        assert sum(b["blocks"]["tokens"]) == row["scored_tokens"] and sum(b["blocks"]["words"]) == row["words"]
+        assert sum(b.blocks["tokens"]) == row["scored_tokens"] and sum(b.blocks["words"]) == row["words"]
         per_doc = [windowed_nll(lm, x, 16, row["overlap"])["nll"] for x in ids]
-        want = [x[t - 1:t - 1 + n].sum() for d, t, n in zip(b["blocks"]["document"], b["blocks"]["first_target"],
-                                                            b["blocks"]["tokens"]) for x in [per_doc[int(d[5:])]]]
-        assert b["nll"][str(row["overlap"])] == pytest.approx(want, rel=1e-9)
-    assert [n for d, n in zip(b["blocks"]["document"], b["blocks"]["tokens"]) if d == "text-0"][:-1] == \
-        [20] * (sum(d == "text-0" for d in b["blocks"]["document"]) - 1)
-    assert b["blocks"]["document"].count("text-1") == 1  # fewer targets than a block: one block
+        want = [x[t - 1:t - 1 + n].sum() for d, t, n in zip(b.blocks["document"], b.blocks["first_target"],
+                                                            b.blocks["tokens"]) for x in [per_doc[int(d[5:])]]]
+        assert b.nll[str(row["overlap"])] == pytest.approx(want, rel=1e-9)
+    assert [n for d, n in zip(b.blocks["document"], b.blocks["tokens"]) if d == "text-0"][:-1] == \
+        [20] * (sum(d == "text-0" for d in b.blocks["document"]) - 1)
+    assert b.blocks["document"].count("text-1") == 1  # fewer targets than a block: one block
     # the caller's texts: no corpus split, corpus or document draw applied, so none is recorded
     assert not {"split", "n_documents", "corpus"} & set(r.config) and r.config["block_tokens"] == 20
     found = claims.claim_named("recurrent-perplexity-equal-window").judge({"perplexity": list(res.values())})
     assert [c.key for c in found.comparisons] == [(16, 0), (16, 4)]
-    assert all(s["paired"] and s["unit"] == "block" and s["units"] == b["n_units"] for s in found.seeds)
+    assert all(s["paired"] and s["unit"] == "block" and s["units"] == b.n_units for s in found.seeds)
 
 
 def test_default_blocks_follow_the_block_bootstrap_rule_and_the_result_records_them(models):
@@ -187,10 +187,34 @@ def test_default_blocks_follow_the_block_bootstrap_rule_and_the_result_records_t
     b = r.bootstrap
     targets = [len(lm.encode(t)) - 1 for t in texts]
     length = blocks.block_length(targets)
-    assert b["block_length"] == length and b["block_length_of"] == "tokens" and "at least 20" in b["rule"]
-    assert b["n_units"] == sum(max(1, n // length) for n in targets) >= 20 and r.config["block_tokens"] == 0
-    assert b["method"] == "percentile, expanded" and b["interval_level"] == blocks.expanded_level(0.95, b["n_units"])
-    W = stats.resample_weights(b["n_units"], b["resamples"], b["seed"])
-    rep = stats.ratio_replicates(b["nll"]["0"], b["blocks"]["tokens"], W)
-    assert r.rows[0]["token_perplexity_ci"] == pytest.approx(np.exp(stats.interval(rep, b["interval_level"])))
+    assert b.block_length == length and b.block_length_of == "tokens" and "at least 20" in b.rule
+    assert b.n_units == sum(max(1, n // length) for n in targets) >= 20 and r.config["block_tokens"] == 0
+    assert b.method == "percentile, expanded" and b.interval_level == blocks.expanded_level(0.95, b.n_units)
+    W = stats.resample_weights(b.n_units, b.resamples, b.seed)
+    rep = stats.ratio_replicates(b.nll["0"], b.blocks["tokens"], W)
+    assert r.rows[0]["token_perplexity_ci"] == pytest.approx(np.exp(stats.interval(rep, b.interval_level)))
     assert r.token_perplexity(16, 0).interval() == pytest.approx(r.rows[0]["token_perplexity_ci"])
+
+
+def test_a_set_without_a_recurrent_model_is_drawn_model_by_model_with_its_intervals(tmp_path, drawn):
+    """Not the recurrence comparison: each model's token perplexity and its interval as the result files hold
+    them, no overlap or FLOPs view (the recurrent pair keeps those: test_cli_end_to_end_on_tiny_models)."""
+    import numpy as np
+
+    out = tmp_path / "out"
+    pp.main(["--model", "tiny-gpt2", "--model", "tiny-llama", "--window", "32", "--overlap", "0", "--overlap",
+             "8", "--n-documents", "2", "--max-tokens", "200", "--out", str(out)])
+    assert not (out / "figures" / "perplexity.png").exists() and not (out / "figures" / "perplexity-flops.png").exists()
+    (ax,) = drawn["perplexity-models"].axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["tiny-gpt2", "tiny-llama"]
+    rows = {name: json.loads((out / "results" / "perplexity" / f"{name}.json").read_text())["rows"]
+            for name in ("tiny-gpt2", "tiny-llama")}
+    for k, overlap in enumerate((0, 8)):
+        want = [next(r for r in rows[m] if r["overlap"] == overlap) for m in ("tiny-gpt2", "tiny-llama")]
+        line = line_drawing(ax, [r["token_perplexity"] for r in want])
+        x = np.asarray(line.get_xdata(), float)
+        np.testing.assert_allclose(np.round(x), [0, 1])
+        bars = [c for c in ax.collections if len(c.get_segments()) == 2][k]
+        for seg, r in zip(bars.get_segments(), want):
+            np.testing.assert_allclose(sorted(np.asarray(seg)[:, 1]), r["token_perplexity_ci"], rtol=1e-6)
+            assert r["token_perplexity_ci"][0] < r["token_perplexity"] < r["token_perplexity_ci"][1]

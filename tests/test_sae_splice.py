@@ -72,10 +72,10 @@ def brute_force_sums(objective, texts, layer: int, sae: SAE | None, mask_prob=0.
                 else:
                     logits = objective.model(input_ids=ids, attention_mask=mask).logits[:, :-1]
                     target, keep = ids[:, 1:], torch.ones_like(ids[:, 1:], dtype=torch.bool)
-                # the cross-entropy of every position, then the scored ones (float32's last bits depend on the
+                # the cross-entropy of the scored positions' logits in rows (float32's last bits depend on the
                 # layout the log-softmax runs over: this is the objective's)
-                nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), target, reduction="none")
-                nll = nll[keep].double().sum()
+                nll = torch.nn.functional.cross_entropy(logits[keep].float(), target[keep], reduction="none")
+                nll = nll.double().sum()
                 sums.append(float(nll))
     finally:
         if handle is not None:

@@ -31,7 +31,7 @@ right-padded, or, for a model that is not padding-safe (ConvBERT), only texts of
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -57,6 +57,7 @@ class Objective:
     mask_id: int | None = None  # the mask token (masked-LM)
     device: torch.device = torch.device("cpu")
     padding_safe: bool = True  # False: texts share a batch only with texts of their length
+    _rows: bool = field(default=True, init=False, repr=False)  # the head runs on the scored positions' states only
 
     def describe(self, mask_prob: float, seed: int, interventions=()) -> dict:
         """What a result records of the scoring: the objective, its masking, and the interventions every score
@@ -89,9 +90,8 @@ class Objective:
         sums, counts = np.zeros(len(toks)), np.zeros(len(toks), np.int64)
         with hooked(self.model, active() + as_interventions(interventions)), eval_mode(self.model):
             for b in self._scored_batches(toks, mask_prob, seed, batch_size):
-                logits = self._scored_logits(b)
-                sums[b.idx] = _nll_sums(logits, b)
-                counts[b.idx] = b.keep.sum(1).cpu().numpy()
+                sums[b.idx] = _nll_sums(self._scored_logits(b), b)
+                counts[b.idx] = b.counts()
         if not np.isfinite(sums).all():
             raise ProbeError(f"model '{self.name}': its {self.kind} loss is not finite on some texts")
         return sums, counts
@@ -118,9 +118,9 @@ class Objective:
                     edited = self._scored_logits(b).float()
                 out.clean[b.idx], out.edited[b.idx] = _nll_sums(clean, b), _nll_sums(edited, b)
                 p, q = torch.log_softmax(clean.double(), -1), torch.log_softmax(edited.double(), -1)
-                kl = (p.exp() * (p - q)).sum(-1)  # KL(clean || edited) per position, float64
-                out.kl[b.idx] = torch.where(b.keep, kl, 0.0).sum(1).cpu().numpy()
-                out.counts[b.idx] = b.keep.sum(1).cpu().numpy()
+                kl = (p.exp() * (p - q)).sum(-1)  # (M,) KL(clean || edited) per scored position, float64
+                out.kl[b.idx] = b.per_text(kl)
+                out.counts[b.idx] = b.counts()
         if not (np.isfinite(out.clean).all() and np.isfinite(out.edited).all() and np.isfinite(out.kl).all()):
             raise ProbeError(f"model '{self.name}': its {self.kind} loss or divergence is not finite on some texts")
         return out
@@ -140,14 +140,47 @@ class Objective:
             ids, real, where = ids.to(self.device), real.to(self.device), where.to(self.device)
             if self.kind == MASKED:
                 assert self.mask_id is not None, "a masked-LM objective has a mask token"
-                yield _Scored(idx, ids.masked_fill(where, self.mask_id), real, ids, where)
-            else:
-                yield _Scored(idx, ids, real, ids[:, 1:], real[:, 1:])
+                yield _Scored(idx, ids.masked_fill(where, self.mask_id), real, where, ids[where])
+            else:  # position t predicts token t + 1: every position whose next one is real
+                at = torch.zeros_like(real)
+                at[:, :-1] = real[:, 1:]
+                yield _Scored(idx, ids, real, at, ids[:, 1:][real[:, 1:]])
 
     def _scored_logits(self, b: _Scored) -> torch.Tensor:
-        """(B, n', V) the logits that predict ``b.target`` (a causal LM's last position predicts nothing)."""
-        logits = self._logits(b.inputs, b.real)
-        return logits if self.kind == MASKED else logits[:, :-1]
+        """(M, V) the logits at the scored positions ``b.at`` (row-major order), which predict ``b.target``.
+
+        The model's head runs on those positions only: the final hidden states are gathered there before the head
+        (the S-LSTM's and MoG's ``masked_positions``; for a transformers model a hook on its base model's output,
+        which runs after every intervention's hooks). A model whose output does not come out as those rows is
+        scored on every position and its logits gathered after, from then on."""
+        if self._rows:
+            try:
+                rows = self._row_logits(b)
+            except ProbeError:  # an intervention's error (say): the same with every layout
+                raise
+            except Exception:  # noqa: BLE001 - a head that cannot take gathered states: the full logits below
+                rows = None
+            if rows is not None and rows.shape[:-1] == (b.target.numel(),):
+                return rows
+            self._rows = False
+        return self._logits(b.inputs, b.real)[b.at]
+
+    def _row_logits(self, b: _Scored) -> torch.Tensor:
+        """(M, V) or whatever shape the model returns when its head is given the gathered final states."""
+        from probes.models.mog import MoGForMaskedLM
+        from probes.models.slstm import SLSTMForMaskedLM
+
+        if isinstance(self.model, (SLSTMForMaskedLM, MoGForMaskedLM)):
+            return self.model(b.inputs, b.real.long(), masked_positions=b.at)
+        base = getattr(self.model, "base_model", None)
+        if not isinstance(base, torch.nn.Module) or base is self.model:
+            return torch.empty(0)  # no base model to gather the states of
+        handle = base.register_forward_hook(lambda module, args, output: _gathered(output, b.at))
+        try:
+            out = self._logits(b.inputs, b.real)
+        finally:
+            handle.remove()
+        return out.reshape(-1, out.shape[-1]) if out.dim() == 3 and out.shape[0] == 1 else out
 
     def _batches(self, lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
         """Text indices by length: right-padded batches, or batches of equal length only for a model that is not
@@ -175,19 +208,39 @@ class Divergence:
 @dataclass
 class _Scored:
     """One batch as scored: its texts' indices, the model's input ids (masked for a masked LM) and attention
-    mask, and the target ids with the positions scored (both aligned with :meth:`Objective._scored_logits`)."""
+    mask (B, n), the positions whose logits are scored (B, n), and the (M,) ids they predict, in row-major order of
+    those positions (aligned with :meth:`Objective._scored_logits`)."""
 
     idx: np.ndarray
     inputs: torch.Tensor
     real: torch.Tensor
+    at: torch.Tensor
     target: torch.Tensor
-    keep: torch.Tensor
+
+    def counts(self) -> np.ndarray:
+        """(B,) each text's scored positions."""
+        return self.at.sum(1).cpu().numpy()
+
+    def per_text(self, values: torch.Tensor) -> np.ndarray:
+        """(B,) float64: the sums over each text's scored positions of ``values`` (M,)."""
+        rows = self.at.nonzero()[:, 0]
+        return torch.zeros(len(self.idx), dtype=torch.float64, device=values.device).index_add_(
+            0, rows, values.double()).cpu().numpy()
+
+
+def _gathered(output, at: torch.Tensor):
+    """A base model's ``output`` with its final states (B, n, d) replaced by those at ``at`` (1, M, d)."""
+    if isinstance(output, torch.Tensor):
+        return output[at][None]
+    if isinstance(output, tuple):
+        return (output[0][at][None], *output[1:])
+    output[next(iter(output.keys()))] = output[0][at][None]  # a transformers ModelOutput: its first field
+    return output
 
 
 def _nll_sums(logits: torch.Tensor, b: _Scored) -> np.ndarray:
-    """(B,) each row's summed cross-entropy at its scored positions, float64."""
-    nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), b.target, reduction="none")
-    return torch.where(b.keep, nll, 0.0).sum(1).double().cpu().numpy()
+    """(B,) each text's summed cross-entropy at its scored positions, float64, from their logits (M, V) in rows."""
+    return b.per_text(torch.nn.functional.cross_entropy(logits.float(), b.target, reduction="none"))
 
 
 def mask_positions(ids: list[int], special: list[bool], share: float, seed: int) -> np.ndarray:

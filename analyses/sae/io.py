@@ -11,8 +11,11 @@ A folder holds
   ``probes`` block: which model (its name and fingerprint) and layer the SAE reads, and how it was trained;
 * ``checksums.sha256``: the sha256 of the other two files, in ``sha256sum`` format (``sha256sum -c`` checks it).
 
-:func:`load_sae` refuses, each with one line, a folder whose files are missing, edited or truncated (a checksum
-differs), or whose SAE reads another model or another layer than the caller asks for.
+:func:`load_sae` refuses, each with one line (a :class:`probes.errors.ProbeError`), a folder whose files are
+missing, edited or truncated (a checksum differs), whose cfg.json does not match its weights (the keys that say
+what the weights mean, :data:`MEANING`, disagree with the suite's ``probes`` block, or a tensor's name, shape or
+dtype is not the one cfg.json implies, or a weight is NaN or inf), or whose SAE reads another model or another
+layer than the caller asks for (:mod:`analyses.sae.check` is its command line).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from probes.errors import ProbeError
 from probes.io import atomic_write
 
 WEIGHTS, CONFIG, CHECKSUMS = "sae_weights.safetensors", "cfg.json", "checksums.sha256"
+# the sae-lens keys of cfg.json that say what the weights mean: each must equal what the probes block implies
+MEANING = ("architecture", "d_in", "d_sae", "k", "activation_fn_str", "activation_fn_kwargs", "apply_b_dec_to_input",
+           "finetuning_scaling_factor", "normalize_activations", "dtype", "hook_layer")
 
 
 @dataclass(frozen=True)
@@ -77,10 +83,8 @@ def save_sae(sae: SAE, folder: str | Path, record: SaeRecord) -> str:
 
 def load_sae(folder: str | Path, fingerprint: dict | None = None, layer: int | None = None) -> tuple[SAE, SaeRecord]:
     """The SAE saved in ``folder`` and its record; ProbeError (one line) if a file is missing, edited or truncated,
-    or if ``fingerprint`` / ``layer`` are given and the SAE reads another model or layer."""
-    import torch
-    from safetensors.torch import load_file
-
+    if cfg.json does not match the weights, or if ``fingerprint`` / ``layer`` are given and the SAE reads another
+    model or layer."""
     folder = Path(folder)
     for name in (WEIGHTS, CONFIG, CHECKSUMS):
         if not (folder / name).is_file():
@@ -95,21 +99,54 @@ def load_sae(folder: str | Path, fingerprint: dict | None = None, layer: int | N
                              "truncated after it was saved; train the SAE again")
     try:
         cfg = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-        block = dict(cfg["probes"])
+        block = dict(cfg.pop("probes"))
         shape = SaeShape(**block.pop("shape"))
         record = SaeRecord(**block)
-        tensors = load_file(str(folder / WEIGHTS))
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError, OSError) as e:
+        want = SAE(shape).tensor_shapes()
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise ProbeError(f"{folder} is not an SAE saved by this suite ({type(e).__name__}: {e})") from None
+    tensors = read_weights(folder / WEIGHTS)
+    check_matches(folder, cfg, shape, record, tensors, want)
     if fingerprint is not None and record.fingerprint != as_json(fingerprint):
         raise ProbeError(f"the SAE in {folder} reads the states of model {record.model!r} (another fingerprint), "
                          "not of the model asked for")
     if layer is not None and record.layer != layer:
         raise ProbeError(f"the SAE in {folder} reads layer {record.layer}, not layer {layer}")
+    return SAE.from_tensors(shape, tensors), record
+
+
+def read_weights(path: Path) -> dict:
+    """The tensors of a safetensors file; ProbeError (one line) if it cannot be read."""
+    from safetensors.torch import load_file
+
     try:
-        want = SAE(shape).tensor_shapes()
-    except ValueError as e:
-        raise ProbeError(f"{folder} is not an SAE saved by this suite ({e})") from None
-    if {k: tuple(v.shape) for k, v in tensors.items()} != want:
-        raise ProbeError(f"{folder / WEIGHTS} holds tensors of other shapes than its cfg.json says")
-    return SAE.from_tensors(shape, {k: v.to(torch.float32) for k, v in tensors.items()}), record
+        return load_file(str(path))
+    except Exception as e:  # safetensors raises its own SafetensorError on a damaged header or short data
+        raise ProbeError(f"{path} is not a readable safetensors file ({type(e).__name__}: "
+                         f"{' '.join(str(e).split())})") from None
+
+
+def check_matches(folder: Path, cfg: dict, shape: SaeShape, record: SaeRecord, tensors: dict, want: dict) -> None:
+    """ProbeError (one line) where cfg.json's sae-lens keys (:data:`MEANING`) disagree with its probes block, or the
+    weights (names, shapes, float32, finite) are not those cfg.json implies."""
+    import torch
+
+    implied = sae_lens_config(shape, record)
+    for key in MEANING:
+        if as_json(cfg.get(key)) != as_json(implied.get(key)):
+            raise ProbeError(f"{folder / CONFIG} does not match its weights: {key} is {cfg.get(key)!r}, but the "
+                             f"{shape.kind} SAE it describes (d_in {shape.d_in}, d_sae {shape.width}, k {shape.k}, "
+                             f"layer {record.layer}) has {implied.get(key)!r}")
+    if set(tensors) != set(want):
+        raise ProbeError(f"{folder / WEIGHTS} holds tensors {sorted(tensors)}, but cfg.json describes a "
+                         f"{shape.kind} SAE, whose tensors are {sorted(want)}")
+    for name, shape_want in want.items():
+        value = tensors[name]
+        if tuple(value.shape) != shape_want or value.dtype != torch.float32:
+            raise ProbeError(f"{folder / WEIGHTS} does not match its cfg.json: {name} is {tuple(value.shape)} "
+                             f"{value.dtype}, cfg.json (d_in {shape.d_in}, d_sae {shape.width}) implies {shape_want} "
+                             "torch.float32")
+        if not bool(torch.isfinite(value).all()):
+            raise ProbeError(f"{folder / WEIGHTS}: {name} holds NaN or inf")
+        if name == "threshold" and shape.kind == "jumprelu" and not bool((value > 0).all()):
+            raise ProbeError(f"{folder / WEIGHTS}: a JumpReLU threshold is 0 or negative (it is trained as its log)")

@@ -122,7 +122,7 @@ class Result(common.AnalysisResult):
     #                     _adjusted), mev(_baseline, _adjusted) (absent without token types), intra_sentence_*,
     #                     token_mean_ci / sentence_mean_ci / baseline_cosine_ci (bootstrap over sentences),
     #                     n_zero_tokens (kept tokens whose state is a zero vector: left out of every cosine)
-    bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates" of the last layer's means
+    bootstrap: stats.Replicated | None = None  # of the intervals, with the replicates of the last layer's means
 
     @style.drawing
     def plot(self, ax=None, level: str = "token", layer: int | None = None, **kwargs):
@@ -164,19 +164,19 @@ class Result(common.AnalysisResult):
         """The last layer's mean ``level`` ("token" / "sentence") cosine with its bootstrap replicates
         over sentences (the point value alone when the result saved none for the last layer)."""
         point = self.layers[-1][level]["mean"]
-        reps = (self.bootstrap or {}).get("replicates") or {}
+        reps = (self.bootstrap.replicates if self.bootstrap else None) or {}
         if reps.get("layer") != len(self.layers) - 1:
             return stats.Sample(point)
         return stats.Sample.saved(point, reps.get(f"{level}_mean"), self.bootstrap)
 
 
-def cosine_intervals(row: dict, tokens, token_text, sentences, boot: dict) -> dict:
+def cosine_intervals(row: dict, tokens, token_text, sentences, boot: stats.Bootstrap) -> dict:
     """Percentile intervals of the mean token and sentence cosines, resampling sentences as ``boot`` says
     (the token sample's pairs among resampled sentences; see analyses.stats.pairwise_cosine_replicates;
     zero vectors left out), added to ``row`` as token_mean_ci, sentence_mean_ci and baseline_cosine_ci.
     The resamples are drawn in blocks (analyses.stats.blockwise_replicates): the same replicates as from the
     whole (resamples, sentences) weight matrix, which is never held. Returns the replicates."""
-    n = int(boot["n_units"])
+    n = int(boot.n_units)
     token_sums = stats.grouped_unit_sums(tokens, token_text, n)  # (n, d), (n,), (n,)
     sentence_sums = stats.grouped_unit_sums(sentences, np.arange(len(sentences)), n)
 
@@ -184,9 +184,9 @@ def cosine_intervals(row: dict, tokens, token_text, sentences, boot: dict) -> di
         return np.stack([stats.pairwise_cosine_replicates(*token_sums, W),
                          stats.pairwise_cosine_replicates(*sentence_sums, W)], 1)
 
-    reps = stats.blockwise_replicates(both, n, int(boot["resamples"]), int(boot["seed"]))  # (B, 2)
+    reps = stats.blockwise_replicates(both, n, int(boot.resamples), int(boot.seed))  # (B, 2)
     rep = {"token_mean": reps[:, 0], "sentence_mean": reps[:, 1]}
-    tok_ci, sen_ci = (stats.interval(rep[k], boot["level"]).tolist() for k in ("token_mean", "sentence_mean"))
+    tok_ci, sen_ci = (stats.interval(rep[k], boot.level).tolist() for k in ("token_mean", "sentence_mean"))
     row.update(token_mean_ci=tok_ci, sentence_mean_ci=sen_ci, baseline_cosine_ci=tok_ci)
     return rep
 
@@ -268,7 +268,8 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                             "n_zero_tokens of each layer's kept tokens); a statistic left with no pair is null",
         },
         layers=layers,
-        bootstrap={**boot, "replicates": {"layer": L, **{k: stats.rounded(v) for k, v in replicates.items()}}},
+        bootstrap=stats.Replicated(**vars(boot), replicates={"layer": L, **{k: stats.rounded(v)
+                                                                            for k, v in replicates.items()}}),
     )
 
 

@@ -27,9 +27,10 @@ and less coverage: 91.6% on 7 documents of 2,048 tokens, 90.8% on one document o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from analyses.stats import LEVEL, MIN_UNITS, RESAMPLES, SEED, bootstrap_block
+from analyses.stats import LEVEL, MIN_UNITS, RESAMPLES, SEED, Bootstrap, bootstrap_block
 
 RULE = (f"the longest blocks that leave at least {MIN_UNITS} of them (each document cut into runs of that many "
         "consecutive units, the remainder joined to its last run); percentile interval read at the expanded level")
@@ -81,10 +82,11 @@ def expanded_level(level: float, n_units: int) -> float:
 
 
 def bootstrap(unit: str, n_blocks: int, length: int, of: str, resamples: int = RESAMPLES, level: float = LEVEL,
-              seed: int = SEED, units_id: str | None = None) -> dict:
+              seed: int = SEED, units_id: str | None = None, runs: list[int] | None = None) -> Bootstrap:
     """The ``bootstrap`` block of a block bootstrap (:func:`analyses.stats.bootstrap_block` over ``n_blocks``
     blocks) with what the rule chose: ``block_length`` (in ``of``: "tokens", "windows", "held-out blocks"), the
-    ``rule`` in words, and ``interval_level``, the expanded level its intervals are read at."""
-    return {**bootstrap_block(unit, n_blocks, resamples, level, seed, units_id), "method": "percentile, expanded",
-            "interval_level": expanded_level(level, n_blocks), "block_length": int(length), "block_length_of": of,
-            "rule": RULE}
+    ``rule`` in words, ``interval_level``, the expanded level its intervals are read at, and ``runs`` where the
+    blocks are runs of saved units (:func:`runs`)."""
+    return dataclasses.replace(bootstrap_block(unit, n_blocks, resamples, level, seed, units_id),
+                               method="percentile, expanded", interval_level=expanded_level(level, n_blocks),
+                               block_length=int(length), block_length_of=of, rule=RULE, runs=runs)

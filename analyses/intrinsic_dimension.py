@@ -43,6 +43,7 @@ Writes out/results/intrinsic_dimension/<model>.json (+ .csv) and out/figures/int
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -319,7 +320,7 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer 0..L: {"layer", "token": {twonn, twonn_ci, mle, mle_ci, n_points,
     #                     duplicates_removed, dimension[, note]}, "sentence": {...}} (None + note: too few distinct)
-    bootstrap: dict | None = None  # analyses.stats.bootstrap_block of the intervals, method "random halves"
+    bootstrap: stats.Bootstrap | None = None  # of the intervals, method "random halves"
     #                                (resamples: the number of random splits of the sentences)
 
     @style.drawing
@@ -358,14 +359,14 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
         raise ProbeError(f"{acts.n_texts} sentences cannot give --mle-k {cfg.mle_k} nearest neighbours per "
                          "sentence vector; use more sentences or a smaller --mle-k")
     tokens = draw_tokens(acts, cfg.n_tokens, cfg.seed, cfg.keep_special)
-    boot = {**stats.bootstrap_block("sentence", acts.n_texts, cfg.resamples, seed=cfg.seed,
-                                    units_id=stats.units_id(acts.texts)), "method": "random halves"}
+    boot = dataclasses.replace(stats.bootstrap_block("sentence", acts.n_texts, cfg.resamples, seed=cfg.seed,
+                                                     units_id=stats.units_id(acts.texts)), method="random halves")
     layers = []
     for lyr in tqdm_class()(range(acts.n_layers + 1), desc=f"intrinsic dimension {acts.meta['model']['name']}",
                     unit="layer"):
         row = {"layer": lyr}
         for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
-            row[level] = estimate(X, unit_of, cfg, boot["level"], dtype=acts.sentence.dtype)
+            row[level] = estimate(X, unit_of, cfg, boot.level, dtype=acts.sentence.dtype)
         layers.append(row)
     combine = ("1 / mean(1 / m_i) (MacKay-Ghahramani correction)" if cfg.mle_combine == "mackay-ghahramani"
                else "mean of m_i (Levina and Bickel)")

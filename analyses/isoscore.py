@@ -311,7 +311,7 @@ class Result(common.AnalysisResult):
     definitions: dict  # prose only: nothing reads numbers from it
     layers: list[dict]  # per layer 0..L: {"layer", "token": {isoscore, isoscore_ci, isoscore_plugin, n_points,
     #                     n_sentences, dimension, total_variance[, note]}, "sentence": {...}}
-    bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates": the last layer's token and sentence
+    bootstrap: stats.Replicated | None = None  # of the intervals + "replicates": the last layer's token and sentence
     #                                IsoScore per resample (two models on the same sentences pair resample by resample)
 
     @style.drawing
@@ -346,7 +346,7 @@ class Result(common.AnalysisResult):
         """The last layer's IsoScore of ``level`` ("token" / "sentence") vectors with its bootstrap replicates
         over sentences (the point value alone when the result saved none for the last layer)."""
         point = self.layers[-1][level]["isoscore"]
-        reps = (self.bootstrap or {}).get("replicates") or {}
+        reps = (self.bootstrap.replicates if self.bootstrap else None) or {}
         if reps.get("layer") != len(self.layers) - 1:
             return stats.Sample(point)
         return stats.Sample.saved(point, reps.get(level), self.bootstrap)
@@ -376,7 +376,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             last[level] = rep
             n_sentences = len(np.unique(unit_of))
             row[level] = {"isoscore": finite(point),
-                          "isoscore_ci": finite(stats.interval(rep, boot["level"])),
+                          "isoscore_ci": finite(stats.interval(rep, boot.level)),
                           "isoscore_plugin": finite(isoscore(X)), "n_points": len(X), "n_sentences": n_sentences,
                           "dimension": X.shape[1], "total_variance": float(np.var(X, 0).sum())}
             if not np.isfinite(X).all():  # the model's own NaN or inf states (recorded in the activations' meta)
@@ -413,8 +413,8 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                          "their draws (a sentence drawn twice never pairs with its copy)",
         },
         layers=layers,
-        bootstrap={**boot, "replicates": {"layer": acts.n_layers,
-                                          **{k: finite(stats.rounded(v)) for k, v in last.items()}}},
+        bootstrap=stats.Replicated(**vars(boot), replicates={"layer": acts.n_layers,
+                                                             **{k: finite(stats.rounded(v)) for k, v in last.items()}}),
     )
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from analyses import records
+
 
 def jsonable(x: Any, nulls: list | None = None, where: str = "") -> Any:
     """JSON-ready copy of ``x``: floats rounded to 8 decimals (8 significant digits below 1e-3); a
@@ -35,8 +37,8 @@ def jsonable(x: Any, nulls: list | None = None, where: str = "") -> Any:
         # 8 decimals; below 1e-3 8 significant digits instead, so that a small p-value or variance
         # is never written as 0 (a rounding that would change what the number says)
         return round(x, 8) if abs(x) >= 1e-3 else float(f"{x:.8g}")
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return jsonable(dataclasses.asdict(x), nulls, where)
+    if (dataclasses.is_dataclass(x) and not isinstance(x, type)) or isinstance(x, records.Definitions):
+        return jsonable(records.to_json(x), nulls, where)  # a record as its codec writes it
     if isinstance(x, Path):
         return str(x)
     return x

@@ -137,8 +137,8 @@ def k_intervals(ks: np.ndarray, units: str, seed: int = stats.SEED) -> tuple[lis
     """Percentile intervals of the mean k(p) over windows (resampling windows), one [lo, hi]
     per threshold, and the bootstrap block (the per-window k stay in the result for paired use)."""
     boot = stats.bootstrap_block("window", len(ks), seed=seed, units_id=units)
-    rep = stats.mean_replicates(ks, stats.resample_weights(len(ks), boot["resamples"], seed))  # (B, n_p)
-    return stats.interval(rep, boot["level"]).T.tolist(), boot
+    rep = stats.mean_replicates(ks, stats.resample_weights(len(ks), boot.resamples, seed))  # (B, n_p)
+    return stats.interval(rep, boot.level).T.tolist(), boot
 
 
 def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: bool = True) -> dict:
@@ -214,7 +214,7 @@ class Result(common.AnalysisResult):
         for w in self.windows:
             for j, t in enumerate(w["thresholds"] if w["window"] == window else []):
                 if abs(t["threshold"] - threshold) < 1e-9:
-                    if not isinstance(w.get("bootstrap"), dict) or "k" not in w:
+                    if not isinstance(w.get("bootstrap"), (dict, stats.Bootstrap)) or "k" not in w:
                         return stats.Sample(t["mean"])
                     return stats.Sample.of_mean(t["mean"], np.asarray(w["k"], dtype=np.float64)[:, j], w["bootstrap"])
         raise Absent(f"k at n = {window}, p = {threshold}")

@@ -21,6 +21,7 @@ and the across-seed interval into a :class:`Verdict`.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import hashlib
@@ -29,10 +30,12 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from analyses import records
+from analyses.records import omitted
 from analyses.stacklevel import outside_stacklevel
 
 RESAMPLES = 1000  # default number of bootstrap resamples
@@ -143,17 +146,17 @@ def blockwise_replicates(statistic: Callable[[np.ndarray], np.ndarray], n: int, 
 # resamples runs of saved units, ``runs`` in its bootstrap block; the two functions below read them.
 
 
-def interval_level(block: dict) -> float:
+def interval_level(block: Bootstrap | dict) -> float:
     """The level at which a saved ``bootstrap`` block's replicates are read: its ``interval_level`` (a block
     bootstrap's expanded level) or else its ``level``."""
-    return float(block.get("interval_level", block.get("level", LEVEL)))
+    return as_bootstrap(block).read_level
 
 
-def grouped(values, block: dict | None) -> np.ndarray:
+def grouped(values, block: Bootstrap | dict | None) -> np.ndarray:
     """Per-unit values summed over the runs a saved ``bootstrap`` block resamples (its ``runs``: the first unit of
     each run) or, without ``runs``, as they are. (n_runs, ...)"""
     v = np.asarray(values, dtype=np.float64)
-    runs = (block or {}).get("runs")
+    runs = None if block is None else as_bootstrap(block).runs
     return v if runs is None else np.add.reduceat(v, np.asarray(runs, dtype=np.int64), axis=0)
 
 
@@ -278,17 +281,59 @@ def difference_replicates(rep_a, rep_b, paired: bool, seed: int = SEED) -> np.nd
     return a - b
 
 
+@dataclass
+class Bootstrap:
+    """The ``bootstrap`` block a result saves beside its intervals: how its replicates were drawn. Read by
+    attribute; written and read back by the records' codec (:mod:`analyses.records`), the optional keys left out
+    of the file while None. An analysis that saves more beside it (its replicates, per-unit sums) subclasses it."""
+
+    resamples: int
+    level: float
+    unit: str  # what was resampled: sentence, window, block, context, held-out sentence
+    n_units: int
+    seed: int
+    method: str = "percentile"
+    units_id: str | None = omitted()  # the fingerprint of the ordered units (units_id): equal -> paired
+    note: str | None = omitted()  # fewer than MIN_UNITS units: the intervals cover less than their level
+    # a block bootstrap (analyses.blocks.bootstrap)
+    interval_level: float | None = omitted()  # the expanded level its intervals are read at
+    block_length: int | None = omitted()
+    block_length_of: str | None = omitted()  # what a block's length counts: tokens, windows, held-out blocks
+    rule: str | None = omitted()  # the block-length rule in words
+    runs: list[int] | None = omitted()  # the first saved unit of each resampled run (grouped)
+
+    @property
+    def read_level(self) -> float:
+        """The level its replicates are read at: the expanded level of a block bootstrap, else ``level``."""
+        return float(self.level if self.interval_level is None else self.interval_level)
+
+
+@dataclass
+class Replicated(Bootstrap):
+    """A bootstrap block with the replicates a result keeps beside it: per statistic its (B,) or (B, L+1) values,
+    and what they index (e.g. ``layer``). Read by the Result's accessors, which name the statistic."""
+
+    replicates: dict[str, Any] | None = omitted()
+
+
+def as_bootstrap(block: Bootstrap | dict) -> Bootstrap:
+    """A saved bootstrap block as a :class:`Bootstrap` (a mapping read by the records' codec; keys beyond the
+    base's, such as an analysis's replicates, are not the base's business and are left aside)."""
+    if isinstance(block, Bootstrap):
+        return block
+    known = {f.name for f in dataclasses.fields(Bootstrap)}
+    return records.from_json(Bootstrap, {k: v for k, v in block.items() if k in known}, "bootstrap")
+
+
 def bootstrap_block(unit: str, n_units: int, resamples: int = RESAMPLES, level: float = LEVEL,
-                    seed: int = SEED, units_id: str | None = None) -> dict:
+                    seed: int = SEED, units_id: str | None = None) -> Bootstrap:
     """The ``bootstrap`` block a result saves beside its intervals. With fewer than :data:`MIN_UNITS` units it
     says (``note``) and warns that the intervals cover less than their level (claims then read none of them)."""
-    block = {"resamples": int(resamples), "level": float(level), "unit": unit, "n_units": int(n_units),
-             "seed": int(seed), "method": "percentile"}
-    if units_id is not None:
-        block["units_id"] = units_id
+    block = Bootstrap(resamples=int(resamples), level=float(level), unit=unit, n_units=int(n_units), seed=int(seed),
+                      units_id=units_id)
     if n_units < MIN_UNITS:
-        block["note"] = (f"{n_units} {unit}s: an interval over fewer than {MIN_UNITS} covers less than its "
-                         f"nominal {level:.0%} (about 60% at 2 units); read it as a rough range")
+        block.note = (f"{n_units} {unit}s: an interval over fewer than {MIN_UNITS} covers less than its "
+                      f"nominal {level:.0%} (about 60% at 2 units); read it as a rough range")
         warnings.warn(f"bootstrap intervals over {n_units} {unit}s (fewer than {MIN_UNITS}) cover less than "
                       f"{level:.0%}: recorded in the result's bootstrap note", stacklevel=outside_stacklevel())
     return block
@@ -314,11 +359,12 @@ def rounded(x, digits: int = 6) -> list:
 # ----------------------------------------------------------------------------- what a claim compares
 
 
-def pairing(block: dict | None) -> tuple | None:
+def pairing(block: Bootstrap | dict | None) -> tuple | None:
     """The pairing key of a saved bootstrap block, (units_id, seed, resamples); None when it names no units."""
-    if not isinstance(block, dict) or not block.get("units_id"):
+    if not isinstance(block, (Bootstrap, dict)):
         return None
-    return block["units_id"], block.get("seed"), block.get("resamples")
+    b = as_bootstrap(block)
+    return None if not b.units_id else (b.units_id, b.seed, b.resamples)
 
 
 @dataclass(frozen=True, eq=False)
@@ -334,30 +380,29 @@ class Sample:
     level: float = LEVEL  # the level its percentile interval is read at (a block bootstrap: the expanded level)
 
     @classmethod
-    def saved(cls, point, replicates, block: dict | None) -> Sample:
+    def saved(cls, point, replicates, block: Bootstrap | dict | None) -> Sample:
         """The point and the replicates a result saved beside its ``bootstrap`` block."""
-        if replicates is None or not isinstance(block, dict):
+        if replicates is None or not isinstance(block, (Bootstrap, dict)):
             return cls(point)
-        return cls(point, np.asarray(replicates, dtype=np.float64), int(block["n_units"]), str(block.get("unit", "")),
-                   pairing(block), interval_level(block))
+        b = as_bootstrap(block)
+        return cls(point, np.asarray(replicates, dtype=np.float64), int(b.n_units), b.unit, pairing(b), b.read_level)
 
     @classmethod
-    def of_mean(cls, point, values, block: dict) -> Sample:
+    def of_mean(cls, point, values, block: Bootstrap | dict) -> Sample:
         """The mean of per-unit ``values`` resampled as ``block`` says (the weights the analysis drew)."""
-        v = np.asarray(values, dtype=np.float64)
-        W = resample_weights(len(v), int(block["resamples"]), int(block["seed"]))
-        return cls(point, mean_replicates(v, W), len(v), str(block.get("unit", "")), pairing(block),
-                   interval_level(block))
+        b, v = as_bootstrap(block), np.asarray(values, dtype=np.float64)
+        W = resample_weights(len(v), int(b.resamples), int(b.seed))
+        return cls(point, mean_replicates(v, W), len(v), b.unit, pairing(b), b.read_level)
 
     @classmethod
-    def of_ratio(cls, point, numerators, denominators, block: dict, transform=None) -> Sample:
+    def of_ratio(cls, point, numerators, denominators, block: Bootstrap | dict, transform=None) -> Sample:
         """sum(num) / sum(den) over units resampled as ``block`` says (in its ``runs`` where it has them:
         :func:`grouped`), then ``transform`` (e.g. np.exp)."""
-        num, den = grouped(numerators, block), grouped(denominators, block)
-        W = resample_weights(len(num), int(block["resamples"]), int(block["seed"]))
+        b = as_bootstrap(block)
+        num, den = grouped(numerators, b), grouped(denominators, b)
+        W = resample_weights(len(num), int(b.resamples), int(b.seed))
         rep = ratio_replicates(num, den, W)
-        return cls(point, rep if transform is None else transform(rep), len(num), str(block.get("unit", "")),
-                   pairing(block), interval_level(block))
+        return cls(point, rep if transform is None else transform(rep), len(num), b.unit, pairing(b), b.read_level)
 
     def interval(self) -> list[float] | None:
         """Its percentile interval; None without replicates or when :func:`interval` finds none."""

@@ -113,25 +113,25 @@ def _summary(values: np.ndarray) -> dict:
 
 
 def transition_intervals(layers: list[dict], per_text: dict, used: np.ndarray, n_texts: int, seed: int,
-                         units: str) -> dict:
+                         units: str) -> stats.Replicated:
     """Percentile intervals of every layer's mean distance and cosine, resampling texts (one
     weight matrix over all texts, so token and sentence levels, and two models on the same texts, see
     the same resamples). ``per_text``: level -> (distances, cosines), each (L, texts); the token level
     covers the texts ``used``. Adds {level}_{quantity}_mean_ci to each row of ``layers``; returns the
     bootstrap block with the token distance replicates (B, L)."""
     boot = stats.bootstrap_block("sentence", n_texts, seed=seed, units_id=units)
-    W = stats.resample_weights(n_texts, boot["resamples"], seed)
+    W = stats.resample_weights(n_texts, boot.resamples, seed)
     token_distance = None
     for level, values in per_text.items():
         w = W[:, used] if level == "token" else W
         for q, v in zip(("distance", "cosine"), values):
             rep = stats.mean_replicates(np.asarray(v).T, w)  # (B, L)
-            ci = stats.interval(rep, boot["level"])  # (2, L)
+            ci = stats.interval(rep, boot.level)  # (2, L)
             for lyr, row in enumerate(layers):
                 row[f"{level}_{q}_mean_ci"] = ci[:, lyr].tolist()
             if level == "token" and q == "distance":
                 token_distance = rep
-    return {**boot, "replicates": {"token_distance_mean": stats.rounded(token_distance)}}
+    return stats.Replicated(**vars(boot), replicates={"token_distance_mean": stats.rounded(token_distance)})
 
 
 @dataclass(repr=False)
@@ -143,7 +143,7 @@ class Result(common.AnalysisResult):
     layers: list[dict]  # per layer l = 1..L: {"layer", "token": {distance_mean, distance_std, cosine_mean,
     #                     cosine_std}, "sentence": {the same}}, and {level}_{distance,cosine}_mean_ci (bootstrap
     #                     over texts)
-    bootstrap: dict | None = None  # analyses.stats.bootstrap_block + "replicates": token_distance_mean (B, L)
+    bootstrap: stats.Replicated | None = None  # of the intervals + "replicates": token_distance_mean (B, L)
 
     @style.drawing
     def plot(self, ax=None, level: str = "token", quantity: str = "distance", **kwargs):
@@ -174,7 +174,7 @@ class Result(common.AnalysisResult):
         bootstrap replicates over sentences (the point value alone when the result saved none)."""
         middle = lambda v: v[..., 1:-1].mean(-1) if v.shape[-1] >= 3 else v.mean(-1)  # noqa: E731
         point = middle(np.array([row["token"]["distance_mean"] for row in self.layers], dtype=np.float64))
-        reps = ((self.bootstrap or {}).get("replicates") or {}).get("token_distance_mean")
+        reps = ((self.bootstrap.replicates if self.bootstrap else None) or {}).get("token_distance_mean")
         return stats.Sample.saved(float(point), None if reps is None else middle(np.asarray(reps, dtype=np.float64)),
                                   self.bootstrap)
 

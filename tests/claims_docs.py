@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from analyses import stats
+from analyses import records, stats
 
 ENCODER = {"num_layers": 4, "hidden_size": 256, "kind": "encoder"}
 CORPUS = {"name": "default", "sha256": "d3544bab" * 8, "unit": "sentence", "n_sampled": 100,
@@ -39,7 +39,7 @@ def redundancy(name: str, family: str, k, units="same", **ident) -> dict:
     """A redundancy result at n = 100 with per-window k (thresholds 0.9 and 0.98: k and k + 20)."""
     k = np.asarray(k, dtype=float)
     ks = np.stack([k, k + 20], 1)
-    block = stats.bootstrap_block("window", len(k), units_id=stats.units_id([units, len(k)]))
+    block = records.to_json(stats.bootstrap_block("window", len(k), units_id=stats.units_id([units, len(k)])))
     return {**identity(name, family, **ident), "layer": -1, "thresholds": [0.9, 0.98], "definitions": {},
             "windows": [{"window": 100, "n_windows": len(k), "k": ks.tolist(), "bootstrap": block,
                          "thresholds": [{"threshold": p, "mean": float(c.mean())} for p, c in zip((0.9, 0.98), ks.T)]}]}
@@ -49,7 +49,7 @@ def anisotropy(name: str, family: str, token: float, sentence: float, n_units: i
                seed: int = 0, **ident) -> dict:
     """An anisotropy result whose last layer's mean cosines have bootstrap replicates around the given values."""
     rng = np.random.default_rng(seed)
-    block = stats.bootstrap_block("sentence", n_units, units_id=stats.units_id(range(n_units)))
+    block = records.to_json(stats.bootstrap_block("sentence", n_units, units_id=stats.units_id(range(n_units))))
     reps = {"layer": 1, "token_mean": (token + rng.normal(0, spread, 1000)).tolist(),
             "sentence_mean": (sentence + rng.normal(0, spread, 1000)).tolist()}
     ident.setdefault("corpus", {"n_sampled": n_units})
@@ -63,7 +63,7 @@ def isoscore(name: str, family: str, token: float, sentence: float, n_units: int
              seed: int = 0, **ident) -> dict:
     """An isoscore result whose last layer's IsoScores have bootstrap replicates around the given values."""
     rng = np.random.default_rng(seed)
-    block = stats.bootstrap_block("sentence", n_units, units_id=stats.units_id(range(n_units)))
+    block = records.to_json(stats.bootstrap_block("sentence", n_units, units_id=stats.units_id(range(n_units))))
     reps = {"layer": 1, "token": (token + rng.normal(0, spread, 1000)).tolist(),
             "sentence": (sentence + rng.normal(0, spread, 1000)).tolist()}
     ident.setdefault("corpus", {"n_sampled": n_units})
@@ -78,7 +78,7 @@ def perplexity(name: str, recurrent: bool, nll_per_token: dict, tokens: np.ndarr
     """A perplexity result: rows per (T, o) and the per-block NLL sums the bootstrap resamples (``blocks``
     False: per-document sums, as results written before blocks existed keep them)."""
     unit = "block" if blocks else "document"
-    block = stats.bootstrap_block(unit, len(tokens), units_id=stats.units_id(range(len(tokens))))
+    block = records.to_json(stats.bootstrap_block(unit, len(tokens), units_id=stats.units_id(range(len(tokens)))))
     rows, documents = [], {}
     for o, per_doc in nll_per_token.items():
         nll = per_doc * tokens
@@ -105,7 +105,7 @@ def topics(a: str, b: str, jsd_a, jsd_b, rec_is_a: bool = True) -> dict:
     statistics = {"n_contexts": len(jsd_a), "mean_jsd_a": float(jsd_a.mean()), "mean_jsd_b": float(jsd_b.mean()),
                   "mean_jsd_reference": 0.3, "share_a_less": less / len(jsd_a), "n_ties": 0, "sign_test_p": 0.5,
                   "sign_test_p_a_less": 0.25, "wilcoxon_p": 0.4, "wilcoxon_p_a_less": 0.2,
-                  "bootstrap": stats.bootstrap_block("context", len(jsd_a))}
+                  "bootstrap": records.to_json(stats.bootstrap_block("context", len(jsd_a)))}
     fam = ("recurrent", "hf") if rec_is_a else ("hf", "recurrent")
     return {"model_name": f"{a}-vs-{b}", "config": {"corpus": "default", "seed": 0},
             "corpus": {"sha256": "bb" * 32}, "model_a": {"name": a, "family": fam[0], "window": 128},
@@ -123,7 +123,7 @@ def mlm_loss(name: str, fusion: str, loss_per_token: np.ndarray, seed: int = 0, 
               "corpus": "data/train-corpus", "split": "train", "tokenizer": "t", "seq_len": 320, "steps": steps,
               "batch_size": 32, "lr": 0.001, "warmup": 30, "weight_decay": 0.01, "mask_prob": 0.15, "dropout": 0.0,
               "eval_blocks": len(counts), "seed": seed}
-    boot = stats.bootstrap_block("block", len(counts), units_id=stats.units_id(counts.tolist()))
+    boot = records.to_json(stats.bootstrap_block("block", len(counts), units_id=stats.units_id(counts.tolist())))
     loss = float(sums.sum() / counts.sum())
     per_block = {"loss_sum": sums.tolist(), "masked_tokens": counts.tolist()}
     return {"model_name": name, "config": {"model": [name], "seed": 0},

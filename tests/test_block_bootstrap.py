@@ -71,7 +71,7 @@ def coverage(lengths, length: int | None = None, expanded: bool = True, reps: in
     length = length or blocks.block_length(lengths)
     S, T = block_sums(lengths, length, reps, rng)
     boot = blocks.bootstrap("block", len(T), length, "tokens") if expanded else stats.bootstrap_block("block", len(T))
-    W = stats.resample_weights(len(T), boot["resamples"], boot["seed"])
+    W = stats.resample_weights(len(T), boot.resamples, boot.seed)
     rep = (W @ S) / (W @ T)[:, None]  # (B, reps): ratio_replicates of every replicate at once
     assert np.allclose(rep[:, 0], stats.ratio_replicates(S[:, 0], T, W))
     lo, hi = stats.interval(rep, stats.interval_level(boot))

@@ -4,6 +4,7 @@ with another corpus, sample or settings, or on too few units, are not testable, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import claims_docs as docs
@@ -102,7 +103,8 @@ def test_paired_units_give_a_paired_interval():
     sa, sb = stats.Sample.of_mean(a.mean(), a, block), stats.Sample.of_mean(b.mean(), b, block)
     paired = stats.difference(sa, sb)
     assert paired.paired and paired.interval()[0] > 0
-    unpaired = stats.difference(sa, stats.Sample.of_mean(b.mean(), b, dict(block, units_id="sha256:other")))
+    unpaired = stats.difference(sa, stats.Sample.of_mean(b.mean(), b,
+                                                            dataclasses.replace(block, units_id="sha256:other")))
     assert not unpaired.paired and unpaired.interval()[0] < 0 < unpaired.interval()[1]
 
 

@@ -234,14 +234,14 @@ def test_intervals_resample_runs_of_consecutive_windows(gpt2):
     cfg = lens_analysis.Config(window=4, tuned=False, resamples=200)
     r = lens_analysis.compute(cfg, lm=gpt2, documents=caller_documents(gpt2, texts))
     b = r.bootstrap
-    counts = np.asarray(b["units"]["tokens"])
-    run = b["block_length"]
-    assert b["block_length_of"] == "windows" and run > 1 and b["n_units"] == len(b["runs"]) >= 20
-    assert b["runs"][0] == 0 and np.all(np.diff(b["runs"]) >= run)  # whole runs of windows, one document each
-    W = stats.resample_weights(b["n_units"], b["resamples"], b["seed"])
-    sums = np.asarray(b["units"]["logit"]["ce"])
+    counts = np.asarray(b.units["tokens"])
+    run = b.block_length
+    assert b.block_length_of == "windows" and run > 1 and b.n_units == len(b.runs) >= 20
+    assert b.runs[0] == 0 and np.all(np.diff(b.runs) >= run)  # whole runs of windows, one document each
+    W = stats.resample_weights(b.n_units, b.resamples, b.seed)
+    sums = np.asarray(b.units["logit"]["ce"])
     rep = lens_analysis.ratio_replicates(stats.grouped(sums, b), stats.grouped(counts, b), W)
-    want = stats.interval(rep, blocks.expanded_level(0.95, b["n_units"]))
+    want = stats.interval(rep, blocks.expanded_level(0.95, b.n_units))
     got = np.array([row["logit"]["ce_ci"] for row in r.layers]).T
     assert got == pytest.approx(want, rel=1e-4)  # the saved sums are rounded to 6 digits
     assert lens_analysis.paired_difference(r, r, "logit")[1] == pytest.approx(np.zeros((2, len(r.layers))))

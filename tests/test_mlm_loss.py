@@ -46,9 +46,9 @@ def test_the_loss_per_masked_token_and_its_interval_over_blocks(tmp_path, monkey
     sums, counts = np.array(r.blocks["loss_sum"]), np.array(r.blocks["masked_tokens"])
     assert r.loss == pytest.approx(sums.sum() / counts.sum()) and r.loss_source == "held-out blocks"
     # a block bootstrap over runs of 10 consecutive held-out blocks: the longest runs that leave 20 (analyses.blocks)
-    assert r.loss_ci[0] < r.loss < r.loss_ci[1] and r.bootstrap["n_units"] == 20
-    assert r.bootstrap["block_length"] == 10 and r.bootstrap["runs"] == list(range(0, 200, 10))
-    assert r.bootstrap["interval_level"] > r.bootstrap["level"] == 0.95  # read at the expanded level
+    assert r.loss_ci[0] < r.loss < r.loss_ci[1] and r.bootstrap.n_units == 20
+    assert r.bootstrap.block_length == 10 and r.bootstrap.runs == list(range(0, 200, 10))
+    assert r.bootstrap.interval_level > r.bootstrap.level == 0.95  # read at the expanded level
     s = r.heldout_loss()
     assert s.interval() == pytest.approx(r.loss_ci) and s.n_units == 20 and s.unit == "block"
     assert s.pairing == (stats.units_id(counts.tolist()), 0, stats.RESAMPLES)  # equal counts: the same blocks

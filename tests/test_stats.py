@@ -1,6 +1,8 @@
 """analyses.stats: seeded bootstrap intervals over units, paired differences, the interval over seeds and the
 verdict rule."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -48,7 +50,8 @@ def test_paired_interval_is_narrower_when_units_are_correlated():
     block = stats.bootstrap_block("sentence", 200, units_id="sha256:same")
     sa, sb = stats.Sample.of_mean(a.mean(), a, block), stats.Sample.of_mean(b.mean(), b, block)
     paired = stats.difference(sa, sb)
-    unpaired = stats.difference(sa, stats.Sample.of_mean(b.mean(), b, dict(block, units_id="sha256:other")))
+    unpaired = stats.difference(sa, stats.Sample.of_mean(b.mean(), b,
+                                                            dataclasses.replace(block, units_id="sha256:other")))
     assert paired.paired and not unpaired.paired and paired.point == pytest.approx(unpaired.point)
     width = lambda d: d.interval()[1] - d.interval()[0]  # noqa: E731
     assert width(paired) < 0.3 * width(unpaired)
@@ -176,7 +179,7 @@ def test_a_bootstrap_over_fewer_than_min_units_says_its_interval_is_rough():
 
     with pytest.warns(UserWarning, match="over 2 sentences .* cover less than 95%"):
         block = stats.bootstrap_block("sentence", 2)
-    assert "about 60% at 2 units" in block["note"]
+    assert "about 60% at 2 units" in block.note
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert "note" not in stats.bootstrap_block("sentence", stats.MIN_UNITS)
+        assert stats.bootstrap_block("sentence", stats.MIN_UNITS).note is None

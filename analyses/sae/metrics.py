@@ -31,6 +31,7 @@ import torch
 
 from analyses import stats
 from analyses.sae.model import SAE
+from analyses.sae.stream import TokenSource
 
 DENSE = 0.1  # a latent firing on more than this share of tokens is dense
 STATISTICS = ("l0", "mse", "explained_variance", "explained_variance_legacy", "cosine", "l2_ratio",
@@ -69,20 +70,39 @@ class HeldOutSums:
     fires: np.ndarray  # (n, m) tokens where each latent fires
 
 
+def as_source(X: np.ndarray | TokenSource) -> TokenSource:
+    """``X`` (n, d) as a :class:`TokenSource` (a source is returned as it is)."""
+    if isinstance(X, TokenSource):
+        return X
+    X = np.asarray(X)
+    return TokenSource(n=len(X), d=int(X.shape[1]), read=lambda start, stop: X[start:stop])
+
+
+def streamed_mean(source: TokenSource, block: int) -> np.ndarray:
+    """(d,) float64 mean of the source's tokens, read ``block`` at a time."""
+    total = np.zeros(source.d)
+    for s in range(0, source.n, block):
+        total += np.asarray(source.read(s, min(s + block, source.n)), np.float64).sum(0)
+    return total / max(source.n, 1)
+
+
 @torch.no_grad()
-def held_out_sums(sae: SAE, X: np.ndarray, unit_of: np.ndarray, n_units: int, block: int = 4096) -> HeldOutSums:
-    """The per-sentence sums of the SAE on the held-out states ``X`` (n_tokens, d), ``unit_of`` (n_tokens,) the
+def held_out_sums(sae: SAE, X: np.ndarray | TokenSource, unit_of: np.ndarray, n_units: int,
+                  block: int = 4096) -> HeldOutSums:
+    """The per-sentence sums of the SAE on the held-out states ``X`` (n_tokens, d), or streamed from a
+    :class:`analyses.sae.stream.TokenSource` (two passes of ``block`` tokens at a time: the mean x_bar of the
+    legacy ratio, then the sums; memory does not grow with the number of tokens), ``unit_of`` (n_tokens,) the
     sentence (0..n_units-1) of each token."""
-    X = np.asarray(X, dtype=np.float32)
+    source = as_source(X)
     unit_of = np.asarray(unit_of, dtype=np.int64)
-    d, m = X.shape[1], sae.shape.width
-    x_bar = X.astype(np.float64).mean(0)
+    d, m = source.d, sae.shape.width
+    x_bar = streamed_mean(source, block)
     zeros = {name: np.zeros(n_units) for name in ("sq_error", "sq_norm", "l0", "cosine", "l2_ratio", "hat_sq", "dot",
                                                    "legacy")}
     out = HeldOutSums(tokens=np.bincount(unit_of, minlength=n_units).astype(np.float64), x_sum=np.zeros((n_units, d)),
                       fires=np.zeros((n_units, m)), **zeros)
-    for s in range(0, len(X), block):
-        x = torch.from_numpy(X[s:s + block])
+    for s in range(0, source.n, block):
+        x = torch.from_numpy(np.ascontiguousarray(source.read(s, min(s + block, source.n)), dtype=np.float32))
         u = unit_of[s:s + block]
         x_hat, z = sae(x)
         x64, h64 = x.double(), x_hat.double()

@@ -159,10 +159,11 @@ def _train(batches: Callable[[torch.Generator], Iterable[torch.Tensor]], scale: 
     opt = torch.optim.Adam(sae.parameters(), lr=s.lr, betas=(0.9, 0.999))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, s.steps, s.warmup, s.decay))
     since_fired = torch.zeros(shape.width, dtype=torch.long, device=device)  # tokens since each latent fired
-    losses = []
+    tail_from = s.steps - max(1, s.steps // 10)  # final_loss: the mean over the steps from here on
+    tail_sum, first_loss = torch.zeros((), device=device), torch.zeros((), device=device)
     threshold_started = False
     stream = iter(batches(gen))  # drawn from gen after the initial weights, as before streaming existed
-    for _ in tqdm_class()(range(s.steps), desc=desc, unit="step", leave=False):
+    for i in tqdm_class()(range(s.steps), desc=desc, unit="step", leave=False):
         x = next(stream) * scale
         pre = sae.pre_acts(x)
         if shape.kind == "batchtopk":
@@ -190,8 +191,10 @@ def _train(batches: Callable[[torch.Generator], Iterable[torch.Tensor]], scale: 
             since_fired = torch.where(fired, torch.zeros_like(since_fired), since_fired + len(x))
             if shape.kind == "batchtopk":
                 threshold_started = update_threshold(sae.running_threshold, z, s.threshold_rate, threshold_started)
-        losses.append(loss.detach())  # no device sync per step
+            if i == 0:  # kept on the device: no sync per step, and memory does not grow with the steps
+                first_loss = loss.detach()
+            if i >= tail_from:
+                tail_sum += loss.detach()
     sae.fold_scale(scale)
-    tail = losses[-max(1, len(losses) // 10):]
     return Trained(sae=sae.to("cpu").eval(), scale=scale, dead_at_end=int((since_fired >= s.dead_window).sum()),
-                   final_loss=float(torch.stack(tail).mean()), first_loss=float(losses[0]))
+                   final_loss=float(tail_sum) / (s.steps - tail_from), first_loss=float(first_loss))

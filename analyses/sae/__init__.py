@@ -47,6 +47,9 @@ import numpy as np
 from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
+from analyses.sae import figures
+from analyses.sae.figures import layer_line, log10_histogram
+from analyses.sae.glossary import Definition, definitions
 from analyses.sae.inputs import SaeInputs
 from analyses.sae.io import SaeRecord, save_sae
 from analyses.sae.metrics import STATISTICS, Estimate, estimates, held_out_sums, mcc
@@ -135,6 +138,9 @@ class SaeRow:
     loss_recovered_ci: list[float] | None = None
     kl: float | None = None
     kl_ci: list[float] | None = None
+    # latents per log10 firing-density bin (analyses.sae.figures.DENSITY_EDGES) over the held-out tokens, dead
+    # latents (``dead``) not among them (None: a result of before the histogram)
+    density_log10_counts: list[int] | None = None
 
 
 SPLICED = ("loss_spliced", "loss_recovered", "kl")  # the spliced statistics with intervals
@@ -159,14 +165,7 @@ class Agreement:
     layer: int
     seeds: int
     mcc: float | None
-
-
-@dataclass
-class Definition:
-    """What one term of the result means (prose only: nothing reads numbers from it)."""
-
-    term: str
-    meaning: str
+    pairs: list[float] | None = None  # each pair of seeds' MCC, in itertools.combinations order
 
 
 @dataclass
@@ -228,17 +227,6 @@ class Result(common.AnalysisResult):
     def headline_numbers(self) -> dict[str, stats.Sample]:
         last = self.first_seed()[-1]
         return {f"SAE explained variance, layer {last.layer}": stats.Sample(last.explained_variance)}
-
-
-def layer_line(ax, drawn: style.Drawn, key: str) -> None:
-    """``key`` of the first seed's SAE against layer, with its interval band."""
-    rows = drawn.result.first_seed()
-    x = np.array([r.layer for r in rows])
-    ax.plot(x, common.as_floats(getattr(r, key) for r in rows), **drawn.line(marker="o", ms=3))
-    ci = np.array([getattr(r, f"{key}_ci") or (np.nan, np.nan) for r in rows], dtype=float)
-    if drawn.band:
-        ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.2, lw=0, **drawn.quiet)
-    ax.set_xlabel("layer l (0 = embeddings)")
 
 
 # ----------------------------------------------------------------------------- compute
@@ -325,8 +313,9 @@ def compute(cfg: Config | None = None, *, acts: Activations, objective=None,
             else:
                 assert X is not None
                 trained = train_sae(X, shape, settings, desc=desc, device=device)
-            est = estimates(held_out_sums(trained.sae, X_held, unit_of, len(held_texts)), cfg.resamples, cfg.seed,
-                            boot.level)
+            sums = held_out_sums(trained.sae, X_held, unit_of, len(held_texts))
+            est = estimates(sums, cfg.resamples, cfg.seed, boot.level)
+            hist, _ = log10_histogram(sums.fires.sum(0) / max(sums.tokens.sum(), 1.0))
             if cfg.save:
                 record = SaeRecord(model=name, fingerprint=identity.model.get("fingerprint", {}), layer=layer,
                                    seed=seed, scale=trained.scale, steps=cfg.steps,
@@ -338,11 +327,12 @@ def compute(cfg: Config | None = None, *, acts: Activations, objective=None,
             rows.append(SaeRow(layer=layer, seed=seed, kind=cfg.kind, width=width, k=shape.k, d=d,
                                n_train_tokens=len(train_rows), n_held_out_tokens=len(held_rows), scale=trained.scale,
                                final_loss=trained.final_loss, dead_in_training=trained.dead_at_end,
-                               weights_sha256=sha, **flat(est),
+                               weights_sha256=sha, **flat(est), density_log10_counts=hist,
                                **(splicer.row(layer, trained.sae) if splicer is not None else {})))
             decoders.append(trained.sae.W_dec.detach().numpy().copy())
         pairs = [mcc(a, b) for a, b in itertools.combinations(decoders, 2)]
-        agreement.append(Agreement(layer=layer, seeds=cfg.seeds, mcc=float(np.mean(pairs)) if pairs else None))
+        agreement.append(Agreement(layer=layer, seeds=cfg.seeds, mcc=float(np.mean(pairs)) if pairs else None,
+                                   pairs=pairs or None))
     return Result(identity=identity, definitions=definitions(cfg), saes=rows,
                   agreement=agreement, bootstrap=boot,
                   splice=splicer.block() if splicer is not None else Splice(
@@ -382,43 +372,6 @@ def flat(est: dict[str, Estimate]) -> dict:
     return out
 
 
-def definitions(cfg: Config) -> list[Definition]:
-    """The result's glossary: each term and what it means with these settings."""
-    return [Definition(term, meaning) for term, meaning in {
-        "layers": "0 = embedding output, l = output of layer l",
-        "sae": "z = act(W_enc (x - b_dec) + b_enc), x_hat = W_dec z + b_dec, unit-norm decoder rows; "
-               + {"topk": f"topk: ReLU of the {cfg.k} largest pre-activations",
-                  "batchtopk": f"batchtopk: the {cfg.k} B largest ReLU pre-activations of a batch of B tokens in "
-                               "training; at inference z_i = pre_i H(pre_i - theta), theta the running mean of "
-                               "the smallest kept activation",
-                  "relu": f"relu with L1 coefficient {cfg.l1:g}",
-                  "jumprelu": f"jumprelu z_i = pre_i H(pre_i - theta_i), learned theta_i, L0 coefficient "
-                              f"{cfg.l0_coef:g}, straight-through estimator with a rectangle kernel of bandwidth "
-                              "0.05"}[cfg.kind],
-        "training": "states scaled to E||x|| = sqrt(d) (folded back at save), Adam, linear warm-up (5% of steps) "
-                    "and decay (last 20%), b_dec initialised at the training mean"
-                    + (", AuxK (1/32) on latents dead over --dead-window tokens"
-                       if cfg.kind in ("topk", "batchtopk") else "")
-                    + (f", streamed through a shuffling buffer of {cfg.buffer_tokens} tokens"
-                       if cfg.buffer_tokens else ""),
-        "explained_variance": "1 - E||x - x_hat||^2 / (E||x||^2 - ||E x||^2) over held-out tokens (the share of "
-                              "the total variance, not of the uncentred second moment)",
-        "explained_variance_legacy": "E[1 - ||x - x_hat||^2 / ||x - x_bar||^2], per-token ratio (for comparison)",
-        "mse": "E||x - x_hat||^2 / d", "l0": "E||z||_0", "cosine": "E cos(x, x_hat)", "l2_ratio": "E||x_hat|| / ||x||",
-        "shrinkage": "relative reconstruction bias E||x_hat||^2 / E[x . x_hat] (1: unbiased, < 1: shrinkage)",
-        "density": "mean over latents of the share of held-out tokens where it fires",
-        "dead": "latents firing on no held-out token", "dense": "latents firing on more than 10% of held-out tokens",
-        "mcc": "mean over pairs of seeds of the mean |cos| of their decoder rows matched by the Hungarian algorithm",
-        "split": f"{cfg.held_out:g} of the sentences held out (seed {cfg.seed}); special tokens "
-                 + ("kept" if cfg.keep_special else "excluded"),
-        "intervals": "percentile bootstrap over held-out sentences",
-        "loss_recovered": "(L_zero - L_spliced) / (L_zero - L_clean): the model's own loss per scored token on the "
-                          "held-out sentences clean, with the layer's states replaced by the SAE's reconstruction, "
-                          "and with them set to 0 (1: the reconstruction costs nothing, 0: as much as deleting them)",
-        "kl": "mean over scored positions of KL(clean || spliced) of the predicted distributions (nats)",
-    }.items()]
-
-
 def table_rows(result: Result | dict) -> list[dict]:
     """One row per SAE (layer, seed): its statistics with their interval ends, and its seeds' MCC."""
     res = Result.from_json(result)
@@ -447,6 +400,27 @@ def plot(results: list[Result], fig=None):
     return fig
 
 
+def plot_frontier_of(results: list[Result], fig=None):
+    """The frontier figure (:func:`analyses.sae.figures.plot_frontier`) of ``results``."""
+    return figures.plot_frontier(figures.frontier([Result.from_json(r) for r in results]), fig)
+
+
+def _one_panel(draw, data, fig):
+    fig = style.new_figure(fig, (4.6, 3.0))
+    draw(data, ax=fig.subplots())
+    return fig
+
+
+def plot_densities_of(results: list[Result], fig=None):
+    """The firing-density histograms (:func:`analyses.sae.figures.plot_densities`) of ``results``."""
+    return _one_panel(figures.plot_densities, figures.densities([Result.from_json(r) for r in results]), fig)
+
+
+def plot_mcc_of(results: list[Result], fig=None):
+    """MCC by layer (:func:`analyses.sae.figures.plot_mcc`) of ``results``."""
+    return _one_panel(figures.plot_mcc, figures.mcc_by_layer([Result.from_json(r) for r in results]), fig)
+
+
 def check_config(cfg: Config) -> None:
     """Before any work: k cannot exceed a width given explicitly; a buffer holds two minibatches at least."""
     if cfg.kind in ("topk", "batchtopk") and cfg.width and cfg.k > cfg.width:
@@ -463,7 +437,17 @@ ANALYSIS = Analysis(
     figures=(Figure("sae", plot, "Sparse autoencoders on each chosen layer's token states: the share of the held-out "
                     "states' variance the SAE reconstructs (left) and the latents firing per token, L0 (right), "
                     "one line per model, band: 95% bootstrap interval over held-out sentences. At equal L0, a "
-                    "higher explained variance means the layer is closer to a sparse sum of directions."),),
+                    "higher explained variance means the layer is closer to a sparse sum of directions."),
+             Figure("sae-frontier", plot_frontier_of, "The SAE frontier: explained variance (left) and loss recovered "
+                    "with the SAE spliced in (right) against L0, a line per model and layer through its SAEs, error "
+                    "bars: 95% bootstrap intervals over held-out sentences. Up and to the left is better."),
+             Figure("sae-density", plot_densities_of, "Latents by log10 firing density on the held-out tokens, a "
+                    "step line per SAE (first seed); the label counts the dead latents, which have no log.",
+                    select=lambda results: [r for r in results if figures.densities([Result.from_json(r)])]),
+             Figure("sae-mcc", plot_mcc_of, "Mean correlation coefficient of the seeds' decoders by layer (Hungarian "
+                    "matching of |cos|), band: t interval over pairs of seeds, dots: each pair. Near 1: the layer's "
+                    "dictionary is reproducible across seeds.",
+                    select=lambda results: [r for r in results if figures.mcc_by_layer([Result.from_json(r)])])),
     example=("--model", "tiny-bert", "--n-sentences", "24", "--layers", "1", "--layers", "-1", "--k", "4",
              "--width", "64", "--steps", "60", "--tokens-per-step", "64", "--resamples", "50", "--seeds", "2"),
 )

@@ -44,40 +44,32 @@ analysis loads its model once and scores under each edit in turn.
 from __future__ import annotations
 
 import dataclasses
-import math
+import json
 import os
+import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from analyses import stats, style
+from analyses import stats
 from analyses.blocks import expanded_level
-from analyses.common import AnalysisResult
 from analyses.edited import in_words
+from analyses.effect_result import EffectResult, Estimate, plot
+from analyses.jsonable import jsonable
 from probes.capture.store import USER_CACHE, UserCache
+from probes.config import OutConfig, SeedConfig, arg, check_values, parse_config, run_main
 from probes.errors import ProbeError
 from probes.intervention import AddVector, Erase, Intervention, ProjectOut, as_interventions, intervening
+from probes.io import atomic_text
+
+__all__ = ["Config", "EffectResult", "Estimate", "main", "paired_difference", "plot", "random_control", "run",
+           "save"]
 
 RUNS = ("clean", "edited", "control")
 CONTROL_STREAM = 7  # the control's draw: its own stream of the seed (never the bootstrap's counts)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A number with its percentile interval (``low``, ``high``; NaN where the resamples leave it undefined)."""
-
-    value: float
-    low: float
-    high: float
-
-    def covers(self, x: float) -> bool:
-        """Whether ``x`` lies in the interval (ends included)."""
-        return bool(self.low <= x <= self.high)
-
-    def __str__(self) -> str:
-        return f"{self.value:.4g} [{self.low:.4g}, {self.high:.4g}]"
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,71 +83,6 @@ class Units:
     n_units: int
     unit: str
     pairing: tuple | None
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class EffectResult:
-    """The effect of an edit on one headline number: each run's value and the paired differences, with intervals.
-
-    ``difference`` is edited - clean; with a control, ``control_difference`` is control - clean and
-    ``beyond_control`` edited - control (the edit's effect beyond that of a random edit of its size), all paired
-    over the same ``n_units`` units. ``edit`` and ``control_edit`` are the runs' labels (:mod:`analyses.edited`);
-    ``runs`` the analysis's Results (clean, edited[, control])."""
-
-    analysis: str
-    statistic: str
-    model: str  # the clean run's name
-    edit: str  # the edited run's label (+kind@layer_hash)
-    edit_description: str  # the edits in words
-    control_edit: str  # the control run's label ("" without a control)
-    control_kind: str  # "random same-rank subspace", "random vector of the same norm", "given" or ""
-    unit: str
-    n_units: int
-    resamples: int
-    seed: int
-    level: float  # the nominal level
-    interval_level: float  # the level the percentile intervals are read at (expanded for n_units)
-    clean: Estimate
-    edited: Estimate
-    difference: Estimate
-    control: Estimate | None = None
-    control_difference: Estimate | None = None
-    beyond_control: Estimate | None = None
-    runs: tuple[AnalysisResult, ...] = field(default=(), compare=False)
-
-    def rows(self) -> list[tuple[str, str, Estimate]]:
-        """(row name, the run's edit label, estimate) for every run and difference held."""
-        out = [("clean", "", self.clean), ("edited", self.edit, self.edited), ("edited - clean", self.edit,
-                                                                                 self.difference)]
-        if self.control is not None and self.control_difference is not None and self.beyond_control is not None:
-            out += [("control", self.control_edit, self.control),
-                    ("control - clean", self.control_edit, self.control_difference),
-                    ("edited - control", self.edit, self.beyond_control)]
-        return out
-
-    def to_frame(self):
-        """One row per run (clean, edited, control) and per paired difference, with its interval."""
-        import pandas as pd
-
-        return pd.DataFrame([{"analysis": self.analysis, "model": self.model, "statistic": self.statistic,
-                              "run": name, "edit": label, "value": e.value, "low": e.low, "high": e.high,
-                              "level": self.level, "unit": self.unit, "n_units": self.n_units}
-                             for name, label, e in self.rows()])
-
-    def __repr__(self) -> str:
-        text = (f"<effect of {self.edit} on {self.model}, {self.analysis} {self.statistic}: clean "
-                f"{self.clean.value:.4g}, edited {self.edited.value:.4g}, difference {self.difference} over "
-                f"{self.n_units} {self.unit}s")
-        if self.control_difference is not None and self.beyond_control is not None:
-            text += f"; control ({self.control_kind}) {self.control_difference}, beyond it {self.beyond_control}"
-        return text + ">"
-
-    def _repr_html_(self) -> str:
-        return self.to_frame()[["run", "edit", "value", "low", "high"]].to_html(index=False)
-
-    def plot(self, ax=None, **kwargs):
-        """:func:`plot` of this result."""
-        return plot(self, ax=ax, **kwargs)
 
 
 # ----------------------------------------------------------------------------- the paired bootstrap
@@ -329,30 +256,137 @@ def _statistic(result, statistic: str, analysis: str) -> str:
     return statistic or names[0]
 
 
-# ----------------------------------------------------------------------------- figure
+# ----------------------------------------------------------------------------- the command line
+
+EDITS = ("add", "project-out", "erase")
 
 
-@style.drawing
-def plot(result: EffectResult, ax=None, **kwargs):
-    """Each run's value with its interval (clean, edited, control), like a scikit-learn Display: one point and
-    error bar per run on ``ax`` (a new figure when None); beside the edited and the control run, their paired
-    differences from the clean run (the runs' own intervals may overlap
-    where the paired difference's excludes 0). ``kwargs`` go to ``ax.errorbar``. Returns the Axes."""
-    ax = style.one_axes(ax, (4.2, 2.9))
-    runs = [("clean", result.clean, None), ("edited", result.edited, result.difference)]
-    if result.control is not None:
-        runs.append(("control", result.control, result.control_difference))
-    for x, (_, e, d) in enumerate(runs):
-        err = np.array([[e.value - e.low], [e.high - e.value]])
-        ax.errorbar([x], [e.value], yerr=None if not np.isfinite(err).all() else err,
-                    **{"fmt": "o", "capsize": 3, **kwargs})
-        if d is not None:  # the paired difference from the clean run, beside its point
-            ax.annotate(f"\u0394 {d.value:+.3g}\n[{d.low:.3g}, {d.high:.3g}]", (x, e.value), xytext=(6, 0),
-                        textcoords="offset points", va="center", fontsize="x-small")
-    ax.set_xticks(range(len(runs)))
-    ax.set_xticklabels([name for name, _, _ in runs])
-    ax.set_xlim(-0.5, len(runs) - 0.2)
-    ax.set_ylabel(result.statistic)
-    if math.isfinite(result.clean.value):
-        ax.axhline(result.clean.value, color="0.5", lw=0.6, ls=":")
-    return ax
+@dataclass
+class Config(OutConfig, SeedConfig):
+    """The effect of an edit of a model's states on an analysis's headline number: the clean and the edited run on
+    the same units, their paired difference with a bootstrap interval, and a random control of the edit's size."""
+
+    analysis: str = arg("perplexity", "the analysis whose headline number is compared", choices=tuple(SUPPORTED))
+    model: str = arg("tiny-gpt2", "the model: a checkpoints.yaml name, a model folder or hf:org/name")
+    texts: str = arg("", "a UTF-8 file of texts, one per line (empty: the analysis's corpus, --option corpus=...)")
+    layer: int = arg(-1, "the layer edited: 0 = the embeddings, l = layer l's output, -1 = the last")
+    edit: str = arg("add", "add: add scale x a vector (steering); project-out: remove the span of some rows; "
+                           "erase: x - ((x - bias) right^T) left^T (LEACE's form)", choices=EDITS)
+    arrays: str = arg("", "the edit's arrays: a .npy file (add: the vector (d,); project-out: the rows (r, d)) or "
+                          "a .npz file with left (d, r), right (r, d) and optionally bias (d,) (erase)")
+    scale: float = arg(1.0, "add: the vector's multiplier")
+    control: str = arg("random", "random: a random edit of the same rank (erase, project-out) or norm (add) at the "
+                                 "same layer, drawn with the seed; none: no control run", choices=("random", "none"))
+    statistic: str = arg("", "the headline number compared (empty: the analysis's first)")
+    resamples: int = arg(stats.RESAMPLES, "bootstrap resamples", min=1)
+    level: float = arg(stats.LEVEL, "the intervals' nominal level", min=0.5, max=0.999)
+    option: list[str] = arg([], "a setting of the analysis as KEY=VALUE (a list: comma-separated), e.g. "
+                                "overlap=0, window=64, n_documents=2, max_tokens=200, n_sentences=40")
+
+
+def read_edit(cfg: Config) -> Intervention:
+    """The intervention ``cfg`` describes; one ProbeError line for a missing or malformed arrays file."""
+    path = Path(cfg.arrays).expanduser()
+    if not cfg.arrays or not path.is_file():
+        raise ProbeError(f"--arrays {cfg.arrays or '(none)'}: no such file (the {cfg.edit} edit's arrays: "
+                         f"{'a .npz file' if cfg.edit == 'erase' else 'a .npy file'})")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise ProbeError(f"--arrays {cfg.arrays}: not a numpy file ({' '.join(str(e).split())[:80]})") from None
+    if cfg.edit == "erase":
+        if not hasattr(loaded, "files") or not {"left", "right"} <= set(loaded.files):
+            raise ProbeError(f"--arrays {cfg.arrays}: an erase takes a .npz file with arrays left and right (and "
+                             "optionally bias)")
+        bias = loaded[BIAS] if BIAS in loaded.files else None
+        return Intervention(cfg.layer, Erase(loaded[LEFT], loaded[RIGHT], bias))
+    if hasattr(loaded, "files"):
+        raise ProbeError(f"--arrays {cfg.arrays}: {cfg.edit} takes one array in a .npy file, not a .npz archive")
+    edit = AddVector(loaded, cfg.scale) if cfg.edit == "add" else ProjectOut(loaded)
+    return Intervention(cfg.layer, edit)
+
+
+LEFT, RIGHT, BIAS = "left", "right", "bias"  # an erase's arrays in its .npz file
+
+
+def analysis_options(analysis: str, options: list[str]) -> dict[str, Any]:
+    """``--option KEY=VALUE`` settings as the analysis's Config types them; one ProbeError line for an unknown
+    key or a value of the wrong type."""
+    from analyses import get
+
+    A = get(analysis)
+    hints = typing.get_type_hints(A.Config)
+    known = {f.name for f in dataclasses.fields(A.Config)} - {"model", "out", "figures", "seed"}
+    out: dict[str, Any] = {}
+    for text in options:
+        key, eq, value = text.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or key not in known:
+            raise ProbeError(f"--option {text!r}: {analysis} takes KEY=VALUE, KEY one of {', '.join(sorted(known))}")
+        tp = hints[key]
+        many = typing.get_origin(tp) is list
+        base = typing.get_args(tp)[0] if many else tp
+        try:
+            items = [_typed(base, v.strip()) for v in value.split(",")] if many else _typed(base, value.strip())
+        except ValueError:
+            raise ProbeError(f"--option {text!r}: {key} takes {getattr(base, '__name__', base)}") from None
+        out[key] = items
+    return out
+
+
+def _typed(tp: Any, text: str) -> Any:
+    if tp is bool:
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(text)
+        return text.lower() in ("true", "1")
+    return tp(text) if tp in (int, float, str) else text
+
+
+def read_texts(path: str) -> list[str] | None:
+    """The texts of ``--texts`` (one a line, blank lines skipped); None for the analysis's corpus."""
+    if not path:
+        return None
+    texts = [line.strip() for line in Path(path).expanduser().read_text(encoding="utf-8").splitlines()]
+    texts = [t for t in texts if t]
+    if not texts:
+        raise ProbeError(f"--texts {path}: no text in it (one text a line)")
+    return texts
+
+
+def save(result: EffectResult, out: str | os.PathLike, figures: bool = True) -> list[Path]:
+    """Write ``result`` to ``<out>/effects/<analysis>/<name>.json`` (atomically) and, with ``figures``, its figure
+    to ``<out>/figures/effect-<analysis>-<name>.{png,pdf}``; the paths written."""
+    from analyses import common  # its save_figure, looked up when called
+
+    path = Path(out) / "effects" / result.analysis / f"{result.name()}.json"
+    atomic_text(path, json.dumps(jsonable(result.to_json()), indent=1, allow_nan=False) + "\n")
+    paths = [path]
+    if figures:
+        import matplotlib.pyplot as plt
+
+        ax = plot(result)
+        paths += common.save_figure(ax.figure, out, f"effect-{result.analysis}-{result.name()}")
+        plt.close(ax.figure)
+    return paths
+
+
+def _main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(Config, argv)
+    check_values(cfg)
+    iv = read_edit(cfg)
+    result = run(cfg.analysis, cfg.model, read_texts(cfg.texts), intervention=iv,
+                 control=None if cfg.control == "none" else "random", seed=cfg.seed, resamples=cfg.resamples,
+                 level=cfg.level, statistic=cfg.statistic, cache_dir=Path(cfg.out) / "cache",
+                 **analysis_options(cfg.analysis, cfg.option))
+    for path in save(result, cfg.out, cfg.figures):
+        print(f"wrote {path}")
+    print(repr(result))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m analyses.effect``: bad input is one ``error:`` line and exit status 2."""
+    run_main(_main, argv)
+
+
+if __name__ == "__main__":
+    main()

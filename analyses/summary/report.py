@@ -41,6 +41,7 @@ from analyses.common import arg, atomic_write, parse_config, run_main
 from analyses.files import SavedResults
 from analyses.summary import claims as claims_mod
 from analyses.summary import findings
+from analyses.summary.effects import effect_section
 
 LONG_TABLE = 50  # a CSV of more rows is linked from the page, not printed on it (the figures show its numbers)
 
@@ -343,10 +344,11 @@ def render(out: str | Path, notes: dict[str, str] | None = None, saved: SavedRes
     saved = saved if saved is not None else SavedResults(out)
     shown, others = present_claims(claims_mod.evaluate(out, saved=saved))
     papers = sorted({c.paper for c in claims_mod.CLAIMS})
+    effects = effect_section(out)  # the effects of edits (python -m analyses.effect), after the analyses
     return env.get_template("report.html.j2").render(
         claims=shown, claim_rows=claim_rows(shown), forest=forest_png(shown), course=course_png(out), others=others,
         papers=papers,
-        models=_models(saved), sections=sections(out, notes, saved), out=str(out))
+        models=_models(saved), sections=sections(out, notes, saved) + ([effects] if effects else []), out=str(out))
 
 
 def write_report(out: str | Path, saved: SavedResults | None = None) -> Path:

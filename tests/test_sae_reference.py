@@ -9,7 +9,12 @@
   sae-lens's on fixed tensors, and AuxK's dead-latent reconstruction equals sae-lens's; the losses differ by
   construction, and the test pins the exact factor (the suite follows Gao et al. 2024 and sparsify: the squared
   error over the residual's variance, ReLU before the dead latents' top-k; sae-lens drops the variance, scales by
-  min(#dead / (d / 2), 1) and keeps the top-k of the raw pre-activations).
+  min(#dead / (d / 2), 1) and keeps the top-k of the raw pre-activations);
+* trained for 100 steps from the same initial weights on the same batch sequence, the suite's loop and sae-lens's
+  ``SAETrainer.fit`` (TopK, constant learning rate, no dead latents) end at the same weights to float32 round-off
+  (bitwise here) once sae-lens's two differences are taken out: it clips the gradient norm at 1 (hard-coded in
+  ``SAETrainer._train_step``) and leaves the decoder rows free (the suite puts them back to unit norm after every
+  step); as shipped, the runs part (a test checks that too).
 
     $ pytest tests/test_sae_reference.py        # with sae-lens: pip install -e '.[sae-reference]'
 """
@@ -227,3 +232,69 @@ def test_the_jumprelu_straight_through_gradients_equal_sae_lens(fn):
         assert gp1 is not None and gp2 is not None and torch.equal(gp1, gp2)
     else:
         assert gp1 is None and gp2 is None
+
+
+# ----------------------------------------------------------------------------- training, end to end
+
+
+def run_both(monkeypatch, as_shipped: bool, steps: int = 100, batch: int = 64):
+    """The suite's training loop (analyses.sae.train._train, scale 1) and sae-lens's SAETrainer.fit, TopK, from the
+    same initial weights on the same batch sequence, constant learning rate, no dead latents (AuxK 0 in both).
+    Unless ``as_shipped``, sae-lens's two differences are removed: its gradient-norm clipping at 1 (hard-coded in
+    SAETrainer._train_step) and the suite's unit-norm decoder rows after every step (sae-lens keeps the rows free).
+    (suite SAE, sae-lens SAE)."""
+    from sae_lens.config import LoggingConfig, SAETrainerConfig
+    from sae_lens.training.sae_trainer import SAETrainer
+
+    from analyses.sae.train import TrainSettings, _train
+
+    d, m, k, seed = 12, 48, 4, 3
+    g = torch.Generator().manual_seed(11)
+    D = torch.randn(m, d, generator=g)
+    batches = [(torch.rand(batch, m, generator=g) < 0.08).float() @ D + 1.0 for _ in range(steps)]
+    mean = torch.cat(batches).mean(0)
+    shape = SaeShape("topk", d, m, k)
+    start = SAE(shape, generator=torch.Generator().manual_seed(seed))  # what _train draws first from its seed
+    with torch.no_grad():
+        start.b_dec.copy_(mean)
+    lens = lens_topk_trainer(start)
+    settings = TrainSettings(steps=steps, batch=batch, lr=1e-3, warmup=0.0, decay=0.0, dead_window=10**9, seed=seed)
+    ours = _train(lambda gen: iter(batches), 1.0, mean, shape, settings, "suite", "cpu").sae
+
+    if not as_shipped:
+        monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, max_norm: torch.zeros(()))
+    trainer = SAETrainer(SAETrainerConfig(total_training_samples=steps * batch, train_batch_size_samples=batch,
+                                          lr=1e-3, lr_end=1e-3, dead_feature_window=10**6,
+                                          feature_sampling_window=10**6, logger=LoggingConfig(log_to_wandb=False)),
+                         lens, iter(batches))
+    if not as_shipped:
+        step = trainer.optimizer.step
+
+        def step_then_unit_rows(*args, **kwargs):
+            out = step(*args, **kwargs)
+            with torch.no_grad():
+                lens.W_dec.div_(lens.W_dec.norm(dim=1, keepdim=True).clamp_min(1e-12))
+            return out
+
+        trainer.optimizer.step = step_then_unit_rows  # type: ignore[method-assign]
+    trainer.fit()
+    return ours, lens
+
+
+def largest_gap(ours: SAE, lens) -> float:
+    return max(float((value - getattr(lens, name).detach()).abs().max()) for name, value in ours.tensors().items())
+
+
+def test_trained_100_steps_from_the_same_start_both_agree_to_round_off_without_clipping(monkeypatch):
+    ours, lens = run_both(monkeypatch, as_shipped=False)
+    start = SAE(ours.shape, generator=torch.Generator().manual_seed(3)).W_dec.detach()
+    moved = float((ours.W_dec.detach() - start).abs().max())
+    assert moved > 0.02  # training moved the weights
+    assert largest_gap(ours, lens) < 1e-6  # 0.0 here: the same operations in the same order
+
+
+def test_as_shipped_sae_lens_clips_gradients_and_leaves_decoder_norms_free_so_the_runs_part(monkeypatch):
+    ours, lens = run_both(monkeypatch, as_shipped=True)
+    assert largest_gap(ours, lens) > 1e-3
+    norms = lens.W_dec.detach().norm(dim=1)
+    assert float((norms - 1).abs().max()) > 1e-4  # sae-lens's rows drift from unit norm

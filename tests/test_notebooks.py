@@ -83,6 +83,13 @@ assert set(result.to_frame()["edit"]) == {label} and e.edit.startswith("+add@1_"
 assert e.difference.covers(e.edited.value - e.clean.value) and e.control is not None
 assert [r.model_name for r in e.runs] == [MODEL, MODEL + e.edit, MODEL + e.control_edit]
 """,
+    "sae": """
+assert [runs[k].saes[0].k for k in (4, 16)] == [4, 16] and runs[4].saes[0].l0 <= 4 + 1e-9
+pts = frontier.curves()[0][2]
+assert [p.k for p in pts] == [4, 16]
+assert np.allclose(fig.axes[0].get_lines()[0].get_ydata(), [p.explained_variance for p in pts])
+assert gap < 1e-5 and 0 < result.saes[0].explained_variance <= 1 and 0 <= probing.table_rows(probe)[0]["accuracy"] <= 1
+""",
     "transitions": """
 assert len(result.layers) == acts.n_layers == result.n_layers
 assert all(r["token"]["distance_mean"] >= 0 and r["sentence"]["distance_mean"] >= 0 for r in result.layers)

@@ -90,6 +90,16 @@ assert [p.k for p in pts] == [4, 16]
 assert np.allclose(fig.axes[0].get_lines()[0].get_ydata(), [p.explained_variance for p in pts])
 assert gap < 1e-5 and 0 < result.saes[0].explained_variance <= 1 and 0 <= probing.table_rows(probe)[0]["accuracy"] <= 1
 """,
+    "series": """
+(line,) = result.lines
+assert [p.step for p in line.points] == [p.step for p in points] and len(points) >= 5
+assert len({round(p.value, 6) for p in line.points}) > 1
+assert all(p.interval[0] <= p.value <= p.interval[1] for p in line.points)
+drawn = result.plot().get_lines()[0]
+assert np.allclose(drawn.get_xdata(), [p.step for p in line.points])
+assert np.allclose(drawn.get_ydata(), [p.value for p in line.points])
+assert sentence.statistic == "sentence cosine, last layer" and len(sentence.lines[0].points) == len(points)
+""",
     "transitions": """
 assert len(result.layers) == acts.n_layers == result.n_layers
 assert all(r["token"]["distance_mean"] >= 0 and r["sentence"]["distance_mean"] >= 0 for r in result.layers)
@@ -99,7 +109,7 @@ assert all(r["token"]["distance_mean"] >= 0 and r["sentence"]["distance_mean"] >
 
 # PROBES_NB_N (sentences, or contexts for topics) where 120 is more than the checks need: topics generates a
 # continuation per context with both LMs
-SIZES = {"topics": "40"}
+SIZES = {"topics": "40", "series": "40"}
 
 
 def test_there_are_notebooks():

@@ -133,8 +133,8 @@ def test_the_collapsed_model_from_python_is_n_a(models):
     for how in ("?sentence=mean", ""):  # mean: rows equal up to rounding; cls: bit-identical rows
         r = similarity.run((good, const + how), TEXTS, cache_dir=None, cache_dtype="float32")
         for m in ("cka", "svcca", "rsa"):
-            assert r.matrices[m]["ab"][-1][-1] is None and r.matrices[m]["bb"][-1][-1] is None, (how, m)
-            assert r.matrices[m]["aa"][-1][-1] is not None, (how, m)  # the good model's last layer has a number
+            assert r.matrices.of(m).ab[-1][-1] is None and r.matrices.of(m).bb[-1][-1] is None, (how, m)
+            assert r.matrices.of(m).aa[-1][-1] is not None, (how, m)  # the good model's last layer has a number
         assert "n/a" in r.headline()["CKA last x last layer"]
 
 

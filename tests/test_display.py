@@ -85,7 +85,8 @@ def similarity(name="m-a__m-b__sentence"):
     doc["models"] = doc.pop("model")
     return {**doc, "model": doc["models"], "model_a": "m-a", "model_b": "m-b", "unit": "sentence",
             "measures": ["cka", "rsa"], "n_layers_a": L, "n_layers_b": 2, "n_units": 20, "n_rsa_units": 20,
-            "matrices": {"cka": mats, "rsa": mats}, "svcca_dims": {}, "constant_columns": {}, "alignment": {},
+            "matrices": {"cka": mats, "rsa": mats}, "svcca_dims": {"a": [4] * (L + 1), "b": [2] * 3},
+            "constant_columns": {"a": [0] * (L + 1), "b": [0] * 3}, "alignment": {"n_texts": 20},
             "definitions": {}}
 
 

@@ -32,10 +32,11 @@ def _similarity(a: str, b: str, unit: str = "token") -> similarity.Result:
     """A similarity result of A vs B on ``unit`` units (one layer each; the numbers do not matter here)."""
     ident = Identity(model_name=PairInfo(a, b, unit=unit).name(), config={},
                      model={"a": {"name": a, "family": "hf"}, "b": {"name": b, "family": "hf"}})
-    one = {"aa": [[1.0]], "ab": [[0.5]], "bb": [[1.0]]}
+    one = similarity.Blocks(aa=[[1.0]], ab=[[0.5]], bb=[[1.0]])
     return similarity.Result(identity=ident, model_a=a, model_b=b, unit=unit, measures=["cka"], n_layers_a=0,
-                             n_layers_b=0, n_units=4, n_rsa_units=4, matrices={"cka": one},
-                             svcca_dims={}, constant_columns={}, alignment={})
+                             n_layers_b=0, n_units=4, n_rsa_units=4, matrices=similarity.Matrices(cka=one),
+                             svcca_dims=similarity.Sides(a=[4], b=[4]), constant_columns=similarity.Sides(a=[0], b=[0]),
+                             alignment=similarity.Alignment(n_texts=4))
 
 
 def _topics(a: str, b: str) -> topics.Result:
@@ -80,11 +81,11 @@ def test_trajectories_rename_a_pair_by_its_own_rule_and_exact_names():
     names = {"albert.step-1": NAME, "bert.step-1": INSIDE}
     res = renamed_result(_similarity("albert.step-1", "bert.step-1"), names)
     assert res.model_name == f"{NAME}__{INSIDE}__token"
-    assert [res.identity.model[k]["name"] for k in "ab"] == [NAME, INSIDE]
-    assert res.identity.model["a"]["family"] == "hf"  # the rest of each side's description kept
+    assert res.models is not None and [m.name for m in res.models.sides] == [NAME, INSIDE]
+    assert res.models.a.family == "hf"  # the rest of each side's description kept
     res = renamed_result(_topics("bert.step-1", "albert.step-1"), names)
     assert res.model_name == f"{INSIDE}-vs-{NAME}"
-    assert res.model_a["name"] == INSIDE and res.model_b["name"] == NAME and res.model_a["window"] == 128
+    assert res.model_a.name == INSIDE and res.model_b.name == NAME and res.model_a.window == 128
 
 
 def test_trajectories_place_a_pair_by_its_two_recorded_names():

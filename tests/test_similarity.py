@@ -292,9 +292,10 @@ def test_compute_on_planted_layers_recovers_the_copy():
         assert np.unravel_index(np.nanargmax(ab), ab.shape) == (2, 1) and ab[2, 1] == pytest.approx(1.0, abs=1e-6)
         assert np.isnan(ab[:, 0]).all() and np.isnan(res.matrix(m, "bb")[0]).all()
         assert np.isfinite(ab[:, 1:]).all() and np.isfinite(res.matrix(m, "bb")[1:, 1:]).all()
-        assert res.matrices[m]["bb"][0][0] is None  # null in the result file
+        assert res.matrices.of(m).bb[0][0] is None  # null in the result file
         assert res.matrix(m, "aa").shape == (3, 3) and res.matrix(m, "bb").shape == (4, 4)
-    assert res.constant_columns["b"][0] == 8 and res.n_units == n and res.n_rsa_units == 200
+    assert res.constant_columns.b is not None and res.constant_columns.b[0] == 8
+    assert res.n_units == n and res.n_rsa_units == 200
     assert sim.Result.from_json(json.loads(json.dumps(res.to_json()))) == res
 
 
@@ -322,7 +323,8 @@ def test_float16_storage_is_read_layer_by_layer_with_the_same_numbers_and_zero_u
     assert all(isinstance(x, Float32View) for x in sim.sentence_layers(viewed))
     res = sim.compute(sim.Config(model=["a", "b"], n_sentences=80), acts_a=viewed, acts_b=b)
     assert res.matrices == as_float32.matrices
-    assert res.rsa_zero_vectors == {"a": [0, 0, 0], "b": [0, 2]}
+    assert res.rsa_zero_vectors == sim.Sides(a=[0, 0, 0], b=[0, 2])
+    assert res.to_json()["rsa_zero_vectors"] == {"a": [0, 0, 0], "b": [0, 2]}  # the saved keys
     assert sim.Result.from_json(json.loads(json.dumps(res.to_json()))) == res
 
 
@@ -373,7 +375,7 @@ def test_cli_end_to_end_tiny_bert_vs_tiny_slstm_byte_identical(tmp_path, registr
     res = sim.Result.from_json(doc)
     assert (res.n_layers_a, res.n_layers_b) == (2, 3)  # different depths
     assert res.matrix("cka").shape == (3, 4) and res.matrix("svcca", "bb").shape == (4, 4)
-    assert res.alignment["n_texts_dropped"] == 0 and res.alignment["schemes"] == ["wordpiece", "wordpiece"]
+    assert res.alignment.n_texts_dropped == 0 and res.alignment.schemes == ["wordpiece", "wordpiece"]
     assert res.config["n_sentences"] == 40 and "out" not in res.config
     # the saved keys are the Result's fields in order (write_result adds analysis, model_name, provenance);
     # read back and written again, the file is the same

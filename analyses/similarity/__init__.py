@@ -42,12 +42,14 @@ from typing import Any
 
 import numpy as np
 
-from analyses import common, stats, style
+from analyses import common, records, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, SentenceConfig, caller_texts, settings_used
 from analyses.inputs import Pairs
+from analyses.model_info import ModelPair
 from analyses.pairs import PairInfo
 from analyses.similarity.measures import DISTANCES, MEASURES, similarity_matrices
+from analyses.similarity.rows import Alignment, Blocks, Chance, Matrices, Sides
 from analyses.similarity.words import align_words, word_states
 from probes.capture.activations import Activations
 from probes.config import arg, tqdm_class
@@ -77,7 +79,7 @@ class Config(SentenceConfig):
 
 @dataclass(repr=False)
 class Result(common.AnalysisResult):
-    """Similarity matrices of one model pair: ``matrices[measure][block]``, block "ab" is
+    """Similarity matrices of one model pair: ``matrices.of(measure).of(block)`` (:mod:`.rows`), block "ab" is
     (L_A+1, L_B+1), "aa" (L_A+1, L_A+1), "bb" (L_B+1, L_B+1); row/column l = layer l (0 = embeddings).
     The identity names the pair (model_name "<A>__<B>__<unit>"); its model and activations are "a"/"b"
     dicts, its model saved as "models" (the files' key)."""
@@ -94,13 +96,13 @@ class Result(common.AnalysisResult):
     n_layers_b: int  # L_B
     n_units: int  # units every measure but RSA uses
     n_rsa_units: int  # units in the RDMs
-    matrices: dict  # measure -> block -> nested lists
-    svcca_dims: dict  # "a"/"b" -> PCA dimensions kept per layer
-    constant_columns: dict  # "a"/"b" -> per layer, the number of constant (dropped) columns
-    alignment: dict  # token unit: texts kept/dropped, words; sentence unit: texts
-    svcca_chance: dict = field(default_factory=dict)  # block -> sqrt(max(k_row, k_col) / (n-1)): SVCCA's chance
-    rsa_zero_vectors: dict = field(default_factory=dict)  # "a"/"b" -> per layer, RSA units whose vector is zero
-    definitions: dict = field(default_factory=dict)  # prose only; nothing reads numbers from it
+    matrices: Matrices  # measure -> block -> nested lists
+    svcca_dims: Sides  # a/b: PCA dimensions kept per layer
+    constant_columns: Sides  # a/b: per layer, the number of constant (dropped) columns
+    alignment: Alignment  # token unit: texts kept/dropped, words; sentence unit: texts
+    svcca_chance: Chance = field(default_factory=Chance)  # per block sqrt(max(k_row, k_col) / (n-1)): SVCCA's chance
+    rsa_zero_vectors: Sides = field(default_factory=Sides)  # a/b: per layer, RSA units whose vector is zero
+    definitions: records.Definitions = field(default_factory=records.Definitions)  # prose only
 
     @property
     def name(self) -> str:
@@ -113,12 +115,13 @@ class Result(common.AnalysisResult):
         :func:`style.pooling_tags`)."""
         names = [self.model_a, self.model_b]
         if self.unit == "sentence":
-            kinds = [(self.identity.model.get(side) or {}).get("sentence_vector") for side in "ab"]
+            pair = self.identity.pair
+            kinds = [m.sentence_vector for m in pair.sides] if pair is not None else [None, None]
             names = [f"{n} ({how})" if how else n for n, how in zip(names, style.pooling_words(kinds))]
         return (names[0], self.n_layers_a), (names[1], self.n_layers_b)
 
     def matrix(self, measure: str, block: str = "ab") -> np.ndarray:
-        return np.asarray(self.matrices[measure][block], float)
+        return np.asarray(self.matrices.of(measure).of(block), float)
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
         return {f"{m.upper()} last x last layer": stats.Sample(float(self.matrix(m, "ab")[-1, -1]))
@@ -180,14 +183,14 @@ def units(acts_a: Activations, acts_b: Activations, cfg: Config, rng) -> tuple:
     if acts_a.texts != acts_b.texts:
         raise ProbeError("the two models' activations are not of the same texts; use the same corpus and seed")
     if cfg.unit == "sentence":
-        return sentence_layers(acts_a), sentence_layers(acts_b), {"n_texts": acts_a.n_texts}
+        return sentence_layers(acts_a), sentence_layers(acts_b), Alignment(n_texts=acts_a.n_texts)
     words = align_words(acts_a, acts_b)
     n = len(words.starts_a)
     if n > cfg.max_units:
         words = words.select(np.sort(rng.choice(n, size=cfg.max_units, replace=False)))
-    summary = {"n_texts": acts_a.n_texts, "n_texts_kept": words.n_texts_kept,
-               "n_texts_dropped": words.n_texts_dropped, "n_words_aligned": n,
-               "n_words_used": len(words.starts_a), "schemes": list(words.schemes)}
+    summary = Alignment(n_texts=acts_a.n_texts, n_texts_kept=words.n_texts_kept,
+                        n_texts_dropped=words.n_texts_dropped, n_words_aligned=n,
+                        n_words_used=len(words.starts_a), schemes=list(words.schemes))
     if len(words.starts_a) < 4:
         raise ProbeError(f"only {len(words.starts_a)} words are segmented alike by both models "
                          f"({words.n_texts_dropped} of {acts_a.n_texts} texts disagree); use more sentences")
@@ -215,30 +218,29 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
         aa = similarity_matrices(XA, None, progress=lambda: bar.update(1), **kw)
         ab = aa if same else similarity_matrices(XA, XB, progress=lambda: bar.update(1), **kw)
         bb = aa if same else similarity_matrices(XB, None, progress=lambda: bar.update(1), **kw)
-    matrices = {m: {blk: with_nulls(got[m], got["undefined"][m]) for blk, got in (("aa", aa), ("ab", ab), ("bb", bb))}
-                for m in cfg.measure}
+    matrices = Matrices(**{m: Blocks(**{blk: with_nulls(got[m], got["undefined"][m])
+                                        for blk, got in (("aa", aa), ("ab", ab), ("bb", bb))}) for m in cfg.measure})
     meta = {"a": acts_a.meta, "b": acts_b.meta}
     corpus = acts_a.meta.get("corpus") or caller_texts(acts_a.texts)
     identity = Identity(
         model_name=PairInfo(name_a, name_b, unit=cfg.unit).name(),
         config=settings_used(cfg, acts_a.meta, corpus, requested=[name_a, name_b]),
-        model={k: m["model"] for k, m in meta.items()},
+        model=ModelPair.from_json({k: m["model"] for k, m in meta.items()}),
         activations={k: {**{f: m[f] for f in ("key", "n_texts", "n_tokens", "truncated_texts")},
                          **({"intervention": m["intervention"]} if "intervention" in m else {})}  # an edited run's
                      for k, m in meta.items()},
         corpus=corpus)
+    dims_a, dims_b = aa["svcca_dims"][0], bb["svcca_dims"][0]  # PCA dimensions kept per layer of A, of B
     return Result(
         identity=identity, model_a=name_a, model_b=name_b, unit=cfg.unit, measures=list(cfg.measure),
         n_layers_a=La - 1, n_layers_b=Lb - 1, n_units=n, n_rsa_units=len(rsa_rows), matrices=matrices,
-        svcca_dims={"a": aa["svcca_dims"][0], "b": bb["svcca_dims"][0]},
-        svcca_chance={blk: svcca_chance(kr, kc, n).tolist() for blk, kr, kc in
-                      (("aa", aa["svcca_dims"][0], aa["svcca_dims"][0]), ("ab", aa["svcca_dims"][0],
-                       bb["svcca_dims"][0]), ("bb", bb["svcca_dims"][0], bb["svcca_dims"][0]))}
-        if "svcca" in cfg.measure else {},
-        constant_columns={"a": [len(c) for c in aa["constant"][0]], "b": [len(c) for c in bb["constant"][0]]},
-        rsa_zero_vectors={"a": aa["rsa_zero"][0], "b": bb["rsa_zero"][0]} if "rsa" in cfg.measure else {},
+        svcca_dims=Sides(a=dims_a, b=dims_b),
+        svcca_chance=Chance(aa=svcca_chance(dims_a, dims_a, n).tolist(), ab=svcca_chance(dims_a, dims_b, n).tolist(),
+                            bb=svcca_chance(dims_b, dims_b, n).tolist()) if "svcca" in cfg.measure else Chance(),
+        constant_columns=Sides(a=[len(c) for c in aa["constant"][0]], b=[len(c) for c in bb["constant"][0]]),
+        rsa_zero_vectors=Sides(a=aa["rsa_zero"][0], b=bb["rsa_zero"][0]) if "rsa" in cfg.measure else Sides(),
         alignment=alignment,
-        definitions={
+        definitions=records.Definitions({
             "layers": "row/column l = hidden[l]: 0 = embedding output, l = output of layer l",
             "blocks": "ab: layers of A (rows) x layers of B (columns); aa, bb: self-similarity of A, B",
             "units": "sentence vectors (" + ", ".join(sorted({m["model"]["sentence_vector"] for m in meta.values()}))
@@ -257,7 +259,7 @@ def compute(cfg: Config | None = None, *, acts_a: Activations, acts_b: Activatio
             "rsa_zero_vectors": "a cosine with a zero vector (a constant one for the correlation distance) is "
                                 "undefined: RSA leaves a unit whose vector is zero in either layer of a pair out of "
                                 "both RDMs of that pair; rsa_zero_vectors counts them per layer",
-        },
+        }),
     )
 
 
@@ -292,7 +294,7 @@ def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows: measure, block, layer_a (row), layer_b (column), value."""
     return [{"measure": m, "block": blk, "row_layer": i, "column_layer": j, "value": v}
             for m in result.measures for blk in BLOCKS
-            for i, row in enumerate(result.matrices[m][blk]) for j, v in enumerate(row)]
+            for i, row in enumerate(result.matrices.of(m).of(blk)) for j, v in enumerate(row)]
 
 
 # ----------------------------------------------------------------------------- plot

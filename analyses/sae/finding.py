@@ -19,7 +19,7 @@ From the SAE results of the models (``<out>/results/sae/<model>.json``, one per 
 A statistic a model's results do not hold (loss recovered of a model with no head: not spliced) makes that
 comparison "not testable" with the reason; the result says which models were spliced.
 
-    $ python -m scripts.sae_finding --out out/sae-finding   # trains the SAEs, then this module's compute and plot
+    $ python scripts/sae_finding.py --out out/sae-finding   # trains the SAEs, then this module's compute and plot
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
 """The suite's speed benchmarks, each printing one ratio line, then one summary table.
 
     $ python -m benchmarks                       # or: make bench; probing, similarity and extract in turn
-    $ python -m benchmarks probing|similarity|extract [...]   # one of them
-    $ python -m benchmarks all                   # the three, then bench_shard and bench_pairwise
+    $ python -m benchmarks probing|similarity|extract|sae [...]   # one of them
+    $ python -m benchmarks all                   # the four, then bench_shard and bench_pairwise
 
 * probing (``benchmarks.bench_probing``): the probing protocol over a plain ``LogisticRegression()``
   loop on the same features (goal <= 1.5);
 * similarity (``benchmarks.bench_similarity``): all-pairs CKA over the float32 floor (the stacked cross
   products and every layer's Gram), at n = 5,000 and 20,000 (goal <= 1.5);
 * extract (``benchmarks.bench_extract``): cold extraction (writing the cache entry) over a bare forward
-  loop, in CPU time (goal <= 1.03).
+  loop, in CPU time (goal <= 1.03);
+* sae (``benchmarks.bench_sae``, by name or with ``all``): SAE training steps over a bare PyTorch loop on the same
+  tensors (goal <= 1.2), and peak memory of streamed training at 1 M and 4 M tokens.
 
 Every benchmark runs in one thread (``OMP_NUM_THREADS=1`` and torch's intra-op threads set here, before
 numpy and torch load) and compares process CPU time over interleaved rounds (one exception, labelled:
@@ -34,10 +36,11 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from benchmarks import bench_extract, bench_pairwise, bench_probing, bench_shard, bench_similarity  # noqa: E402
+from benchmarks import bench_extract, bench_pairwise, bench_probing, bench_sae, bench_shard, bench_similarity  # noqa: E402
 from benchmarks.bench_extract import cpu_model_and_flags, load_average, machine_info, print_table  # noqa: E402
 
-RATIOS = {"probing": bench_probing, "similarity": bench_similarity, "extract": bench_extract}
+RATIOS = {"probing": bench_probing, "similarity": bench_similarity, "extract": bench_extract, "sae": bench_sae}
+PLAIN = ("probing", "similarity", "extract")  # what `python -m benchmarks` alone runs
 DEFAULTS = {"extract": ["--n-sentences", "300", "--repeats", "5", "--threads", "1"]}  # 5: a steadier median
 
 
@@ -46,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     which = argv[0] if argv else ""
     if which and which not in (*RATIOS, "all"):
         raise SystemExit(f"error: unknown benchmark {which!r}; choose from {', '.join(RATIOS)}, all")
-    names = [which] if which in RATIOS else list(RATIOS)
+    names = [which] if which in RATIOS else list(RATIOS) if which == "all" else list(PLAIN)
     t0 = time.perf_counter()
     print("\n".join(machine_info()))
     rows = []

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analyses.inputs import Inputs
+from analyses.model_info import ModelInfo, ModelPair
 from probes.capture.store import USER_CACHE, UserCache
 from probes.errors import ProbeError
 
@@ -237,12 +238,11 @@ class Analysis:
         check_values(cfg)
         return cfg
 
-    def models(self, result: AnalysisResult) -> list[dict]:
+    def models(self, result: AnalysisResult) -> list[ModelInfo]:
         """The descriptions of the models ``result`` was computed from, as its identity records them: the one
         model's, or a pair's two (A's, then B's) when the kind of input is a pair (``inputs.paired``)."""
         model = result.identity.model
-        found = [model.get(side) for side in "ab"] if self.inputs.paired else [model]
-        return [m for m in found if isinstance(m, dict)]
+        return list(model.sides) if isinstance(model, ModelPair) else [] if self.inputs.paired else [model]
 
     # ------------------------------------------------------------------------- figures and tables
 

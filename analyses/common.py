@@ -43,6 +43,7 @@ from analyses.inputs import (
     WindowConfig,
     caller_texts,
 )
+from analyses.model_info import ModelInfo, ModelPair
 from analyses.result import IDENTITY_FIELDS, AnalysisResult, Identity, Result
 from probes.config import (
     arg,
@@ -133,8 +134,8 @@ def activations_identity(acts, cfg) -> Identity:
     corpus = meta.get("corpus") or caller_texts(acts.texts)
     name = meta["model"]["name"]
     requested = meta.get("model_requested", name)
-    return Identity(model_name=name, config=settings_used(cfg, meta, corpus, requested), model=meta["model"],
-                    activations=activations_entry(meta), corpus=corpus,
+    return Identity(model_name=name, config=settings_used(cfg, meta, corpus, requested),
+                    model=ModelInfo.from_json(meta["model"]), activations=activations_entry(meta), corpus=corpus,
                     model_requested=requested if requested != name else None)
 
 
@@ -145,7 +146,7 @@ def pair_identity(acts_a, acts_b, cfg, name: str | None = None) -> Identity:
     a, b = activations_identity(acts_a, cfg), activations_identity(acts_b, cfg)
     pair = pairs.PairInfo(a.model_name, b.model_name)
     return Identity(model_name=name or pair.name(), config=settings_used(cfg, acts_a.meta, a.corpus, list(pair.names)),
-                    model={"a": a.model, "b": b.model}, activations={"a": a.activations, "b": b.activations},
+                    model=ModelPair(a.info, b.info), activations={"a": a.activations, "b": b.activations},
                     corpus=a.corpus)
 
 
@@ -162,7 +163,7 @@ def mark_final_norm(ax, result: AnalysisResult, x, y, color=None) -> None:
     """Circle the last layer's point when the model's hidden[L] includes a final norm that the
     other layers lack (``model.final_norm_on_last_hidden``, e.g. GPT-2's ln_f): that step is a
     convention of the library, not the model's last layer alone."""
-    if result.model.get("final_norm_on_last_hidden", False):
+    if result.model.final_norm_on_last_hidden:
         ax.plot([x[-1]], [y[-1]], ls="none", marker="s", ms=8, mfc="none", mew=1.0, color=color,
                 label=f"{result.model_name}: last layer after the final norm")
 

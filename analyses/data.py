@@ -1,7 +1,8 @@
 """The one command-line body of every analysis, and a corpus's sentence sample through the activation cache.
 
 * :func:`run_analysis`: parse the analysis's Config, resolve each model once, load each unit's inputs through
-  its kind of input (:mod:`analyses.inputs`), ``compute``, write the result files, draw the figures.
+  its kind of input (:mod:`analyses.inputs`), ``compute``, write the result files, draw the figures;
+  :func:`run_config` is the same for a typed Config made in Python (:mod:`analyses.series`).
 * :func:`sentence_activations`: the seeded sentence sample of a corpus, through the activation cache (for
   notebooks and scripts; an analysis gets it from its :class:`analyses.inputs.Sentences` kind).
 
@@ -9,6 +10,9 @@
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from analyses.common import check_device, check_reached, check_writable, parse_config, read_results, write_result
 from analyses.inputs import SentenceConfig, Sentences, cli_cache
@@ -39,14 +43,23 @@ def run_analysis(analysis, argv: list[str] | None = None) -> None:
 
     Under torchrun every process loads its share of the inputs (probes.capture.distributed) and only
     rank 0 computes and writes."""
+    run_config(analysis, parse_config(analysis.Config, argv, analysis.doc.split("\n\n")[0]))
+
+
+def run_config(analysis, cfg, specs: Mapping[str, Any] | None = None) -> list[str]:
+    """Steps 1-4 of :func:`run_analysis` for a Config already made (the command line's, or a caller's typed one:
+    :mod:`analyses.series`); ``specs``: models already resolved, by the name ``cfg`` gives them (a series' points,
+    which no registry file on the search path names), the others resolved here. Returns the names of the results
+    written."""
     from probes.checkpoints.loaders import check_device_map
 
-    cfg = parse_config(analysis.Config, argv, analysis.doc.split("\n\n")[0])
     if analysis.check is not None:
         analysis.check(cfg)
     kind = analysis.inputs
     units = kind.units(cfg)
-    specs = {name: kind.resolve(name) for unit in units for name in unit}  # each name resolved once, for the run
+    given = dict(specs or {})
+    # each name resolved once, for the run
+    specs = {name: given[name] if name in given else kind.resolve(name) for unit in units for name in unit}
     for spec in specs.values():
         kind.check_model(spec, cfg)
     check_device(cfg.device)
@@ -69,13 +82,14 @@ def run_analysis(analysis, argv: list[str] | None = None) -> None:
             written.append(res.model_name)
             print(f"{res.model_name}: wrote {json_path}")
     if not is_main():
-        return
+        return written
     results = read_results(cfg.out, analysis, written)
     if analysis.summary is not None:
         print(analysis.summary(results), end="")
     if cfg.figures:
         paths = analysis.save_figures(results, cfg.out)
         print("figures: " + ", ".join(str(p) for p in paths))
+    return written
 
 
 def record_requested(result, unit: tuple) -> None:

@@ -364,7 +364,7 @@ def integer_ticks(ax) -> None:
 
 def mark_recurrence(ax, res: Result, color, relative: bool = False) -> None:
     """A dotted line where a recurrent model's h_prev enters: before the output of block l_ins (hidden[l_ins])."""
-    l_ins = (res.model.get("recurrence") or {}).get("l_ins")
+    l_ins = (res.model.recurrence or {}).get("l_ins")
     if l_ins is not None:
         L = len(res.layers) - 1
         x = (l_ins - 0.5) / L if relative else l_ins - 0.5

@@ -38,6 +38,7 @@ from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, settings_used
 from analyses.inputs import Inputs, resolve_spec
+from analyses.model_info import ModelInfo
 from probes.capture.store import USER_CACHE
 from probes.config import ModelsConfig, OutConfig, SeedConfig
 from probes.errors import ProbeError
@@ -194,7 +195,8 @@ def compute(cfg: Config | None = None, *, spec, record: dict, blocks) -> Result:
         loss, source = float(record["last_loss_mean"]), "training, last steps"
     model = {"name": spec.name, "family": spec.family, "kind": spec.kind, "source": spec.source,
              "fingerprint": spec.fingerprint(), "parameters": record.get("parameters")}
-    identity = Identity(model_name=spec.name, config=settings_used(cfg, requested=spec.name), model=model,
+    identity = Identity(model_name=spec.name, config=settings_used(cfg, requested=spec.name),
+                        model=ModelInfo.from_json(model),
                         corpus=evaluation)
     return Result(identity=identity, recipe=recipe, loss=loss, loss_source=source,
                   recorded_heldout_loss=None if held is None else float(held), loss_ci=loss_ci, blocks=per_block,

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from analyses.model_info import ModelPair, model_of
+
 JOIN = "__"  # the default: <A>__<B> (a unit, where the analysis names one, after another JOIN)
 VS = "-vs-"  # <A>-vs-<B> (topics)
 SIDES = ("a", "b")  # the identity's keys of a pair's two models, A then B
@@ -72,10 +74,11 @@ class PairInfo:
 
 
 def sides_of(model: object) -> tuple[str, str] | None:
-    """(A's name, B's name) of an identity's ``model`` that records a pair (``{"a": {"name": ...}, "b": ...}``),
-    else None."""
-    if not isinstance(model, Mapping) or set(model) != set(SIDES):
+    """(A's name, B's name) of an identity's ``model`` that records a pair (a :class:`analyses.model_info.ModelPair`,
+    or as saved: ``{"a": {"name": ...}, "b": ...}``), else None."""
+    if isinstance(model, Mapping) and set(model) == set(SIDES):  # as saved (a document not read by its Result)
+        model = model_of(model)
+    if not isinstance(model, ModelPair):
         return None
-    names = [side.get("name") if isinstance(side, Mapping) else None for side in (model[k] for k in SIDES)]
-    a, b = (n if isinstance(n, str) and n else None for n in names)
+    a, b = (side.name if isinstance(side.name, str) and side.name else None for side in model.sides)
     return (a, b) if a is not None and b is not None else None

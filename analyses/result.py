@@ -17,6 +17,7 @@ import numpy as np
 from analyses import pairs
 from analyses.edited import edit_label, edited_name, in_words, recorded_edits
 from analyses.inputs import CALLER_TEXTS
+from analyses.model_info import ModelInfo, ModelPair, model_of
 
 __all__ = ["IDENTITY_FIELDS", "AnalysisResult", "Identity", "Result"]
 
@@ -60,12 +61,15 @@ class Identity:
 
     model_name: str  # the model as resolved (registry name, or the spec's safe name); a pair: "<A>__<B>__<unit>"
     config: dict  # the settings actually used (see settings_used); ``out`` never
-    model: dict  # the resolved model's description (sentence vector, final-norm convention, ...); a pair: a/b
+    # the resolved model's description (sentence vector, final-norm convention, ...; analyses.model_info); a pair's
+    # result: both (a/b). Saved as the JSON object it was read from; a dict given here is read by that codec
+    model: ModelInfo | ModelPair
     activations: dict | list | None = None  # the activation cache entry (entries; a pair: a/b); None: no activations
     corpus: dict | None = None  # corpus identity and sampling, or {"source": CALLER_TEXTS, "n_texts", "sha256"}
     model_requested: str | list | None = None  # the model as the caller named it (e.g. hf:org/name); None: as resolved
 
     def __post_init__(self) -> None:
+        self.model = model_of(self.model)
         # a run under an edit of the model's states is named as one (the model's name and the edit's label,
         # analyses.edited), whether made now or read back from a file written before its name said so
         self.model_name = edited_name(self.model_name, self.edit)
@@ -74,7 +78,19 @@ class Identity:
     def edits(self) -> list[dict]:
         """The edits of the model's states the result was computed under, as it records them ([]: the model as
         it is)."""
-        return recorded_edits(self.activations, self.model)
+        return recorded_edits(self.activations, self.model.to_json())
+
+    @property
+    def info(self) -> ModelInfo:
+        """The one model's description (a TypeError for a pair's result: ask :attr:`pair`)."""
+        if not isinstance(self.model, ModelInfo):
+            raise TypeError(f"{self.model_name} is a pair's result: its identity holds two models (identity.pair)")
+        return self.model
+
+    @property
+    def pair(self) -> ModelPair | None:
+        """A pair's two models' descriptions (A, B); None for one model's result."""
+        return self.model if isinstance(self.model, ModelPair) else None
 
     @property
     def edit(self) -> str:
@@ -88,6 +104,8 @@ class Identity:
         keys, doc = keys or {}, {}
         for f in IDENTITY_FIELDS:
             value, key = getattr(self, f), keys.get(f, f)
+            if f == "model":
+                value = self.model.to_json()
             if f in ("activations", "model_requested") and value is None:
                 continue
             if isinstance(key, tuple):
@@ -148,7 +166,18 @@ class AnalysisResult(Result):
     # the identity's parts, read where the saved document has them
     model_name = property(lambda self: self.identity.model_name)
     config = property(lambda self: self.identity.config)
-    model = property(lambda self: self.identity.model)
+
+    @property
+    def model(self) -> ModelInfo:
+        """The model's description (:class:`analyses.model_info.ModelInfo`); a pair's result has two:
+        :attr:`models`."""
+        return self.identity.info
+
+    @property
+    def models(self) -> ModelPair | None:
+        """A pair's two models' descriptions (A, B); None for one model's result."""
+        return self.identity.pair
+
     activations = property(lambda self: self.identity.activations)
     corpus = property(lambda self: self.identity.corpus)
 
@@ -196,7 +225,8 @@ class AnalysisResult(Result):
 
     def summary(self) -> dict[str, str]:
         """What the result is: analysis, model, inputs, layers, then :meth:`headline`."""
-        layers = self.model.get("num_layers") if isinstance(self.model, dict) else None
+        info = self.identity.model
+        layers = info.num_layers if isinstance(info, ModelInfo) else None
         rows = {"analysis": self.ANALYSIS or _analysis_of(type(self)), "model": self.model_name,
                 "inputs": _inputs_text(self.corpus)}
         if self.edit:  # not the model's own states: say which edit made them

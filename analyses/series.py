@@ -41,6 +41,7 @@ import numpy as np
 
 from analyses import style
 from analyses.common import arg, parse_config, read_result, run_main
+from analyses.model_info import ModelInfo, ModelPair
 from probes.errors import ProbeError
 from probes.io import atomic_write, read_json, strict_json
 from probes.series import Series, registry_file, resolve
@@ -162,25 +163,46 @@ def _identity(point) -> str:
     return point.source if point.source.startswith("hf:") else weights_sha(Path(point.source))
 
 
+MODEL_FIELDS = ("model", "model_a", "model_b", "out")  # what the series sets in each run's Config
+
+
+def settings_config(declared, options: list[str], settings: dict):
+    """The analysis's typed Config for a series: its command-line ``options`` (the words after ``--``), parsed
+    once, with ``settings`` (Config fields from Python) on top; the models and ``out`` are the series' own."""
+    names = {f.name for f in dataclasses.fields(declared.Config)}
+    for key in settings:
+        if key not in names or key in MODEL_FIELDS:
+            raise ProbeError(f"{declared.name} has no setting {key!r} to give along a series")
+    for flag in ("--model", "--model-a", "--model-b", "--out"):
+        if any(o == flag or o.startswith(flag + "=") for o in options):
+            raise ProbeError(f"{flag} is set by the series (each point's name; --out of the series): leave it out")
+    return declared.config(parse_config(declared.Config, list(options)) if options else None, **settings)
+
+
+def _settings_record(cfg) -> dict:
+    """The settings of a run as compared for ``reuse`` (its Config's values, less what each run sets)."""
+    from analyses.common import config_dict
+
+    return {k: v for k, v in config_dict(cfg).items() if k not in MODEL_FIELDS}
+
+
 def run(analysis: str, series: list, like: list[str] | None = None, *, statistic: str = "",
         out: str | os.PathLike = "out/series", options: list[str] | None = None, reuse: bool = False,
         **settings) -> SeriesResult:
     """Run ``analysis`` along every series in ``series`` (see the module docstring); ``options``: the
-    analysis's command-line options, ``settings``: the same as Config fields (``n_sentences=300``). ``reuse``:
-    a point (a pair of points) whose result this function wrote before, from the same weights and options, is
-    not run again (``<out>/series/<analysis>.done.json`` records each run's weights and options)."""
+    analysis's command-line options (parsed once into its Config), ``settings``: Config fields
+    (``n_sentences=300``) on top of them. Each point runs through the analysis's own run of a typed Config
+    (:func:`analyses.data.run_config`) with the points' registry entries handed over as resolved specs, so
+    nothing is turned back into command-line words and no registry goes through the environment. ``reuse``:
+    a point (a pair of points) whose result this function wrote before, from the same weights and settings, is
+    not run again (``<out>/series/<analysis>.done.json`` records each run's weights and settings)."""
+    from analyses.data import run_config
+    from probes.checkpoints.registry import read_registry
+
     declared = _kind(analysis)
     options = list(options or [])
-    fields = {f.name: f for f in dataclasses.fields(declared.Config)}
-    for key, value in settings.items():
-        if key not in fields or key in ("model", "model_a", "model_b", "out"):
-            raise ProbeError(f"{analysis} has no setting {key!r} to give along a series")
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            options.append(flag if value else f"--no-{key.replace('_', '-')}")
-        else:
-            for v in value if isinstance(value, list) else [value]:
-                options += [flag, str(v)]
+    cfg = settings_config(declared, options, settings)
+    given = options + [f"{k}={v!r}" for k, v in settings.items()]  # as the caller gave them (the series' record)
     if not series:
         raise ProbeError("give at least one --series")
     like = list(like or [])
@@ -195,44 +217,44 @@ def run(analysis: str, series: list, like: list[str] | None = None, *, statistic
     if pair and len(made) != 2:
         raise ProbeError(f"{analysis} compares two models: give exactly two --series (A, then B)")
     out = Path(out)
-    reg = registry_file(made, out / "series" / f"{analysis}.points.yaml")
-    previous = os.environ.get("PROBES_CHECKPOINTS", "")
-    os.environ["PROBES_CHECKPOINTS"] = os.pathsep.join(p for p in (str(reg), previous) if p)
+    # the points' entries, written where the series' record names them, and read back as resolved specs
+    specs = read_registry(registry_file(made, out / "series" / f"{analysis}.points.yaml"))
     done_path = out / "series" / f"{analysis}.done.json"
     done = read_json(done_path, "series record") if reuse and done_path.is_file() else {}
+    used = strict_json(_settings_record(cfg))
 
     def todo(*points) -> bool:
         key = "|".join(p.name for p in points)
-        return done.get(key) != {"weights": [_identity(p) for p in points], "options": options}
+        return done.get(key) != {"weights": [_identity(p) for p in points], "settings": used}
 
     def record(*points) -> None:
-        done["|".join(p.name for p in points)] = {"weights": [_identity(p) for p in points], "options": options}
+        done["|".join(p.name for p in points)] = {"weights": [_identity(p) for p in points], "settings": used}
         atomic_write(done_path, (strict_json(done) + "\n").encode("utf-8"))
 
-    try:
-        if pair:
-            a, b = made
-            steps = sorted({p.step for p in a.points} & {p.step for p in b.points})
-            if not steps:
-                raise ProbeError(f"series {a.name} and {b.name} have no step in common")
-            names = {"topics": ("--model-a", "--model-b")}.get(analysis, ("--model", "--model"))
-            for s in steps:
-                pa, pb = (next(p for p in x.points if p.step == s) for x in (a, b))
-                if todo(pa, pb):
-                    declared.main([*options, names[0], pa.name, names[1], pb.name, "--out", str(out),
-                                   "--no-figures"])
-                    record(pa, pb)
-        else:
-            points = [p for x in made for p in x.points if todo(p)]
-            if points:
-                declared.main([*options, *(a for p in points for a in ("--model", p.name)), "--out", str(out),
-                               "--no-figures"])
-                for p in points:
-                    record(p)
-        found = saved_results(out, analysis)
-    finally:
-        os.environ["PROBES_CHECKPOINTS"] = previous
-    return collect(analysis, made, found, statistic, options, pair)
+    def run_on(*points) -> None:
+        names = [p.name for p in points]
+        models = (dict(model_a=names[0], model_b=names[-1]) if hasattr(cfg, "model_a") else dict(model=names))
+        run_config(declared, dataclasses.replace(cfg, **models, out=str(out), figures=False),
+                   {p.name: specs[p.name] for p in points})
+
+    if pair:
+        a, b = made
+        steps = sorted({p.step for p in a.points} & {p.step for p in b.points})
+        if not steps:
+            raise ProbeError(f"series {a.name} and {b.name} have no step in common")
+        for s in steps:
+            pa, pb = (next(p for p in x.points if p.step == s) for x in (a, b))
+            if todo(pa, pb):
+                run_on(pa, pb)
+                record(pa, pb)
+    else:
+        points = [p for x in made for p in x.points if todo(p)]
+        if points:
+            run_on(*points)
+            for p in points:
+                record(p)
+    found = saved_results(out, analysis)
+    return collect(analysis, made, found, statistic, given, pair, cfg)
 
 
 @dataclass(frozen=True)
@@ -249,12 +271,10 @@ class Recorded:
         """What ``result`` records (None: a file that names no model in the expected place)."""
         model = result.identity.model
         if not pair:
-            return cls((result.model_name,), (_weights(model),))
-        sides = [model.get(s) for s in "ab"] if isinstance(model, dict) else []
-        named = [x for x in sides if isinstance(x, dict) and isinstance(x.get("name"), str)]
-        if len(named) != 2:
+            return cls((result.model_name,), (_weights(model),)) if isinstance(model, ModelInfo) else None
+        if not isinstance(model, ModelPair) or not all(m.name for m in model.sides):
             return None
-        return cls(tuple(x["name"] for x in named), tuple(_weights(x) for x in named))
+        return cls(tuple(m.name for m in model.sides), tuple(_weights(m) for m in model.sides))
 
     def matches(self, points: tuple, identities: tuple[str, ...]) -> bool:
         """Whether these are the points' exact names and, where recorded, weights."""
@@ -262,35 +282,36 @@ class Recorded:
             w is None or w == i for w, i in zip(self.weights, identities))
 
 
-def _weights(model) -> str | None:
+def _weights(model: ModelInfo) -> str | None:
     """What a result's model description records of its weights (see :class:`Recorded`)."""
-    fp = model.get("fingerprint") if isinstance(model, dict) else None
+    fp = model.fingerprint
     if not isinstance(fp, dict):
         return None
-    if isinstance(fp.get("weights_sha256"), str):
-        return fp["weights_sha256"]
+    if model.weights_sha256 is not None:
+        return model.weights_sha256
     if isinstance(fp.get("hub"), str) and isinstance(fp.get("revision"), str):
         return f"hf:{fp['hub']}@{fp['revision']}"
     return None
 
 
-def _settings_agree(result, declared, options: list[str]) -> bool:
-    """Whether ``result``'s recorded settings are those ``options`` give (the fields both name, other than the
+def _settings_agree(result, cfg) -> bool:
+    """Whether ``result``'s recorded settings are those of ``cfg`` (the fields both name, other than the
     models and what the inputs decide): tells apart two results of one pair that differ in a setting that names
     their files (similarity's unit)."""
     from analyses.common import SAMPLE_FIELDS, config_dict
 
-    try:
-        wanted = config_dict(parse_config(declared.Config, list(options)))
-    except (SystemExit, ProbeError):
-        return False
+    wanted = config_dict(cfg)
     recorded = result.config if isinstance(result.config, dict) else {}
     skip = {"model", "model_a", "model_b", "dtype", "cache_dtype", "batch_size", *SAMPLE_FIELDS}
     return all(recorded[k] == v for k, v in wanted.items() if k in recorded and k not in skip)
 
 
 def collect(analysis: str, made: list[Series], found: list, statistic: str, options: list[str],
-             pair: bool) -> SeriesResult:
+             pair: bool, cfg=None) -> SeriesResult:
+    """The series' numbers, each point's read from the one result in ``found`` that records exactly that point
+    (:class:`Recorded`; where two do, the one whose settings are ``cfg``'s: the analysis's defaults when None);
+    ``options``: the analysis's settings as given, recorded."""
+    cfg = cfg if cfg is not None else _kind(analysis).config()
     recorded = [(r, Recorded.of(r, pair)) for r in found]
     identities: dict[str, str] = {}
 
@@ -301,7 +322,7 @@ def collect(analysis: str, made: list[Series], found: list, statistic: str, opti
         ids = tuple(identities[p.name] for p in points)
         hits = [r for r, rec in recorded if rec is not None and rec.matches(points, ids)]
         if len(hits) > 1:
-            hits = [r for r in hits if _settings_agree(r, _kind(analysis), options)]
+            hits = [r for r in hits if _settings_agree(r, cfg)]
         shown = " and ".join(p.name for p in points)
         if not hits:
             raise ProbeError(f"no {analysis} result for {shown}")

@@ -175,9 +175,9 @@ class Result(common.AnalysisResult):
     def family(self) -> str | None:
         """The model's family: a registry model's as checkpoints.yaml gives it; a random-init model is
         named by its family (one of RANDOM_MODELS)."""
-        if self.model.get("source") == "random init" and self.model_name in RANDOM_MODELS:
+        if self.model.source == "random init" and self.model_name in RANDOM_MODELS:
             return self.model_name
-        return self.model.get("family")
+        return self.model.family or None
 
 
 def check_config(cfg: Config) -> None:

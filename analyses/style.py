@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from analyses.model_info import ModelInfo
 from analyses.stats import seed_of
 
 # Fixed slots (indices into the 10-colour palette) for the names the demo and README use.
@@ -181,8 +182,8 @@ def pooling_tags(results: Sequence) -> list[str]:
     """How each result's model makes its sentence vectors ("mean", "[CLS]", "sentence node") when the results
     make them in more than one way, else "" for each: side by side, such vectors differ by construction as well
     as by model, and a reader of the figure should see that."""
-    return pooling_words([(getattr(getattr(r, "identity", None), "model", None) or {}).get("sentence_vector")
-                          for r in results])
+    models = [getattr(getattr(r, "identity", None), "model", None) for r in results]
+    return pooling_words([m.sentence_vector if isinstance(m, ModelInfo) else None for m in models])
 
 
 def pooling_words(kinds: Sequence[str | None]) -> list[str]:

@@ -58,6 +58,7 @@ from analyses import stats as bootstrap_stats
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LMPair, LMPairConfig, cli_cache
+from analyses.model_info import ModelInfo, ModelPair
 from analyses.pairs import VS, PairInfo
 from analyses.topic_model import (  # noqa: F401 - js_divergence and the LDA steps: the module's API too
     fit_lda,
@@ -168,8 +169,22 @@ class Result(common.AnalysisResult):
     IDENTITY_KEYS = {"model": ("model_a", "model_b")}
     PAIR_JOIN = VS  # <A>-vs-<B> (analyses.pairs.PairInfo)
     SIDE_FILES = {"continuations": ".continuations.jsonl"}
-    model_a = property(lambda self: self.identity.model["a"])  # as saved: the LM's identity, window, overlap
-    model_b = property(lambda self: self.identity.model["b"])
+
+    @property
+    def model_a(self) -> ModelInfo:
+        """A's description as saved: the LM's identity, window, overlap."""
+        return self._pair().a
+
+    @property
+    def model_b(self) -> ModelInfo:
+        return self._pair().b
+
+    def _pair(self) -> ModelPair:
+        pair = self.identity.pair
+        if pair is None:
+            raise TypeError(f"{self.model_name}: a topics result's identity holds two models (A and B)")
+        return pair
+
 
     definitions: dict  # prose: what every number means (nothing reads numbers from it)
     statistics: dict  # paired_statistics + mean_jsd_reference + jsd_intervals (whether a claim holds: claims.py)
@@ -306,8 +321,8 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = No
     identity = Identity(
         model_name=PairInfo(lm_a.name, lm_b.name, join=VS).name(),
         config={**settings_used(cfg, corpus=corpus_block), "model_a": lm_a.name, "model_b": lm_b.name},
-        model={"a": {**lm_a.describe(), "window": Ta, "overlap": cfg.overlap_a},
-               "b": {**lm_b.describe(), "window": Tb, "overlap": cfg.overlap_b}},
+        model=ModelPair.from_json({"a": {**lm_a.describe(), "window": Ta, "overlap": cfg.overlap_a},
+                                   "b": {**lm_b.describe(), "window": Tb, "overlap": cfg.overlap_b}}),
         corpus=corpus_block)
     return Result(
         identity=identity,
@@ -362,7 +377,7 @@ def plot(results: list[Result], fig=None):
     points in A's colour, each axis label in its model's colour. ``fig``: a Figure or SubFigure to
     draw into (default: a new figure). Returns the figure."""
     fig = style.new_figure(fig, (3.4 * len(results) + 0.4, 3.3))
-    colors = style.figure_colors([r.model[k]["name"] for r in results for k in ("a", "b")])
+    colors = style.figure_colors([m.name for r in results for m in (r.model_a, r.model_b)])
     for ax, res in zip(np.ravel(fig.subplots(1, len(results), squeeze=False)), results):
         _paired_panel(ax, res, colors)
     return fig
@@ -381,7 +396,7 @@ def _diagonal(ax, titled: bool = True) -> None:
 def _paired_panel(ax, res: Result, colors: dict) -> None:
     """One comparison's paired JSDs on ``ax``, in the colours ``colors`` (model name -> colour)."""
     a, b = np.asarray(res.jsd_a), np.asarray(res.jsd_b)
-    name_a, name_b = res.model["a"]["name"], res.model["b"]["name"]
+    name_a, name_b = res.model_a.name, res.model_b.name
     ax.scatter(b, a, s=6, alpha=0.5, lw=0, color=colors[name_a])
     _diagonal(ax)
     s = res.statistics
@@ -400,7 +415,7 @@ def plot_differences(results: list[Result], fig=None):
     fig = style.new_figure(fig, (4.2, 2.9))
     ax = fig.subplots()
     bins = np.linspace(-1, 1, 41)
-    names = [r.model["a"]["name"] for r in results]
+    names = [r.model_a.name for r in results]
     if len(set(names)) < len(names):  # comparisons that share their A: a colour each
         names = [r.model_name for r in results]
     colors = style.figure_colors(names)

@@ -60,7 +60,7 @@ def test_records_are_found_in_each_place_a_result_keeps_them():
 
 def test_clean_and_edited_results_of_one_model_are_files_of_their_own(tmp_path):
     clean = anisotropy.run("tiny-bert", TEXTS, **SETTINGS)
-    d = clean.model["hidden_size"]
+    d = clean.model.hidden_size
     rng = np.random.default_rng(0)
     u = rng.normal(size=(d, 1))
     u /= np.linalg.norm(u)
@@ -73,7 +73,7 @@ def test_clean_and_edited_results_of_one_model_are_files_of_their_own(tmp_path):
     results = {}
     for name, iv in edits.items():
         r = results[name] = anisotropy.run("tiny-bert", TEXTS, intervention=iv, **SETTINGS)
-        assert r.model_name == "tiny-bert" + r.edit and r.model["name"] == "tiny-bert"
+        assert r.model_name == "tiny-bert" + r.edit and r.model.name == "tiny-bert"
         written[name] = write_result(tmp_path, "anisotropy", "tiny-bert", r, anisotropy.table_rows(r))
     stems = {name: paths[0].stem for name, paths in written.items()}
     assert len(set(stems.values())) == 5 and stems["clean"] == "tiny-bert"

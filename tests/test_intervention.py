@@ -121,7 +121,7 @@ def test_an_analysis_runs_and_records_its_intervention(tmp_path):
         warnings.simplefilter("ignore")  # few blocks: the interval's coverage warning
         clean = perplexity.run("tiny-gpt2", TEXTS, window=16, overlap=[0])
         edited = perplexity.run("tiny-gpt2", TEXTS, window=16, overlap=[0], intervention=iv)
-    assert edited.model["intervention"] == [iv.identity()] and "intervention" not in clean.model
+    assert edited.model.intervention == [iv.identity()] and clean.model.intervention is None
     assert edited.headline() != clean.headline()  # the scoring ran under the edit
 
 

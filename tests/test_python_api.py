@@ -109,8 +109,8 @@ def test_sentence_picks_the_vector_of_an_object_and_of_a_name(tiny_bert, texts, 
     own = {"tokenizer": tok, "name": "my-bert", "cache_dir": tmp_path}
     first = anisotropy.run(model, texts[:20], **own)
     pooled = anisotropy.run(model, texts[:20], sentence="mean_all", **own)
-    assert first.model["sentence_vector"] == "cls" and pooled.model["sentence_vector"] == "mean_all"
-    assert "mean over all tokens incl. [CLS]/[SEP]" in pooled.model["sentence_pooling"]
+    assert first.model.sentence_vector == "cls" and pooled.model.sentence_vector == "mean_all"
+    assert "mean over all tokens incl. [CLS]/[SEP]" in pooled.model.extra["sentence_pooling"]
     # the same states, another sentence vector: the token statistics agree, the sentence ones do not
     assert [la["token"]["mean"] for la in first.layers] == [la["token"]["mean"] for la in pooled.layers]
     assert first.layers[-1]["sentence"]["mean"] != pooled.layers[-1]["sentence"]["mean"]
@@ -119,7 +119,7 @@ def test_sentence_picks_the_vector_of_an_object_and_of_a_name(tiny_bert, texts, 
     assert anisotropy.compute(anisotropy.Config(), acts=acts).layers == pooled.layers
 
     named = anisotropy.run("tiny-bert", texts[:20], sentence="mean", cache_dir=tmp_path)
-    assert named.model["sentence_vector"] == "mean" and named.model["requested"] == "tiny-bert?sentence=mean"
+    assert named.model.sentence_vector == "mean" and named.model.requested == "tiny-bert?sentence=mean"
     with pytest.raises(ProbeError, match="similarity takes no sentence="):
         similarity.run(("tiny-bert", "tiny-bert"), texts[:20], sentence="mean", cache_dir=tmp_path)
     with pytest.raises(ProbeError, match="sentence= must be one of cls, mean, mean_all, last, not 'max'"):

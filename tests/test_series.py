@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 import analyses.anisotropy as anisotropy
+from analyses import data
 from analyses import series as series_mod
 from analyses.common import read_results
 from probes.corpus import DEFAULT_CORPUS_DIR
@@ -124,6 +126,7 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
     """The S-LSTM anisotropy claims along the tiny S-LSTM and BERT runs (one seed): every point's difference is the
     claims' own comparison of that point's results, and the claim table's "over training" uses a trajectory only
     when it ends at the weights the table's results were computed from."""
+    from analyses import trajectory_plan
     from analyses.summary import claims, trajectories
 
     finals, series = trained
@@ -133,14 +136,17 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
     reg.write_text(yaml.safe_dump({"tiny-slstm-run": entry("slstm", "g", "slstm"),
                                    "tiny-bert-run": entry("hf", "cls", "bert")}))
     monkeypatch.setenv("PROBES_CHECKPOINTS", str(reg))
-    found = trajectories.find_series(series["bert"].parent)
+    found = trajectory_plan.find_series(series["bert"].parent)
     assert [s.like for s in found] == ["tiny-bert-run", "tiny-slstm-run"]
+    trajectory_plan.write_points(trajectory_plan.record(found), tmp_path / "traj")
+    points = trajectory_plan.read_points(tmp_path / "traj")  # what the summary reads: no checkpoint folder
+    assert [s.model for s in points] == ["tiny-bert-run", "tiny-slstm-run"] and all(s.final_sha256 for s in points)
     out, enough = tmp_path / "traj", ["--n-sentences", "24", "--n-tokens", "48"]  # a verdict needs 20 units
     series_mod.run("anisotropy", [series["slstm"], series["bert"]], out=out, options=enough)
     results = {"anisotropy": read_results(out, "anisotropy")}
-    judged = trajectories.judge_points(found, results)
-    assert [round(p["fraction"], 3) for p in judged] == [0.125, 0.25, 0.5, 0.75, 1.0]
-    doc = trajectories.trajectories(found, judged)
+    judged = trajectories.judge_points(points, results)
+    assert [round(p.fraction, 3) for p in judged] == [0.125, 0.25, 0.5, 0.75, 1.0]
+    doc = trajectories.trajectories(points, judged)
     (token,) = [c for c in doc.claims if c.claim.startswith("S-LSTM token outputs are less anisotropic")]
     (comp,) = token.comparisons
     (seed,) = comp.seeds
@@ -197,8 +203,15 @@ def test_reuse_runs_only_points_not_analysed_from_the_same_weights_and_options(t
     _, series = trained
     first = series_mod.run("transitions", [series["bert"]], out=tmp_path, options=["--n-sentences", "12"], reuse=True)
     calls = []
-    monkeypatch.setattr(anisotropy.ANALYSIS.__class__, "main", lambda self, argv: calls.append(argv))
+    monkeypatch.delenv("PROBES_CHECKPOINTS", raising=False)
+    monkeypatch.setattr(data, "run_config", lambda analysis, cfg, specs=None: calls.append(cfg) or seen.append(
+        (os.environ.get("PROBES_CHECKPOINTS"), sorted(specs or {}))))
+    seen: list = []
     again = series_mod.run("transitions", [series["bert"]], out=tmp_path, options=["--n-sentences", "12"], reuse=True)
     assert calls == [] and again.lines[0].points == first.lines[0].points
+    series_mod.run("transitions", [series["bert"]], out=tmp_path, n_sentences=12, reuse=True)  # the same, from Python
+    assert calls == []
     series_mod.run("transitions", [series["bert"]], out=tmp_path, options=["--n-sentences", "13"], reuse=True)
-    assert len(calls) == 1 and calls[0].count("--model") == len(first.lines[0].points)  # other options: all again
+    assert len(calls) == 1 and len(calls[0].model) == len(first.lines[0].points)  # other settings: all again
+    assert calls[0].n_sentences == 13 and not calls[0].figures  # a typed Config, not command-line words
+    assert seen == [(None, sorted(calls[0].model))]  # the points handed over as specs, no registry in the environment

@@ -346,7 +346,7 @@ def _excess_panel(ax, drawn: list, task: str, method: str) -> None:
         rows = [r for r in (entry or {}).get("layers", []) if r[method].get("excess_loss") is not None]
         if not rows:
             continue
-        x = _depth(rows, d.result.model.get("num_layers"))
+        x = _depth(rows, d.result.model.num_layers)
         ax.plot(x, [r[method]["excess_loss"] for r in rows], **d.line(marker="o", ms=3))
         if d.band:
             ax.fill_between(x, [r[method]["excess_loss_ci"][0] for r in rows],
@@ -362,7 +362,7 @@ def _accuracy_panel(ax, drawn: list, task: str) -> None:
         if entry is None:
             continue
         rows = entry["layers"]
-        x = _depth(rows, d.result.model.get("num_layers"))
+        x = _depth(rows, d.result.model.num_layers)
         ax.plot(x, [r["accuracy"] for r in rows], **d.line(marker="o", ms=3))
         ax.plot(x, [r["leace"]["accuracy"] for r in rows], ls="--", lw=1, color=d.color)
         ax.plot(x, [r["majority"] for r in rows], ls=":", lw=0.8, color=d.color)

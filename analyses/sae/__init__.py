@@ -317,7 +317,7 @@ def compute(cfg: Config | None = None, *, acts: Activations, objective=None,
             est = estimates(sums, cfg.resamples, cfg.seed, boot.level)
             hist, _ = log10_histogram(sums.fires.sum(0) / max(sums.tokens.sum(), 1.0))
             if cfg.save:
-                record = SaeRecord(model=name, fingerprint=identity.model.get("fingerprint", {}), layer=layer,
+                record = SaeRecord(model=name, fingerprint=identity.info.fingerprint or {}, layer=layer,
                                    seed=seed, scale=trained.scale, steps=cfg.steps,
                                    special_tokens="kept" if cfg.keep_special else "excluded")
                 folder = Path(cfg.out) / "sae" / common.result_name(name) / f"layer{layer}-seed{seed}"

@@ -30,6 +30,8 @@ from pathlib import Path
 
 from analyses.common import arg, parse_config, run_main
 from analyses.files import SavedResults
+from analyses.model_info import ModelInfo, ModelPair
+from analyses.result import Identity
 from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED, Verdict  # noqa: F401 - the verdicts, re-exported
 from analyses.summary.claim import (  # noqa: F401 - re-exported for the report and the tests
     ABOVE_ZERO,
@@ -94,19 +96,15 @@ def weights_of(results: dict[str, list]) -> dict[str, str]:
     """model name -> the sha256 of its weights, as the results' model identities record it (a pair: each side)."""
     out: dict[str, str] = {}
 
-    def visit(ident: object, name: str | None = None) -> None:
-        if isinstance(ident, dict):
-            fp = ident.get("fingerprint")
-            sha = fp.get("weights_sha256") if isinstance(fp, dict) else None
-            name = ident.get("name", name)
-            if isinstance(sha, str) and isinstance(name, str):
-                out.setdefault(name, sha)
-            for v in ident.values():
-                visit(v, name)
-
     for found in results.values():
         for r in found:
-            visit(getattr(r, "model", None), getattr(r, "model_name", None))
+            identity = getattr(r, "identity", None)
+            model = identity.model if isinstance(identity, Identity) else None
+            sides = model.sides if isinstance(model, ModelPair) else (model,) if model is not None else ()
+            for side in sides:
+                sha, name = side.weights_sha256, side.name or (r.model_name if isinstance(model, ModelInfo) else "")
+                if sha is not None and name:
+                    out.setdefault(name, sha)
     return out
 
 

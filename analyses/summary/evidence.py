@@ -34,6 +34,7 @@ from analyses import stats
 from analyses.absent import Absent
 from analyses.edited import in_words
 from analyses.files import SavedFile, SavedResults
+from analyses.model_info import ModelInfo
 from analyses.stats import Verdict
 from probes.errors import ProbeError
 
@@ -187,12 +188,12 @@ def typed_saved(saved: SavedResults) -> dict[str, list]:
     return out
 
 
-def weights_id(model: object) -> tuple | None:
+def weights_id(model: ModelInfo | AnalysisResult) -> tuple | None:
     """What identifies trained weights: every ``*weights_sha256`` the ``model`` identity's fingerprint records (a
     module-only recurrent model: the base's and its module's), from the identity dict or a result's ``model``;
     None when it records none (then no two models can be told apart by their weights)."""
-    model = model if isinstance(model, dict) else getattr(model, "model", None)
-    fp = model.get("fingerprint") if isinstance(model, dict) else None
+    info = model if isinstance(model, ModelInfo) else model.identity.model
+    fp = info.fingerprint if isinstance(info, ModelInfo) else None  # a pair's result: no one model's weights
     if not isinstance(fp, dict):
         return None
     found = tuple(sorted((k, v) for k, v in fp.items() if str(k).endswith("weights_sha256") and isinstance(v, str)))
@@ -230,10 +231,11 @@ def by_model(results: Sequence[RR]) -> dict[str, dict[int, RR]]:
     return out
 
 
-def family(result: object) -> str:
-    """The model's registry family as its result's identity records it ("" when it records none)."""
-    model = getattr(result, "model", None)
-    return str(model.get("family", "")) if isinstance(model, dict) else ""
+def family(result: AnalysisResult) -> str:
+    """The model's registry family as its result's identity records it ("" when it records none, or for a pair's
+    result)."""
+    model = result.identity.model
+    return model.family if isinstance(model, ModelInfo) else ""
 
 
 # ----------------------------------------------------------------------------- like with like

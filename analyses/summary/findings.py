@@ -178,8 +178,8 @@ def _topics(results: Sequence[Topics]) -> list[str]:
     out = []
     for r in results:
         s = r.statistics
-        out.append(f"{r.model_a['name']}'s continuations are closer to their context's topics than "
-                   f"{r.model_b['name']}'s in {100 * s['share_a_less']:.1f}% of {len(r.jsd_a)} contexts (mean JSD "
+        out.append(f"{r.model_a.name}'s continuations are closer to their context's topics than "
+                   f"{r.model_b.name}'s in {100 * s['share_a_less']:.1f}% of {len(r.jsd_a)} contexts (mean JSD "
                    f"{s['mean_jsd_a']:.4f} vs {s['mean_jsd_b']:.4f}; lower = closer).")
     return out
 

@@ -42,7 +42,7 @@ def _side(results: Sequence[R], pick: Callable[[R], bool]) -> list[R]:
 
 
 def _size(r: AnalysisResult) -> tuple:
-    return r.model.get("num_layers"), r.model.get("hidden_size")
+    return r.model.num_layers, r.model.hidden_size
 
 
 def split_slstm(results: Sequence[AnalysisResult]) -> tuple[list[AnalysisResult], list[AnalysisResult]]:
@@ -52,7 +52,7 @@ def split_slstm(results: Sequence[AnalysisResult]) -> tuple[list[AnalysisResult]
     present, else all of them."""
     slstm = _side(results, lambda r: family(r) == "slstm")
     others = _side(results, lambda r: family(r) not in ("slstm", "recurrent", "mog")
-                   and r.model.get("kind", "encoder") == "encoder")
+                   and (r.model.kind or "encoder") == "encoder")
     same = [r for r in others if any(_size(r) == _size(s) for s in slstm)]
     return slstm, same or others
 
@@ -241,16 +241,16 @@ def _topic_matchups(results: Sequence[Topics], read: Read) -> list[Matchup]:
     difference A - B the result saved), paired over contexts; seeds grouped by the pair's models."""
     groups: dict[tuple[str, str], list[Pair]] = {}
     for r in results:
-        rec_a, rec_b = (r.model_a.get("family") == "recurrent"), (r.model_b.get("family") == "recurrent")
+        rec_a, rec_b = (r.model_a.family == "recurrent"), (r.model_b.family == "recurrent")
         if rec_a == rec_b:
             continue
-        (rn, bn) = (r.model_a["name"], r.model_b["name"]) if rec_a else (r.model_b["name"], r.model_a["name"])
+        (rn, bn) = (r.model_a.name, r.model_b.name) if rec_a else (r.model_b.name, r.model_a.name)
         d = read(r)
         key = (stats.seed_of(rn)[0], stats.seed_of(bn)[0])
         groups.setdefault(key, []).append(Pair(stats.seed_of(rn)[1], rn, bn, (r,), saved=d if rec_a else _negated(d)))
     for (r_base, b_base), pairs in groups.items():  # each side's seeds are distinct models (evidence.distinct_seeds)
         for base, names in ((r_base, [p.a for p in pairs]), (b_base, list(dict.fromkeys(p.b for p in pairs)))):
-            models = {m["name"]: m for p in pairs for m in (p.results[0].model_a, p.results[0].model_b)}
+            models = {m.name: m for p in pairs for m in (p.results[0].model_a, p.results[0].model_b)}
             distinct_seeds(base, [(stats.seed_of(n)[1], n, weights_id(models[n])) for n in names])
     return [Matchup(f"{r} vs {b}", sorted(p, key=lambda x: x.seed)) for (r, b), p in groups.items()]
 

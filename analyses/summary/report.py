@@ -39,6 +39,7 @@ from typing import Any
 
 from analyses.common import arg, atomic_write, parse_config, run_main
 from analyses.files import SavedResults
+from analyses.model_info import ModelInfo
 from analyses.summary import claims as claims_mod
 from analyses.summary import findings
 from analyses.summary.effects import effect_section
@@ -121,23 +122,35 @@ def shown_name(doc: dict) -> str:
     return name
 
 
-def _models(saved: SavedResults) -> list[dict]:
+@dataclass
+class ModelRow:
+    """One row of the report's model table: a model's name (as given), family, kind, layers, width and the
+    analyses run on it."""
+
+    name: str
+    family: str
+    kind: str
+    layers: int | str  # "" where the description records none
+    width: int | str
+    ran: list[str]
+
+
+def _models(saved: SavedResults) -> list[ModelRow]:
     """One row per model in the results: name (as given), family, kind, layers, width and what was run. A
     registered analysis's models are those its declaration reads from each Result (both models of a pair,
     :meth:`analyses.analysis.Analysis.models`); a document no analysis reads names its ``model`` if it has one."""
     import analyses as registry
 
-    rows: dict[str, dict] = {}
+    rows: dict[str, ModelRow] = {}
 
-    def add(desc: object, analysis: str, shown: str | None = None) -> None:
-        if not isinstance(desc, dict) or not desc.get("name"):
+    def add(desc: ModelInfo, analysis: str, shown: str | None = None) -> None:
+        if not desc.name:
             return
-        name = str(desc["name"])
-        row = rows.setdefault(name, {"name": shown or name, "family": desc.get("family", ""),
-                                     "kind": desc.get("kind", ""), "layers": desc.get("num_layers", ""),
-                                     "width": desc.get("hidden_size", ""), "ran": []})
-        if analysis not in row["ran"]:
-            row["ran"].append(analysis)
+        row = rows.setdefault(desc.name, ModelRow(
+            shown or desc.name, desc.family, desc.kind, "" if desc.num_layers is None else desc.num_layers,
+            "" if desc.hidden_size is None else desc.hidden_size, []))
+        if analysis not in row.ran:
+            row.ran.append(analysis)
 
     for analysis, files in saved.folders.items():
         decl = registry.get(analysis) if analysis in registry.ANALYSES else None
@@ -146,9 +159,9 @@ def _models(saved: SavedResults) -> list[dict]:
                 described = decl.models(f.result)
                 for desc in described:
                     add(desc, analysis, shown_name(f.doc) if len(described) == 1 else None)
-            else:
-                add(f.doc.get("model"), analysis, shown_name(f.doc))
-    return sorted(rows.values(), key=lambda r: r["name"])
+            elif isinstance(f.doc.get("model"), dict):
+                add(ModelInfo.from_json(f.doc["model"]), analysis, shown_name(f.doc))
+    return sorted(rows.values(), key=lambda r: r.name)
 
 
 def _png_width(path: Path) -> int:

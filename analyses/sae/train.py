@@ -14,14 +14,17 @@
   the residual e = x - x_hat (no gradient through it) is reconstructed from the k_aux = min(d / 2, #dead) largest
   pre-activations of the dead latents alone, e_hat = W_dec[dead]^T topk(relu(pre[dead])), and
   aux_coef * ||e - e_hat||^2 / ||e - mean e||^2 (batch means) is added; it moves dead latents towards what the
-  live ones miss, which revives them.
+  live ones miss, which revives them. (Gao et al.'s and sparsify's normalised form; sae-lens 6.54 instead adds
+  aux_coef min(#dead / (d / 2), 1) ||e - e_hat||^2 with the top-k of the raw pre-activations:
+  tests/test_sae_reference.py pins the factor.)
 * ``batchtopk`` trains with the batch-wide top k B (:meth:`analyses.sae.model.SAE.batch_topk`); after every step
   its threshold theta <- theta + threshold_rate (a - theta), a the smallest activation kept in that batch (theta
   starts at the first batch's a): the running mean the inference JumpReLU uses.
 * A latent is dead when it has not fired on any of the last ``dead_window`` training tokens.
 * Adam (betas 0.9, 0.999), the learning rate warmed up linearly over the first ``warmup`` share of the steps,
   constant, then decayed linearly to 0 over the last ``decay`` share (torch.optim.lr_scheduler.LambdaLR).
-* After every step the decoder rows go back to unit norm.
+* After every step the decoder rows go back to unit norm. Gradients are not clipped. (sae-lens's SAETrainer clips
+  their norm at 1 and leaves the rows free; with those two taken out it reaches the same weights: the oracle test.)
 
 Everything random comes from one torch Generator seeded with ``seed``: the same inputs and seed give the same
 SAE (on one device and thread count).

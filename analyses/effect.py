@@ -39,6 +39,12 @@ analysis loads its model once and scores under each edit in turn.
     e = effect.run("perplexity", "tiny-gpt2", texts, intervention=iv, control="random", overlap=[0])
     e.difference.value, e.difference.low, e.difference.high        # edited - clean and its interval
     e.to_frame(); effect.plot(e)
+
+From the command line, the edit's arrays on disk (:class:`Config`; docs/interventions.md has a worked example),
+writing ``<out>/effects/<analysis>/<name>.json`` and its figure; bad input is one ``error:`` line, exit 2:
+
+    $ python -m analyses.effect --model tiny-gpt2 --layer 1 --edit add --arrays v.npy --scale 4 \
+          [--analysis perplexity|anisotropy] [--texts FILE] [--control random|none] [--option overlap=0] [--out out]
 """
 
 from __future__ import annotations

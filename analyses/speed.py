@@ -37,17 +37,20 @@ the result records both, and unlike the other analyses two runs are not byte-ide
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from analyses import common, stats, style
+from analyses import common, records, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, settings_used
 from analyses.inputs import TimedConfig, Timing
+from analyses.records import omitted
 from probes.capture.timing import TimingConfig, machine, time_models
 from probes.config import arg
 from probes.errors import ProbeError
@@ -100,7 +103,80 @@ def local_slopes(lengths, times) -> list[float]:
     return (np.diff(t) / np.diff(n)).tolist()
 
 
-def crossover(lengths, model_times, ref_times) -> dict:
+@dataclass
+class Crossover:
+    """Where a model becomes (and stays) faster than the reference (:func:`crossover`)."""
+
+    from_length: int | None  # the shortest measured length from which it is faster at every longer one
+    interpolated: float | None  # the length where log(t_model / t_ref) crosses 0 (log-log interpolation)
+    faster_everywhere: bool
+    note: str  # in words
+
+
+@dataclass
+class LengthRow:
+    """One length's timings (seconds per forward pass); a length beyond the model's limit is skipped (``skipped``:
+    why; saved as ``{"length", "skipped"}`` alone)."""
+
+    length: int
+    skipped: str | None = None  # why the length was not timed; None: timed
+    median_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    samples_s: list[float] | None = None
+    loops_per_sample: int | None = None
+    tokens_per_s: float | None = None
+    speedup_vs_reference: float | None = None  # None: the reference did not time this length
+
+    def to_json(self) -> dict[str, Any]:
+        if self.skipped is not None:
+            return {"length": self.length, "skipped": self.skipped}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "skipped"}
+
+
+class ReferenceTimes:
+    """The reference's median seconds per timed length; saved as ``{"<length>": seconds}``."""
+
+    def __init__(self, seconds: dict[int, float] | None = None):
+        self.seconds: dict[int, float] = dict(seconds or {})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReferenceTimes) and self.seconds == other.seconds
+
+    def __repr__(self) -> str:
+        return f"ReferenceTimes({self.seconds})"
+
+    def to_json(self) -> dict[str, float]:
+        return {str(n): t for n, t in self.seconds.items()}
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "reference_median_s") -> ReferenceTimes:
+        if not isinstance(doc, dict):
+            raise records.Malformed(f"{where}: a mapping of length to seconds, not {type(doc).__name__}")
+        return cls({int(n): float(t) for n, t in doc.items()})
+
+
+@dataclass
+class MachineState:
+    """The machine and its load at one moment (:func:`probes.capture.timing.machine`)."""
+
+    platform: str
+    processor: str | None = omitted()
+    usable_cpus: int | None = omitted()
+    torch: str | None = omitted()
+    torch_threads: int | None = omitted()
+    load_average: list[float] | None = omitted()
+
+
+@dataclass
+class Machine:
+    """The machine before and after the timings."""
+
+    before: MachineState | None = omitted()
+    after: MachineState | None = omitted()
+
+
+def crossover(lengths, model_times, ref_times) -> Crossover:
     """Where the model becomes (and stays) faster than the reference.
 
     ``from_length``: the shortest measured length from which the model is faster at every longer
@@ -110,18 +186,18 @@ def crossover(lengths, model_times, ref_times) -> dict:
     n = np.asarray(lengths, float)
     r = np.log(np.asarray(model_times, float) / np.asarray(ref_times, float))  # < 0: model faster
     if r[-1] >= 0:
-        return {"from_length": None, "interpolated": None, "faster_everywhere": False,
-                "note": "slower than the reference at the longest length"}
+        return Crossover(from_length=None, interpolated=None, faster_everywhere=False,
+                         note="slower than the reference at the longest length")
     k = len(r) - 1
     while k > 0 and r[k - 1] < 0:
         k -= 1
     if k == 0:
-        return {"from_length": int(n[0]), "interpolated": float(n[0]), "faster_everywhere": True,
-                "note": "faster at every measured length"}
+        return Crossover(from_length=int(n[0]), interpolated=float(n[0]), faster_everywhere=True,
+                         note="faster at every measured length")
     x0, x1 = math.log(n[k - 1]), math.log(n[k])
     x = x0 + (x1 - x0) * r[k - 1] / (r[k - 1] - r[k])
-    return {"from_length": int(n[k]), "interpolated": float(math.exp(x)), "faster_everywhere": False,
-            "note": f"faster from {int(n[k])} tokens on (slower at {int(n[k - 1])})"}
+    return Crossover(from_length=int(n[k]), interpolated=float(math.exp(x)), faster_everywhere=False,
+                     note=f"faster from {int(n[k])} tokens on (slower at {int(n[k - 1])})")
 
 
 # ----------------------------------------------------------------------------- compute
@@ -133,33 +209,33 @@ class Result(common.AnalysisResult):
     was built (random init: architecture and sizes; else its description)."""
 
     reference: str  # the model the speed-ups are measured against
-    reference_median_s: dict  # str(length) -> the reference's median seconds
-    definitions: dict  # prose only: nothing reads numbers from it
+    reference_median_s: ReferenceTimes  # length -> the reference's median seconds
+    definitions: records.Definitions  # prose only: nothing reads numbers from it
     fit_lengths: list[int]  # lengths the log-log slope is fitted on
     slope: float | None  # b of log t = a + b log n (None: fewer than two fitted lengths)
     intercept: float | None  # a
     local_slopes: list[float]  # d log t / d log n between consecutive timed lengths
-    crossover: dict | None  # where the model becomes and stays faster than the reference (None: the reference)
-    rows: list[dict]  # per length: median_s, min_s, max_s, samples_s, loops_per_sample, tokens_per_s,
-    #                   speedup_vs_reference; or {"length", "skipped": why} beyond the model's limit
-    machine: dict  # "before" / "after": platform and load
+    crossover: Crossover | None  # where the model becomes and stays faster than the reference (None: the reference)
+    rows: list[LengthRow]  # per length: median_s, min_s, max_s, samples_s, loops_per_sample, tokens_per_s,
+    #                        speedup_vs_reference; or the length and why it was skipped beyond the model's limit
+    machine: Machine  # before / after: platform and load
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
         return {"log-log slope": stats.Sample(self.slope)}
 
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the median forward time at each timed length."""
-        return common.as_floats(row["median_s"] for row in self.timed_rows())
+        return common.as_floats(row.median_s for row in self.timed_rows())
 
     def headline(self) -> dict[str, str]:
         out = {"log-log slope": "n/a" if self.slope is None else f"{self.slope:.2f}"}
         if self.crossover is not None:
-            out[f"against {self.reference}"] = self.crossover["note"]
+            out[f"against {self.reference}"] = self.crossover.note
         return out
 
-    def timed_rows(self) -> list[dict]:
+    def timed_rows(self) -> list[LengthRow]:
         """The rows of the lengths that were timed (not skipped)."""
-        return [row for row in self.rows if row.get("skipped") is None]
+        return [row for row in self.rows if row.skipped is None]
 
     @style.drawing
     def plot(self, ax=None, **kwargs):
@@ -214,45 +290,44 @@ def compute(cfg: Config | None = None, *, runners: list, progress: bool = True) 
     ref = {n: statistics.median(v["samples"]) for n, v in raw[reference].items() if "samples" in v}
     results = {}
     for r in runners:
-        rows = []
+        rows, timed = [], []  # every length's row; (length, median seconds) of the timed ones
         for n in cfg.lengths:
             entry = raw[r.name][n]
             if "samples" not in entry:
-                rows.append({"length": n, "skipped": entry["skipped"]})
+                rows.append(LengthRow(length=n, skipped=entry["skipped"]))
                 continue
             med = statistics.median(entry["samples"])
-            rows.append({"length": n, "median_s": med, "min_s": min(entry["samples"]), "max_s": max(entry["samples"]),
-                         "samples_s": entry["samples"], "loops_per_sample": entry["loops"],
-                         "tokens_per_s": cfg.batch * n / med,
-                         "speedup_vs_reference": ref[n] / med if n in ref else None})
-        timed = [row for row in rows if "median_s" in row]
-        fit = [row for row in timed if row["length"] >= cfg.fit_min_length]
+            rows.append(LengthRow(length=n, median_s=med, min_s=min(entry["samples"]), max_s=max(entry["samples"]),
+                                  samples_s=entry["samples"], loops_per_sample=entry["loops"],
+                                  tokens_per_s=cfg.batch * n / med,
+                                  speedup_vs_reference=ref[n] / med if n in ref else None))
+            timed.append((n, med))
+        fit = [(n, t) for n, t in timed if n >= cfg.fit_min_length]
         slope = intercept = None
         if len(fit) >= 2:
-            slope, intercept = loglog_slope([x["length"] for x in fit], [x["median_s"] for x in fit])
-        both = [row for row in timed if row["length"] in ref]
+            slope, intercept = loglog_slope([n for n, _ in fit], [t for _, t in fit])
+        both = [(n, t) for n, t in timed if n in ref]
         cross = None
         if r.name != reference and both:
-            cross = crossover([x["length"] for x in both], [x["median_s"] for x in both],
-                              [ref[x["length"]] for x in both])
+            cross = crossover([n for n, _ in both], [t for _, t in both], [ref[n] for n, _ in both])
         results[r.name] = Result(
             identity=Identity(model_name=r.name, config=settings_used(cfg, requested=r.name), model=r.info),
             reference=reference,
-            reference_median_s={str(n): t for n, t in ref.items()},
-            definitions={
+            reference_median_s=ReferenceTimes(ref),
+            definitions=records.Definitions({
                 "time": f"seconds per forward pass over a batch of {cfg.batch} random sequences of n tokens "
                         "(final layer only, no tokenisation), median over the repeats",
                 "speedup_vs_reference": f"median time of {reference} / median time of this model, same run",
                 "slope": f"least-squares log-log fit on lengths >= {cfg.fit_min_length}",
                 "order": "per length: warm-up of every model, then repeats with the start order rotating",
-            },
-            fit_lengths=[x["length"] for x in fit],
+            }),
+            fit_lengths=[n for n, _ in fit],
             slope=slope, intercept=intercept,
-            local_slopes=local_slopes([x["length"] for x in timed], [x["median_s"] for x in timed])
-            if len(timed) >= 2 else [],
+            local_slopes=local_slopes([n for n, _ in timed], [t for _, t in timed]) if len(timed) >= 2 else [],
             crossover=cross,
             rows=rows,
-            machine={"before": before, "after": after},
+            machine=Machine(before=records.from_json(MachineState, before, "machine.before"),
+                            after=records.from_json(MachineState, after, "machine.after")),
         )
     return results
 
@@ -260,7 +335,7 @@ def compute(cfg: Config | None = None, *, runners: list, progress: bool = True) 
 def table_rows(result: Result) -> list[dict]:
     """One CSV row per length (a skipped length has empty timings)."""
     keys = ("length", "median_s", "min_s", "max_s", "loops_per_sample", "tokens_per_s", "speedup_vs_reference")
-    return [{k: row.get(k) for k in keys} for row in result.rows]
+    return [{k: getattr(row, k) for k in keys} for row in result.rows]
 
 
 # ----------------------------------------------------------------------------- plots
@@ -268,7 +343,7 @@ def table_rows(result: Result) -> list[dict]:
 
 def _timed(res: Result) -> tuple[np.ndarray, np.ndarray]:
     rows = res.timed_rows()
-    return np.array([r["length"] for r in rows], float), np.array([r["median_s"] for r in rows], float)
+    return np.array([r.length for r in rows], float), np.array([r.median_s for r in rows], float)
 
 
 def _time_label(res: Result) -> str:
@@ -308,10 +383,10 @@ def plot(results: list[Result], fig=None):
         res, c = d.result, d.color
         n, _ = _timed(res)
         if res.model_name != res.reference:
-            s = np.array([r["speedup_vs_reference"] for r in res.timed_rows()], float)
+            s = np.array([r.speedup_vs_reference for r in res.timed_rows()], float)
             bx.plot(n, s, marker="o", ms=4, color=c, label=f"{res.model_name} vs {res.reference}")
             compared = True
-            x = None if res.crossover is None else res.crossover["interpolated"]  # None: never overtakes
+            x = None if res.crossover is None else res.crossover.interpolated  # None: never overtakes
             if x is not None:
                 bx.axvline(x, color=c, lw=0.8, ls=":")
                 bx.text(x, 1.0, f" {x:.0f}", color=c, fontsize="small", va="bottom")
@@ -356,8 +431,8 @@ def summary(results: dict[str, Result]) -> list[str]:
         line = f"{name}: slope {slope} on n >= {res.config['fit_min_length']}"
         if res.crossover is not None:
             c = res.crossover
-            line += (f"; faster than {res.reference} from n = {c['from_length']} "
-                     f"(interpolated {c['interpolated']:.0f})" if c["from_length"] else f"; {c['note']}")
+            line += (f"; faster than {res.reference} from n = {c.from_length} "
+                     f"(interpolated {c.interpolated:.0f})" if c.from_length else f"; {c.note}")
         lines.append(line)
     return lines
 

@@ -50,7 +50,7 @@ for w in result.windows:
 """,
     "speed": """
 for res in results.values():
-    assert [r["length"] for r in res.rows] == LENGTHS and all(r["median_s"] > 0 for r in res.timed_rows())
+    assert [r.length for r in res.rows] == LENGTHS and all(r.median_s > 0 for r in res.timed_rows())
 """,
     "topics": """
 jsd = np.concatenate([result.jsd_a, result.jsd_b])

@@ -33,14 +33,14 @@ def test_crossover():
     ref = [1e-6 * n**2 for n in N]  # quadratic reference
     model = [1e-3 * n for n in N]  # linear: equal at n = 1000
     c = speed.crossover(N, model, ref)
-    assert c["from_length"] == 1024 and not c["faster_everywhere"]
-    assert c["interpolated"] == pytest.approx(1000, rel=1e-9)  # exact: log-ratio is linear in log n
-    assert speed.crossover(N, [0.5 * t for t in ref], ref)["faster_everywhere"]
-    assert speed.crossover(N, [2 * t for t in ref], ref)["from_length"] is None
+    assert c.from_length == 1024 and not c.faster_everywhere
+    assert c.interpolated == pytest.approx(1000, rel=1e-9)  # exact: log-ratio is linear in log n
+    assert speed.crossover(N, [0.5 * t for t in ref], ref).faster_everywhere
+    assert speed.crossover(N, [2 * t for t in ref], ref).from_length is None
     # faster in the middle, slower again at the end: no lasting crossover
-    assert speed.crossover(N[:3], [1, 0.5, 3], [1.5, 1, 2])["from_length"] is None
+    assert speed.crossover(N[:3], [1, 0.5, 3], [1.5, 1, 2]).from_length is None
     # must stay faster: a dip below the reference early on does not count
-    assert speed.crossover(N[:4], [0.5, 2, 1, 1], [1, 1, 2, 2])["from_length"] == 256
+    assert speed.crossover(N[:4], [0.5, 2, 1, 1], [1, 1, 2, 2]).from_length == 256
 
 
 @pytest.mark.slow
@@ -65,10 +65,10 @@ def test_cli_writes_results_and_figures(tmp_path, tiny_slstm_registry, capsys, d
     for name in ("slstm", "tiny-slstm", "bert"):
         saved = speed.Result.from_json(json.loads((out / "results" / "speed" / f"{name}.json").read_text()))
         timed = saved.timed_rows()
-        lengths = [r["length"] for r in timed]
-        line_drawing(times, [r["median_s"] for r in timed], x=lengths)
+        lengths = [r.length for r in timed]
+        line_drawing(times, [r.median_s for r in timed], x=lengths)
         if name != "bert":  # the reference is not compared with itself
-            line_drawing(speedups, [r["speedup_vs_reference"] for r in timed], x=lengths)
+            line_drawing(speedups, [r.speedup_vs_reference for r in timed], x=lengths)
         line_drawing(slopes, saved.local_slopes)
     res = json.loads((out / "results" / "speed" / "slstm.json").read_text())
     assert res["reference"] == "bert" and res["model"]["hidden_size"] == 16 and res["model"]["num_layers"] == 2
@@ -126,13 +126,14 @@ def test_result_json_round_trip(tmp_path, monkeypatch):
         assert list(doc) == ["analysis", *back.to_json(), "provenance"]
         assert back.slope == pytest.approx(res.slope, abs=1e-8) and back.fit_lengths == res.fit_lengths
         assert back.crossover == res.crossover
-        assert [r["length"] for r in back.timed_rows()] == [r["length"] for r in res.timed_rows()]
+        assert [r.length for r in back.timed_rows()] == [r.length for r in res.timed_rows()]
         again, _ = write_result(tmp_path / "b", "speed", name, back, speed.table_rows(back))
         assert again.read_bytes() == path.read_bytes()
     slstm, bert = results["slstm"], results["bert"]
-    assert [r["length"] for r in slstm.timed_rows()] == [8, 16, 32] and slstm.rows[-1]["skipped"]
+    assert [r.length for r in slstm.timed_rows()] == [8, 16, 32] and slstm.rows[-1].skipped
+    assert slstm.to_json()["rows"][-1] == {"length": 64, "skipped": "longer than the model's limit"}  # as saved
     assert slstm.slope == pytest.approx(1.0) and bert.slope == pytest.approx(1.7)  # the planted powers
-    assert slstm.crossover["faster_everywhere"] and bert.crossover is None
+    assert slstm.crossover is not None and slstm.crossover.faster_everywhere and bert.crossover is None
     first, *_, skipped = speed.table_rows(slstm)
     assert skipped == {"length": 64, **{k: None for k in first if k != "length"}}
 
@@ -151,11 +152,11 @@ def test_plots_draw_the_timings_in_the_model_colours(monkeypatch):
     lines = {ln.get_label(): ln for ln in time_ax.get_lines()}
     measured = lines["slstm (slope 1.00)"]
     np.testing.assert_array_equal(measured.get_xdata(), [8, 16, 32])
-    np.testing.assert_allclose(measured.get_ydata(), [r["median_s"] for r in slstm.timed_rows()])
+    np.testing.assert_allclose(measured.get_ydata(), [r.median_s for r in slstm.timed_rows()])
     assert to_hex(measured.get_color()) == model_color("slstm")
     assert to_hex(lines["bert (slope 1.70)"].get_color()) == model_color("bert")
     (ratio,) = [ln for ln in speedup_ax.get_lines() if ln.get_label() == "slstm vs bert"]
-    np.testing.assert_allclose(ratio.get_ydata(), [r["speedup_vs_reference"] for r in slstm.timed_rows()])
+    np.testing.assert_allclose(ratio.get_ydata(), [r.speedup_vs_reference for r in slstm.timed_rows()])
     assert any(list(ln.get_xdata()) == [8.0, 8.0] for ln in speedup_ax.get_lines())  # slstm's crossover at 8
     assert time_ax.get_ylabel() == "time per forward pass (s)"
     slopes = speed.plot_slopes([slstm, bert]).axes[0].get_lines()

@@ -12,7 +12,8 @@
   over every token (steps = tokens / batch), the states made range by range as a cache entry's memory-mapped read
   gives them (seeded by the range's start; never all in memory). Each size runs in its own process; the parent
   samples its RssAnon (the memory the process allocated) as :mod:`benchmarks.bench_memory` does, and the child
-  prints its ru_maxrss and the most states the buffer held. Flat means the 4 M peak is within a few MiB of the
+  prints its VmHWM (its peak resident memory; not ru_maxrss, which on Linux keeps the parent's peak across the
+  fork and exec) and the most states the buffer held. Flat means the 4 M peak is within a few MiB of the
   1 M one.
 
     $ python -m benchmarks.bench_sae [--n 20000 --d 384 --width 3072 --k 32 --steps 30 --rounds 3]
@@ -137,7 +138,7 @@ def step_rows(cfg: Settings) -> list[Row]:
                 goal=goal_text(ratio, GOAL))]
 
 
-CHILD = """import resource, sys
+CHILD = """import sys
 import numpy as np
 from analyses.sae.model import SaeShape
 from analyses.sae.stream import ShuffleBuffer, TokenSource
@@ -155,9 +156,9 @@ ShuffleBuffer.__post_init__ = post_init
 steps = -(-n // batch)
 trained = train_sae_streamed(TokenSource(n=n, d=d, read=read), SaeShape("topk", d, width, 16),
                              TrainSettings(steps=steps, batch=batch), buffer)
-maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+hwm = [int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith("VmHWM")]
 print(f"child: {n} tokens, {steps} steps, final loss {trained.final_loss:.4f}, buffer peak "
-      f"{max([b.peak for b in buffers] or [0])} states, ru_maxrss {maxrss:.0f} MiB")
+      f"{max([b.peak for b in buffers] or [0])} states, VmHWM {max(hwm or [0]):.0f} MiB")
 """
 
 

@@ -18,7 +18,7 @@ from probes.errors import ProbeError
 TEXTS = [f"The {a} saw {n} {b}{', sadly,' if (i + j) % 2 else ''} near the {c} today."
          for i, a in enumerate(("cat", "dog", "man", "girl")) for j, n in enumerate(("two", "nine"))
          for b in ("birds", "cars", "trees") for c in ("river", "house")]
-SMALL = dict(layer=[1], n_boot=20, max_items=200, cv_folds=2, cs=[1.0], random_draws=1, inlp_iterations=2,
+SMALL = dict(layer=[1], seeds=1, n_boot=20, max_items=200, cv_folds=2, cs=[1.0], random_draws=1, inlp_iterations=2,
              min_per_class=3)
 ANIMALS = {"cat", "dog", "birds"}
 
@@ -36,15 +36,15 @@ def _acts(tmp_path):
 def test_sentence_labels_run_end_to_end_and_name_the_task(tmp_path):
     comma = np.array(["," in t for t in TEXTS])
     r = _run(TEXTS, tmp_path, labels=comma, label_name="comma")
-    assert [t["task"] for t in r.tasks] == ["comma"]  # only the caller's task unless task= asks for more
+    assert [t.task for t in r.tasks] == ["comma"]  # only the caller's task unless task= asks for more
     entry = r.tasks[0]
-    assert entry["classes"] == ["False", "True"] and entry["notes"]["level"] == "sentence"
-    assert entry["notes"]["source"] == "labels given by the caller" and len(entry["notes"]["labels_sha256"]) == 64
-    row = entry["layers"][0]
-    assert row["layer"] == 1 and row["leace"]["rank"] == 1 and "excess_loss" in row["leace"]
-    assert 0.0 <= row["leace"]["accuracy"] <= 1.0 and "comma" in r.headline()
+    assert entry.classes == ["False", "True"] and entry.notes["level"] == "sentence"
+    assert entry.notes["source"] == "labels given by the caller" and len(entry.notes["labels_sha256"]) == 64
+    row = entry.layers[0]
+    assert row.layer == 1 and row.leace.rank == 1 and row.leace.excess_loss is not None
+    assert 0.0 <= row.leace.accuracy <= 1.0 and "comma" in r.headline()
     both = _run(TEXTS, tmp_path, labels=comma, task=["position"], position_bins=2)
-    assert [t["task"] for t in both.tasks] == ["position", "labels"]
+    assert [t.task for t in both.tasks] == ["position", "labels"]
 
 
 def test_token_labels_and_a_function_of_the_text(tmp_path):
@@ -52,9 +52,9 @@ def test_token_labels_and_a_function_of_the_text(tmp_path):
     token_labels = [[tok in ANIMALS for tok in toks] for toks in acts.tokens]
     r = _run(TEXTS, tmp_path, labels=token_labels)
     entry = r.tasks[0]
-    assert entry["task"] == "labels" and entry["notes"]["level"] == "token" and entry["n_classes"] == 2
+    assert entry.task == "labels" and entry.notes["level"] == "token" and entry.n_classes == 2
     # every real token is an item (the cap of 200 aside), special tokens never
-    assert entry["n_items"] == min(200, int((~np.asarray(acts.special, bool)).sum()))
+    assert entry.n_items == min(200, int((~np.asarray(acts.special, bool)).sum()))
     f = _run(TEXTS, tmp_path, labels=lambda text: "," in text, label_name="comma")
     given = _run(TEXTS, tmp_path, labels=["," in t for t in TEXTS], label_name="comma")
     assert f.tasks == given.tasks  # a function of the text is its values

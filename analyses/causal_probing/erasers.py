@@ -107,20 +107,84 @@ def leace(X: np.ndarray, y: np.ndarray, shrinkage: bool = True, svd_tol: float =
     return Erase(w.W_inv @ u, u.T @ w.W, mean)
 
 
-def leace_random(X: np.ndarray, rank: int, seed: int, shrinkage: bool = True) -> Erase:
-    """LEACE's control: a uniformly random ``rank``-dimensional subspace of LEACE's whitened coordinates (within the
-    covariance's support), erased the way LEACE erases its own."""
+def removed_share(eraser: Erase, X: np.ndarray) -> float:
+    """The share of the states' variance ``eraser`` removes from ``X`` (n, d): the mean squared change over the total
+    variance, ||X - e(X)||_F^2 / ||X - mean(X)||_F^2 (an orthogonal projection around the mean: the variance along
+    its subspace over the total; LEACE, an oblique projection, may change more than it keeps out)."""
     X = np.asarray(X, np.float64)
-    mean = X.mean(0)
-    Xc = X - mean
-    w = whitening(shrunk_covariance(Xc) if shrinkage else Xc.T @ Xc / (len(X) - 1))
-    g = np.random.default_rng([seed, 31]).normal(size=(w.support.shape[1], rank))
-    u = w.support @ np.linalg.qr(g)[0]  # (d, rank) orthonormal, inside the support
-    return Erase(w.W_inv @ u, u.T @ w.W, mean)
+    total = float(((X - X.mean(0)) ** 2).sum())
+    return float(((X - eraser.apply_numpy(X)) ** 2).sum()) / total if total > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Spectrum:
+    """The eigendecomposition of the states' 1/n covariance, on its support: what a variance-matched random
+    control is drawn from (computed once per layer's training states, shared by every control drawn on them)."""
+
+    mean: np.ndarray  # (d,)
+    values: np.ndarray  # (s,) eigenvalues > 0, ascending
+    vectors: np.ndarray  # (d, s) their eigenvectors
+
+    @classmethod
+    def of(cls, X: np.ndarray) -> Spectrum:
+        X = np.asarray(X, np.float64)
+        mean = X.mean(0)
+        Xc = X - mean
+        lam, V = np.linalg.eigh(Xc.T @ Xc / len(X))
+        keep = lam > max(float(lam[-1]), 0.0) * X.shape[1] * np.finfo(np.float64).eps
+        return cls(mean, lam[keep], V[:, keep])
+
+
+TILT = 64.0  # the tilt's range: a in [-TILT, TILT] spans the lowest-variance to the highest-variance directions
+
+
+def _tilted(spec: Spectrum, G: np.ndarray, a: float) -> tuple[np.ndarray, float]:
+    """(Q (s, r) orthonormal in the eigenbasis, the share of variance along it) of span(diag(lambda^(a/2)) G)."""
+    z = a / 2 * np.log(spec.values / spec.values[-1])
+    w = np.exp(np.maximum(z - z.max(), -600.0))
+    Q = np.linalg.qr(w[:, None] * G)[0]
+    return Q, float(spec.values @ (Q * Q).sum(1) / spec.values.sum())
+
+
+@dataclass(frozen=True)
+class Control:
+    """A variance-matched random control: the edit, its rank and the share of variance it removes."""
+
+    eraser: Erase
+    rank: int
+    share: float
+
+
+def matched_random(spec: Spectrum, rank: int, share: float, seed: int, tol: float = 0.01) -> Control:
+    """A random control that removes ``share`` of the states' variance (to ``tol``, relative), an orthogonal
+    projection around the mean. Gaussian directions G (s, r) are drawn with ``seed`` in the covariance's
+    eigenbasis and tilted, span(Lambda^(a/2) G): a = 0 is a uniformly random subspace, a -> +inf the r
+    highest-variance directions, a -> -inf the r lowest; a is found by bisection so that the subspace removes
+    ``share``. Its rank is ``rank`` when a subspace of that rank can remove that share (LEACE's oblique erasure
+    may change more than r orthogonal directions hold), else the nearest rank that can."""
+    s = len(spec.values)
+    r = int(np.clip(rank, 1, s))
+    rng = np.random.default_rng([seed, 31])
+    G = rng.normal(size=(s, s))  # (s, s): the first r columns are the rank-r draw; more only where needed
+    while r < s and _tilted(spec, G[:, :r], TILT)[1] < share * (1 - tol):
+        r += 1
+    while r > 1 and _tilted(spec, G[:, :r], -TILT)[1] > share * (1 + tol):
+        r -= 1
+    lo, hi = -TILT, TILT
+    Q, got = _tilted(spec, G[:, :r], 0.0)
+    for _ in range(100):
+        if abs(got - share) <= tol * share * 0.1:
+            break
+        a = (lo + hi) / 2
+        Q, got = _tilted(spec, G[:, :r], a)
+        lo, hi = (a, hi) if got < share else (lo, a)
+    B = spec.vectors @ Q  # (d, r) orthonormal
+    return Control(Erase(B, B.T, spec.mean), r, got)
 
 
 def orthogonal_random(X: np.ndarray, rank: int, seed: int) -> Erase:
-    """INLP's control: ``rank`` uniformly random orthonormal directions, projected out around the mean."""
+    """``rank`` uniformly random orthonormal directions, projected out around the mean (rank-matched only: the
+    variance it removes is whatever those directions hold)."""
     X = np.asarray(X, np.float64)
     q = np.linalg.qr(np.random.default_rng([seed, 37]).normal(size=(X.shape[1], rank)))[0]
     return Erase(q, q.T, X.mean(0))

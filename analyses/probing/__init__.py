@@ -62,9 +62,9 @@ LEVEL = 0.95  # interval coverage
 
 
 @dataclass
-class Config(SentenceConfig):
-    """Linear probes with control tasks, per layer, on sentence and token vectors (--seed: every random
-    choice, the sample, labels, splits and bootstrap)."""
+class ProbeOptions(SentenceConfig):
+    """The tasks' and the linear probe's settings, shared by probing (:class:`Config`) and causal probing
+    (``analyses.causal_probing.Config``, which sets a few other defaults)."""
 
     task: list[str] = arg(list(pt.TASKS), f"tasks to probe, from: {', '.join(pt.TASKS)}", choices=pt.TASKS)
     max_items: int = arg(2000, "at most this many items per task (seeded subsample); bounds the probe's cost", min=10)
@@ -85,6 +85,13 @@ class Config(SentenceConfig):
     word_content_skip: int = arg(100, "word_content: skip this many most frequent words before the vocabulary", min=0)
     position_bins: int = arg(5, "position classes (relative position bins)", min=2)
     identity_types: int = arg(30, "token_identity: the N most frequent word types", min=2)
+
+
+@dataclass
+class Config(ProbeOptions):
+    """Linear probes with control tasks, per layer, on sentence and token vectors (--seed: every random
+    choice, the sample, labels, splits and bootstrap)."""
+
     min_test_items: int = arg(50, "a task with fewer test items is marked small in its result and figure "
                                   "(its accuracy is too noisy to read)", min=1)
 
@@ -476,6 +483,6 @@ ANALYSIS = Analysis(
 )
 run, main = ANALYSIS.run, ANALYSIS.main  # the Python call and the command line
 
-__all__ = ["ANALYSIS", "Config", "ProbingInputs", "Result", "bootstrap_interval", "compute", "fit_probe",
-           "fit_probe_layers", "main", "make_task", "plot", "plot_selectivity", "probe_layers", "run", "split",
-           "table_rows"]
+__all__ = ["ANALYSIS", "Config", "ProbeOptions", "ProbingInputs", "Result", "bootstrap_interval", "compute",
+           "fit_probe", "fit_probe_layers", "main", "make_task", "plot", "plot_selectivity", "probe_layers", "run",
+           "split", "table_rows"]

@@ -209,6 +209,7 @@ def plot(finding: Finding, fig=None):
                 ax.plot([xi] * len(c.differences), c.differences, ".", ms=2, color=colors.get(base, "0.3"))
         ax.set_ylabel(f"difference in {STATISTICS[stat]}")
         ax.set_xlabel("layer l (0 = embeddings)")
+        ax.set_xticks(sorted({r.layer for r in finding.models}))
     style.legend(axes[0])
     style.legend(axes[1])
     return fig

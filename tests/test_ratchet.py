@@ -25,7 +25,7 @@ ANALYSES = REPO / "analyses"
 # Ceilings: the counts today. Lower them as fields and reads are typed; never raise them.
 DICT_RESULT_FIELDS = 32
 STRING_READS_SUMMARY = 126
-STRING_READS_ANALYSES = 635
+STRING_READS_ANALYSES = 630
 
 
 def _sources(folder: Path) -> list[Path]:

@@ -70,7 +70,8 @@ def cyclic():
     return _cyclic()
 
 
-def test_the_verdict_per_layer_does_not_depend_on_the_base_seed(cyclic, tmp_path_factory):
+@pytest.mark.slow  # nine runs of the protocol on the tiny LM (about 15 s of CPU)
+def test_the_verdict_per_layer_does_not_depend_on_the_base_seed(cyclic):
     """A model trained to read the current word (token identity used at its last layer; at layer 1 its states are
     the word and little else, so an eraser and a control of the same variance both remove nearly everything) and
     with little use for the word's position: for base seeds 0, 1 and 2 every layer gets the same verdict for each
@@ -124,3 +125,18 @@ def test_a_file_written_before_seeds_reads_with_one_seeds_verdict():
     lows = {row.layer: row.leace.excess_loss_ci[0] for row in r.tasks[0].layers}
     assert causal_probing.used_layers(r, "position") == [k for k, lo in lows.items() if lo > 0]
     assert r.headline_numbers() == {}
+
+
+def test_the_declared_table_has_a_row_per_task_and_layer_with_each_methods_numbers():
+    """The declaration's table (the CSV and to_frame()) of a saved document: one row per task and layer, each
+    method's columns flat, numbers where the rows have them."""
+    from test_display import causal_probing as saved
+
+    r = causal_probing.Result.from_json(json.loads(json.dumps(saved())))
+    rows = causal_probing.ANALYSIS.table_rows(r)
+    layers = r.tasks[0].layers
+    assert [(row["task"], row["layer"]) for row in rows] == [("position", x.layer) for x in layers]
+    assert [row["leace_excess_loss"] for row in rows] == [x.leace.excess_loss for x in layers]
+    assert [row["inlp_excess_loss_low"] for row in rows] == [x.inlp.excess_loss_ci[0] for x in layers]
+    assert all(isinstance(row["accuracy"], float) for row in rows)  # a number, never a (value, interval) pair
+    assert list(r.to_frame()["leace_rank"]) == [2] * len(layers)

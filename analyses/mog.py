@@ -32,16 +32,18 @@ out/figures/mog-attention-<model>.{png,pdf} (Fig. 10 + the entropy panel).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.stats import spearmanr
 
-from analyses import common, stats, style
+from analyses import common, records, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import activations_identity
 from analyses.inputs import Sentences
+from analyses.records import omitted
 from analyses.style import model_color
 from probes.capture.activations import Activations
 from probes.config import arg
@@ -66,6 +68,65 @@ class Config(common.SentenceConfig):
                                   "(or the closest length)", min=1)
 
 
+@dataclass
+class Rho:
+    """Spearman's rho between a sentence's length and its mean w at one layer, with its p-value (None: undefined,
+    a constant length or w)."""
+
+    rho: float | None
+    p: float | None
+
+
+@dataclass
+class Fig9Claims:
+    """The numbers behind Fig. 9's claims of a weight-gate model (numbers only; the verdicts are
+    :mod:`analyses.summary.claims`'): the length buckets used, the longest used bucket minus the shortest per layer
+    and the share of rising bucket steps (None: fewer than two used buckets), the share of rising layer steps (None:
+    one layer) and w_4 - w_3 (None: fewer than 4 layers). Another fusion has none (saved as ``{}``)."""
+
+    buckets_used: int | None = None  # None: not a weight-gate model
+    longest_minus_shortest: list[float] | None = None
+    rising_bucket_steps_share: float | None = None
+    rising_layer_steps_share: float | None = None
+    w4_minus_w3: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.buckets_used is None:
+            return {}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass
+class ByOrder:
+    """A number per layer for each attention order (:data:`ORDERS`)."""
+
+    attention_high: list[float]
+    attention_middle_qi: list[float]
+    attention_middle_qp: list[float]
+
+    def of(self, order: str) -> list[float]:
+        return {"attention_high": self.attention_high, "attention_middle_qi": self.attention_middle_qi,
+                "attention_middle_qp": self.attention_middle_qp}[order]
+
+
+@dataclass(kw_only=True)
+class Example:
+    """Fig. 10's example sentence: its text, tokens (specials included), the layer drawn, its index in the sample
+    (None in files written before it was saved) and each order's (n, n) head-mean attention matrix."""
+
+    text: str
+    tokens: list[str]
+    layer: int
+    text_index: int | None = omitted()
+    attention_high: list[list[float]]
+    attention_middle_qi: list[list[float]]
+    attention_middle_qp: list[list[float]]
+
+    def of(self, order: str) -> list[list[float]]:
+        return {"attention_high": self.attention_high, "attention_middle_qi": self.attention_middle_qi,
+                "attention_middle_qp": self.attention_middle_qp}[order]
+
+
 @dataclass(repr=False)
 class Result(common.AnalysisResult):
     """Numbers of one model (prose lives only in ``definitions``; nothing reads numbers from it)."""
@@ -76,13 +137,13 @@ class Result(common.AnalysisResult):
     bucket_counts: list[int]
     w_by_bucket: list[list[float | None]] | None  # (buckets, L) mean w; None for non-weight-gate models
     w_layer_mean: list[float] | None  # (L,) mean w over all sentences
-    spearman_length: list[dict] | None  # per layer {"rho", "p"}
-    claims: dict  # the numbers behind the paper's Fig. 9 claims (weight-gate models; empty otherwise)
+    spearman_length: list[Rho] | None  # per layer
+    claims: Fig9Claims  # the numbers behind the paper's Fig. 9 claims (weight-gate models; empty otherwise)
     slot_weights: list | None  # (L, 3, 3) self-gate slot weights, mean over tokens; None otherwise
-    entropy: dict  # order -> (L,) mean row entropy (nats); entropy_normalised likewise in [0, 1]
-    entropy_normalised: dict
-    example: dict  # {"text", "tokens", "layer", order -> (n, n) head-mean matrix}
-    definitions: dict = field(default_factory=dict)
+    entropy: ByOrder  # order -> (L,) mean row entropy (nats); entropy_normalised likewise in [0, 1]
+    entropy_normalised: ByOrder
+    example: Example  # Fig. 10's sentence and each order's (n, n) head-mean matrix
+    definitions: records.Definitions = field(default_factory=records.Definitions)
     FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
 
     @style.drawing
@@ -113,7 +174,7 @@ class Result(common.AnalysisResult):
         """What :meth:`plot` draws first: a weight-gate model's mean w per layer in the first length bucket that
         holds sentences; another fusion's first order's normalised mean row entropy per layer."""
         if self.w_by_bucket is None:
-            return common.as_floats(self.entropy_normalised[ORDERS[0]])
+            return common.as_floats(self.entropy_normalised.of(ORDERS[0]))
         return common.as_floats(self.w_by_bucket[next(k for k, n in enumerate(self.bucket_counts) if n)])
 
     def headline(self) -> dict[str, str]:
@@ -134,7 +195,7 @@ class Result(common.AnalysisResult):
     def smoothness_margin(self) -> list[float]:
         """Per layer: the high-order attention's normalised row entropy minus the larger of the two
         middle-order ones (>= 0: the high order is at least as smooth, Fig. 10)."""
-        high, qi, qp = (self.entropy_normalised[o] for o in ORDERS)
+        high, qi, qp = (self.entropy_normalised.of(o) for o in ORDERS)
         return [h - max(a, b) for h, a, b in zip(high, qi, qp)]
 
 
@@ -157,7 +218,7 @@ def row_entropy(P: np.ndarray) -> np.ndarray:
     return -np.sum(np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0), axis=-1)
 
 
-def fig9_claims(w_by_bucket: np.ndarray, counts: np.ndarray, min_bucket: int) -> dict:
+def fig9_claims(w_by_bucket: np.ndarray, counts: np.ndarray, min_bucket: int) -> dict[str, Any]:
     """The numbers behind Fig. 9's length claim from (buckets, L) mean weights (NaN = empty bucket): the
     buckets used, the longest used bucket minus the shortest per layer, the share of rising bucket steps."""
     used = w_by_bucket[counts >= min_bucket]
@@ -170,7 +231,7 @@ def fig9_claims(w_by_bucket: np.ndarray, counts: np.ndarray, min_bucket: int) ->
     return out
 
 
-def layer_claims(w_layer: np.ndarray) -> dict:
+def layer_claims(w_layer: np.ndarray) -> dict[str, Any]:
     """The numbers behind claims (2) w rises with the layer (the share of rising steps) and (3) a dip at
     layer 4 (w_4 - w_3), from (L,) mean weights."""
     L = len(w_layer)
@@ -216,7 +277,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     b = bucket_of(lengths, cfg.edges)
     counts = np.bincount(b, minlength=len(labels))
     w_by_bucket = w_layer = spear = None
-    claims: dict = {}
+    claims = Fig9Claims()
     if fusion == "weight-gate":
         wb = np.full((len(labels), L), np.nan)
         for k in range(len(labels)):
@@ -227,27 +288,28 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
         for j in range(L):
             defined = np.ptp(lengths) > 0 and np.ptp(w_text[:, j]) > 0  # else rho is undefined: null
             rho, p = spearmanr(lengths, w_text[:, j]) if defined else (np.nan, np.nan)
-            spear.append({"rho": None if np.isnan(rho) else float(rho), "p": None if np.isnan(p) else float(p)})
-        claims = {**fig9_claims(wb, counts, cfg.min_bucket), **layer_claims(w_layer)}
+            spear.append(Rho(rho=None if np.isnan(rho) else float(rho), p=None if np.isnan(p) else float(p)))
+        claims = Fig9Claims(**fig9_claims(wb, counts, cfg.min_bucket), **layer_claims(w_layer))
         w_by_bucket = [[None if np.isnan(v) else float(v) for v in row] for row in wb]  # empty bucket: null
         w_layer = w_layer.tolist()
     e_n = {m: ent_n[m] / rows for m in ORDERS}
     n_tok = float(lengths.sum())
     ex = int(np.argmin(np.abs(lengths - cfg.example_length)))  # Fig. 10: the whole sentence, specials included
-    example = {"text": acts.texts[ex], "tokens": acts.tokens[ex], "layer": layer, "text_index": ex,
-               **{m: acts.text_map(m, ex)[layer - 1].mean(0).tolist() for m in ORDERS}}
+    example = Example(text=acts.texts[ex], tokens=acts.tokens[ex], layer=layer, text_index=ex,
+                      **{m: acts.text_map(m, ex)[layer - 1].mean(0).tolist() for m in ORDERS})
     return Result(
         identity=activations_identity(acts, cfg), fusion=fusion, n_layers=L, bucket_labels=labels,
         bucket_counts=counts.tolist(), w_by_bucket=w_by_bucket, w_layer_mean=w_layer, spearman_length=spear,
         claims=claims, slot_weights=(slots / n_tok).tolist() if fusion == "self-gate" else None,
-        entropy={m: (ent[m] / rows).tolist() for m in ORDERS},
-        entropy_normalised={m: e_n[m].tolist() for m in ORDERS}, example=example,
-        definitions={"w": "weight-gate w (Eq. 16) averaged over hidden units, then a sentence's real tokens, then "
-                          "the sentences of a bucket", "length": "real (non-special) subword tokens",
-                     "entropy": "mean over layers' rows (every head, every query token) of -sum p log p; "
-                                "normalised: divided by log n",
-                     "slot_weights": "self-gate softmax weights, query slot x key slot (high, middle, low), "
-                                     "mean over real tokens"})
+        entropy=ByOrder(**{m: (ent[m] / rows).tolist() for m in ORDERS}),
+        entropy_normalised=ByOrder(**{m: e_n[m].tolist() for m in ORDERS}), example=example,
+        definitions=records.Definitions({
+            "w": "weight-gate w (Eq. 16) averaged over hidden units, then a sentence's real tokens, then the "
+                 "sentences of a bucket", "length": "real (non-special) subword tokens",
+            "entropy": "mean over layers' rows (every head, every query token) of -sum p log p; normalised: divided "
+                       "by log n",
+            "slot_weights": "self-gate softmax weights, query slot x key slot (high, middle, low), mean over real "
+                            "tokens"}))
 
 
 def table_rows(res: Result) -> list[dict]:
@@ -256,7 +318,7 @@ def table_rows(res: Result) -> list[dict]:
         for k, label in enumerate(res.bucket_labels):
             w = res.w_by_bucket[k][j] if res.w_by_bucket else None
             rows.append({"layer": j + 1, "bucket": label, "sentences": res.bucket_counts[k], "w": w,
-                         **{f"entropy_{m}": res.entropy[m][j] for m in ORDERS}})
+                         **{f"entropy_{m}": res.entropy.of(m)[j] for m in ORDERS}})
     return rows
 
 
@@ -292,9 +354,9 @@ def _entropy_panel(a, result: Result, drawn: style.Drawn | None = None) -> None:
     x = np.arange(1, result.n_layers + 1)
     for i, m in enumerate(ORDERS):
         if drawn is not None:
-            a.plot(x, result.entropy_normalised[m], **drawn.series(i, ORDER_LABELS[m], ms=3))
+            a.plot(x, result.entropy_normalised.of(m), **drawn.series(i, ORDER_LABELS[m], ms=3))
         else:
-            a.plot(x, result.entropy_normalised[m], marker="o", ms=3, color=f"C{i}", label=ORDER_LABELS[m])
+            a.plot(x, result.entropy_normalised.of(m), marker="o", ms=3, color=f"C{i}", label=ORDER_LABELS[m])
     a.set_xlabel("encoder layer")
     a.set_ylabel("mean row entropy / log n (of 1)")
     a.set_xticks(x)
@@ -328,12 +390,12 @@ def plot_attention(result: Result, fig=None):
     axes = fig.subplots(1, 4)
     ex = result.example
     for a, m in zip(axes[:3], ORDERS):
-        M = np.asarray(ex[m])
+        M = np.asarray(ex.of(m))
         a.imshow(M, cmap="viridis", vmin=0, vmax=float(M.max()) or 1.0)
-        a.set_title(f"{ORDER_LABELS[m]}, layer {ex['layer']}")
+        a.set_title(f"{ORDER_LABELS[m]}, layer {ex.layer}")
         small = style.points("xtick.labelsize", 5 / 7)  # one label per token: smaller than the theme's ticks
-        a.set_xticks(range(len(ex["tokens"])), ex["tokens"], rotation=90, fontsize=small)
-        a.set_yticks(range(len(ex["tokens"])), ex["tokens"], fontsize=small)
+        a.set_xticks(range(len(ex.tokens)), ex.tokens, rotation=90, fontsize=small)
+        a.set_yticks(range(len(ex.tokens)), ex.tokens, fontsize=small)
         a.set_xlabel("key token")
         a.set_ylabel("query token")
         a.grid(False)

@@ -70,18 +70,20 @@ def test_planted_weights_buckets_claims_and_entropy(acts_template):
             got = res.w_by_bucket[k][j]
             assert (got is None) if want is None else got == pytest.approx(want, abs=1e-6)
     c = res.claims
-    assert all(isinstance(v, (int, float, list)) for v in c.values())  # numbers only: the verdicts are the claims'
-    assert c["w4_minus_w3"] == pytest.approx(0.05 - 0.2, abs=1e-6) and c["rising_layer_steps_share"] == 0.75
-    assert c["rising_bucket_steps_share"] == 1.0 and all(d > 0 for d in c["longest_minus_shortest"])
-    assert all(s["rho"] == pytest.approx(1.0) for s in res.spearman_length)
+    saved = res.to_json()["claims"]
+    assert all(isinstance(v, (int, float, list)) for v in saved.values())  # numbers only: the verdicts are the claims'
+    assert c.w4_minus_w3 == pytest.approx(0.05 - 0.2, abs=1e-6) and c.rising_layer_steps_share == 0.75
+    assert c.rising_bucket_steps_share == 1.0 and c.longest_minus_shortest is not None
+    assert all(d > 0 for d in c.longest_minus_shortest)
+    assert res.spearman_length is not None and all(s.rho == pytest.approx(1.0) for s in res.spearman_length)
     # planted: longer and deeper is larger, a dip at layer 4, high order uniform, middle orders one- and two-hot
     assert _verdicts(res) == {"longer": claims.HOLDS, "rises": claims.HOLDS, "dip": claims.HOLDS,
                               "smoother": claims.HOLDS}
-    np.testing.assert_allclose(res.entropy_normalised["attention_high"], 1.0, atol=1e-6)
-    np.testing.assert_allclose(res.entropy_normalised["attention_middle_qi"], 0.0, atol=1e-9)
-    np.testing.assert_allclose(res.entropy["attention_middle_qp"], np.log(2), atol=1e-6)
+    np.testing.assert_allclose(res.entropy_normalised.attention_high, 1.0, atol=1e-6)
+    np.testing.assert_allclose(res.entropy_normalised.attention_middle_qi, 0.0, atol=1e-9)
+    np.testing.assert_allclose(res.entropy.attention_middle_qp, np.log(2), atol=1e-6)
     ex = res.example
-    assert ex["layer"] == 2 and np.shape(ex["attention_high"]) == (len(ex["tokens"]),) * 2
+    assert ex.layer == 2 and np.shape(ex.attention_high) == (len(ex.tokens),) * 2
     # JSON round trip and strict JSON (no NaN: empty buckets are null)
     doc = json.loads(json.dumps(res.to_json(), allow_nan=False))
     back = am.Result.from_json(doc)
@@ -93,13 +95,14 @@ def test_claims_fail_when_the_planted_trend_is_reversed(acts_template):
     acts = planted(acts_template, lambda n, j: 0.9 - 0.01 * n - 0.05 * j)
     res = am.compute(am.Config(edges=[4, 8, 16], min_bucket=1), acts=acts)
     c = res.claims
-    assert c["rising_layer_steps_share"] == 0 and c["rising_bucket_steps_share"] == 0 and c["w4_minus_w3"] < 0
+    assert c.rising_layer_steps_share == 0 and c.rising_bucket_steps_share == 0
+    assert c.w4_minus_w3 is not None and c.w4_minus_w3 < 0
     # w4 is below w3 but above w5: no dip (the claim compares w4 with both neighbours)
     assert _verdicts(res) == {"longer": claims.FAILS, "rises": claims.FAILS, "dip": claims.FAILS,
                               "smoother": claims.HOLDS}
     # buckets below min_bucket are not used: the length claim is then not testable
     res = am.compute(am.Config(edges=[4, 8, 16], min_bucket=100), acts=acts)
-    assert res.claims["longest_minus_shortest"] is None and res.claims["buckets_used"] == 0
+    assert res.claims.longest_minus_shortest is None and res.claims.buckets_used == 0
     assert _verdicts(res)["longer"] == claims.UNTESTED
 
 
@@ -121,9 +124,9 @@ def test_figures_plot_the_result_numbers(acts_template, tmp_path):
     assert fig.axes[0].get_xlabel() and fig.axes[0].get_ylabel()
     plt.close(fig)
     fig = am.plot_attention(res)
-    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), res.example["attention_high"])
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), res.example.attention_high)
     for line, m in zip(fig.axes[3].get_lines(), am.ORDERS):
-        np.testing.assert_allclose(line.get_ydata(), res.entropy_normalised[m])
+        np.testing.assert_allclose(line.get_ydata(), res.entropy_normalised.of(m))
     assert fig.axes[3].title.get_color() == model_color("tiny-mog")
     plt.close(fig)
     assert isinstance(res, Result) and am.Result.from_json(res) is res

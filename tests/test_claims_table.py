@@ -7,6 +7,7 @@ import claims_docs as docs
 import numpy as np
 import pytest
 
+from analyses.mog import ORDERS
 from analyses.summary import claims
 from analyses.summary.claims_figure import VERDICT_COLORS, claims_figure, drawn
 
@@ -85,9 +86,9 @@ def test_point_value_claims_are_marked(tmp_path):
     w = np.linspace(0.45, 0.55, 6).tolist()
     doc = {**docs.identity("mog-small", "mog", settings={"min_bucket": 10}), "fusion": "weight-gate", "n_layers": 6,
            "bucket_labels": ["a", "b"], "bucket_counts": [20, 20], "w_by_bucket": [w, [x + 0.01 for x in w]],
-           "w_layer_mean": w, "spearman_length": None, "claims": {}, "slot_weights": None, "entropy": {},
-           "entropy_normalised": {o: [0.5] * 6 for o in ("attention_high", "attention_middle_qi",
-                                                           "attention_middle_qp")}, "example": {}}
+           "w_layer_mean": w, "spearman_length": None, "claims": {}, "slot_weights": None,
+           "entropy": {o: [0.7] * 6 for o in ORDERS}, "entropy_normalised": {o: [0.5] * 6 for o in ORDERS},
+           "example": {"text": "a", "tokens": ["a"], "layer": 6, **{o: [[1.0]] for o in ORDERS}}}
     docs.write(tmp_path, "mog", [doc])
     found = {f.claim: f for f in claims.evaluate(tmp_path) if f.analysis == "mog"}
     rise = next(f for c, f in found.items() if "rises" in c)

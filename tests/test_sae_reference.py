@@ -238,7 +238,7 @@ def test_the_jumprelu_straight_through_gradients_equal_sae_lens(fn):
 
 
 def run_both(monkeypatch, as_shipped: bool, steps: int = 100, batch: int = 64):
-    """The suite's training loop (analyses.sae.train._train, scale 1) and sae-lens's SAETrainer.fit, TopK, from the
+    """The suite's training loop (analyses.sae.train.train_loop, scale 1) and sae-lens's SAETrainer.fit, TopK, from the
     same initial weights on the same batch sequence, constant learning rate, no dead latents (AuxK 0 in both).
     Unless ``as_shipped``, sae-lens's two differences are removed: its gradient-norm clipping at 1 (hard-coded in
     SAETrainer._train_step) and the suite's unit-norm decoder rows after every step (sae-lens keeps the rows free).
@@ -246,7 +246,7 @@ def run_both(monkeypatch, as_shipped: bool, steps: int = 100, batch: int = 64):
     from sae_lens.config import LoggingConfig, SAETrainerConfig
     from sae_lens.training.sae_trainer import SAETrainer
 
-    from analyses.sae.train import TrainSettings, _train
+    from analyses.sae.train import TrainSettings, train_loop
 
     d, m, k, seed = 12, 48, 4, 3
     g = torch.Generator().manual_seed(11)
@@ -254,12 +254,12 @@ def run_both(monkeypatch, as_shipped: bool, steps: int = 100, batch: int = 64):
     batches = [(torch.rand(batch, m, generator=g) < 0.08).float() @ D + 1.0 for _ in range(steps)]
     mean = torch.cat(batches).mean(0)
     shape = SaeShape("topk", d, m, k)
-    start = SAE(shape, generator=torch.Generator().manual_seed(seed))  # what _train draws first from its seed
+    start = SAE(shape, generator=torch.Generator().manual_seed(seed))  # what train_loop draws first from its seed
     with torch.no_grad():
         start.b_dec.copy_(mean)
     lens = lens_topk_trainer(start)
     settings = TrainSettings(steps=steps, batch=batch, lr=1e-3, warmup=0.0, decay=0.0, dead_window=10**9, seed=seed)
-    ours = _train(lambda gen: iter(batches), 1.0, mean, shape, settings, "suite", "cpu").sae
+    ours = train_loop(lambda gen: iter(batches), 1.0, mean, shape, settings, "suite", "cpu").sae
 
     if not as_shipped:
         monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, max_norm: torch.zeros(()))

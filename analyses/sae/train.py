@@ -134,7 +134,7 @@ def train_sae(X: np.ndarray, shape: SaeShape, settings: TrainSettings, desc: str
             yield data[order[pos:pos + batch].to(device)]
             pos += batch
 
-    return _train(batches, scale, data.mean(0), shape, settings, desc, device)
+    return train_loop(batches, scale, data.mean(0), shape, settings, desc, device)
 
 
 def train_sae_streamed(source: TokenSource, shape: SaeShape, settings: TrainSettings, buffer_tokens: int,
@@ -148,11 +148,11 @@ def train_sae_streamed(source: TokenSource, shape: SaeShape, settings: TrainSett
         for x in ShuffleBuffer(source, min(settings.batch, source.n), buffer_tokens, gen):
             yield torch.from_numpy(x).to(device)
 
-    return _train(batches, scale, torch.from_numpy(mean).to(device), shape, settings, desc, device)
+    return train_loop(batches, scale, torch.from_numpy(mean).to(device), shape, settings, desc, device)
 
 
-def _train(batches: Callable[[torch.Generator], Iterable[torch.Tensor]], scale: float, mean: torch.Tensor,
-           shape: SaeShape, settings: TrainSettings, desc: str, device: str) -> Trained:
+def train_loop(batches: Callable[[torch.Generator], Iterable[torch.Tensor]], scale: float, mean: torch.Tensor,
+               shape: SaeShape, settings: TrainSettings, desc: str, device: str) -> Trained:
     """The training loop on the minibatches ``batches(generator)`` yields (raw states), scaled by ``scale``."""
     s = settings
     gen = torch.Generator().manual_seed(int(s.seed))

@@ -151,3 +151,28 @@ def test_patching_the_prompt_then_generating_patches_the_prompt_positions_only(l
     torch.testing.assert_close(_patched(lm, ids, keyed), _patched(lm, ids, patch), atol=1e-6, rtol=0)
     with pytest.raises(ProbeError, match="KV cache"):
         _patched(lm, ids, keyed, max_new_tokens=3)
+
+
+def test_a_left_padded_batch_of_prompts_of_different_lengths_generates_what_each_prompt_alone_does(lm):
+    """Generation pads on the left: each row's positions are counted over its real tokens, in the prompt's pass
+    and in every KV-cache step after it (the mask covers the cached positions)."""
+    a, b = lm.encode(CORRUPTED[0]), lm.encode("one bird flew over the old tree by the river")
+    sources = [_hidden(lm, [CLEAN])[0], _hidden(lm, ["it was a long and quiet night in the town"])[0]]
+    n = max(len(a), len(b))
+    assert len(a) != len(b)
+    ids = torch.tensor([[0] * (n - len(t)) + t for t in (a, b)])
+    mask = torch.tensor([[0] * (n - len(t)) + [1] * len(t) for t in (a, b)])
+    patch = Patch(sources, positions=[-1], targets=[a, b])
+    with torch.no_grad(), hooked(lm, Intervention(LAYER, patch)):
+        batched = lm.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, do_sample=False,
+                                    pad_token_id=0)[:, n:]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as generate gives a left-padded row its positions
+        first = lm.model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, -1]  # (2, V)
+    for row, (t, s) in enumerate(((a, sources[0]), (b, sources[1]))):
+        alone = _patched(lm, torch.tensor([t]), Patch([s], positions=[-1], targets=[t]), max_new_tokens=4)
+        assert batched[row].tolist() == alone[0, len(t):].tolist()
+        want = _patched(lm, torch.tensor([t]), Patch([s], positions=[-1], targets=[t]))[0, -1]
+        torch.testing.assert_close(first[row], want, atol=1e-5, rtol=0)
+        with torch.no_grad():
+            plain = lm.model(input_ids=torch.tensor([t])).logits[0, -1]
+        assert (plain - want).abs().max() > 1e-3  # the patch changed the prompt's last position

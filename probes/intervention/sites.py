@@ -161,8 +161,8 @@ class _Pass:
     def batch(self, h: torch.Tensor) -> Batch:
         n = h.shape[1]
         mask = (self.mask[:, -n:] != 0) if self.mask is not None else torch.ones(h.shape[:2], dtype=torch.bool)
-        before = None  # (B,) the real tokens of a KV-cache step's past: the mask covers them, the states do not
-        if self.mask is not None and self.mask.shape[1] > n:
+        before = None  # (B,) the real tokens of a KV-cache step's past (None: no past, a pass over whole inputs)
+        if self.past and self.mask is not None and self.mask.shape[1] == self.past + n:  # the mask covers the past
             before = (self.mask[:, :-n] != 0).sum(dim=1).to(h.device)
         elif self.past:  # no mask over the past: every cached position is a real token
             before = torch.full(h.shape[:1], self.past, dtype=torch.long, device=h.device)

@@ -29,7 +29,8 @@ out/figures/anisotropy-layers.{png,pdf} (the per-layer statistics, one line per 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,6 +50,7 @@ from analyses.cosines import (  # noqa: F401 - pairwise_cosines, exact_quantiles
     self_similarity,
 )
 from analyses.inputs import Sentences
+from analyses.records import Definitions, omitted
 from probes.capture.activations import Activations, layer_index
 from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
@@ -113,15 +115,47 @@ def draw_sample(acts: Activations, cfg: Config) -> Sample:
     return Sample(tokens, groups, types, random_groups, keep)
 
 
+@dataclass(kw_only=True)
+class LayerRow:
+    """One layer's statistics, a row of :attr:`Result.layers` (the saved keys, in order). A statistic with no
+    pair to average is NaN (null in the file, None read back)."""
+
+    layer: int  # 0 = embeddings, l = output of layer l
+    token: CosineSummary  # the pairwise cosines of the token sample
+    sentence: CosineSummary  # ... of the sentence vectors
+    baseline_cosine: float  # the mean token cosine: the anisotropy baseline
+    # percentile intervals of the mean token / sentence cosine, resampling sentences (absent from old files)
+    token_mean_ci: list[float] | None = omitted()
+    sentence_mean_ci: list[float] | None = omitted()
+    baseline_cosine_ci: list[float] | None = omitted()
+    # Ethayarajh's per-type statistics (absent without token types that meet the bounds)
+    self_similarity: float | None = omitted()
+    self_similarity_baseline: float | None = omitted()
+    self_similarity_adjusted: float | None = omitted()
+    mev: float | None = omitted()
+    mev_baseline: float | None = omitted()
+    mev_adjusted: float | None = omitted()
+    intra_sentence_similarity: float
+    intra_sentence_adjusted: float
+    n_zero_tokens: int | None = omitted()  # kept tokens whose state is a zero vector: left out of every cosine
+
+    def of(self, level: str) -> CosineSummary:
+        """The ``level`` ("token" or "sentence") cosine summary."""
+        if level not in ("token", "sentence"):
+            raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
+        return self.token if level == "token" else self.sentence
+
+    def mean_ci(self, level: str) -> list[float] | None:
+        """The interval of the mean ``level`` cosine (None where the file saved none)."""
+        return self.token_mean_ci if level == "token" else self.sentence_mean_ci
+
+
 @dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's anisotropy statistics: the saved document's keys, in order."""
     headline_layer: int  # layer drawn in the Fig. 6 histograms (0 = embeddings)
-    definitions: dict  # prose only: nothing reads numbers from it
-    layers: list[dict]  # per layer 0..L: token / sentence CosineSummary, baseline_cosine, self_similarity(_baseline,
-    #                     _adjusted), mev(_baseline, _adjusted) (absent without token types), intra_sentence_*,
-    #                     token_mean_ci / sentence_mean_ci / baseline_cosine_ci (bootstrap over sentences),
-    #                     n_zero_tokens (kept tokens whose state is a zero vector: left out of every cosine)
+    definitions: Definitions  # prose only: nothing reads numbers from it
+    layers: list[LayerRow]  # per layer 0..L
     bootstrap: stats.Replicated | None = None  # of the intervals, with the replicates of the last layer's means
 
     @style.drawing
@@ -137,8 +171,8 @@ class Result(common.AnalysisResult):
         ax = style.one_axes(ax, (3.4, 2.6))
         lyr = self.headline_layer if layer is None else layer
         s = _summary(self, level, lyr)
-        label = (f"{style.display_name(self.model_name)}, layer {lyr}: mean {s['mean']:.2f}, "
-                 f"{100 * s['frac_negative']:.1f}% < 0")
+        label = (f"{style.display_name(self.model_name)}, layer {lyr}: mean {s.mean:.2f}, "
+                 f"{100 * s.frac_negative:.1f}% < 0")
         drawn = style.on_axes(ax, self, kwargs, label, StepPatch, ("color", "facecolor", "edgecolor"))
         _histogram(ax, drawn, level, lyr, {"color": drawn.color, "lw": 0.9, "ls": "--"}, alpha=0.5)
         ax.set_xlabel(f"{level} cosine similarity")
@@ -151,29 +185,30 @@ class Result(common.AnalysisResult):
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the token cosine histogram at the headline layer, as a density on
         [-1, 1]."""
-        counts = np.asarray(self.layers[self.headline_layer]["token"]["counts"], float)
+        counts = np.asarray(self.layers[self.headline_layer].token.counts, float)
         return counts / counts.sum() / (2 / len(counts))
 
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
-        return {f"{level} cosine, last layer": f"mean {last[level]['mean']:.3f}, "
-                                                f"{100 * last[level]['frac_negative']:.1f}% below 0"
+        return {f"{level} cosine, last layer": f"mean {last.of(level).mean:.3f}, "
+                                                f"{100 * last.of(level).frac_negative:.1f}% below 0"
                 for level in ("token", "sentence")}
 
     def last_layer_mean(self, level: str) -> stats.Sample:
         """The last layer's mean ``level`` ("token" / "sentence") cosine with its bootstrap replicates
         over sentences (the point value alone when the result saved none for the last layer)."""
-        point = self.layers[-1][level]["mean"]
+        point = self.layers[-1].of(level).mean
         reps = (self.bootstrap.replicates if self.bootstrap else None) or {}
         if reps.get("layer") != len(self.layers) - 1:
             return stats.Sample(point)
         return stats.Sample.saved(point, reps.get(f"{level}_mean"), self.bootstrap)
 
 
-def cosine_intervals(row: dict, tokens, token_text, sentences, boot: stats.Bootstrap) -> dict:
+def cosine_intervals(tokens, token_text, sentences, boot: stats.Bootstrap) -> dict[str, np.ndarray]:
     """Percentile intervals of the mean token and sentence cosines, resampling sentences as ``boot`` says
     (the token sample's pairs among resampled sentences; see analyses.stats.pairwise_cosine_replicates;
-    zero vectors left out), added to ``row`` as token_mean_ci, sentence_mean_ci and baseline_cosine_ci.
+    zero vectors left out): the replicates, ``token_mean`` and ``sentence_mean`` (B,); the layer row's intervals
+    (token_mean_ci, sentence_mean_ci = baseline_cosine_ci) are read off them.
     The resamples are drawn in blocks (analyses.stats.blockwise_replicates): the same replicates as from the
     whole (resamples, sentences) weight matrix, which is never held. Returns the replicates."""
     n = int(boot.n_units)
@@ -185,10 +220,7 @@ def cosine_intervals(row: dict, tokens, token_text, sentences, boot: stats.Boots
                          stats.pairwise_cosine_replicates(*sentence_sums, W)], 1)
 
     reps = stats.blockwise_replicates(both, n, int(boot.resamples), int(boot.seed))  # (B, 2)
-    rep = {"token_mean": reps[:, 0], "sentence_mean": reps[:, 1]}
-    tok_ci, sen_ci = (stats.interval(rep[k], boot.level).tolist() for k in ("token_mean", "sentence_mean"))
-    row.update(token_mean_ci=tok_ci, sentence_mean_ci=sen_ci, baseline_cosine_ci=tok_ci)
-    return rep
+    return {"token_mean": reps[:, 0], "sentence_mean": reps[:, 1]}
 
 
 class LayerRows:
@@ -233,24 +265,27 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
         sentences = np.asarray(acts.sentence[lyr])  # (T, d)
         tok = cosine_summary(tokens, cfg.bins, cfg.exact_limit)
         sen = cosine_summary(sentences, cfg.bins, cfg.exact_limit)
-        row = {"layer": lyr, "token": asdict(tok), "sentence": asdict(sen), "baseline_cosine": tok.mean}
-        replicates = cosine_intervals(row, tokens, token_text, sentences, boot)
+        replicates = cosine_intervals(tokens, token_text, sentences, boot)
+        tok_ci, sen_ci = (stats.interval(r, boot.level).tolist() for r in replicates.values())
         del tokens, sentences
+        row = LayerRow(layer=lyr, token=tok, sentence=sen, baseline_cosine=tok.mean, token_mean_ci=tok_ci,
+                       sentence_mean_ci=sen_ci, baseline_cosine_ci=tok_ci, intra_sentence_similarity=np.nan,
+                       intra_sentence_adjusted=np.nan)
         if sample.groups:
             groups, random_groups = _rows_of(acts, lyr, sample.groups), _rows_of(acts, lyr, sample.random_groups)
             ss, ss_base = self_similarity(groups), self_similarity(random_groups)
             mev, mev_base = max_explainable_variance(groups), max_explainable_variance(random_groups)
             del groups, random_groups
-            row.update(self_similarity=ss, self_similarity_baseline=ss_base,
-                       self_similarity_adjusted=ss - ss_base, mev=mev, mev_baseline=mev_base,
-                       mev_adjusted=mev - mev_base)
+            row = dataclasses.replace(row, self_similarity=ss, self_similarity_baseline=ss_base,
+                                      self_similarity_adjusted=ss - ss_base, mev=mev, mev_baseline=mev_base,
+                                      mev_adjusted=mev - mev_base)
         intra, n_zero = intra_sentence(LayerRows(acts, lyr), acts.offsets, sample.keep)  # read in runs
-        row.update(intra_sentence_similarity=intra, intra_sentence_adjusted=intra - tok.mean, n_zero_tokens=n_zero)
-        layers.append(row)
+        layers.append(dataclasses.replace(row, intra_sentence_similarity=intra,
+                                          intra_sentence_adjusted=intra - tok.mean, n_zero_tokens=n_zero))
     return Result(
         identity=activations_identity(acts, dataclasses.replace(cfg, n_tokens=len(sample.tokens))),
         headline_layer=layer,
-        definitions={
+        definitions=Definitions({
             "layers": "0 = embedding output, l = output of layer l",
             "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
             "sentence_vector": acts.meta["model"]["sentence_vector"],
@@ -266,7 +301,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             "zero_vectors": "a cosine with a zero vector (norm 0 in float32) is undefined: zero vectors are left "
                             "out of every cosine statistic and its interval (n_zero_vectors of each summary, "
                             "n_zero_tokens of each layer's kept tokens); a statistic left with no pair is null",
-        },
+        }),
         layers=layers,
         bootstrap=stats.Replicated(**vars(boot), replicates={"layer": L, **{k: stats.rounded(v)
                                                                             for k, v in replicates.items()}}),
@@ -277,15 +312,16 @@ def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows, one per layer: token and sentence cosine summaries, then Ethayarajh's statistics."""
     rows = []
     for row in result.layers:
-        flat = {"layer": row["layer"]}
+        flat: dict = {"layer": row.layer}
         for level in ("token", "sentence"):
-            s = row[level]
-            flat.update({f"{level}_mean": s["mean"], f"{level}_std": s["std"],
-                         f"{level}_frac_negative": s["frac_negative"],
-                         **{f"{level}_q{k}": v for k, v in s["quantiles"].items()}})
-        for key in ("baseline_cosine", "self_similarity", "self_similarity_adjusted", "intra_sentence_similarity",
-                    "intra_sentence_adjusted", "mev", "mev_adjusted", "n_zero_tokens"):
-            flat[key] = row.get(key)
+            s = row.of(level)
+            flat.update({f"{level}_mean": s.mean, f"{level}_std": s.std, f"{level}_frac_negative": s.frac_negative,
+                         **{f"{level}_q{k}": v for k, v in s.quantiles.items()}})
+        flat.update(baseline_cosine=row.baseline_cosine, self_similarity=row.self_similarity,
+                    self_similarity_adjusted=row.self_similarity_adjusted,
+                    intra_sentence_similarity=row.intra_sentence_similarity,
+                    intra_sentence_adjusted=row.intra_sentence_adjusted, mev=row.mev, mev_adjusted=row.mev_adjusted,
+                    n_zero_tokens=row.n_zero_tokens)
         rows.append(flat)
     return rows
 
@@ -293,10 +329,8 @@ def table_rows(result: Result) -> list[dict]:
 # ----------------------------------------------------------------------------- plot
 
 
-def _summary(res: Result, level: str, layer: int) -> dict:
-    if level not in ("token", "sentence"):
-        raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
-    return res.layers[layer][level]
+def _summary(res: Result, level: str, layer: int) -> CosineSummary:
+    return res.layers[layer].of(level)
 
 
 def _histogram(ax, drawn: style.Drawn, level: str, layer: int, mean: dict, **defaults) -> None:
@@ -305,11 +339,11 @@ def _histogram(ax, drawn: style.Drawn, level: str, layer: int, mean: dict, **def
     from matplotlib.patches import StepPatch
 
     s = _summary(drawn.result, level, layer)
-    counts = np.asarray(s["counts"], float)
+    counts = np.asarray(s.counts, float)
     edges = np.linspace(-1, 1, len(counts) + 1)
     ax.stairs(counts / counts.sum() / np.diff(edges), edges, **drawn.line(StepPatch, fill=True, **defaults))
     ax.axvline(0, color="0.4", lw=0.6, ls=":", label="_nolegend_")
-    ax.axvline(s["mean"], **{"label": "_nolegend_", **mean})
+    ax.axvline(s.mean, **{"label": "_nolegend_", **mean})
     ax.set_xlim(-1, 1)
     ax.set_xticks([-1, -0.5, 0, 0.5, 1])  # five ticks: labels that never run into each other
     ax.set_yticks([])
@@ -323,7 +357,7 @@ def _figure_panel(ax, drawn: style.Drawn, level: str, layer: int | None, title: 
     lyr = res.headline_layer if layer is None else layer
     _histogram(ax, drawn, level, lyr, {"color": "k", "lw": 0.8}, alpha=0.75)
     s = _summary(res, level, lyr)
-    ax.text(0.03, 0.95, f"mean {s['mean']:.2f}\n<0: {100 * s['frac_negative']:.1f}%", transform=ax.transAxes,
+    ax.text(0.03, 0.95, f"mean {s.mean:.2f}\n<0: {100 * s.frac_negative:.1f}%", transform=ax.transAxes,
             va="top")
     if title:
         ax.set_title(f"{style.display_name(res.model_name)} (layer {lyr}{', ' + how if how else ''})")
@@ -353,6 +387,12 @@ LAYER_PANELS = (("baseline_cosine", "random-token cosine\n(anisotropy baseline)"
                 ("mev", "max. explainable variance"))
 LAYER_UNITS = {"baseline_cosine": "mean cosine", "self_similarity": "mean cosine",
                "intra_sentence_similarity": "mean cosine", "mev": "fraction of variance"}  # y-axis labels
+# each panel's value of a layer row (None: the layer lacks it) and, where it has one, its interval
+LAYER_VALUES: dict[str, Callable[[LayerRow], float | None]] = {
+    "baseline_cosine": lambda row: row.baseline_cosine, "self_similarity": lambda row: row.self_similarity,
+    "intra_sentence_similarity": lambda row: row.intra_sentence_similarity, "mev": lambda row: row.mev}
+LAYER_INTERVALS: dict[str, Callable[[LayerRow], list[float] | None]] = {
+    "baseline_cosine": lambda row: row.baseline_cosine_ci}
 
 
 @style.drawing
@@ -369,9 +409,10 @@ def plot_layers(results: list[Result], fig=None, relative_depth: bool | None = N
         L = len(res.layers) - 1
         x = style.relative_depth(L) if relative else np.arange(L + 1)
         for ax, (key, _) in zip(np.ravel(axes), LAYER_PANELS):
-            y = [row.get(key, np.nan) for row in res.layers]
+            y = [np.nan if (v := LAYER_VALUES[key](row)) is None else v for row in res.layers]
             ax.plot(x, y, **drawn.line(marker="o", ms=3))
-            ci = [row.get(f"{key}_ci") for row in res.layers]
+            interval = LAYER_INTERVALS.get(key)
+            ci = [interval(row) if interval else None for row in res.layers]
             if all(ci) and drawn.band:  # bootstrap band over sentences (seed 0 only)
                 ax.fill_between(x, *np.array(ci, dtype=float).T, alpha=0.2, lw=0, **drawn.quiet)
             mark_final_norm(ax, res, x, y, drawn.color)

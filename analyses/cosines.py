@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyses.records import omitted
 from probes.errors import ProbeError
 
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
@@ -110,12 +111,14 @@ def exact_quantiles(c: np.ndarray, probs) -> np.ndarray:
     return np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CosineSummary:
-    """Distribution of pairwise cosines."""
+    """Distribution of pairwise cosines (a record: saved and read back by :mod:`analyses.records`)."""
 
     n_vectors: int  # vectors given
-    n_zero_vectors: int  # of these, zero vectors: their cosines are undefined, so they are left out of every pair
+    # of these, zero vectors: their cosines are undefined, so they are left out of every pair (None: a file written
+    # before they were counted)
+    n_zero_vectors: int | None = omitted()
     n_pairs: int  # C(n_vectors - n_zero_vectors, 2)
     mean: float
     std: float

@@ -45,6 +45,19 @@ def redundancy(name: str, family: str, k, units="same", **ident) -> dict:
                          "thresholds": [{"threshold": p, "mean": float(c.mean())} for p, c in zip((0.9, 0.98), ks.T)]}]}
 
 
+def cosines(mean: float, n: int = 100) -> dict:
+    """A cosine summary (analyses.cosines.CosineSummary as saved) of n vectors whose pairs average ``mean``."""
+    pairs = n * (n - 1) // 2
+    return {"n_vectors": n, "n_zero_vectors": 0, "n_pairs": pairs, "mean": mean, "std": 0.1, "frac_negative": 0.0,
+            "quantiles": {"0.5": mean}, "quantile_method": "exact", "counts": [pairs]}
+
+
+def anisotropy_row(layer: int, token: float, sentence: float) -> dict:
+    """One layer row of an anisotropy result (analyses.anisotropy.LayerRow as saved)."""
+    return {"layer": layer, "token": cosines(token), "sentence": cosines(sentence), "baseline_cosine": token,
+            "intra_sentence_similarity": token, "intra_sentence_adjusted": 0.0}
+
+
 def anisotropy(name: str, family: str, token: float, sentence: float, n_units: int = 100, spread: float = 0.01,
                seed: int = 0, **ident) -> dict:
     """An anisotropy result whose last layer's mean cosines have bootstrap replicates around the given values."""
@@ -54,8 +67,7 @@ def anisotropy(name: str, family: str, token: float, sentence: float, n_units: i
             "sentence_mean": (sentence + rng.normal(0, spread, 1000)).tolist()}
     ident.setdefault("corpus", {"n_sampled": n_units})
     return {**identity(name, family, **ident), "headline_layer": 1, "definitions": {},
-            "layers": [{"token": {"mean": 0.5}, "sentence": {"mean": 0.5}},
-                       {"token": {"mean": token}, "sentence": {"mean": sentence}}],
+            "layers": [anisotropy_row(0, 0.5, 0.5), anisotropy_row(1, token, sentence)],
             "bootstrap": {**block, "replicates": reps}}
 
 

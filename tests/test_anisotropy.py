@@ -200,12 +200,12 @@ def test_compute_on_planted_activations():
     res = an.compute(cfg, acts=acts)
     iso, cone = res.layers
     assert len(res.layers) == 2
-    assert abs(iso["token"]["mean"]) < 0.05 and cone["token"]["mean"] > 0.6
-    assert iso["token"]["n_vectors"] == 200 and sum(iso["token"]["counts"]) == 200 * 199 // 2
-    assert iso["sentence"]["n_vectors"] == 60
+    assert abs(iso.token.mean) < 0.05 and cone.token.mean > 0.6
+    assert iso.token.n_vectors == 200 and sum(iso.token.counts) == 200 * 199 // 2
+    assert iso.sentence.n_vectors == 60
     # 7 non-special token types, each in all 60 sentences; capped at max_occurrences
     assert "7 token types" in res.definitions["self_similarity"]
-    assert cone["self_similarity"] > 0.6 and abs(iso["self_similarity_adjusted"]) < 0.05
+    assert cone.self_similarity > 0.6 and abs(iso.self_similarity_adjusted) < 0.05
     assert res.headline_layer == 1
     assert res.definitions["special_tokens"] == "excluded from token statistics"
 
@@ -221,21 +221,21 @@ def test_planted_zero_vectors_are_left_out_of_every_cosine_and_counted():
     sample = an.draw_sample(acts, cfg)  # the same draw: it reads token ids, not states
     hit = np.isin(sample.tokens, zero)
     iso, cone = res.layers
-    assert iso["n_zero_tokens"] == 0 and cone["n_zero_tokens"] == 40
-    assert iso["token"]["n_zero_vectors"] == 0 and cone["token"]["n_zero_vectors"] == hit.sum() > 0
-    assert cone["token"]["n_vectors"] == 200 and cone["token"]["n_pairs"] == (200 - hit.sum()) * (199 - hit.sum()) // 2
-    assert cone["sentence"]["n_zero_vectors"] == 5
+    assert iso.n_zero_tokens == 0 and cone.n_zero_tokens == 40
+    assert iso.token.n_zero_vectors == 0 and cone.token.n_zero_vectors == hit.sum() > 0
+    assert cone.token.n_vectors == 200 and cone.token.n_pairs == (200 - hit.sum()) * (199 - hit.sum()) // 2
+    assert cone.sentence.n_zero_vectors == 5
     left = acts.hidden[1, sample.tokens[~hit]]
-    assert cone["token"]["mean"] == pytest.approx(brute_force_cosines(left).mean(), abs=1e-6)
-    assert cone["sentence"]["mean"] == pytest.approx(brute_force_cosines(acts.sentence[1, 5:]).mean(), abs=1e-6)
+    assert cone.token.mean == pytest.approx(brute_force_cosines(left).mean(), abs=1e-6)
+    assert cone.sentence.mean == pytest.approx(brute_force_cosines(acts.sentence[1, 5:]).mean(), abs=1e-6)
     # the bootstrap leaves them out too: unit weights give the point estimate, and the interval holds it
     text = acts.text_index()[sample.tokens]
     ones = stats.pairwise_cosine_replicates(*stats.grouped_unit_sums(acts.hidden[1, sample.tokens], text, 60),
                                             np.ones((1, 60)))
-    assert ones[0] == pytest.approx(cone["token"]["mean"], abs=1e-6)
+    assert ones[0] == pytest.approx(cone.token.mean, abs=1e-6)
     for level in ("token", "sentence"):
-        lo, hi = cone[f"{level}_mean_ci"]
-        assert lo < cone[level]["mean"] < hi
+        lo, hi = cone.mean_ci(level)
+        assert lo < cone.of(level).mean < hi
     assert "zero_vectors" in res.definitions
 
 
@@ -267,8 +267,8 @@ def test_compute_is_deterministic_and_seed_dependent():
     a = an.compute(an.Config(n_tokens=100, seed=1), acts=acts)
     b = an.compute(an.Config(n_tokens=100, seed=1), acts=acts)
     c = an.compute(an.Config(n_tokens=100, seed=2), acts=acts)
-    assert a.layers[0]["token"] == b.layers[0]["token"]
-    assert a.layers[0]["token"]["mean"] != c.layers[0]["token"]["mean"]
+    assert a.layers[0].token == b.layers[0].token
+    assert a.layers[0].token.mean != c.layers[0].token.mean
 
 
 def test_layer_out_of_range_is_a_clear_error():
@@ -285,9 +285,11 @@ def test_result_json_round_trip(tmp_path):
     assert list(doc) == ["analysis", *back.to_json(), "provenance"]
     assert back.headline_layer == res.headline_layer and back.definitions == res.definitions
     for got, want in zip(back.layers, res.layers):
-        assert got["token"]["counts"] == want["token"]["counts"]
-        for key in ("baseline_cosine", "self_similarity", "mev", "intra_sentence_similarity"):
-            assert got[key] == pytest.approx(want[key], abs=1e-8)  # saved to 8 decimals
+        assert isinstance(got, an.LayerRow) and isinstance(got.token, an.CosineSummary)
+        assert got.token.counts == want.token.counts
+        for value in (lambda r: r.baseline_cosine, lambda r: r.self_similarity, lambda r: r.mev,
+                      lambda r: r.intra_sentence_similarity):
+            assert value(got) == pytest.approx(value(want), abs=1e-8)  # saved to 8 decimals
     again, _ = write_result(tmp_path / "b", "anisotropy", "planted", back, an.table_rows(back))
     assert again.read_bytes() == path.read_bytes()  # read back and written again: the same file
     assert an.table_rows(an.Result.from_json(doc)) == an.table_rows(back)
@@ -309,7 +311,7 @@ def test_plot_draws_the_histograms_in_the_model_colour():
     for ax, (name, level) in zip(fig.axes, [("planted", "token"), ("again", "token"), ("planted", "sentence"),
                                             ("again", "sentence")]):
         (patch,) = [p for p in ax.patches if isinstance(p, StepPatch)]
-        counts = np.asarray(res.layers[1][level]["counts"], float)
+        counts = np.asarray(res.layers[1].of(level).counts, float)
         values, edges = patch.get_data().values, patch.get_data().edges
         np.testing.assert_allclose(edges, np.linspace(-1, 1, 21))
         np.testing.assert_allclose(values * np.diff(edges) * counts.sum(), counts)  # density of the counts
@@ -326,7 +328,7 @@ def test_plot_layers_draws_the_statistics_by_depth():
     assert len(fig.axes) == len(an.LAYER_PANELS)
     for ax, (key, _) in zip(fig.axes, an.LAYER_PANELS):
         line = ax.get_lines()[0]
-        np.testing.assert_allclose(line.get_ydata(), [row[key] for row in res.layers])
+        np.testing.assert_allclose(line.get_ydata(), [an.LAYER_VALUES[key](row) for row in res.layers])
         np.testing.assert_array_equal(line.get_xdata(), [0, 1])  # one depth: layer indices
         assert to_hex(line.get_color()) == model_color("planted") and ax.get_ylabel() == an.LAYER_UNITS[key]
     assert fig.axes[0].get_xlabel() == "layer l (0 = embeddings)"

@@ -23,8 +23,8 @@ def _anisotropy_pair(out) -> dict[str, list]:
 
 
 def _misspelt(self: Anisotropy, level: str) -> stats.Sample:
-    """Anisotropy.last_layer_mean with its row key misspelt ("maen")."""
-    return stats.Sample(self.layers[-1][level]["maen"])
+    """Anisotropy.last_layer_mean with its row's attribute misspelt ("maen")."""
+    return stats.Sample(self.layers[-1].of(level).maen)
 
 
 def test_a_misspelt_row_key_inside_an_accessor_raises_instead_of_a_verdict(tmp_path, monkeypatch):
@@ -33,9 +33,9 @@ def test_a_misspelt_row_key_inside_an_accessor_raises_instead_of_a_verdict(tmp_p
     assert isinstance(claim, claims.Claim)
     assert claim.judge(results).verdict == claims.INCONCLUSIVE  # the accessor as written: one seed each
     monkeypatch.setattr(claim.read, "method", _misspelt)
-    with pytest.raises(KeyError, match="maen"):
+    with pytest.raises(AttributeError, match="maen"):
         claim.judge(results)
-    with pytest.raises(KeyError, match="maen"):
+    with pytest.raises(AttributeError, match="maen"):
         claims.evaluate(tmp_path)  # the claims command: an error, not a "not testable" line
 
 
@@ -65,6 +65,6 @@ def test_a_null_number_is_still_not_testable(tmp_path):
     docs.write(tmp_path, "anisotropy", [docs.anisotropy("slstm-small", "slstm", 0.1, 0.2),
                                         docs.anisotropy("bert-small", "bert", 0.4, 0.6, seed=1)])
     results = claims.typed(claims.load_all(tmp_path))
-    results["anisotropy"][0].layers[-1]["token"]["mean"] = None
+    results["anisotropy"][0].layers[-1].token.mean = None
     f = claims.claim_named("slstm-token-anisotropy").judge(results)
     assert f.verdict == claims.UNTESTED and "last-layer token cosine is missing (null)" in f.evidence

@@ -48,15 +48,15 @@ def _identity(name: str, **config) -> dict:
 
 
 def _summary(mean: float) -> dict:
-    counts = np.exp(-((np.linspace(-1, 1, BINS) - mean) ** 2) / 0.05)
-    return {"mean": mean, "std": 0.1, "frac_negative": 0.05, "quantiles": {"0.5": mean},
-            "counts": np.round(counts * 100).astype(int).tolist()}
+    counts = np.round(np.exp(-((np.linspace(-1, 1, BINS) - mean) ** 2) / 0.05) * 100).astype(int)
+    return {"n_vectors": 20, "n_pairs": int(counts.sum()), "mean": mean, "std": 0.1, "frac_negative": 0.05,
+            "quantiles": {"0.5": mean}, "quantile_method": "exact", "counts": counts.tolist()}
 
 
 def anisotropy(name="m-a"):
     layers = [{"layer": lyr, "token": _summary(0.1 * lyr), "sentence": _summary(0.2 + 0.1 * lyr),
-               "baseline_cosine": 0.1 * lyr, "self_similarity": 0.5, "intra_sentence_similarity": 0.4, "mev": 0.2}
-              for lyr in range(L + 1)]
+               "baseline_cosine": 0.1 * lyr, "self_similarity": 0.5, "intra_sentence_similarity": 0.4,
+               "intra_sentence_adjusted": 0.4 - 0.1 * lyr, "mev": 0.2} for lyr in range(L + 1)]
     return {**_identity(name), "headline_layer": L, "definitions": {}, "layers": layers}
 
 

@@ -86,10 +86,10 @@ def test_clean_and_edited_results_of_one_model_are_files_of_their_own(tmp_path):
     assert set(back) == set(stems.values())
     for name, r in results.items():
         again = back[stems[name]]
-        assert again.edit == r.edit and again.layers == jsonable(r.layers)
+        assert again.edit == r.edit and jsonable(again.layers) == jsonable(r.layers)
         # the name passed to write_result may be the run's own: the same file
         assert write_result(tmp_path, "anisotropy", r.model_name, r, anisotropy.table_rows(r)) == written[name]
-    assert back["tiny-bert"].edit == "" and back["tiny-bert"].layers == jsonable(clean.layers)
+    assert back["tiny-bert"].edit == "" and jsonable(back["tiny-bert"].layers) == jsonable(clean.layers)
     assert [r.model_name for r in read_results(tmp_path, "anisotropy", [stems["add"]])] == [stems["add"]]
     # the display and the frame say which run it is; a clean frame is the CSV's rows as they were
     add = results["add"]

@@ -16,8 +16,8 @@ CHECKS = {
     "anisotropy": """
 assert len(result.layers) == acts.n_layers + 1
 line = anisotropy.plot_layers([result]).axes[0].get_lines()[0]
-assert np.allclose(line.get_ydata(), [r["baseline_cosine"] for r in result.layers])
-assert all(sum(r["token"]["counts"]) > 0 and -1 <= r["token"]["mean"] <= 1 for r in result.layers)
+assert np.allclose(line.get_ydata(), [r.baseline_cosine for r in result.layers])
+assert all(sum(r.token.counts) > 0 and -1 <= r.token.mean <= 1 for r in result.layers)
 """,
     "maps": """
 assert result.maps_captured == sorted(acts.maps, key=lambda n: n != "attention")

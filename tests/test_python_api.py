@@ -112,8 +112,8 @@ def test_sentence_picks_the_vector_of_an_object_and_of_a_name(tiny_bert, texts, 
     assert first.model.sentence_vector == "cls" and pooled.model.sentence_vector == "mean_all"
     assert "mean over all tokens incl. [CLS]/[SEP]" in pooled.model.extra["sentence_pooling"]
     # the same states, another sentence vector: the token statistics agree, the sentence ones do not
-    assert [la["token"]["mean"] for la in first.layers] == [la["token"]["mean"] for la in pooled.layers]
-    assert first.layers[-1]["sentence"]["mean"] != pooled.layers[-1]["sentence"]["mean"]
+    assert [la.token.mean for la in first.layers] == [la.token.mean for la in pooled.layers]
+    assert first.layers[-1].sentence.mean != pooled.layers[-1].sentence.mean
     # the same as the extraction with sentence= and compute
     acts = probes.extract(model, texts[:20], sentence="mean_all", progress=False, **own)
     assert anisotropy.compute(anisotropy.Config(), acts=acts).layers == pooled.layers
@@ -135,4 +135,4 @@ def test_run_without_a_cache_writes_no_entry_and_gives_the_cached_numbers(tmp_pa
     assert not (tmp_path / "user-cache").exists()
     cached = anisotropy.run("tiny-bert", texts, n_tokens=60, cache_dir=tmp_path / "cache")
     assert list((tmp_path / "cache").rglob("meta.json"))
-    assert abs(plain.layers[-1]["token"]["mean"] - cached.layers[-1]["token"]["mean"]) < 1e-3
+    assert abs(plain.layers[-1].token.mean - cached.layers[-1].token.mean) < 1e-3

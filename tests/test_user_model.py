@@ -76,9 +76,9 @@ def test_readme_example_equals_the_cli(tiny, tmp_path, monkeypatch):
         assert len(result.layers) == len(cli["layers"]) == 3
         for mine, theirs in zip(result.layers, cli["layers"]):
             for level in ("token", "sentence"):
-                assert mine[level]["mean"] == pytest.approx(theirs[level]["mean"], abs=1e-4)
-                assert mine[level]["std"] == pytest.approx(theirs[level]["std"], abs=1e-4)
-            assert mine["baseline_cosine"] == pytest.approx(theirs["baseline_cosine"], abs=1e-4)
+                assert mine.of(level).mean == pytest.approx(theirs[level]["mean"], abs=1e-4)
+                assert mine.of(level).std == pytest.approx(theirs[level]["std"], abs=1e-4)
+            assert mine.baseline_cosine == pytest.approx(theirs["baseline_cosine"], abs=1e-4)
 
 
 def test_the_cache_keys_on_content_not_on_the_object(tiny, tmp_path):

@@ -94,14 +94,16 @@ def compare(values: Mapping[str, float | None], subject: str, adjective: str | N
     return f"{hi}'s {subject} {more} than {lo}'s: {a} vs {b} ({measure})."
 
 
-def _last(results: Sequence[Anisotropy | IsoScore | IntrinsicDimension], level: str, key: str) -> dict[str, float]:
+def _last(results: Sequence[IsoScore | IntrinsicDimension], level: str, key: str) -> dict[str, float]:
     return {shown(r): r.layers[-1][level][key] for r in results}
 
 
 def _anisotropy(results: Sequence[Anisotropy]) -> list[str]:
     measure = "mean cosine of random pairs: 0 isotropic, 1 one direction"
-    return [compare(_last(results, "token", "mean"), "last-layer tokens", "anisotropic", measure),
-            compare(_last(results, "sentence", "mean"), "last-layer sentence vectors", "anisotropic", measure)]
+    return [compare({shown(r): r.layers[-1].token.mean for r in results}, "last-layer tokens", "anisotropic",
+                    measure),
+            compare({shown(r): r.layers[-1].sentence.mean for r in results}, "last-layer sentence vectors",
+                    "anisotropic", measure)]
 
 
 def _isoscore(results: Sequence[IsoScore]) -> list[str]:

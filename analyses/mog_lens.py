@@ -28,7 +28,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from analyses import common, stats, style
+from analyses import common, records, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import activations_identity
 from analyses.inputs import Sentences, caller_texts_list, corpus_of, is_object, object_options, python_cache
@@ -63,7 +63,7 @@ class Result(common.AnalysisResult):
     bucket_counts: list[int]
     share: list  # (buckets, L, 6) covariance shares (add to 1); null rows for empty buckets
     variance_ratio: list  # (buckets, L, 6) sum var_t / sum var_logit
-    definitions: dict = field(default_factory=dict)
+    definitions: records.Definitions = field(default_factory=records.Definitions)  # prose only
     FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
@@ -123,10 +123,11 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     nul = lambda a: [[None if np.isnan(r).any() else r.tolist() for r in layer_rows] for layer_rows in a]  # noqa: E731
     return Result(identity=activations_identity(acts, cfg), n_layers=L, n_heads=H, terms=list(TERMS),
                   bucket_labels=labels, bucket_counts=counts.tolist(), share=nul(share), variance_ratio=nul(ratio),
-                  definitions={"share": "sum over rows of cov(term, logit) / sum of var(logit), rows centred",
-                               "variance_ratio": "sum over rows of var(term) / sum of var(logit)",
-                               "r_p": "layer l: hidden[l-2] (0 for layer 1); r_i = hidden[l-1] - r_p",
-                               "length": "real (non-special) subword tokens; empty buckets are null"})
+                  definitions=records.Definitions({
+                      "share": "sum over rows of cov(term, logit) / sum of var(logit), rows centred",
+                      "variance_ratio": "sum over rows of var(term) / sum of var(logit)",
+                      "r_p": "layer l: hidden[l-2] (0 for layer 1); r_i = hidden[l-1] - r_p",
+                      "length": "real (non-special) subword tokens; empty buckets are null"}))
 
 
 def table_rows(res: Result) -> list[dict]:

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 ANALYSES = REPO / "analyses"
 
 # Ceilings: the counts today. Lower them as fields and reads are typed; never raise them.
-DICT_RESULT_FIELDS = 25
+DICT_RESULT_FIELDS = 23
 STRING_READS_SUMMARY = 126
 STRING_READS_ANALYSES = 630
 

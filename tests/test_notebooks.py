@@ -77,6 +77,16 @@ for res in results:
     assert res.layers[-1]["final"] and res.layers[-1]["logit"]["kl"] == 0 and res.layers[-1]["logit"]["top1"] == 1
     assert all(0 <= row["top1"] <= 1 and row["kl"] >= -1e-9 for row in lens.table_rows(res))
 """,
+    "causal_probing": """
+assert result.seeds == [0, 1, 2] and [t.task for t in result.tasks] == ["position", "animal"]
+for task in ("position", "animal"):
+    found = causal_probing.verdicts(result, task)
+    assert sorted(found) == list(range(result.model.num_layers + 1))
+    assert set(found.values()) <= {"used", "not used", "inconclusive"}
+assert all(abs(c - s.removed_variance) <= 0.011 * s.removed_variance for t in result.tasks for r in t.layers
+           for s in r.leace.seeds for c in s.random_removed_variance)
+assert len(result.to_frame()) == 2 * (result.model.num_layers + 1) and len(result.headline_numbers()) == 2
+""",
     "interventions": """
 assert result.model_name == MODEL + label and label.startswith("+erase@1_")
 assert set(result.to_frame()["edit"]) == {label} and e.edit.startswith("+add@1_") and e.n_units == len(TEXTS)

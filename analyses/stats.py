@@ -21,7 +21,6 @@ and the across-seed interval into a :class:`Verdict`.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import functools
 import hashlib
@@ -30,12 +29,14 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from analyses import records
-from analyses.records import omitted
+# the bootstrap block's record, which the analyses read as stats.Bootstrap and stats.Replicated
+from analyses.bootstrap_record import Bootstrap as Bootstrap
+from analyses.bootstrap_record import Replicated as Replicated
+from analyses.bootstrap_record import as_bootstrap
 from analyses.stacklevel import outside_stacklevel
 
 RESAMPLES = 1000  # default number of bootstrap resamples
@@ -279,50 +280,6 @@ def difference_replicates(rep_a, rep_b, paired: bool, seed: int = SEED) -> np.nd
     """Replicates of a - b from each side's replicates (:func:`aligned_replicates`)."""
     a, b = aligned_replicates(rep_a, rep_b, paired, seed)
     return a - b
-
-
-@dataclass
-class Bootstrap:
-    """The ``bootstrap`` block a result saves beside its intervals: how its replicates were drawn. Read by
-    attribute; written and read back by the records' codec (:mod:`analyses.records`), the optional keys left out
-    of the file while None. An analysis that saves more beside it (its replicates, per-unit sums) subclasses it."""
-
-    resamples: int
-    level: float
-    unit: str  # what was resampled: sentence, window, block, context, held-out sentence
-    n_units: int
-    seed: int
-    method: str = "percentile"
-    units_id: str | None = omitted()  # the fingerprint of the ordered units (units_id): equal -> paired
-    note: str | None = omitted()  # fewer than MIN_UNITS units: the intervals cover less than their level
-    # a block bootstrap (analyses.blocks.bootstrap)
-    interval_level: float | None = omitted()  # the expanded level its intervals are read at
-    block_length: int | None = omitted()
-    block_length_of: str | None = omitted()  # what a block's length counts: tokens, windows, held-out blocks
-    rule: str | None = omitted()  # the block-length rule in words
-    runs: list[int] | None = omitted()  # the first saved unit of each resampled run (grouped)
-
-    @property
-    def read_level(self) -> float:
-        """The level its replicates are read at: the expanded level of a block bootstrap, else ``level``."""
-        return float(self.level if self.interval_level is None else self.interval_level)
-
-
-@dataclass
-class Replicated(Bootstrap):
-    """A bootstrap block with the replicates a result keeps beside it: per statistic its (B,) or (B, L+1) values,
-    and what they index (e.g. ``layer``). Read by the Result's accessors, which name the statistic."""
-
-    replicates: dict[str, Any] | None = omitted()
-
-
-def as_bootstrap(block: Bootstrap | dict) -> Bootstrap:
-    """A saved bootstrap block as a :class:`Bootstrap` (a mapping read by the records' codec; keys beyond the
-    base's, such as an analysis's replicates, are not the base's business and are left aside)."""
-    if isinstance(block, Bootstrap):
-        return block
-    known = {f.name for f in dataclasses.fields(Bootstrap)}
-    return records.from_json(Bootstrap, {k: v for k, v in block.items() if k in known}, "bootstrap")
 
 
 def bootstrap_block(unit: str, n_units: int, resamples: int = RESAMPLES, level: float = LEVEL,

@@ -22,7 +22,8 @@ from pathlib import Path
 
 SUMMARY = {"figures": "analyses.summary.figures", "report": "analyses.summary.report",
            "claims": "analyses.summary.claims", "recurrence-claims": "analyses.summary.recurrence_claims",
-           "series": "analyses.series", "trajectories": "analyses.summary.trajectories"}
+           "series": "analyses.series", "trajectory-plan": "analyses.trajectory_plan",
+           "trajectories": "analyses.summary.trajectories"}
 TOOLS = {"cache": "probes.capture.cache"}
 
 

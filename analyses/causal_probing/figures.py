@@ -32,8 +32,7 @@ def task_entry(result: Result, task: str | None) -> TaskRow:
 
 
 def _n_layers(result: Result) -> int | None:
-    model = result.model
-    return model.get("num_layers") if isinstance(model, dict) else getattr(model, "num_layers", None)
+    return result.model.num_layers
 
 
 def depth(rows: list[LayerRow], n_layers: int | None) -> np.ndarray:

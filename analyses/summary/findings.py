@@ -181,18 +181,18 @@ def _topics(results: Sequence[Topics]) -> list[str]:
     for r in results:
         s = r.statistics
         out.append(f"{r.model_a.name}'s continuations are closer to their context's topics than "
-                   f"{r.model_b.name}'s in {100 * s['share_a_less']:.1f}% of {len(r.jsd_a)} contexts (mean JSD "
-                   f"{s['mean_jsd_a']:.4f} vs {s['mean_jsd_b']:.4f}; lower = closer).")
+                   f"{r.model_b.name}'s in {100 * s.share_a_less:.1f}% of {len(r.jsd_a)} contexts (mean JSD "
+                   f"{s.mean_jsd_a:.4f} vs {s.mean_jsd_b:.4f}; lower = closer).")
     return out
 
 
 def _causal_probing(results: Sequence[CausalProbing]) -> list[str]:
     """Per task, the layers of each model where erasing the property (LEACE) costs more of the model's own loss than
-    a random erasure of the same rank, its interval above 0."""
+    random erasures of the same share of variance in every seed's run (causal_probing.used_layers)."""
     from analyses.causal_probing import used_layers
 
     out = []
-    tasks = list(dict.fromkeys(t["task"] for r in results for t in r.tasks))
+    tasks = list(dict.fromkeys(t.task for r in results for t in r.tasks))
     for task in tasks:
         parts = []
         for r in results:
@@ -200,8 +200,8 @@ def _causal_probing(results: Sequence[CausalProbing]) -> list[str]:
             if layers is not None:
                 parts.append(f"{shown(r)}: {', '.join(map(str, layers)) if layers else 'none'}")
         if parts:
-            out.append(f"Erasing {task} (LEACE) costs the model more of its own loss than a random erasure of the "
-                       f"same rank (95% interval above 0) at layers: " + "; ".join(parts) + ".")
+            out.append(f"Erasing {task} (LEACE) costs the model more of its own loss than random erasures of the "
+                       f"same share of variance (in every seed, Holm over layers) at layers: " + "; ".join(parts) + ".")
     return out
 
 

@@ -184,7 +184,7 @@ def test_compute_streams_when_the_buffer_is_smaller_than_the_training_tokens(tmp
     row = streamed.saes[0]
     assert row.weights_sha256 != in_memory.saes[0].weights_sha256
     assert row.kind == "batchtopk" and row.n_train_tokens == 320 and row.explained_variance is not None
-    assert "shuffling buffer of 64" in {d.term: d.meaning for d in streamed.definitions}["training"]
+    assert "shuffling buffer of 64" in streamed.definitions["training"]
 
 
 @pytest.mark.parametrize("kind", ["batchtopk", "jumprelu"])

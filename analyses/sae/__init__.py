@@ -44,12 +44,12 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses import common, stats, style
+from analyses import common, records, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
 from analyses.sae import figures
 from analyses.sae.figures import layer_line, log10_histogram
-from analyses.sae.glossary import Definition, definitions
+from analyses.sae.glossary import Glossary, definitions
 from analyses.sae.inputs import SaeInputs
 from analyses.sae.io import SaeRecord, save_sae
 from analyses.sae.metrics import STATISTICS, Estimate, estimates, held_out_sums, mcc
@@ -168,38 +168,22 @@ class Agreement:
     pairs: list[float] | None = None  # each pair of seeds' MCC, in itertools.combinations order
 
 
-@dataclass
-class Bootstrap:
-    """How the intervals were made (analyses.stats.bootstrap_block's keys)."""
-
-    resamples: int
-    level: float
-    unit: str
-    n_units: int
-    seed: int
-    method: str
-    units_id: str | None = None
-    note: str | None = None  # fewer than analyses.stats.MIN_UNITS units: the intervals cover less than their level
-
-
 @dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's SAEs: the saved document's keys, in order."""
 
-    definitions: list[Definition]
+    definitions: Glossary  # prose only: nothing reads numbers from it
     saes: list[SaeRow]  # per layer, then per seed
     agreement: list[Agreement]  # per layer
-    bootstrap: Bootstrap  # of the intervals (unit: held-out sentence)
+    bootstrap: stats.Bootstrap  # of the intervals (unit: held-out sentence)
     splice: Splice | None = None  # the SAEs spliced into the model (None: a result of before --splice)
 
-    def __post_init__(self):  # read back from JSON: the rows are dicts
-        if isinstance(self.splice, dict):
-            self.splice = Splice(**self.splice)
-        self.definitions = [t if isinstance(t, Definition) else Definition(**t) for t in self.definitions]
-        if not isinstance(self.bootstrap, Bootstrap):
-            self.bootstrap = Bootstrap(**self.bootstrap)
-        self.saes = [r if isinstance(r, SaeRow) else SaeRow(**r) for r in self.saes]
-        self.agreement = [a if isinstance(a, Agreement) else Agreement(**a) for a in self.agreement]
+    def __post_init__(self):  # a reader that hands the record fields over as JSON: decode them by their types
+        for name, tp in (("definitions", Glossary), ("saes", list[SaeRow]), ("agreement", list[Agreement]),
+                         ("bootstrap", stats.Bootstrap), ("splice", Splice)):
+            value = getattr(self, name)
+            if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
+                setattr(self, name, records.from_json(tp, value, name))
 
     def first_seed(self) -> list[SaeRow]:
         """The first seed's SAE of each layer, in layer order."""
@@ -284,8 +268,8 @@ def compute(cfg: Config | None = None, *, acts: Activations, objective=None,
                          "sentences")
     held_texts = np.flatnonzero(held)
     unit_of = np.searchsorted(held_texts, text_of[held_rows])  # held-out sentence 0..n_held-1 of each token
-    boot = Bootstrap(**stats.bootstrap_block("held-out sentence", len(held_texts), cfg.resamples, seed=cfg.seed,
-                                             units_id=stats.units_id([acts.texts[t] for t in held_texts])))
+    boot = stats.bootstrap_block("held-out sentence", len(held_texts), cfg.resamples, seed=cfg.seed,
+                                 units_id=stats.units_id([acts.texts[t] for t in held_texts]))
     identity = activations_identity(acts, cfg)
     name = identity.model_name
     rows, agreement = [], []

@@ -1,5 +1,7 @@
 """The SAE result's glossary: each term of the result and what it means with the run's settings (prose only;
-nothing reads numbers from it). Every formula is also in docs/definitions.md (Sparse autoencoders).
+nothing reads numbers from it), a :class:`analyses.records.Definitions` saved as ``{term: meaning}``. Results saved
+before it held a list of ``{"term": ..., "meaning": ...}`` objects; :class:`Glossary` reads those back too. Every
+formula is also in docs/definitions.md (sae).
 
     $ python -c "from analyses import sae; print(sae.glossary.definitions(sae.Config())[0])"
 """
@@ -7,23 +9,38 @@ nothing reads numbers from it). Every formula is also in docs/definitions.md (Sp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from analyses import records
+from analyses.records import Definitions
 
 if TYPE_CHECKING:
     from analyses.sae import Config
 
 
 @dataclass
-class Definition:
-    """What one term of the result means (prose only: nothing reads numbers from it)."""
+class Term:
+    """One term of a glossary as results saved before :class:`Glossary` wrote it."""
 
     term: str
     meaning: str
 
 
-def definitions(cfg: Config) -> list[Definition]:
+class Glossary(Definitions):
+    """The SAE result's :class:`~analyses.records.Definitions`, which also reads the list of ``{"term", "meaning"}``
+    objects that results saved before it hold."""
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "definitions") -> Glossary:
+        if isinstance(doc, list):
+            terms: list[Term] = records.from_json(list[Term], doc, where)
+            return cls((t.term, t.meaning) for t in terms)
+        return cls(super().from_json(doc, where).terms)
+
+
+def definitions(cfg: Config) -> Glossary:
     """The result's glossary: each term and what it means with these settings."""
-    return [Definition(term, meaning) for term, meaning in {
+    return Glossary({
         "layers": "0 = embedding output, l = output of layer l",
         "sae": "z = act(W_enc (x - b_dec) + b_enc), x_hat = W_dec z + b_dec, unit-norm decoder rows; "
                + {"topk": f"topk: ReLU of the {cfg.k} largest pre-activations",
@@ -57,4 +74,4 @@ def definitions(cfg: Config) -> list[Definition]:
                           "held-out sentences clean, with the layer's states replaced by the SAE's reconstruction, "
                           "and with them set to 0 (1: the reconstruction costs nothing, 0: as much as deleting them)",
         "kl": "mean over scored positions of KL(clean || spliced) of the predicted distributions (nats)",
-    }.items()]
+    })

@@ -21,6 +21,7 @@ line per model) and out/figures/transitions-cosines.{png,pdf} (the input/output 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity, mark_final_norm
 from analyses.inputs import Sentences
+from analyses.records import Definitions, omitted
 from probes.capture.activations import Activations
 from probes.config import arg
 from probes.errors import ProbeError
@@ -107,31 +109,70 @@ def per_text_transitions(acts: Activations, keep: np.ndarray) -> tuple[np.ndarra
     return means[0], means[1], used
 
 
-def _summary(values: np.ndarray) -> dict:
-    """values (L, T) -> per layer mean and std (ddof = 0) over texts."""
-    return {"mean": values.mean(axis=1), "std": values.std(axis=1)}
-
-
-def transition_intervals(layers: list[dict], per_text: dict, used: np.ndarray, n_texts: int, seed: int,
-                         units: str) -> stats.Replicated:
+def transition_intervals(per_text: dict, used: np.ndarray, n_texts: int, seed: int,
+                         units: str) -> tuple[dict[str, np.ndarray], stats.Replicated]:
     """Percentile intervals of every layer's mean distance and cosine, resampling texts (one
     weight matrix over all texts, so token and sentence levels, and two models on the same texts, see
     the same resamples). ``per_text``: level -> (distances, cosines), each (L, texts); the token level
-    covers the texts ``used``. Adds {level}_{quantity}_mean_ci to each row of ``layers``; returns the
-    bootstrap block with the token distance replicates (B, L)."""
+    covers the texts ``used``. Returns the intervals, ``{level}_{quantity}_mean_ci`` -> (2, L) (the layer
+    rows' fields of that name), and the bootstrap block with the token distance replicates (B, L)."""
     boot = stats.bootstrap_block("sentence", n_texts, seed=seed, units_id=units)
     W = stats.resample_weights(n_texts, boot.resamples, seed)
     token_distance = None
+    cis = {}
     for level, values in per_text.items():
         w = W[:, used] if level == "token" else W
         for q, v in zip(("distance", "cosine"), values):
             rep = stats.mean_replicates(np.asarray(v).T, w)  # (B, L)
-            ci = stats.interval(rep, boot.level)  # (2, L)
-            for lyr, row in enumerate(layers):
-                row[f"{level}_{q}_mean_ci"] = ci[:, lyr].tolist()
+            cis[f"{level}_{q}_mean_ci"] = stats.interval(rep, boot.level)  # (2, L)
             if level == "token" and q == "distance":
                 token_distance = rep
-    return stats.Replicated(**vars(boot), replicates={"token_distance_mean": stats.rounded(token_distance)})
+    return cis, stats.Replicated(**vars(boot), replicates={"token_distance_mean": stats.rounded(token_distance)})
+
+
+@dataclass
+class Change:
+    """One level's change from a layer's input to its output, over texts: the mean and the std (ddof = 0) of
+    the L2 distance and of the cosine."""
+
+    distance_mean: float
+    distance_std: float
+    cosine_mean: float
+    cosine_std: float
+
+    def mean(self, quantity: str) -> float:
+        """The mean ``quantity`` ("distance" or "cosine")."""
+        return self.distance_mean if quantity == "distance" else self.cosine_mean
+
+    def std(self, quantity: str) -> float:
+        """The std of ``quantity`` ("distance" or "cosine") over texts."""
+        return self.distance_std if quantity == "distance" else self.cosine_std
+
+
+@dataclass(kw_only=True)
+class LayerRow:
+    """Layer l's transition, from its input hidden[l-1] to its output hidden[l]: a row of :attr:`Result.layers`
+    (the saved keys, in order), with the bootstrap intervals of the means over texts (absent from old files)."""
+
+    layer: int  # l = 1..L
+    token: Change
+    sentence: Change
+    token_distance_mean_ci: list[float] | None = omitted()
+    token_cosine_mean_ci: list[float] | None = omitted()
+    sentence_distance_mean_ci: list[float] | None = omitted()
+    sentence_cosine_mean_ci: list[float] | None = omitted()
+
+    def of(self, level: str) -> Change:
+        """The ``level`` ("token" or "sentence") change."""
+        if level not in ("token", "sentence"):
+            raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
+        return self.token if level == "token" else self.sentence
+
+    def mean_ci(self, level: str, quantity: str) -> list[float] | None:
+        """The interval of ``level``'s mean ``quantity`` (None where the file saved none)."""
+        if level == "token":
+            return self.token_distance_mean_ci if quantity == "distance" else self.token_cosine_mean_ci
+        return self.sentence_distance_mean_ci if quantity == "distance" else self.sentence_cosine_mean_ci
 
 
 @dataclass(repr=False)
@@ -139,10 +180,8 @@ class Result(common.AnalysisResult):
     """One model's layer transitions: the saved document's keys, in order."""
     n_layers: int  # L
     n_texts_used: int  # texts with at least one counted token
-    definitions: dict  # prose only: nothing reads numbers from it
-    layers: list[dict]  # per layer l = 1..L: {"layer", "token": {distance_mean, distance_std, cosine_mean,
-    #                     cosine_std}, "sentence": {the same}}, and {level}_{distance,cosine}_mean_ci (bootstrap
-    #                     over texts)
+    definitions: Definitions  # prose only: nothing reads numbers from it
+    layers: list[LayerRow]  # per layer l = 1..L
     bootstrap: stats.Replicated | None = None  # of the intervals + "replicates": token_distance_mean (B, L)
 
     @style.drawing
@@ -162,18 +201,18 @@ class Result(common.AnalysisResult):
 
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the mean token L2 change of each layer (null: NaN)."""
-        return common.as_floats(row["token"]["distance_mean"] for row in self.layers)
+        return common.as_floats(row.token.distance_mean for row in self.layers)
 
     def headline(self) -> dict[str, str]:
-        tok = ", ".join(f"{row['token']['distance_mean']:.3g}" for row in self.layers)
-        cos = np.mean([row["sentence"]["cosine_mean"] for row in self.layers])
+        tok = ", ".join(f"{row.token.distance_mean:.3g}" for row in self.layers)
+        cos = np.mean([row.sentence.cosine_mean for row in self.layers])
         return {"token L2 change, layers 1..L": tok, "sentence cosine(input, output), mean over layers": f"{cos:.3f}"}
 
     def middle_token_distance(self) -> stats.Sample:
         """The mean token L2 change over the intermediate layers (2..L-1; every layer when L < 3) with its
         bootstrap replicates over sentences (the point value alone when the result saved none)."""
         middle = lambda v: v[..., 1:-1].mean(-1) if v.shape[-1] >= 3 else v.mean(-1)  # noqa: E731
-        point = middle(np.array([row["token"]["distance_mean"] for row in self.layers], dtype=np.float64))
+        point = middle(np.array([row.token.distance_mean for row in self.layers], dtype=np.float64))
         reps = ((self.bootstrap.replicates if self.bootstrap else None) or {}).get("token_distance_mean")
         return stats.Sample.saved(float(point), None if reps is None else middle(np.asarray(reps, dtype=np.float64)),
                                   self.bootstrap)
@@ -190,19 +229,17 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     if len(used) == 0:
         raise ProbeError("no text has a non-special token; use --keep-special or other texts")
     sen_dist, sen_cos = token_transitions(np.asarray(acts.sentence))  # (L, T) each
-    token = {"distance": _summary(tok_dist), "cosine": _summary(tok_cos)}
-    sentence = {"distance": _summary(sen_dist), "cosine": _summary(sen_cos)}
-    layers = [{"layer": lyr + 1,
-               "token": {f"{q}_{s}": token[q][s][lyr] for q in ("distance", "cosine") for s in ("mean", "std")},
-               "sentence": {f"{q}_{s}": sentence[q][s][lyr] for q in ("distance", "cosine") for s in ("mean", "std")}}
-              for lyr in range(L)]
-    boot = transition_intervals(layers, {"token": (tok_dist, tok_cos), "sentence": (sen_dist, sen_cos)}, used,
-                                acts.n_texts, cfg.seed, stats.units_id(acts.texts))
+    cis, boot = transition_intervals({"token": (tok_dist, tok_cos), "sentence": (sen_dist, sen_cos)}, used,
+                                     acts.n_texts, cfg.seed, stats.units_id(acts.texts))
+    change = lambda dist, cos, lyr: Change(distance_mean=dist.mean(1)[lyr], distance_std=dist.std(1)[lyr],  # noqa: E731
+                                           cosine_mean=cos.mean(1)[lyr], cosine_std=cos.std(1)[lyr])  # over texts
+    layers = [LayerRow(layer=lyr + 1, token=change(tok_dist, tok_cos, lyr), sentence=change(sen_dist, sen_cos, lyr),
+                       **{name: ci[:, lyr].tolist() for name, ci in cis.items()}) for lyr in range(L)]
     return Result(
         identity=activations_identity(acts, cfg),
         n_layers=L,
         n_texts_used=int(len(used)),
-        definitions={
+        definitions=Definitions({
             "layers": "0 = embedding output, l = output of layer l; row l compares hidden[l-1] (input) "
                       "with hidden[l] (output)",
             "special_tokens": "kept" if cfg.keep_special else "excluded from token statistics",
@@ -212,7 +249,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             "sentence_distance": "||s_l - s_{l-1}||_2 of the sentence vectors; mean and std over texts",
             "cosine": "cos(input, output) per token (per sentence vector), averaged the same way; 0 for a zero vector",
             "std": "population standard deviation over texts (ddof = 0)",
-        },
+        }),
         layers=layers,
         bootstrap=boot,
     )
@@ -222,9 +259,9 @@ def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows, one per layer l = 1..L."""
     rows = []
     for row in result.layers:
-        flat = {"layer": row["layer"]}
+        flat = {"layer": row.layer}
         for level in ("token", "sentence"):
-            flat.update({f"{level}_{k}": v for k, v in row[level].items()})
+            flat.update({f"{level}_{k}": v for k, v in dataclasses.asdict(row.of(level)).items()})
         rows.append(flat)
     return rows
 
@@ -249,14 +286,14 @@ def _transition_panel(ax, drawn: list[style.Drawn], level: str, quantity: str, r
         raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
     for d in drawn:
         res = d.result
-        lyr = np.array([row["layer"] for row in res.layers])
+        lyr = np.array([row.layer for row in res.layers])
         x = style.relative_depth(len(lyr))[lyr] if relative else lyr  # layers 1..L: l / L
-        m = np.array([row[level][f"{quantity}_mean"] for row in res.layers])
-        s = np.array([row[level][f"{quantity}_std"] for row in res.layers])
+        m = np.array([row.of(level).mean(quantity) for row in res.layers])
+        s = np.array([row.of(level).std(quantity) for row in res.layers])
         ax.plot(x, m, **d.line(marker="o", ms=3.5))
         if d.band:  # seed variants: a line each, one band
             ax.fill_between(x, m - s, m + s, alpha=0.15, lw=0, **d.quiet)
-        ci = [row.get(f"{level}_{quantity}_mean_ci") for row in res.layers]
+        ci = [row.mean_ci(level, quantity) for row in res.layers]
         if all(ci):  # the bootstrap interval of the mean over texts: a bar at each layer
             ax.vlines(x, *np.array(ci, dtype=float).T, lw=2.0, alpha=0.9, **d.quiet)
         mark_final_norm(ax, res, x, m, d.color)

@@ -112,7 +112,7 @@ assert sentence.statistic == "sentence cosine, last layer" and len(sentence.line
 """,
     "transitions": """
 assert len(result.layers) == acts.n_layers == result.n_layers
-assert all(r["token"]["distance_mean"] >= 0 and r["sentence"]["distance_mean"] >= 0 for r in result.layers)
+assert all(r.token.distance_mean >= 0 and r.sentence.distance_mean >= 0 for r in result.layers)
 """,
 }
 

@@ -93,15 +93,17 @@ def planted_activations(lengths=(2, 4, 3), d=6, L=3, seed=0) -> Activations:
 def test_compute_averages_per_text_then_over_texts_without_special_tokens(monkeypatch, block):
     monkeypatch.setattr(tr, "BLOCK_TOKENS", block)  # blocks that split texts must not change anything
     res = tr.compute(tr.Config(), acts=planted_activations())
-    assert [row["layer"] for row in res.layers] == [1, 2, 3]
+    assert [row.layer for row in res.layers] == [1, 2, 3]
     for row in res.layers:
-        lyr = row["layer"]
+        lyr = row.layer
         per_text = np.array([1, 2, 3]) * lyr  # texts move by 1, 2, 3 times l (their lengths must not weigh)
-        assert row["token"]["distance_mean"] == pytest.approx(per_text.mean())
-        assert row["token"]["distance_std"] == pytest.approx(per_text.std())
-        assert row["sentence"]["distance_mean"] == pytest.approx(10 * lyr * 2)  # 10 * (1 + 2 + 3) / 3
-        assert row["sentence"]["distance_std"] == pytest.approx(10 * lyr * np.std([1, 2, 3]))
-        assert -1 <= row["token"]["cosine_mean"] <= 1
+        assert row.token.distance_mean == pytest.approx(per_text.mean())
+        assert row.token.distance_std == pytest.approx(per_text.std())
+        assert row.sentence.distance_mean == pytest.approx(10 * lyr * 2)  # 10 * (1 + 2 + 3) / 3
+        assert row.sentence.distance_std == pytest.approx(10 * lyr * np.std([1, 2, 3]))
+        assert -1 <= row.token.cosine_mean <= 1
+        lo, hi = row.mean_ci("token", "distance")
+        assert lo <= row.token.distance_mean <= hi
     assert res.definitions["special_tokens"] == "excluded from token statistics"
     assert res.n_texts_used == 3 and res.n_layers == 3
     rows = tr.table_rows(res)
@@ -110,7 +112,7 @@ def test_compute_averages_per_text_then_over_texts_without_special_tokens(monkey
 
 def test_keep_special_counts_the_special_tokens():
     res = tr.compute(tr.Config(keep_special=True), acts=planted_activations())
-    assert res.layers[0]["token"]["distance_mean"] > 20  # the special tokens' jumps of 100 now count
+    assert res.layers[0].token.distance_mean > 20  # the special tokens' jumps of 100 now count
     assert res.definitions["special_tokens"] == "kept"
 
 
@@ -122,8 +124,9 @@ def test_result_json_round_trip(tmp_path):
     assert list(doc) == ["analysis", *back.to_json(), "provenance"]
     assert (back.n_layers, back.n_texts_used, back.definitions) == (res.n_layers, res.n_texts_used, res.definitions)
     for got, want in zip(back.layers, res.layers):
+        assert isinstance(got, tr.LayerRow) and isinstance(got.token, tr.Change)
         for level in ("token", "sentence"):
-            assert got[level] == pytest.approx(want[level], abs=1e-8)  # saved to 8 decimals
+            assert dataclasses.asdict(got.of(level)) == pytest.approx(dataclasses.asdict(want.of(level)), abs=1e-8)
     again, _ = write_result(tmp_path / "b", "transitions", "planted", back, tr.table_rows(back))
     assert again.read_bytes() == path.read_bytes()
     with pytest.raises(KeyError, match="n_texts_used"):
@@ -142,7 +145,7 @@ def test_plot_draws_the_result_values_in_the_model_colours():
     for ax, level in zip(fig.axes, ("token", "sentence")):
         first, second = ax.get_lines()
         np.testing.assert_array_equal(first.get_xdata(), [1, 2, 3])
-        np.testing.assert_allclose(first.get_ydata(), [row[level]["distance_mean"] for row in res.layers])
+        np.testing.assert_allclose(first.get_ydata(), [row.of(level).distance_mean for row in res.layers])
         assert to_hex(first.get_color()) == model_color("planted")
         assert to_hex(second.get_color()) == model_color("again")
     shallow = renamed(res, "shallow", n_layers=2, layers=res.layers[:2])
@@ -151,7 +154,7 @@ def test_plot_draws_the_result_values_in_the_model_colours():
     deep, short = fig.axes[1].get_lines()
     np.testing.assert_allclose(deep.get_xdata(), [1 / 3, 2 / 3, 1])
     np.testing.assert_allclose(short.get_xdata(), [1 / 2, 1])
-    np.testing.assert_allclose(short.get_ydata(), [row["sentence"]["cosine_mean"] for row in res.layers[:2]])
+    np.testing.assert_allclose(short.get_ydata(), [row.sentence.cosine_mean for row in res.layers[:2]])
 
 
 @pytest.mark.slow

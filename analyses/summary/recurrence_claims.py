@@ -180,7 +180,7 @@ def anisotropy_table(cfg: Config) -> list[str]:
         top = max(range(1, len(cos)), key=lambda i: cos[i])
         upper = "-"
         if tr is not None:
-            vals = [lay["token"]["cosine_mean"] for lay in tr.layers[len(tr.layers) // 2:] if lay.get("token")]
+            vals = [lay.token.cosine_mean for lay in tr.layers[len(tr.layers) // 2:]]
             upper = _fmt(sum(vals) / len(vals), ".3f") if vals else "-"
         lines.append(f"| {m} | {len(an.layers) - 1} | {cos[0]:.3f} / {cos[len(cos) // 2]:.3f} / {cos[top]:.3f} "
                      f"({top}) / {cos[-1]:.3f} | {_fmt(an.layers[-1].intra_sentence_similarity, '.3f')} | "

@@ -166,10 +166,18 @@ def matched_random(spec: Spectrum, rank: int, share: float, seed: int, tol: floa
     r = int(np.clip(rank, 1, s))
     rng = np.random.default_rng([seed, 31])
     G = rng.normal(size=(s, s))  # (s, s): the first r columns are the rank-r draw; more only where needed
-    while r < s and _tilted(spec, G[:, :r], TILT)[1] < share * (1 - tol):
-        r += 1
-    while r > 1 and _tilted(spec, G[:, :r], -TILT)[1] > share * (1 + tol):
-        r -= 1
+    if _tilted(spec, G[:, :r], TILT)[1] < share * (1 - tol):  # the smallest rank that can (nested spans: bisect)
+        lo_r, hi_r = r, s
+        while lo_r < hi_r:
+            mid = (lo_r + hi_r) // 2
+            lo_r, hi_r = (mid + 1, hi_r) if _tilted(spec, G[:, :mid], TILT)[1] < share * (1 - tol) else (lo_r, mid)
+        r = lo_r
+    elif _tilted(spec, G[:, :r], -TILT)[1] > share * (1 + tol):  # the largest rank that can
+        lo_r, hi_r = 1, r
+        while lo_r < hi_r:
+            mid = (lo_r + hi_r + 1) // 2
+            lo_r, hi_r = (lo_r, mid - 1) if _tilted(spec, G[:, :mid], -TILT)[1] > share * (1 + tol) else (mid, hi_r)
+        r = lo_r
     lo, hi = -TILT, TILT
     Q, got = _tilted(spec, G[:, :r], 0.0)
     for _ in range(100):

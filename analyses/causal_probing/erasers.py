@@ -18,9 +18,11 @@ scikit-learn, float64.
   classifier's accuracy on a held-out fifth of the training split (by sentence) is within ``tol`` of the majority
   baseline or ``iterations`` are done. An orthogonal projection; the removed directions keep the training mean
   (as LEACE's bias does), so only the concept's variation is removed.
-* :func:`random_like`: the control of each: a random subspace of the same rank, drawn uniformly in the same
-  coordinates (LEACE: in its whitened coordinates, so it removes the same share of the states' whitened variance;
-  INLP: orthonormal directions of the states' own space).
+* :func:`matched_random`: the control of each: an orthogonal projection onto random directions that removes the
+  same share of the states' variance as the eraser (:func:`removed_share`, the mean squared change over the total
+  variance): Gaussian directions in the covariance's eigenbasis (:class:`Spectrum`), tilted towards higher- or
+  lower-variance directions by bisection until they do, of the eraser's rank where a subspace of that rank can.
+  :func:`orthogonal_random` is the rank-matched control alone (what the variance is not matched by).
 
     $ python -c "import numpy as np; from analyses.causal_probing.erasers import leace; \\
     >   X = np.random.default_rng(0).normal(size=(500, 8)); y = (X[:, 0] > 0).astype(int); print(leace(X, y).rank)"

@@ -24,7 +24,6 @@ comparison "not testable" with the reason; the result says which models were spl
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyses import stats, style
+from analyses import records, stats, style
 
 STATISTICS = {"explained_variance": "explained variance", "loss_recovered": "loss recovered"}
 CLAIM = ("{stat} of the S-LSTM's layer exceeds that of its {baseline} baseline of the same seed, with TopK SAEs of "
@@ -80,16 +79,6 @@ class Finding:
     models: list[ModelLayer]
     comparisons: list[Comparison]
     not_spliced: list[str] = field(default_factory=list)  # models whose SAEs were not spliced (no loss recovered)
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, doc: dict) -> Finding:
-        doc = dict(doc)
-        models = [ModelLayer(**m) for m in doc.pop("models")]
-        comparisons = [Comparison(**c) for c in doc.pop("comparisons")]
-        return cls(models=models, comparisons=comparisons, **doc)
 
     def overall(self) -> list[Comparison]:
         """The comparisons over every layer, one per baseline and statistic."""
@@ -160,12 +149,14 @@ def write(finding: Finding, path) -> None:
     """The finding's JSON at ``path``, written atomically."""
     from probes.io import atomic_write
 
-    atomic_write(path, (json.dumps(finding.to_json(), indent=1, allow_nan=False) + "\n").encode())
+    atomic_write(path, (json.dumps(records.to_json(finding), indent=1, allow_nan=False) + "\n").encode())
 
 
 def read(path) -> Finding:
+    """The finding written at ``path`` (the records' codec: a missing key is one Malformed naming it)."""
     with open(path) as f:
-        return Finding.from_json(json.load(f))
+        out: Finding = records.from_json(Finding, json.load(f), "finding")
+    return out
 
 
 # ----------------------------------------------------------------------------- drawing

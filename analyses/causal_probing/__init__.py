@@ -134,8 +134,8 @@ class Result(common.AnalysisResult):
                 lo, hi = best.leace.excess_loss_ci or [float("nan")] * 2
                 used = used_layers(self, t.task) or []
                 unsure = [k for k, v in (verdicts(self, t.task) or {}).items() if v == "inconclusive"]
-                out[t.task] = (f"LEACE used at layers {used or 'none'}" + (f", inconclusive at {unsure}" if unsure
-                                                                            else "") +
+                out[t.task] = ((f"LEACE used at layers {used}" if used else "LEACE used at no layer") +
+                               (f", inconclusive at {unsure}" if unsure else "") +
                                f" ({seeds}); at layer {best.layer}: loss {best.leace.excess_loss:+.3f} "
                                f"[{lo:.3f}, {hi:.3f}] nats beyond random; accuracy {best.accuracy:.2f} -> "
                                f"{best.leace.accuracy:.2f} (majority {best.majority:.2f})")

@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 import torch
 
-sae_lens = pytest.importorskip("sae_lens", reason="sae-lens is not installed (pip install -e '.[sae-reference]')")
+sae_lens = pytest.importorskip("sae_lens", reason="sae-lens is not installed (make test-sae-reference runs these "
+                                                  "in an environment of their own)")
 
 from analyses.sae.io import SaeRecord, save_sae  # noqa: E402
 from analyses.sae.metrics import (  # noqa: E402

@@ -1,8 +1,8 @@
 """The suite's speed benchmarks, each printing one ratio line, then one summary table.
 
     $ python -m benchmarks                       # or: make bench; probing, similarity and extract in turn
-    $ python -m benchmarks probing|similarity|extract|sae [...]   # one of them
-    $ python -m benchmarks all                   # the four, then bench_shard and bench_pairwise
+    $ python -m benchmarks probing|similarity|extract|sae|causal [...]   # one of them
+    $ python -m benchmarks all                   # the five, then bench_shard and bench_pairwise
 
 * probing (``benchmarks.bench_probing``): the probing protocol over a plain ``LogisticRegression()``
   loop on the same features (goal <= 1.5);
@@ -11,7 +11,10 @@
 * extract (``benchmarks.bench_extract``): cold extraction (writing the cache entry) over a bare forward
   loop, in CPU time (goal <= 1.03);
 * sae (``benchmarks.bench_sae``, by name or with ``all``): SAE training steps over a bare PyTorch loop on the same
-  tensors (goal <= 1.2), and peak memory of streamed training at 1 M and 4 M tokens.
+  tensors (goal <= 1.2), and peak memory of streamed training at 1 M and 4 M tokens;
+* causal (``benchmarks.bench_causal``, by name or with ``all``): causal probing over the forward passes with the
+  model's loss that it must run, on bert-small and gpt2-small-base, with the objective in rows and as it was
+  (goal <= 1.3; several CPU-minutes).
 
 Every benchmark runs in one thread (``OMP_NUM_THREADS=1`` and torch's intra-op threads set here, before
 numpy and torch load) and compares process CPU time over interleaved rounds (one exception, labelled:
@@ -36,10 +39,19 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from benchmarks import bench_extract, bench_pairwise, bench_probing, bench_sae, bench_shard, bench_similarity  # noqa: E402
+from benchmarks import (  # noqa: E402
+    bench_causal,
+    bench_extract,
+    bench_pairwise,
+    bench_probing,
+    bench_sae,
+    bench_shard,
+    bench_similarity,
+)
 from benchmarks.bench_extract import cpu_model_and_flags, load_average, machine_info, print_table  # noqa: E402
 
-RATIOS = {"probing": bench_probing, "similarity": bench_similarity, "extract": bench_extract, "sae": bench_sae}
+RATIOS = {"probing": bench_probing, "similarity": bench_similarity, "extract": bench_extract, "sae": bench_sae,
+          "causal": bench_causal}
 PLAIN = ("probing", "similarity", "extract")  # what `python -m benchmarks` alone runs
 DEFAULTS = {"extract": ["--n-sentences", "300", "--repeats", "5", "--threads", "1"]}  # 5: a steadier median
 

@@ -159,8 +159,8 @@ def _models(saved: SavedResults) -> list[ModelRow]:
                 described = decl.models(f.result)
                 for desc in described:
                     add(desc, analysis, shown_name(f.doc) if len(described) == 1 else None)
-            elif isinstance(f.doc.get("model"), dict):
-                add(ModelInfo.from_json(f.doc["model"]), analysis, shown_name(f.doc))
+            elif isinstance(described := f.doc.get("model"), dict):  # a document no declaration reads
+                add(ModelInfo.from_json(described), analysis, shown_name(f.doc))
     return sorted(rows.values(), key=lambda r: r.name)
 
 

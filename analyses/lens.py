@@ -43,6 +43,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +51,7 @@ from analyses import blocks, common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, settings_used
 from analyses.inputs import LM, LMConfig
+from analyses.records import omitted
 from probes.capture.lens import STATS, lens_statistics
 from probes.capture.store import USER_CACHE, UserCache, cache_subfolder
 from probes.capture.tuned_lens import Documents, TrainSettings, tuned_translators
@@ -153,6 +155,14 @@ class LensInputs(LM):
 # ----------------------------------------------------------------------------- compute
 
 
+@dataclass
+class WindowSums(stats.Bootstrap):
+    """The block bootstrap of the windows, with what a paired difference of two results resamples: per window its
+    scored tokens and, per lens and statistic, its per-layer sums (``units``)."""
+
+    units: dict[str, Any] | None = omitted()
+
+
 @dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's lens statistics: the saved document's keys, in order. The identity's model is the LM's
@@ -166,7 +176,7 @@ class Result(common.AnalysisResult):
     layers: list[dict]  # per layer 0..L: {"layer", "final": l == L, <lens>: {ce, ce_ci, kl, kl_ci, top1, top1_ci}}
     tuned_lens: dict | None  # the translators' key, settings, training split, sha256 and KL at the first and last
     #                          steps
-    bootstrap: dict  # analyses.blocks.bootstrap over runs of windows ("runs": each run's first window) + "units":
+    bootstrap: WindowSums  # analyses.blocks.bootstrap over runs of windows (runs: each run's first window) + units:
     #                  per window its tokens and per-layer sums
     notes: list[str] | None = None  # why a statistic is null (NaN or inf logits), one line per lens
 
@@ -246,8 +256,8 @@ def compute(cfg: Config | None = None, *, lm, documents=None, translators_dir=US
     n_windows = [doc["n_windows"] for doc in per_doc]
     run = blocks.block_length(n_windows)  # windows per block (analyses.blocks)
     runs = blocks.runs(n_windows, run)
-    boot = {**blocks.bootstrap("block", len(runs), run, "windows", cfg.resamples, seed=cfg.seed,
-                               units_id=stats.units_id(units)), "runs": runs}
+    boot = blocks.bootstrap("block", len(runs), run, "windows", cfg.resamples, seed=cfg.seed,
+                            units_id=stats.units_id(units), runs=runs)
     W = stats.resample_weights(len(runs), cfg.resamples, cfg.seed)
     L = int(lm.base.config.num_hidden_layers)
     layers: list[dict] = [{"layer": lyr, "final": lyr == L} for lyr in range(L + 1)]
@@ -291,7 +301,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None, translators_dir=US
         layers=layers,
         tuned_lens=tuned_record,
         notes=notes or None,
-        bootstrap={**boot, "units": {"tokens": counts.tolist(), **saved}},
+        bootstrap=WindowSums(**vars(boot), units={"tokens": counts.tolist(), **saved}),
     )
 
 
@@ -395,13 +405,13 @@ def paired_difference(a: Result, b: Result, lens: str, stat: str = "ce") -> tupl
     """(b - a per layer (L+1,), its paired interval (2, L+1)) of ``stat`` under ``lens``, resampling the windows
     both ran on; None unless both saw the same windows (units_id) with the same depth and lens."""
     ba, bb = a.bootstrap, b.bootstrap
-    if (ba.get("units_id") != bb.get("units_id") or ba.get("runs") != bb.get("runs")
+    if (ba.units_id != bb.units_id or ba.runs != bb.runs or ba.units is None or bb.units is None
             or len(a.layers) != len(b.layers) or lens not in a.lenses or lens not in b.lenses):
         return None
-    n = np.asarray(ba["units"]["tokens"], float)
-    sa, sb = (np.asarray(r.bootstrap["units"][lens][stat], float) for r in (a, b))
+    n = np.asarray(ba.units["tokens"], float)
+    sa, sb = (np.asarray(r.units[lens][stat], float) for r in (ba, bb))
     d, runs_n = stats.grouped(sb - sa, ba), stats.grouped(n, ba)  # per run of windows (the block bootstrap's)
-    W = stats.resample_weights(len(runs_n), ba["resamples"], ba["seed"])
+    W = stats.resample_weights(len(runs_n), ba.resamples, ba.seed)
     rep = ratio_replicates(d, runs_n, W)
     return (sb - sa).sum(0) / n.sum(), stats.interval(rep, stats.interval_level(ba))
 

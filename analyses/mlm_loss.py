@@ -92,8 +92,9 @@ class Result(common.AnalysisResult):
     recorded_heldout_loss: float | None  # what the recipe recorded (float32 weights; the blocks: saved weights)
     loss_ci: list[float] | None  # bootstrap interval over blocks (None without per-block values)
     blocks: dict | None  # {"loss_sum": (n,), "masked_tokens": (n,)} per held-out block; None without the file
-    bootstrap: dict | None = None  # analyses.blocks.bootstrap over runs of blocks ("runs": each run's first block;
+    # analyses.blocks.bootstrap over runs of blocks (runs: each run's first block;
     #                                units_id: the masked-token counts)
+    bootstrap: stats.Bootstrap | None = None
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
         return {"held-out MLM loss": self.heldout_loss()}
@@ -182,9 +183,9 @@ def compute(cfg: Config | None = None, *, spec, record: dict, blocks) -> Result:
         loss, source = float(sums.sum() / counts.sum()), "held-out blocks"
         run = block_bootstrap.block_length([len(sums)])  # held-out blocks per resampled run (analyses.blocks)
         runs = block_bootstrap.runs([len(sums)], run)
-        boot = {**block_bootstrap.bootstrap("block", len(runs), run, "held-out blocks", seed=cfg.seed,
-                                            units_id=stats.units_id(counts.tolist())), "runs": runs}
-        W = stats.resample_weights(len(runs), boot["resamples"], cfg.seed)
+        boot = block_bootstrap.bootstrap("block", len(runs), run, "held-out blocks", seed=cfg.seed,
+                                         units_id=stats.units_id(counts.tolist()), runs=runs)
+        W = stats.resample_weights(len(runs), boot.resamples, cfg.seed)
         rep = stats.ratio_replicates(stats.grouped(sums, boot), stats.grouped(counts, boot), W)
         loss_ci = stats.interval(rep, stats.interval_level(boot)).tolist()
         per_block = {"loss_sum": sums.tolist(), "masked_tokens": counts.tolist()}

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from analyses import pairs
+from analyses import pairs, records
 from analyses.edited import edit_label, edited_name, in_words, recorded_edits
 from analyses.inputs import CALLER_TEXTS
 from analyses.model_info import ModelInfo, ModelPair, model_of
@@ -26,13 +26,15 @@ __all__ = ["IDENTITY_FIELDS", "AnalysisResult", "Identity", "Result"]
 class Result:
     """Base of every analysis's result: a dataclass whose fields are the saved document's keys.
 
-    Numbers live in typed fields; prose lives only in ``definitions`` (plots never read it).
+    Numbers live in typed fields; prose lives only in ``definitions`` (plots never read it). A field annotated
+    with a record type (a dataclass of rows, :class:`analyses.records.Definitions`, a bootstrap block) is written
+    and read back by the one codec, :mod:`analyses.records`.
     :meth:`to_json` gives the document :func:`write_result` saves (it adds ``analysis``,
     ``model_name`` and ``provenance``); :meth:`from_json` reads a saved document back, ignoring keys
     the class does not know (so fields may be added) and naming the first missing one."""
 
     def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {f.name: records.to_json(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_json(cls, doc):
@@ -44,8 +46,9 @@ class Result:
         missing = [n for n in required if n not in doc]
         if missing:
             raise KeyError(missing[0])
-        names = {f.name for f in fields}
-        return cls(**{k: v for k, v in doc.items() if k in names})
+        names, types = {f.name for f in fields}, records.field_types(cls)
+        # a field annotated with a record type (analyses.records) is read back as that type; the rest as JSON gave it
+        return cls(**{k: records.from_json(types.get(k, Any), v, k) for k, v in doc.items() if k in names})
 
 
 # ----------------------------------------------------------------------------- identity
@@ -151,7 +154,7 @@ class AnalysisResult(Result):
     PAIR_UNIT: ClassVar[bool] = False
 
     def to_json(self) -> dict:
-        rest = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+        rest = {f.name: records.to_json(getattr(self, f.name)) for f in dataclasses.fields(self)
                 if f.name != "identity" and not (f.name in self.SIDE_FILES and getattr(self, f.name) is None)}
         return {**self.identity.to_json(self.IDENTITY_KEYS), **rest}
 

@@ -144,3 +144,18 @@ def test_a_head_that_cannot_take_gathered_states_falls_back_to_every_position():
     got, _ = fresh.score(TEXTS, batch_size=13)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert not fresh._rows
+
+
+def test_texts_scored_again_are_tokenized_once_and_score_the_same(monkeypatch):
+    objective = load_objective("tiny-bert")
+    calls = []
+    real = objective.tokenizer.tokenize
+    monkeypatch.setattr(objective.tokenizer, "tokenize", lambda texts: calls.append(len(texts)) or real(texts))
+    first = objective.score(TEXTS, batch_size=5)
+    again = objective.score(iter(TEXTS), [Intervention(1, AddVector(np.zeros(32)))], batch_size=5)
+    assert calls == [len(TEXTS)]  # the same texts, masks and batches: tokenized once
+    np.testing.assert_array_equal(first[0], again[0])
+    other = objective.score(TEXTS, mask_prob=0.3, batch_size=5)  # other masks: tokenized and masked anew
+    fewer = objective.score(TEXTS[:5], batch_size=5)
+    assert calls == [len(TEXTS), len(TEXTS), 5] and (other[1] > first[1]).any()
+    np.testing.assert_allclose(fewer[0], first[0][:5], rtol=1e-5)  # other batches: other padding

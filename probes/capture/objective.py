@@ -57,7 +57,8 @@ class Objective:
     mask_id: int | None = None  # the mask token (masked-LM)
     device: torch.device = torch.device("cpu")
     padding_safe: bool = True  # False: texts share a batch only with texts of their length
-    _rows: bool = field(default=True, init=False, repr=False)  # the head runs on the scored positions' states only
+    _rows: bool = field(default=True, init=False, repr=False, compare=False)  # the head on the scored states only
+    _last: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (key, batches) of _scored
 
     def describe(self, mask_prob: float, seed: int, interventions=()) -> dict:
         """What a result records of the scoring: the objective, its masking, and the interventions every score
@@ -86,10 +87,10 @@ class Objective:
         from probes.intervention import active, as_interventions, hooked
         from probes.models.hf import eval_mode
 
-        toks = self.tokenizer.tokenize(list(texts))
-        sums, counts = np.zeros(len(toks)), np.zeros(len(toks), np.int64)
+        texts = list(texts)
+        sums, counts = np.zeros(len(texts)), np.zeros(len(texts), np.int64)
         with hooked(self.model, active() + as_interventions(interventions)), eval_mode(self.model):
-            for b in self._scored_batches(toks, mask_prob, seed, batch_size):
+            for b in self._scored(texts, mask_prob, seed, batch_size):
                 sums[b.idx] = _nll_sums(self._scored_logits(b), b)
                 counts[b.idx] = b.counts()
         if not np.isfinite(sums).all():
@@ -106,12 +107,12 @@ class Objective:
         from probes.intervention import active, as_interventions, hooked
         from probes.models.hf import eval_mode
 
-        toks = self.tokenizer.tokenize(list(texts))
-        T = len(toks)
+        texts = list(texts)
+        T = len(texts)
         out = Divergence(np.zeros(T), np.zeros(T), np.zeros(T), np.zeros(T, np.int64))
         outer, edits = active(), active() + as_interventions(interventions)
         with eval_mode(self.model):
-            for b in self._scored_batches(toks, mask_prob, seed, batch_size):
+            for b in self._scored(texts, mask_prob, seed, batch_size):
                 with hooked(self.model, outer):
                     clean = self._scored_logits(b).float()
                 with hooked(self.model, edits):
@@ -124,6 +125,15 @@ class Objective:
         if not (np.isfinite(out.clean).all() and np.isfinite(out.edited).all() and np.isfinite(out.kl).all()):
             raise ProbeError(f"model '{self.name}': its {self.kind} loss or divergence is not finite on some texts")
         return out
+
+    def _scored(self, texts, mask_prob: float, seed: int, batch_size: int) -> list[_Scored]:
+        """The batches of ``texts`` as the model is scored on them; tokenized and masked once for a run of
+        scorings of the same texts (causal probing scores its held-out texts clean and under every eraser)."""
+        key = (tuple(texts), float(mask_prob), int(seed), int(batch_size), self.padding_safe)
+        if self._last is None or self._last[0] != key:
+            toks = self.tokenizer.tokenize(list(key[0]))
+            self._last = (key, list(self._scored_batches(toks, mask_prob, seed, batch_size)))
+        return self._last[1]
 
     def _scored_batches(self, toks, mask_prob: float, seed: int, batch_size: int):
         """The batches of tokenized texts ``toks`` as the model is scored on them (:class:`_Scored`)."""
@@ -190,7 +200,10 @@ class Objective:
         return batch_plan(lengths, batch_size, self.padding_safe)
 
     def _logits(self, ids: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=ids, attention_mask=real.long())
+        # a causal LM of transformers keeps no cache of keys and values: nothing is generated after the pass
+        extra = {"use_cache": False} if self.kind == NEXT and hasattr(getattr(self.model, "config", None),
+                                                                        "use_cache") else {}
+        out = self.model(input_ids=ids, attention_mask=real.long(), **extra)
         return out if isinstance(out, torch.Tensor) else out.logits
 
 

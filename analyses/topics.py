@@ -49,11 +49,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from analyses import common, style
+from analyses import common, records, style
 from analyses import stats as bootstrap_stats
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
@@ -68,6 +69,7 @@ from analyses.topic_model import (  # noqa: F401 - js_divergence and the LDA ste
     topic_distributions,
     training_chunks,
 )
+from analyses.topic_rows import Continuation, TopicStatistics, TopTopics
 from probes.capture.store import USER_CACHE, UserCache
 from probes.capture.windows import check_fits, check_window, greedy_windowed
 from probes.config import arg, tqdm_class
@@ -128,31 +130,31 @@ def jsd_intervals(jsd_a, jsd_b, seed: int = 0) -> dict:
     mean_difference, mean_difference_ci and the bootstrap block."""
     a, b = np.asarray(jsd_a, dtype=np.float64), np.asarray(jsd_b, dtype=np.float64)
     boot = bootstrap_stats.bootstrap_block("context", len(a), seed=seed)
-    W = bootstrap_stats.resample_weights(len(a), boot["resamples"], seed)
-    ci = bootstrap_stats.interval(bootstrap_stats.mean_replicates(np.stack([a, b, a - b], 1), W), boot["level"])
+    W = bootstrap_stats.resample_weights(len(a), boot.resamples, seed)
+    ci = bootstrap_stats.interval(bootstrap_stats.mean_replicates(np.stack([a, b, a - b], 1), W), boot.level)
     return {"mean_jsd_a_ci": ci[:, 0].tolist(), "mean_jsd_b_ci": ci[:, 1].tolist(),
             "mean_difference": float(np.mean(a - b)), "mean_difference_ci": ci[:, 2].tolist(), "bootstrap": boot}
 
 
-def paired_statistics(jsd_a: np.ndarray, jsd_b: np.ndarray) -> dict:
-    """Mean JSDs, share A < B, sign test and Wilcoxon signed-rank p-values (two-sided and A < B)."""
+def paired_statistics(jsd_a: np.ndarray, jsd_b: np.ndarray) -> TopicStatistics:
+    """Mean JSDs, share A < B, sign test and Wilcoxon signed-rank p-values (two-sided and A < B); the intervals
+    (:func:`jsd_intervals`) and the real continuation's mean are added by :func:`compute`."""
     from scipy.stats import binomtest, wilcoxon
 
     diff = np.asarray(jsd_a) - np.asarray(jsd_b)
     less, greater = int((diff < 0).sum()), int((diff > 0).sum())
     n = len(diff)
-    out: dict[str, object] = {"n_contexts": n, "mean_jsd_a": float(np.mean(jsd_a)), "mean_jsd_b": float(np.mean(jsd_b)),
-           "median_difference": float(np.median(diff)), "n_a_less": less, "n_a_greater": greater,
-           "n_ties": n - less - greater, "share_a_less": less / n if n else float("nan")}
+    counts: dict[str, Any] = dict(n_contexts=n, mean_jsd_a=float(np.mean(jsd_a)), mean_jsd_b=float(np.mean(jsd_b)),
+                                  median_difference=float(np.median(diff)), n_a_less=less, n_a_greater=greater,
+                                  n_ties=n - less - greater, share_a_less=less / n if n else float("nan"))
     if less + greater == 0:
-        out.update(sign_test_p=1.0, sign_test_p_a_less=1.0, wilcoxon_p=1.0, wilcoxon_p_a_less=1.0,
-                   note="no pair differs: both tests are void (p = 1)")
-        return out
-    out["sign_test_p"] = binomtest(less, less + greater, 0.5, alternative="two-sided").pvalue
-    out["sign_test_p_a_less"] = binomtest(less, less + greater, 0.5, alternative="greater").pvalue
-    out["wilcoxon_p"] = float(wilcoxon(jsd_a, jsd_b, alternative="two-sided").pvalue)
-    out["wilcoxon_p_a_less"] = float(wilcoxon(jsd_a, jsd_b, alternative="less").pvalue)
-    return out
+        return TopicStatistics(**counts, sign_test_p=1.0, sign_test_p_a_less=1.0, wilcoxon_p=1.0,
+                               wilcoxon_p_a_less=1.0, note="no pair differs: both tests are void (p = 1)")
+    return TopicStatistics(
+        **counts, sign_test_p=binomtest(less, less + greater, 0.5, alternative="two-sided").pvalue,
+        sign_test_p_a_less=binomtest(less, less + greater, 0.5, alternative="greater").pvalue,
+        wilcoxon_p=float(wilcoxon(jsd_a, jsd_b, alternative="two-sided").pvalue),
+        wilcoxon_p_a_less=float(wilcoxon(jsd_a, jsd_b, alternative="less").pvalue))
 
 
 # ----------------------------------------------------------------------------- compute
@@ -186,13 +188,13 @@ class Result(common.AnalysisResult):
         return pair
 
 
-    definitions: dict  # prose: what every number means (nothing reads numbers from it)
-    statistics: dict  # paired_statistics + mean_jsd_reference + jsd_intervals (whether a claim holds: claims.py)
+    definitions: records.Definitions  # prose: what every number means (nothing reads numbers from it)
+    statistics: TopicStatistics  # paired statistics, intervals (whether a claim holds: analyses.summary.claims)
     topics_top_words: list[list[str]]  # per topic its top words
     jsd_a: list[float]  # (M,) JSD(context, A's continuation) per context
     jsd_b: list[float]  # (M,) the same for B
     jsd_reference: list[float]  # (M,) the same for the real continuation
-    continuations: list[dict] | None = None  # per context; None when read back from the JSON
+    continuations: list[Continuation] | None = None  # per context; None when read back from the JSON
 
     @style.drawing
     def plot(self, ax=None, **kwargs):
@@ -206,8 +208,8 @@ class Result(common.AnalysisResult):
 
         ax = style.one_axes(ax, (3.4, 3.3))
         s = self.statistics
-        label = (f"{style.display_name(self.model_name)}: mean A {s['mean_jsd_a']:.3f}, B {s['mean_jsd_b']:.3f}, "
-                 f"A<B {100 * s['share_a_less']:.0f}%")
+        label = (f"{style.display_name(self.model_name)}: mean A {s.mean_jsd_a:.3f}, B {s.mean_jsd_b:.3f}, "
+                 f"A<B {100 * s.share_a_less:.0f}%")
         drawn = style.on_axes(ax, self, kwargs, label, Collection, ("color", "c", "facecolor"))
         ax.scatter(self.jsd_b, self.jsd_a, **drawn.line(Collection, s=6, alpha=0.5, lw=0))
         _diagonal(ax, titled=False)
@@ -224,16 +226,16 @@ class Result(common.AnalysisResult):
 
     def headline(self) -> dict[str, str]:
         s = self.statistics
-        return {"mean topic JSD": f"A {s['mean_jsd_a']:.4f}, B {s['mean_jsd_b']:.4f}, real continuation "
-                                  f"{s.get('mean_jsd_reference', float('nan')):.4f}",
-                "A < B": f"in {100 * s['share_a_less']:.1f}% of {s.get('n_contexts', len(self.jsd_a))} contexts"}
+        reference = float("nan") if s.mean_jsd_reference is None else s.mean_jsd_reference
+        return {"mean topic JSD": f"A {s.mean_jsd_a:.4f}, B {s.mean_jsd_b:.4f}, real continuation {reference:.4f}",
+                "A < B": f"in {100 * s.share_a_less:.1f}% of {s.n_contexts} contexts"}
 
     def mean_jsd_difference(self) -> bootstrap_stats.Sample:
         """The mean over contexts of JSD(A) - JSD(B), paired (both continuations share the context), with its
         bootstrap replicates over contexts (the weights the analysis drew; the point value alone without them)."""
         d = np.asarray(self.jsd_a, dtype=np.float64) - np.asarray(self.jsd_b, dtype=np.float64)
-        block = self.statistics.get("bootstrap")
-        if not isinstance(block, dict):
+        block = self.statistics.bootstrap
+        if block is None:
             return bootstrap_stats.Sample(float(np.mean(d)))
         return bootstrap_stats.Sample.of_mean(float(np.mean(d)), d, block)
 
@@ -305,17 +307,13 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = No
     jsd_a = js_divergence(theta["context"], theta["a"])
     jsd_b = js_divergence(theta["context"], theta["b"])
     jsd_ref = js_divergence(theta["context"], theta["reference"])
-    stats = paired_statistics(jsd_a, jsd_b)
-    stats["mean_jsd_reference"] = float(np.mean(jsd_ref))
-    stats.update(jsd_intervals(jsd_a, jsd_b))
-    records = []
-    for i, (d, s) in enumerate(spans):
-        records.append({
-            "index": i, "document": held.documents[d].name, "start_token": s, "context": text_ctx[i],
-            "continuation_a": text_a[i], "continuation_b": text_b[i], "continuation_reference": text_ref[i],
-            "jsd_a": float(jsd_a[i]), "jsd_b": float(jsd_b[i]), "jsd_reference": float(jsd_ref[i]),
-            "top_topics": {k: [int(t) for t in np.argsort(-theta[k][i])[:3]] for k in theta},
-        })
+    stats = dataclasses.replace(paired_statistics(jsd_a, jsd_b), mean_jsd_reference=float(np.mean(jsd_ref)),
+                                **jsd_intervals(jsd_a, jsd_b))
+    rows = [Continuation(index=i, document=held.documents[d].name, start_token=s, context=text_ctx[i],
+                         continuation_a=text_a[i], continuation_b=text_b[i], continuation_reference=text_ref[i],
+                         jsd_a=float(jsd_a[i]), jsd_b=float(jsd_b[i]), jsd_reference=float(jsd_ref[i]),
+                         top_topics=TopTopics(**{k: [int(t) for t in np.argsort(-theta[k][i])[:3]] for k in theta}))
+            for i, (d, s) in enumerate(spans)]
     corpus_block = {**full.identity(), "lda_training": train.identity(), "contexts_from": held.identity(),
                     "same_tokenizer": same_tok}
     identity = Identity(
@@ -326,7 +324,7 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = No
         corpus=corpus_block)
     return Result(
         identity=identity,
-        definitions={
+        definitions=records.Definitions({
             "lda": f"gensim LdaModel, K={cfg.topics}, passes={cfg.lda_passes}, iterations={cfg.lda_iterations}, "
                    f"random_state={cfg.seed}, alpha=symmetric, minimum_probability=0; fitted on "
                    f"{lda.num_terms}-word dictionary (no_below={cfg.no_below}, no_above={cfg.no_above}) over "
@@ -343,11 +341,11 @@ def compute(cfg: Config | None = None, *, lm_a, lm_b, corpus: Corpus | None = No
             "share_a_less": "contexts with JSD_A < JSD_B over all contexts (ties count as not less)",
             "tests": "sign test: scipy.stats.binomtest on non-tied pairs; Wilcoxon: scipy.stats.wilcoxon "
                      "(zero differences dropped); two-sided, and one-sided for A < B (*_a_less)",
-        },
+        }),
         statistics=stats,
         topics_top_words=top_words(lda),
         jsd_a=jsd_a, jsd_b=jsd_b, jsd_reference=jsd_ref,
-        continuations=records,
+        continuations=rows,
     )
 
 
@@ -359,13 +357,14 @@ def table_rows(result: Result) -> list[dict]:
 def summary_line(result: Result) -> str:
     """The comparison's numbers in one line (the verdict on the paper's claim is analyses.summary.claims')."""
     s = result.statistics
-    ci = s.get("mean_difference_ci") or []
-    defined = len(ci) == 2 and all(x is not None and np.isfinite(x) for x in ci)
-    diff = f"; A - B {s['mean_difference']:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}] (95%, over contexts)" if defined else ""
-    return (f"{result.model_name}: mean topic JSD A {s['mean_jsd_a']:.4f} vs B {s['mean_jsd_b']:.4f} "
-            f"(real continuation {s['mean_jsd_reference']:.4f}){diff}; A < B in {100 * s['share_a_less']:.1f}% of "
-            f"{s['n_contexts']} contexts ({s['n_ties']} ties); sign test p = {s['sign_test_p']:.3g}, Wilcoxon "
-            f"p = {s['wilcoxon_p']:.3g} (two-sided)")
+    ci = s.mean_difference_ci or []
+    defined = len(ci) == 2 and all(x is not None and np.isfinite(x) for x in ci) and s.mean_difference is not None
+    diff = f"; A - B {s.mean_difference:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}] (95%, over contexts)" if defined else ""
+    reference = float("nan") if s.mean_jsd_reference is None else s.mean_jsd_reference
+    return (f"{result.model_name}: mean topic JSD A {s.mean_jsd_a:.4f} vs B {s.mean_jsd_b:.4f} "
+            f"(real continuation {reference:.4f}){diff}; A < B in {100 * s.share_a_less:.1f}% of "
+            f"{s.n_contexts} contexts ({s.n_ties} ties); sign test p = {s.sign_test_p:.3g}, Wilcoxon "
+            f"p = {s.wilcoxon_p:.3g} (two-sided)")
 
 
 # ----------------------------------------------------------------------------- plots
@@ -400,8 +399,8 @@ def _paired_panel(ax, res: Result, colors: dict) -> None:
     ax.scatter(b, a, s=6, alpha=0.5, lw=0, color=colors[name_a])
     _diagonal(ax)
     s = res.statistics
-    ax.text(0.03, 0.97, f"mean A {s['mean_jsd_a']:.3f}\nmean B {s['mean_jsd_b']:.3f}\n"
-                        f"A<B {100 * s['share_a_less']:.0f}%, p={s['sign_test_p']:.2g}",
+    ax.text(0.03, 0.97, f"mean A {s.mean_jsd_a:.3f}\nmean B {s.mean_jsd_b:.3f}\n"
+                        f"A<B {100 * s.share_a_less:.0f}%, p={s.sign_test_p:.2g}",
             transform=ax.transAxes, va="top", fontsize="small")
     ax.set_xlabel(f"JSD (bits), B = {name_b}", color=colors[name_b])
     ax.set_ylabel(f"JSD (bits), A = {name_a}", color=colors[name_a])

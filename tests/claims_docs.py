@@ -115,7 +115,9 @@ def topics(a: str, b: str, jsd_a, jsd_b, rec_is_a: bool = True) -> dict:
     jsd_a, jsd_b = np.asarray(jsd_a, float), np.asarray(jsd_b, float)
     less = int((jsd_a < jsd_b).sum())
     statistics = {"n_contexts": len(jsd_a), "mean_jsd_a": float(jsd_a.mean()), "mean_jsd_b": float(jsd_b.mean()),
-                  "mean_jsd_reference": 0.3, "share_a_less": less / len(jsd_a), "n_ties": 0, "sign_test_p": 0.5,
+                  "median_difference": float(np.median(jsd_a - jsd_b)), "n_a_less": less,
+                  "n_a_greater": int((jsd_a > jsd_b).sum()), "mean_jsd_reference": 0.3,
+                  "share_a_less": less / len(jsd_a), "n_ties": 0, "sign_test_p": 0.5,
                   "sign_test_p_a_less": 0.25, "wilcoxon_p": 0.4, "wilcoxon_p_a_less": 0.2,
                   "bootstrap": records.to_json(stats.bootstrap_block("context", len(jsd_a)))}
     fam = ("recurrent", "hf") if rec_is_a else ("hf", "recurrent")

@@ -148,7 +148,9 @@ def topics(name="a-vs-b"):
     doc = _identity(name)
     doc.pop("model")
     return {**doc, "model_a": {"name": "a"}, "model_b": {"name": "b"}, "corpus": {}, "definitions": {},
-            "statistics": {"mean_jsd_a": 0.3, "mean_jsd_b": 0.4, "share_a_less": 0.6, "sign_test_p": 0.01},
+            "statistics": {"n_contexts": 12, "mean_jsd_a": 0.3, "mean_jsd_b": 0.4, "median_difference": -0.1,
+                           "n_a_less": 7, "n_a_greater": 5, "n_ties": 0, "share_a_less": 0.6, "sign_test_p": 0.01,
+                           "sign_test_p_a_less": 0.005, "wilcoxon_p": 0.02, "wilcoxon_p_a_less": 0.01},
             "topics_top_words": [["w"]], "jsd_a": rng.uniform(0, 1, 12).tolist(),
             "jsd_b": rng.uniform(0, 1, 12).tolist(), "jsd_reference": rng.uniform(0, 1, 12).tolist()}
 

@@ -54,8 +54,8 @@ for res in results.values():
 """,
     "topics": """
 jsd = np.concatenate([result.jsd_a, result.jsd_b])
-assert result.statistics["n_contexts"] == len(records) == N and ((0 <= jsd) & (jsd <= 1)).all()
-assert np.isclose(result.statistics["mean_jsd_a"], np.mean(result.jsd_a))
+assert result.statistics.n_contexts == len(records) == N and ((0 <= jsd) & (jsd <= 1)).all()
+assert np.isclose(result.statistics.mean_jsd_a, np.mean(result.jsd_a))
 """,
     "own-model": """
 assert aniso.model_name == trans.model_name == "my-model" and len(aniso.layers) == acts.n_layers + 1

@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 ANALYSES = REPO / "analyses"
 
 # Ceilings: the counts today. Lower them as fields and reads are typed; never raise them.
-DICT_RESULT_FIELDS = 20
-STRING_READS_SUMMARY = 111
-STRING_READS_ANALYSES = 581
+DICT_RESULT_FIELDS = 16
+STRING_READS_SUMMARY = 108
+STRING_READS_ANALYSES = 550
 
 
 def _sources(folder: Path) -> list[Path]:

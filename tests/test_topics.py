@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from analyses import records
 from analyses import topics as tp
 from analyses.common import Identity
 from probes.capture.windows import greedy_windowed, scoring_context_start
@@ -88,12 +90,12 @@ def test_paired_statistics():
     a = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     b = a + np.array([0.1, 0.1, 0.1, 0.1, -0.1, 0.0])
     s = tp.paired_statistics(a, b)
-    assert (s["n_a_less"], s["n_a_greater"], s["n_ties"]) == (4, 1, 1)
-    assert s["share_a_less"] == pytest.approx(4 / 6)
-    assert s["sign_test_p"] == pytest.approx(0.375)  # binomial(5, 0.5): P(X <= 1 or X >= 4)
-    assert 0 < s["wilcoxon_p"] <= 1
+    assert (s.n_a_less, s.n_a_greater, s.n_ties) == (4, 1, 1)
+    assert s.share_a_less == pytest.approx(4 / 6)
+    assert s.sign_test_p == pytest.approx(0.375)  # binomial(5, 0.5): P(X <= 1 or X >= 4)
+    assert 0 < s.wilcoxon_p <= 1 and s.note is None and "note" not in records.to_json(s)
     void = tp.paired_statistics(a, a)
-    assert void["sign_test_p"] == 1.0 and void["share_a_less"] == 0.0
+    assert void.sign_test_p == 1.0 and void.share_a_less == 0.0 and void.note
 
 
 def test_sample_spans_do_not_overlap_and_are_seeded():
@@ -170,13 +172,14 @@ def planted_result(a="gpt2-small-recurrent", b="gpt2-small-base"):
     jsd_a, jsd_b = [0.1, 0.2, 0.3, 0.6], [0.2, 0.2, 0.5, 0.4]
     stats = tp.paired_statistics(np.asarray(jsd_a), np.asarray(jsd_b))
     identity = Identity(model_name=f"{a}-vs-{b}", config={}, model={"a": {"name": a}, "b": {"name": b}}, corpus={})
-    return tp.Result(identity=identity, definitions={}, statistics=stats, topics_top_words=[["w"]], jsd_a=jsd_a,
-                     jsd_b=jsd_b, jsd_reference=[0.0] * 4)
+    return tp.Result(identity=identity, definitions=records.Definitions(), statistics=stats, topics_top_words=[["w"]],
+                     jsd_a=jsd_a, jsd_b=jsd_b, jsd_reference=[0.0] * 4)
 
 
 def test_the_summary_line_gives_the_numbers_and_leaves_the_verdict_to_the_claims():
     res = planted_result()
-    res.statistics.update(mean_jsd_reference=0.3, **tp.jsd_intervals(res.jsd_a, res.jsd_b))
+    res.statistics = dataclasses.replace(res.statistics, mean_jsd_reference=0.3,
+                                         **tp.jsd_intervals(res.jsd_a, res.jsd_b))
     line = tp.summary_line(res)
     assert "A - B -0.0250 [" in line and "A < B in 50.0% of 4 contexts" in line
     assert "held" not in line and "paper" not in line

@@ -160,10 +160,10 @@ def topic_claims(cfg: Config) -> list[str]:
             continue
         s = result.statistics
         for c in _judged(TOPICS, {"topics": [result]}):
-            lines.append(f"| {a} vs {b} | {result.model_a.window} | {s['n_contexts']} | {s['mean_jsd_a']:.4f} | "
-                         f"{s['mean_jsd_b']:.4f} | {s['mean_jsd_reference']:.4f} | {100 * s['share_a_less']:.1f}% | "
-                         f"{s['n_ties']} | {s['sign_test_p']:.3g} / {s['sign_test_p_a_less']:.3g} | "
-                         f"{s['wilcoxon_p']:.3g} | {_difference(c, 4)} | {c.verdict} | {c.reason} |")
+            lines.append(f"| {a} vs {b} | {result.model_a.window} | {s.n_contexts} | {s.mean_jsd_a:.4f} | "
+                         f"{s.mean_jsd_b:.4f} | {_fmt(s.mean_jsd_reference, '.4f')} | {100 * s.share_a_less:.1f}% | "
+                         f"{s.n_ties} | {s.sign_test_p:.3g} / {s.sign_test_p_a_less:.3g} | "
+                         f"{s.wilcoxon_p:.3g} | {_difference(c, 4)} | {c.verdict} | {c.reason} |")
     return lines
 
 

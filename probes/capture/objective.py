@@ -22,7 +22,9 @@ this model computes. A model object is scored with its own head (``BertForMasked
 bare encoder (``BertModel``) has none, and :class:`NoObjective` says so.
 
 Texts are tokenized as the capture tokenizes them and batched as the capture batches them: sorted by length and
-right-padded, or, for a model that is not padding-safe (ConvBERT), only texts of one length together.
+right-padded, or, for a model that is not padding-safe (ConvBERT), only texts of one length together. The head
+runs on the scored positions' final states only and the cross-entropy on their logits in rows (M, V): a scoring
+costs the model's forward pass, not its head at every position (benchmarks/bench_causal.py).
 
     $ python -c "from probes.capture.objective import load_objective; o = load_objective('tiny-bert'); \\
     >   print(o.kind, o.score(['The cat sat on the mat.']))"

@@ -54,6 +54,7 @@ from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
 from analyses.inputs import Sentences
 from analyses.layer_points import LEVELS, clouds, draw_tokens, finite, level_panel
+from analyses.records import Definitions, omitted
 from analyses.rounding import same_vectors
 from probes.capture.activations import Activations
 from probes.config import arg, tqdm_class
@@ -265,48 +266,93 @@ def halves_se(X, dist, idx, units, cfg: Config) -> tuple[np.ndarray, float]:
     return (np.sqrt(sq_[ok].mean(0)) if ok.any() else np.full(2, np.nan)), float(1 - ok.mean())
 
 
-def estimate(X, unit_of, cfg: Config, level: float, dtype=None) -> dict:
+@dataclass(kw_only=True)
+class Dimension:
+    """Both estimators on one layer's points at one level (None where undefined: ``note`` says why), with their
+    intervals."""
+
+    twonn: float | None
+    twonn_ci: list[float] | None
+    mle: float | None
+    mle_ci: list[float] | None
+    n_points: int  # distinct points the estimators saw
+    duplicates_removed: int
+    dimension: int  # of the vectors
+    note: str | None = omitted()
+
+    def of(self, estimator: str) -> tuple[float | None, list[float] | None]:
+        """``estimator``'s ("twonn" or "mle") estimate and its interval."""
+        return (self.twonn, self.twonn_ci) if estimator == "twonn" else (self.mle, self.mle_ci)
+
+
+@dataclass
+class LayerRow:
+    """One layer's intrinsic dimensions, a row of :attr:`Result.layers`."""
+
+    layer: int  # 0 = embeddings
+    token: Dimension
+    sentence: Dimension
+
+    def of(self, level: str) -> Dimension:
+        """The ``level`` ("token" or "sentence") estimates."""
+        if level not in LEVELS:
+            raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
+        return self.token if level == "token" else self.sentence
+
+
+def twonn_statistic(row: LayerRow, level: str) -> tuple[float | None, list[float] | None]:
+    """What a TwoNN panel draws of a layer row at ``level``: the estimate and its interval."""
+    return row.of(level).of("twonn")
+
+
+def mle_statistic(row: LayerRow, level: str) -> tuple[float | None, list[float] | None]:
+    """What an MLE panel draws of a layer row at ``level``: the estimate and its interval."""
+    return row.of(level).of("mle")
+
+
+STATISTICS = {"twonn": twonn_statistic, "mle": mle_statistic}  # per estimator (ESTIMATORS' keys)
+
+
+def estimate(X, unit_of, cfg: Config, level: float, dtype=None) -> Dimension:
     """Both estimators on the distinct rows of X, with estimate +- z SE intervals (:func:`halves_se`). ``dtype``:
     of the values X holds (default X's): rows that are one vector up to its rounding have no dimension."""
     from scipy.stats import norm
 
     bad = int((~np.isfinite(np.asarray(X))).any(1).sum())
     if bad:  # the model's own NaN or inf states (counted in the activations' meta): no distance is a number
-        return {"twonn": None, "twonn_ci": None, "mle": None, "mle_ci": None, "n_points": len(X),
-                "duplicates_removed": 0, "dimension": X.shape[1],
-                "note": f"{bad} of {len(X)} points hold NaN or inf: the estimators are undefined"}
+        return Dimension(twonn=None, twonn_ci=None, mle=None, mle_ci=None, n_points=len(X), duplicates_removed=0,
+                         dimension=X.shape[1],
+                         note=f"{bad} of {len(X)} points hold NaN or inf: the estimators are undefined")
     Xd, units, removed = distinct(X, unit_of)
     k = cfg.mle_k
     if len(Xd) <= k:  # e.g. [CLS] at the embedding layer: one vector for every sentence
-        return {"twonn": None, "twonn_ci": None, "mle": None, "mle_ci": None, "n_points": len(Xd),
-                "duplicates_removed": removed, "dimension": X.shape[1],
-                "note": f"only {len(Xd)} distinct vectors: too few for k = {k} nearest neighbours"}
+        return Dimension(twonn=None, twonn_ci=None, mle=None, mle_ci=None, n_points=len(Xd),
+                         duplicates_removed=removed, dimension=X.shape[1],
+                         note=f"only {len(Xd)} distinct vectors: too few for k = {k} nearest neighbours")
     if same_vectors(Xd, dtype):  # distinct only by rounding: their distances are noise
-        return {"twonn": None, "twonn_ci": None, "mle": None, "mle_ci": None, "n_points": len(Xd),
-                "duplicates_removed": removed, "dimension": X.shape[1],
-                "note": "every vector is the same up to rounding (no variance): the estimators are undefined"}
+        return Dimension(twonn=None, twonn_ci=None, mle=None, mle_ci=None, n_points=len(Xd),
+                         duplicates_removed=removed, dimension=X.shape[1],
+                         note="every vector is the same up to rounding (no variance): the estimators are undefined")
     dist, idx = nearest_neighbours(Xd, min(len(Xd) - 1, neighbour_list_length(max(k, 2))))
     point = np.array([twonn(twonn_ratios(dist), cfg.twonn_discard), mle(mle_inverse(dist, k), cfg.mle_combine)])
     se, undefined = halves_se(Xd, dist, idx, units, cfg)
     if undefined > (1 - level) / 2:  # like stats.interval: too many undefined splits leave the ends unknown
         se = np.full(2, np.nan)
     half = float(norm.ppf((1 + level) / 2)) * se
-    out = {"twonn": finite(point[0]), "twonn_ci": finite([point[0] - half[0], point[0] + half[0]]),
-           "mle": finite(point[1]), "mle_ci": finite([point[1] - half[1], point[1] + half[1]]),
-           "n_points": len(Xd), "duplicates_removed": removed, "dimension": X.shape[1]}
-    for est in ESTIMATORS:
-        if out[f"{est}_ci"] is not None and None in out[f"{est}_ci"]:
-            out[f"{est}_ci"] = None
-    if out["twonn"] is None or out["mle"] is None:  # e.g. every ratio r2/r1 = 1, or a point with k equal distances
-        out["note"] = "an estimator is undefined on these points (equal neighbour distances)"
-    elif out["twonn_ci"] is None or out["mle_ci"] is None:
-        out["note"] = ("no interval: a random half of the sentences gives too few points or equal neighbour "
-                       f"distances in {100 * undefined:.0f}% of {cfg.resamples} splits")
+    whole = lambda ci: None if ci is None or None in ci else ci  # noqa: E731 (an interval with an end unknown: none)
+    out = Dimension(twonn=finite(point[0]), twonn_ci=whole(finite([point[0] - half[0], point[0] + half[0]])),
+                    mle=finite(point[1]), mle_ci=whole(finite([point[1] - half[1], point[1] + half[1]])),
+                    n_points=len(Xd), duplicates_removed=removed, dimension=X.shape[1])
+    if out.twonn is None or out.mle is None:  # e.g. every ratio r2/r1 = 1, or a point with k equal distances
+        out.note = "an estimator is undefined on these points (equal neighbour distances)"
+    elif out.twonn_ci is None or out.mle_ci is None:
+        out.note = ("no interval: a random half of the sentences gives too few points or equal neighbour "
+                    f"distances in {100 * undefined:.0f}% of {cfg.resamples} splits")
     near = float(np.mean(dist[:, 0] < NEAR_COPY * dist[:, 1]))
     if near > NEAR_COPY_SHARE:  # TwoNN reads r2 / r1 of near-copies as a huge ratio: a dimension near 0
         said = f"{100 * near:.0f}% of the points have a near-copy (nearest distance below {NEAR_COPY:g} of the " \
                "second nearest; e.g. the same text stored twice): TwoNN is biased low on such points"
-        out["note"] = f"{out['note']}; {said}" if "note" in out else said
+        out.note = f"{out.note}; {said}" if out.note is not None else said
     return out
 
 
@@ -317,9 +363,8 @@ def estimate(X, unit_of, cfg: Config, level: float, dtype=None) -> dict:
 class Result(common.AnalysisResult):
     """One model's intrinsic dimension per layer: the saved document's keys, in order."""
 
-    definitions: dict  # prose only: nothing reads numbers from it
-    layers: list[dict]  # per layer 0..L: {"layer", "token": {twonn, twonn_ci, mle, mle_ci, n_points,
-    #                     duplicates_removed, dimension[, note]}, "sentence": {...}} (None + note: too few distinct)
+    definitions: Definitions  # prose only: nothing reads numbers from it
+    layers: list[LayerRow]  # per layer 0..L (None + note: too few distinct points)
     bootstrap: stats.Bootstrap | None = None  # of the intervals, method "random halves"
     #                                (resamples: the number of random splits of the sentences)
 
@@ -334,22 +379,22 @@ class Result(common.AnalysisResult):
         if level not in LEVELS or estimator not in ESTIMATORS:
             raise ProbeError(f"level must be one of {LEVELS} and estimator one of {tuple(ESTIMATORS)}")
         ax = style.one_axes(ax, (3.8, 2.9))
-        level_panel(ax, [style.on_axes(ax, self, kwargs)], estimator, level, False,
+        level_panel(ax, [style.on_axes(ax, self, kwargs)], STATISTICS[estimator], level, False,
                     f"{ESTIMATORS[estimator]}\nintrinsic dimension")
         return style.finish(ax)
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
-        return {f"{level} {short} intrinsic dimension, last layer": stats.Sample(self.layers[-1][level][e])
+        return {f"{level} {short} intrinsic dimension, last layer": stats.Sample(self.layers[-1].of(level).of(e)[0])
                 for e, short in (("twonn", "TwoNN"), ("mle", "MLE")) for level in LEVELS}
 
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the TwoNN estimate of the token states per layer."""
-        return common.as_floats(row["token"]["twonn"] for row in self.layers)
+        return common.as_floats(row.token.twonn for row in self.layers)
 
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
-        return {f"{level} TwoNN / MLE, last layer": "n/a" if last[level]["twonn"] is None
-                else f"{last[level]['twonn']:.1f} / {last[level]['mle']:.1f}" for level in LEVELS}
+        return {f"{level} TwoNN / MLE, last layer": "n/a" if (d := last.of(level)).twonn is None
+                else f"{d.twonn:.1f} / {d.mle:.1f}" for level in LEVELS}
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
@@ -364,15 +409,14 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     layers = []
     for lyr in tqdm_class()(range(acts.n_layers + 1), desc=f"intrinsic dimension {acts.meta['model']['name']}",
                     unit="layer"):
-        row = {"layer": lyr}
-        for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
-            row[level] = estimate(X, unit_of, cfg, boot.level, dtype=acts.sentence.dtype)
-        layers.append(row)
+        row = {level: estimate(X, unit_of, cfg, boot.level, dtype=acts.sentence.dtype)
+               for level, (X, unit_of) in clouds(acts, lyr, tokens).items()}
+        layers.append(LayerRow(lyr, **row))
     combine = ("1 / mean(1 / m_i) (MacKay-Ghahramani correction)" if cfg.mle_combine == "mackay-ghahramani"
                else "mean of m_i (Levina and Bickel)")
     return Result(
         identity=activations_identity(acts, cfg),
-        definitions={
+        definitions=Definitions({
             "layers": "0 = embedding output, l = output of layer l",
             "twonn": f"Facco et al. (2017): mu = r2 / r1 per point; the {100 * cfg.twonn_discard:g}% largest left "
                      "out; least-squares slope through 0 of -log(1 - i / N) on log mu_(i) (scikit-dimension)",
@@ -387,7 +431,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             "intervals": "estimate +- z SE; SE^2 = the mean over random splits of the sentences into two halves "
                          "(a token goes with its sentence) of (theta_A - theta_B)^2 / 4, each half's estimate "
                          "from its points' neighbours within that half",
-        },
+        }),
         layers=layers,
         bootstrap=boot,
     )
@@ -397,13 +441,14 @@ def table_rows(result: Result | dict) -> list[dict]:
     """One row per layer: TwoNN and MLE of tokens and sentences with their intervals."""
     rows = []
     for r in Result.from_json(result).layers:
-        row = {"layer": r["layer"]}
+        row: dict = {"layer": r.layer}
         for level in LEVELS:
-            s = r[level]
+            s = r.of(level)
             for est in ESTIMATORS:
-                lo, hi = s[f"{est}_ci"] if s[f"{est}_ci"] is not None else (None, None)
-                row.update({f"{level}_{est}": s[est], f"{level}_{est}_lo": lo, f"{level}_{est}_hi": hi})
-            row.update({f"{level}_n": s["n_points"], f"{level}_duplicates": s["duplicates_removed"]})
+                value, ci = s.of(est)
+                lo, hi = ci if ci is not None else (None, None)
+                row.update({f"{level}_{est}": value, f"{level}_{est}_lo": lo, f"{level}_{est}_hi": hi})
+            row.update({f"{level}_n": s.n_points, f"{level}_duplicates": s.duplicates_removed})
         rows.append(row)
     return rows
 
@@ -422,7 +467,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     drawn = style.in_figure(results, pooling=True)
     for i, level in enumerate(LEVELS):
         for j, est in enumerate(ESTIMATORS):
-            level_panel(axes[i, j], drawn, est, level, relative, "intrinsic dimension")
+            level_panel(axes[i, j], drawn, STATISTICS[est], level, relative, "intrinsic dimension")
             axes[i, j].set_title(f"{level}s: {ESTIMATORS[est]}")
     style.legend(axes[0])  # beside the top right panel
     return fig

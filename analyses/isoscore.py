@@ -61,6 +61,7 @@ Writes out/results/isoscore/<model>.json (+ .csv, one row per layer) and out/fig
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,7 @@ from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
 from analyses.inputs import Sentences
 from analyses.layer_points import LEVELS, clouds, draw_tokens, finite, level_panel, plot_levels
+from analyses.records import Definitions, omitted
 from analyses.rounding import same_vectors
 from probes.capture.activations import Activations
 from probes.config import arg, tqdm_class
@@ -304,13 +306,48 @@ def _within_unit_squares(X, inv, starts, c) -> np.ndarray:
 # ----------------------------------------------------------------------------- compute
 
 
+@dataclass(kw_only=True)
+class Cloud:
+    """IsoScore of one layer's points at one level (the token sample or the sentence vectors); None where it is
+    undefined, and ``note`` says why."""
+
+    isoscore: float | None  # the unbiased estimate
+    isoscore_ci: list[float | None] | None  # its percentile interval over resampled sentences
+    isoscore_plugin: float | None = None  # the paper's algorithm on these points (None: undefined, or an old file)
+    n_points: int
+    n_sentences: int | None = None  # the sentences the points come from (None: an old file)
+    dimension: int
+    total_variance: float | None
+    note: str | None = omitted()
+
+
+@dataclass
+class LayerRow:
+    """One layer's IsoScores, a row of :attr:`Result.layers`."""
+
+    layer: int  # 0 = embeddings
+    token: Cloud
+    sentence: Cloud
+
+    def of(self, level: str) -> Cloud:
+        """The ``level`` ("token" or "sentence") cloud's IsoScore."""
+        if level not in LEVELS:
+            raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
+        return self.token if level == "token" else self.sentence
+
+
+def isoscore_statistic(row: LayerRow, level: str) -> tuple[float | None, list[float | None] | None]:
+    """What the figures draw of a layer row at ``level``: the IsoScore and its interval."""
+    cloud = row.of(level)
+    return cloud.isoscore, cloud.isoscore_ci
+
+
 @dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's IsoScore per layer: the saved document's keys, in order."""
 
-    definitions: dict  # prose only: nothing reads numbers from it
-    layers: list[dict]  # per layer 0..L: {"layer", "token": {isoscore, isoscore_ci, isoscore_plugin, n_points,
-    #                     n_sentences, dimension, total_variance[, note]}, "sentence": {...}}
+    definitions: Definitions  # prose only: nothing reads numbers from it
+    layers: list[LayerRow]  # per layer 0..L
     bootstrap: stats.Replicated | None = None  # of the intervals + "replicates": the last layer's token and sentence
     #                                IsoScore per resample (two models on the same sentences pair resample by resample)
 
@@ -324,7 +361,7 @@ class Result(common.AnalysisResult):
         if level not in LEVELS:
             raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
         ax = style.one_axes(ax, (3.8, 2.9))
-        level_panel(ax, [style.on_axes(ax, self, kwargs)], "isoscore", level, False, YLABEL)
+        level_panel(ax, [style.on_axes(ax, self, kwargs)], isoscore_statistic, level, False, YLABEL)
         return style.finish(ax)
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
@@ -333,19 +370,18 @@ class Result(common.AnalysisResult):
 
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the IsoScore of the token states per layer."""
-        return common.as_floats(row["token"]["isoscore"] for row in self.layers)
+        return common.as_floats(row.token.isoscore for row in self.layers)
 
     def headline(self) -> dict[str, str]:
         last = self.layers[-1]
-        return {f"{level} IsoScore (unbiased estimate), last layer": "n/a" if last[level]["isoscore"] is None
-                else f"{last[level]['isoscore']:.3f}" + ("" if last[level].get("isoscore_plugin") is None else
-                                                          f" (plug-in {last[level]['isoscore_plugin']:.3f})")
+        return {f"{level} IsoScore (unbiased estimate), last layer": "n/a" if (c := last.of(level)).isoscore is None
+                else f"{c.isoscore:.3f}" + ("" if c.isoscore_plugin is None else f" (plug-in {c.isoscore_plugin:.3f})")
                 for level in LEVELS}
 
     def last_layer_isoscore(self, level: str) -> stats.Sample:
         """The last layer's IsoScore of ``level`` ("token" / "sentence") vectors with its bootstrap replicates
         over sentences (the point value alone when the result saved none for the last layer)."""
-        point = self.layers[-1][level]["isoscore"]
+        point = self.layers[-1].of(level).isoscore
         reps = (self.bootstrap.replicates if self.bootstrap else None) or {}
         if reps.get("layer") != len(self.layers) - 1:
             return stats.Sample(point)
@@ -354,7 +390,7 @@ class Result(common.AnalysisResult):
     def last_layer_isoscore_plugin(self, level: str) -> stats.Sample:
         """The last layer's plug-in IsoScore of ``level`` vectors: the paper's algorithm on these points, the number
         the ``isoscore`` package gives (a point value: its bootstrap is biased, the module's docstring says why)."""
-        return stats.Sample(self.layers[-1][level].get("isoscore_plugin"))
+        return stats.Sample(self.layers[-1].of(level).isoscore_plugin)
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
@@ -369,31 +405,34 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     weights = stats.resample_weights(acts.n_texts, cfg.resamples, cfg.seed)
     layers, last = [], {}
     for lyr in tqdm_class()(range(acts.n_layers + 1), desc=f"isoscore {acts.meta['model']['name']}", unit="layer"):
-        row = {"layer": lyr}
+        row: dict[str, Cloud] = {}
         for level, (X, unit_of) in clouds(acts, lyr, tokens).items():
             values = isoscore_estimates(X, unit_of, np.vstack([np.ones(acts.n_texts), weights]))  # (1 + B,)
             point, rep = values[0], values[1:]  # the sample's estimate, then one per resample
             last[level] = rep
             n_sentences = len(np.unique(unit_of))
-            row[level] = {"isoscore": finite(point),
-                          "isoscore_ci": finite(stats.interval(rep, boot.level)),
-                          "isoscore_plugin": finite(isoscore(X)), "n_points": len(X), "n_sentences": n_sentences,
-                          "dimension": X.shape[1], "total_variance": float(np.var(X, 0).sum())}
+            cloud = Cloud(isoscore=finite(point), isoscore_ci=finite(stats.interval(rep, boot.level)),
+                          isoscore_plugin=finite(isoscore(X)), n_points=len(X), n_sentences=n_sentences,
+                          dimension=X.shape[1], total_variance=float(np.var(X, 0).sum()))
             if not np.isfinite(X).all():  # the model's own NaN or inf states (recorded in the activations' meta)
-                row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None, total_variance=None,
-                                  note="states that hold NaN or inf: IsoScore is undefined")
+                cloud = dataclasses.replace(cloud, isoscore=None, isoscore_ci=None, isoscore_plugin=None,
+                                            total_variance=None, note="states that hold NaN or inf: IsoScore is "
+                                                                      "undefined")
             elif same_vectors(X, acts.sentence.dtype):  # one vector for all ([CLS] at the embedding layer, a
                 # dead LayerNorm): up to rounding, which a mean over different lengths leaves as variance
-                row[level].update(isoscore=None, isoscore_ci=None, isoscore_plugin=None, total_variance=0.0,
-                                  note="every vector is the same (no variance): IsoScore is undefined")
-            elif row[level]["isoscore"] is None:
-                row[level].update(isoscore_ci=None, note=f"points of {n_sentences} sentences: the estimate needs "
-                                  "points of at least 4 different sentences" if n_sentences < 4 else
-                                  "too few points: the estimate of tr Sigma^2 is not positive")
-        layers.append(row)
+                cloud = dataclasses.replace(cloud, isoscore=None, isoscore_ci=None, isoscore_plugin=None,
+                                            total_variance=0.0,
+                                            note="every vector is the same (no variance): IsoScore is undefined")
+            elif cloud.isoscore is None:
+                cloud = dataclasses.replace(
+                    cloud, isoscore_ci=None, note=f"points of {n_sentences} sentences: the estimate needs points of "
+                    "at least 4 different sentences" if n_sentences < 4 else
+                    "too few points: the estimate of tr Sigma^2 is not positive")
+            row[level] = cloud
+        layers.append(LayerRow(lyr, **row))
     return Result(
         identity=activations_identity(acts, cfg),
-        definitions={
+        definitions=Definitions({
             "layers": "0 = embedding output, l = output of layer l",
             "isoscore": "Rudman et al. (2022)'s IsoScore of the distribution the points come from, "
                         "(PR - 1) / (n - 1) with PR = (tr Sigma)^2 / tr Sigma^2 (n = the vectors' dimension), "
@@ -411,7 +450,7 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
             "intervals": "percentile bootstrap over sentences (a token goes with its sentence) of the unbiased "
                          "estimate, each resample's over 4-tuples of different original sentences weighted by "
                          "their draws (a sentence drawn twice never pairs with its copy)",
-        },
+        }),
         layers=layers,
         bootstrap=stats.Replicated(**vars(boot), replicates={"layer": acts.n_layers,
                                                              **{k: finite(stats.rounded(v)) for k, v in last.items()}}),
@@ -422,13 +461,12 @@ def table_rows(result: Result | dict) -> list[dict]:
     """One row per layer: token and sentence IsoScore with their intervals."""
     rows = []
     for r in Result.from_json(result).layers:
-        row = {"layer": r["layer"]}
+        row: dict = {"layer": r.layer}
         for level in LEVELS:
-            s = r[level]
-            lo, hi = s["isoscore_ci"] if s["isoscore_ci"] is not None else (None, None)
-            row.update({f"{level}_isoscore": s["isoscore"], f"{level}_isoscore_lo": lo,
-                        f"{level}_isoscore_hi": hi, f"{level}_isoscore_plugin": s.get("isoscore_plugin"),
-                        f"{level}_n": s["n_points"]})
+            s = r.of(level)
+            lo, hi = s.isoscore_ci if s.isoscore_ci is not None else (None, None)
+            row.update({f"{level}_isoscore": s.isoscore, f"{level}_isoscore_lo": lo, f"{level}_isoscore_hi": hi,
+                        f"{level}_isoscore_plugin": s.isoscore_plugin, f"{level}_n": s.n_points})
         rows.append(row)
     return rows
 
@@ -441,7 +479,7 @@ def plot(results: list[Result], fig=None, relative_depth: bool | None = None):
     """IsoScore by layer, token level left and sentence level right, one line per model in its colour (band:
     bootstrap interval over sentences). ``fig``: a Figure or SubFigure to draw into. Returns the figure."""
     results = [Result.from_json(r) for r in results]
-    return plot_levels(results, "isoscore", YLABEL, fig, relative_depth)
+    return plot_levels(results, isoscore_statistic, YLABEL, fig, relative_depth)
 
 
 ANALYSIS = Analysis(

@@ -14,6 +14,9 @@ the seeded token sample, its sentences as bootstrap units, and the per-layer lin
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from analyses import style
@@ -22,6 +25,8 @@ from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 LEVELS = ("token", "sentence")
+# what a line of the figure reads off a layer row at a level: the value and its interval (None: undefined)
+Statistic = Callable[[Any, str], tuple["float | None", "Sequence[float | None] | None"]]
 
 
 def draw_tokens(acts: Activations, n_tokens: int, seed: int, keep_special: bool) -> np.ndarray:
@@ -51,18 +56,20 @@ def finite(x):
     return float(x) if x is not None and np.isfinite(x) else None
 
 
-def level_panel(ax, drawn: list[style.Drawn], key: str, level: str, relative: bool, ylabel: str) -> None:
-    """``row[level][key]`` against depth on ``ax``, one line per result (``drawn``: its colour, label and line
-    keywords), with the bootstrap band ``row[level][key + "_ci"]`` where ``band``; the last layer is marked
-    when the model's hidden[L] includes a final norm."""
+def level_panel(ax, drawn: list[style.Drawn], statistic: Statistic, level: str, relative: bool,
+                ylabel: str) -> None:
+    """``statistic(row, level)``'s value against depth on ``ax``, one line per result (``drawn``: its colour,
+    label and line keywords), with its interval as the band where ``band``; the last layer is marked when the
+    model's hidden[L] includes a final norm."""
     for d in drawn:
         res = d.result
         L = len(res.layers) - 1
         x = style.relative_depth(L) if relative else np.arange(L + 1)
-        y = np.array([np.nan if r[level][key] is None else r[level][key] for r in res.layers], float)
+        read = [statistic(r, level) for r in res.layers]
+        y = np.array([np.nan if value is None else value for value, _ in read], float)
         ax.plot(x, y, **d.line(marker="o", ms=3))
-        ci = np.array([[np.nan if v is None else v for v in (r[level].get(key + "_ci") or (None, None))]
-                       for r in res.layers], dtype=float)  # (L+1, 2); a missing interval is a gap
+        ci = np.array([[np.nan if v is None else v for v in (interval or (None, None))] for _, interval in read],
+                      dtype=float)  # (L+1, 2); a missing interval is a gap
         if d.band:
             ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.2, lw=0, **d.quiet)
         mark_final_norm(ax, res, x, y, d.color)
@@ -70,15 +77,16 @@ def level_panel(ax, drawn: list[style.Drawn], key: str, level: str, relative: bo
     ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings)")
 
 
-def plot_levels(results: list, key: str, ylabel: str, fig=None, relative_depth: bool | None = None,
+def plot_levels(results: list, statistic: Statistic, ylabel: str, fig=None, relative_depth: bool | None = None,
                 ylim: tuple | None = None):
-    """Token level left, sentence level right: ``key`` by layer for every result. x is the layer index, or
+    """Token level left, sentence level right: ``statistic`` (:func:`level_panel`) by layer for every result.
+    x is the layer index, or
     l / L when ``relative_depth`` (default: when the models differ in depth). Returns the figure."""
     relative = len({len(r.layers) for r in results}) > 1 if relative_depth is None else relative_depth
     fig = style.new_figure(fig, (7.2, 2.9))
     axes = fig.subplots(1, 2, sharex=True)
     for ax, level in zip(axes, LEVELS):
-        level_panel(ax, style.in_figure(results, pooling=True), key, level, relative, ylabel)
+        level_panel(ax, style.in_figure(results, pooling=True), statistic, level, relative, ylabel)
         ax.set_title(f"{level}s")  # the figure's panels say their level (a Result.plot on one Axes sets no title)
         if ylim is not None:
             ax.set_ylim(*ylim)

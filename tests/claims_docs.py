@@ -71,6 +71,12 @@ def anisotropy(name: str, family: str, token: float, sentence: float, n_units: i
             "bootstrap": {**block, "replicates": reps}}
 
 
+def cloud(isoscore: float, n: int = 300) -> dict:
+    """One level's IsoScore at one layer (analyses.isoscore.Cloud as saved)."""
+    return {"isoscore": isoscore, "isoscore_ci": [isoscore - 0.01, isoscore + 0.01], "isoscore_plugin": None,
+            "n_points": n, "n_sentences": 100, "dimension": 256, "total_variance": 1.0}
+
+
 def isoscore(name: str, family: str, token: float, sentence: float, n_units: int = 100, spread: float = 0.005,
              seed: int = 0, **ident) -> dict:
     """An isoscore result whose last layer's IsoScores have bootstrap replicates around the given values."""
@@ -80,8 +86,8 @@ def isoscore(name: str, family: str, token: float, sentence: float, n_units: int
             "sentence": (sentence + rng.normal(0, spread, 1000)).tolist()}
     ident.setdefault("corpus", {"n_sampled": n_units})
     return {**identity(name, family, **ident), "definitions": {},
-            "layers": [{"layer": 0, "token": {"isoscore": 0.5}, "sentence": {"isoscore": 0.5}},
-                       {"layer": 1, "token": {"isoscore": token}, "sentence": {"isoscore": sentence}}],
+            "layers": [{"layer": 0, "token": cloud(0.5), "sentence": cloud(0.5)},
+                       {"layer": 1, "token": cloud(token), "sentence": cloud(sentence)}],
             "bootstrap": {**block, "replicates": reps}}
 
 

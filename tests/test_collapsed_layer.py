@@ -111,10 +111,10 @@ def test_isoscore_and_intrinsic_dimension_of_rounding_noise_are_undefined():
     noise = layers(n=80)["noise"].astype(np.float64)
     cfg = intrinsic_dimension.Config(mle_k=5)
     got = intrinsic_dimension.estimate(noise, np.arange(80), cfg, 0.95, dtype=np.float32)
-    assert got["twonn"] is None and got["mle"] is None and "same up to rounding" in got["note"]
+    assert got.twonn is None and got.mle is None and "same up to rounding" in got.note
     narrow = intrinsic_dimension.estimate(layers(n=80)["narrow"].astype(np.float64), np.arange(80), cfg, 0.95,
                                           dtype=np.float32)
-    assert narrow["twonn"] is not None and narrow["mle"] is not None
+    assert narrow.twonn is not None and narrow.mle is not None
 
 
 def test_a_probe_does_not_scale_rounding_noise_up():
@@ -128,8 +128,8 @@ def test_the_collapsed_model_from_python_is_n_a(models):
     good, const = str(models["good"]), str(models["constlast"])
     iso = isoscore.run(f"{const}?sentence=mean", TEXTS, cache_dir=None, cache_dtype="float32", n_tokens=100)
     for level in ("token", "sentence"):
-        row = iso.layers[-1][level]
-        assert row["isoscore"] is None and row["isoscore_ci"] is None and "same" in row["note"], (level, row)
+        row = iso.layers[-1].of(level)
+        assert row.isoscore is None and row.isoscore_ci is None and "same" in row.note, (level, row)
     for how in ("?sentence=mean", ""):  # mean: rows equal up to rounding; cls: bit-identical rows
         r = similarity.run((good, const + how), TEXTS, cache_dir=None, cache_dtype="float32")
         for m in ("cka", "svcca", "rsa"):

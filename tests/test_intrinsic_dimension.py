@@ -96,9 +96,9 @@ def test_duplicates_are_removed_and_counted():
     cfg = idim.Config(resamples=20)
     est = idim.estimate(twice, np.arange(250), cfg, 0.95)
     ref = idim.estimate(X, np.arange(200), cfg, 0.95)
-    assert est["duplicates_removed"] == 50 and est["n_points"] == 200
-    assert est["twonn"] == ref["twonn"] and est["mle"] == ref["mle"]
-    assert est["twonn_ci"] == ref["twonn_ci"] and est["mle_ci"] == ref["mle_ci"]
+    assert est.duplicates_removed == 50 and est.n_points == 200
+    assert est.twonn == ref.twonn and est.mle == ref.mle
+    assert est.twonn_ci == ref.twonn_ci and est.mle_ci == ref.mle_ci
 
 
 def test_neighbours_within_a_half_equal_brute_force():

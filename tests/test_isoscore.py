@@ -142,6 +142,6 @@ def test_states_that_hold_nan_give_nulls_with_their_reason_not_a_traceback():
     finally:
         handle.remove()
     res = iso.compute(iso.Config(n_tokens=60, resamples=20), acts=acts)
-    first, nan_layer = res.layers[0]["token"], res.layers[1]["token"]
-    assert first["isoscore"] is not None
-    assert nan_layer["isoscore"] is None and nan_layer["isoscore_plugin"] is None and "NaN" in nan_layer["note"]
+    first, nan_layer = res.layers[0].token, res.layers[1].token
+    assert first.isoscore is not None
+    assert nan_layer.isoscore is None and nan_layer.isoscore_plugin is None and "NaN" in nan_layer.note

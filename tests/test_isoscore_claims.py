@@ -56,7 +56,7 @@ def test_a_result_without_plug_in_values_says_so_for_the_plug_in_only(tmp_path):
 def test_the_figure_and_headline_say_unbiased_estimate(tmp_path):
     _results(tmp_path, 0.19, 0.25)
     res = [isoscore.Result.from_json(docs.isoscore("slstm-small", "slstm", 0.4, 0.5))]
-    res[0].layers[-1]["token"]["isoscore_plugin"] = 0.194
+    res[0].layers[-1].token.isoscore_plugin = 0.194
     fig = isoscore.plot(res)
     assert all("unbiased estimate of IsoScore" in ax.get_ylabel() for ax in fig.axes if ax.get_ylabel())
     assert "unbiased estimate" in isoscore.ANALYSIS.figures[0].caption.split(".")[0]

@@ -27,8 +27,8 @@ def test_nan_states_are_named_as_the_reason_the_dimension_is_undefined():
     X = rng.normal(size=(400, 5))
     X[7, 2] = np.nan
     out = idim.estimate(X, np.arange(400) // 4, idim.Config(resamples=20), 0.95)
-    assert out["twonn"] is None and out["mle"] is None
-    assert out["note"] == "1 of 400 points hold NaN or inf: the estimators are undefined"
+    assert out.twonn is None and out.mle is None
+    assert out.note == "1 of 400 points hold NaN or inf: the estimators are undefined"
 
 
 def test_near_copies_are_noted_beside_the_dimension():
@@ -36,9 +36,9 @@ def test_near_copies_are_noted_beside_the_dimension():
     cube = rng.uniform(size=(500, 5))
     X = np.r_[cube, cube + 1e-6 * rng.normal(size=cube.shape)]
     out = idim.estimate(X, np.r_[np.arange(500), np.arange(500)] // 5, idim.Config(resamples=20), 0.95)
-    assert "100% of the points have a near-copy" in out["note"] and "TwoNN is biased low" in out["note"]
+    assert "100% of the points have a near-copy" in out.note and "TwoNN is biased low" in out.note
     clean = idim.estimate(cube, np.arange(500) // 5, idim.Config(resamples=20), 0.95)
-    assert "note" not in clean or "near-copy" not in clean["note"]
+    assert clean.note is None or "near-copy" not in clean.note
 
 
 def test_identical_large_vectors_are_every_vector_the_same_for_isoscore():
@@ -58,9 +58,9 @@ def test_identical_large_vectors_are_every_vector_the_same_for_isoscore():
             acts = probes.extract(enc, texts, cache_dir=None, progress=False)
     finally:
         handle.remove()
-    layer = iso.compute(iso.Config(n_tokens=60, resamples=20), acts=acts).layers[1]["token"]
-    assert layer["isoscore"] is None and layer["total_variance"] == 0.0
-    assert layer["note"] == "every vector is the same (no variance): IsoScore is undefined"
+    layer = iso.compute(iso.Config(n_tokens=60, resamples=20), acts=acts).layers[1].token
+    assert layer.isoscore is None and layer.total_variance == 0.0
+    assert layer.note == "every vector is the same (no variance): IsoScore is undefined"
 
 
 @pytest.fixture(scope="module")

@@ -94,10 +94,6 @@ def compare(values: Mapping[str, float | None], subject: str, adjective: str | N
     return f"{hi}'s {subject} {more} than {lo}'s: {a} vs {b} ({measure})."
 
 
-def _last(results: Sequence[IsoScore | IntrinsicDimension], level: str, key: str) -> dict[str, float]:
-    return {shown(r): r.layers[-1][level][key] for r in results}
-
-
 def _anisotropy(results: Sequence[Anisotropy]) -> list[str]:
     measure = "mean cosine of random pairs: 0 isotropic, 1 one direction"
     return [compare({shown(r): r.layers[-1].token.mean for r in results}, "last-layer tokens", "anisotropic",
@@ -108,15 +104,18 @@ def _anisotropy(results: Sequence[Anisotropy]) -> list[str]:
 
 def _isoscore(results: Sequence[IsoScore]) -> list[str]:
     measure = "IsoScore: 1 isotropic, 0 one direction"
-    return [compare(_last(results, "token", "isoscore"), "last-layer tokens", "isotropic", measure),
-            compare(_last(results, "sentence", "isoscore"), "last-layer sentence vectors", "isotropic", measure)]
+    return [compare({shown(r): r.layers[-1].token.isoscore for r in results}, "last-layer tokens", "isotropic",
+                    measure),
+            compare({shown(r): r.layers[-1].sentence.isoscore for r in results}, "last-layer sentence vectors",
+                    "isotropic", measure)]
 
 
 def _intrinsic_dimension(results: Sequence[IntrinsicDimension]) -> list[str]:
-    out = [compare(_last(results, "token", "twonn"), "last-layer token intrinsic dimension", None, "TwoNN", ".1f")]
+    out = [compare({shown(r): r.layers[-1].token.twonn for r in results}, "last-layer token intrinsic dimension",
+                   None, "TwoNN", ".1f")]
     for r in results[:4]:  # where each model's token dimension peaks (its profile over depth)
-        ids = [row["token"]["twonn"] for row in r.layers]
-        if all(_finite(x) for x in ids):
+        ids = [x for row in r.layers if (x := row.token.twonn) is not None and _finite(x)]
+        if len(ids) == len(r.layers):
             top = int(np.argmax(ids))
             out.append(f"{shown(r)}'s token intrinsic dimension peaks at layer {top} of {len(ids) - 1} "
                        f"({ids[top]:.1f}) and is {ids[-1]:.1f} at the last layer.")

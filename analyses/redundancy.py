@@ -32,6 +32,7 @@ from analyses.absent import Absent
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, caller_texts, settings_used
 from analyses.inputs import WindowConfig, Windows, non_special_counts
+from analyses.records import Definitions, omitted
 from probes.capture.activations import Activations, layer_index
 from probes.config import arg
 from probes.errors import ProbeError
@@ -133,7 +134,7 @@ def _one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def k_intervals(ks: np.ndarray, units: str, seed: int = stats.SEED) -> tuple[list, dict]:
+def k_intervals(ks: np.ndarray, units: str, seed: int = stats.SEED) -> tuple[list, stats.Bootstrap]:
     """Percentile intervals of the mean k(p) over windows (resampling windows), one [lo, hi]
     per threshold, and the bootstrap block (the per-window k stay in the result for paired use)."""
     boot = stats.bootstrap_block("window", len(ks), seed=seed, units_id=units)
@@ -141,28 +142,54 @@ def k_intervals(ks: np.ndarray, units: str, seed: int = stats.SEED) -> tuple[lis
     return stats.interval(rep, boot.level).T.tolist(), boot
 
 
-def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: bool = True) -> dict:
-    """k(p) per window of one window length, summarised over windows (JSON-ready)."""
+@dataclass
+class ThresholdK:
+    """k(p) of one threshold p over the windows of one length: mean, std (ddof = 0), median, min, max, count."""
+
+    threshold: float
+    mean: float
+    std: float
+    median: float
+    min: int
+    max: int
+    count: int  # windows
+
+
+@dataclass(kw_only=True)
+class WindowRow:
+    """The statistics of the windows of one length (a row of :attr:`Result.windows`, the saved keys in order): per
+    threshold its k summary, the mean cumulative variance r_k, the per-window k (n_windows, n_p) and the
+    bootstrap intervals of the mean k (absent from old files)."""
+
+    window: int  # n tokens
+    n_windows: int
+    hidden_size: int
+    max_components: int
+    thresholds: list[ThresholdK]
+    mean_cumulative_variance: list[float]
+    k: list[list[int]] | None = omitted()  # (n_windows, n_p)
+    k_mean_ci: list[list[float]] | None = omitted()  # per threshold (in the order of thresholds): [lo, hi] of the mean
+    bootstrap: stats.Bootstrap | None = omitted()
+
+    def at(self, threshold: float) -> tuple[int, ThresholdK] | None:
+        """(its column in ``k``, the summary) of ``threshold`` (to 1e-9), or None."""
+        return next(((j, t) for j, t in enumerate(self.thresholds) if abs(t.threshold - threshold) < 1e-9), None)
+
+
+def window_stats(acts: Activations, layer: int, thresholds=THRESHOLDS, center: bool = True) -> WindowRow:
+    """k(p) per window of one window length, summarised over windows."""
     n, mats = window_matrices(acts, layer)
     with _one_blas_thread():
         curves = np.stack([cumulative_variance(H, center) for H in mats])  # (n_windows, min(n, d))
     ks = np.stack([k_from_ratio(r, thresholds) for r in curves])  # (n_windows, n_thresholds)
     d = mats[0].shape[1]
-    rows = [{"threshold": float(p), "mean": float(col.mean()), "std": float(col.std()),
-             "median": float(np.median(col)), "min": int(col.min()), "max": int(col.max()), "count": len(col)}
+    rows = [ThresholdK(threshold=float(p), mean=float(col.mean()), std=float(col.std()),
+                       median=float(np.median(col)), min=int(col.min()), max=int(col.max()), count=len(col))
             for p, col in zip(thresholds, ks.T)]
     k_mean_ci, boot = k_intervals(ks, stats.units_id(acts.texts))
-    return {
-        "window": n,
-        "n_windows": len(mats),
-        "hidden_size": d,
-        "max_components": min(n - 1 if center else n, d),
-        "thresholds": rows,
-        "mean_cumulative_variance": curves.mean(0).tolist(),
-        "k": ks.tolist(),
-        "k_mean_ci": k_mean_ci,  # per threshold (in the order of "thresholds"): [lo, hi] of the mean k
-        "bootstrap": boot,
-    }
+    return WindowRow(window=n, n_windows=len(mats), hidden_size=d, max_components=min(n - 1 if center else n, d),
+                     thresholds=rows, mean_cumulative_variance=curves.mean(0).tolist(), k=ks.tolist(),
+                     k_mean_ci=k_mean_ci, bootstrap=boot)
 
 
 @dataclass(repr=False)
@@ -172,9 +199,8 @@ class Result(common.AnalysisResult):
 
     layer: int  # layer whose states form H (0 = embeddings)
     thresholds: list[float]  # retained-variance thresholds p
-    definitions: dict  # prose only: nothing reads numbers from it
-    windows: list[dict]  # per window length (window_stats): window, n_windows, hidden_size, max_components,
-    #                      thresholds (k summary per p), mean_cumulative_variance (r_k), k (n_windows, n_p)
+    definitions: Definitions  # prose only: nothing reads numbers from it
+    windows: list[WindowRow]  # per window length (window_stats)
 
     @style.drawing
     def plot(self, ax=None, window: int | None = None, **kwargs):
@@ -185,38 +211,39 @@ class Result(common.AnalysisResult):
         window length) enters the legend, so results drawn on one Axes overlay. Fonts and colours follow the
         caller's rcParams. Returns the Axes."""
         ax = style.one_axes(ax, (3.6, 3.0))
-        n = max(w["window"] for w in self.windows) if window is None else window
+        n = max(w.window for w in self.windows) if window is None else window
         if _window(self, n) is None:
             raise ProbeError(f"{self.model_name} has no window of {n} tokens; it has "
-                             f"{', '.join(str(w['window']) for w in self.windows)}")
+                             f"{', '.join(str(w.window) for w in self.windows)}")
         _k_panel(ax, [style.on_axes(ax, self, kwargs, f"{style.display_name(self.model_name)}, n = {n}")], n,
                  title=False)
         ax.set_ylabel("principal components k")
         return style.finish(ax, loc="upper left", title=LEGEND)
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
-        return {f"k({_pct(t['threshold'])}), n = {w['window']}": self.mean_k(w["window"], t["threshold"])
-                for w in self.windows for t in w["thresholds"]}
+        return {f"k({_pct(t.threshold)}), n = {w.window}": self.mean_k(w.window, t.threshold)
+                for w in self.windows for t in w.thresholds}
 
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the mean k of each threshold p at the longest window."""
-        return common.as_floats(t["mean"] for t in max(self.windows, key=lambda w: w["window"])["thresholds"])
+        return common.as_floats(t.mean for t in max(self.windows, key=lambda w: w.window).thresholds)
 
     def headline(self) -> dict[str, str]:
-        return {f"k({_pct(t['threshold'])}), n = {w['window']}": f"{t['mean']:.2f} ± {t['std']:.2f} (of at most "
-                                                                 f"{w['max_components']})"
-                for w in self.windows for t in w["thresholds"][:1]}
+        return {f"k({_pct(t.threshold)}), n = {w.window}": f"{t.mean:.2f} ± {t.std:.2f} (of at most "
+                                                           f"{w.max_components})"
+                for w in self.windows for t in w.thresholds[:1]}
 
     def mean_k(self, window: int, threshold: float) -> stats.Sample:
         """The mean over windows of ``window`` tokens of k(p = ``threshold``), with its bootstrap replicates
         over windows (the per-window k resampled; the point value alone when the result saved none).
         :class:`~analyses.absent.Absent` when the result has no such k."""
         for w in self.windows:
-            for j, t in enumerate(w["thresholds"] if w["window"] == window else []):
-                if abs(t["threshold"] - threshold) < 1e-9:
-                    if not isinstance(w.get("bootstrap"), (dict, stats.Bootstrap)) or "k" not in w:
-                        return stats.Sample(t["mean"])
-                    return stats.Sample.of_mean(t["mean"], np.asarray(w["k"], dtype=np.float64)[:, j], w["bootstrap"])
+            found = w.at(threshold) if w.window == window else None
+            if found is not None:
+                j, t = found
+                if w.bootstrap is None or w.k is None:
+                    return stats.Sample(t.mean)
+                return stats.Sample.of_mean(t.mean, np.asarray(w.k, dtype=np.float64)[:, j], w.bootstrap)
         raise Absent(f"k at n = {window}, p = {threshold}")
 
 
@@ -238,12 +265,12 @@ def compute(cfg: Config | None = None, *, acts: Activations | list[Activations])
     corpus = first.get("corpus")
     if corpus is not None:
         corpus = {k: v for k, v in corpus.items() if k not in ("window", "n_windows")}
-        corpus["windows"] = {str(w["window"]): w["n_windows"] for w in windows}
+        corpus["windows"] = {str(w.window): w.n_windows for w in windows}
     else:
         corpus = caller_texts([t for a in acts_list for t in a.texts])
     identity = Identity(
         model_name=first["model"]["name"], config=settings_used(cfg, first, corpus), model=first["model"],
-        activations=[{"window": w["window"], **{k: a.meta.get(k) for k in
+        activations=[{"window": w.window, **{k: a.meta.get(k) for k in
                                                 ("key", "n_texts", "n_tokens", "truncated_texts", "intervention")
                                                 if k in a.meta or k != "intervention"}}
                      for w, a in zip(windows, acts_list)],
@@ -252,7 +279,7 @@ def compute(cfg: Config | None = None, *, acts: Activations | list[Activations])
         identity=identity,
         layer=layer,
         thresholds=[float(p) for p in cfg.threshold],
-        definitions={
+        definitions=Definitions({
             "window": "n consecutive token ids cut from the running text of one document (paragraphs "
                       "tokenized separately and concatenated; never across documents), encoded as one sequence",
             "special_tokens": "added by the model around each window and excluded from H",
@@ -265,7 +292,7 @@ def compute(cfg: Config | None = None, *, acts: Activations | list[Activations])
             "k": f"smallest k with r_k >= p - {TOLERANCE:g}",
             "std": "population standard deviation over windows (ddof = 0)",
             "max_components": "rank bound min(n - 1, d) with centring, min(n, d) without",
-        },
+        }),
         windows=windows,
     )
 
@@ -274,11 +301,11 @@ def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows, one per (window length, threshold)."""
     rows = []
     for w in result.windows:
-        for t in w["thresholds"]:
-            rows.append({"window": w["window"], "threshold": t["threshold"],
+        for t in w.thresholds:
+            rows.append({"window": w.window, "threshold": t.threshold,
                          "layer": result.layer, "center": result.config["center"],
-                         "k_mean": t["mean"], "k_std": t["std"], "k_median": t["median"], "k_min": t["min"],
-                         "k_max": t["max"], "n_windows": t["count"], "max_components": w["max_components"]})
+                         "k_mean": t.mean, "k_std": t.std, "k_median": t.median, "k_min": t.min,
+                         "k_max": t.max, "n_windows": t.count, "max_components": w.max_components})
     return rows
 
 
@@ -286,16 +313,16 @@ def table_rows(result: Result) -> list[dict]:
 
 
 def _window_sizes(results: list[Result]) -> list[int]:
-    return sorted({w["window"] for r in results for w in r.windows})
+    return sorted({w.window for r in results for w in r.windows})
 
 
 def _thresholds(results: list[Result]) -> list[float]:
-    return sorted({t["threshold"] for r in results for w in r.windows for t in w["thresholds"]})
+    return sorted({t.threshold for r in results for w in r.windows for t in w.thresholds})
 
 
-def _window(result: Result, n: int) -> dict | None:
+def _window(result: Result, n: int) -> WindowRow | None:
     """The statistics of ``result`` for windows of n tokens, or None."""
-    return next((w for w in result.windows if w["window"] == n), None)
+    return next((w for w in result.windows if w.window == n), None)
 
 
 def _pct(p: float) -> str:
@@ -314,13 +341,13 @@ def markdown_table(results: list[Result]) -> str:
             w = _window(r, n)
             if w is None:
                 continue
-            by_p = {t["threshold"]: t for t in w["thresholds"]}
-            cells = [f"{by_p[p]['mean']:.2f} ± {by_p[p]['std']:.2f}" if p in by_p else "–" for p in ps]
+            by_p = {t.threshold: t for t in w.thresholds}
+            cells = [f"{by_p[p].mean:.2f} ± {by_p[p].std:.2f}" if p in by_p else "–" for p in ps]
             lines.append(f"| {f'n={n}' if first else ''} | {r.model_name} | " + " | ".join(cells) + " |")
             first = False
     lines += ["", "Mean ± standard deviation (ddof = 0) over windows. Per model:", ""]
     for r in results:
-        sizes = ", ".join(f"{w['n_windows']} windows of n={w['window']} (k <= {w['max_components']})"
+        sizes = ", ".join(f"{w.n_windows} windows of n={w.window} (k <= {w.max_components})"
                           for w in r.windows)
         lines.append(f"- {r.model_name}: layer {r.layer}, {r.definitions['centring']}, {sizes}; "
                      f"seed {r.config['seed']}, corpus {r.config.get('corpus') or r.corpus.get('source')}")
@@ -347,14 +374,14 @@ def _k_panel(ax, drawn: list[style.Drawn], n: int, title: bool = True) -> None:
         w = _window(d.result, n)
         if w is None:
             continue
-        p = np.array([t["threshold"] for t in w["thresholds"]]) * 100
-        m = np.array([t["mean"] for t in w["thresholds"]])
-        s = np.array([t["std"] for t in w["thresholds"]])
+        p = np.array([t.threshold for t in w.thresholds]) * 100
+        m = np.array([t.mean for t in w.thresholds])
+        s = np.array([t.std for t in w.thresholds])
         ax.plot(p, m, **d.line(marker="o", ms=3.5))
         if d.band:  # seed variants: a line each, one band
             ax.fill_between(p, m - s, m + s, alpha=0.15, lw=0, **d.quiet)
-        if len(w.get("k_mean_ci") or []) == len(p):  # the bootstrap interval of the mean over windows
-            ax.vlines(p, *np.array(w["k_mean_ci"], dtype=float).T, lw=2.0, alpha=0.9, **d.quiet)
+        if w.k_mean_ci is not None and len(w.k_mean_ci) == len(p):  # the bootstrap interval of the mean over windows
+            ax.vlines(p, *np.array(w.k_mean_ci, dtype=float).T, lw=2.0, alpha=0.9, **d.quiet)
     ax.set_xticks([100 * p for p in _thresholds([d.result for d in drawn])])
     if title:
         ax.set_title(f"n = {n} tokens")
@@ -383,9 +410,9 @@ def plot_spectrum(results: list[Result], fig=None):
             w = _window(d.result, n)
             if w is None:
                 continue
-            y = np.asarray(w["mean_cumulative_variance"])
+            y = np.asarray(w.mean_cumulative_variance)
             ax.plot(np.arange(1, len(y) + 1), y, **d.line(lw=1.2))
-            ps |= {t["threshold"] for t in w["thresholds"]}
+            ps |= {t.threshold for t in w.thresholds}
         for p in sorted(ps):
             ax.axhline(p, color="0.5", lw=0.5, ls=":")
         ax.set_ylim(0, 1.01)

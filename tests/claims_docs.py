@@ -40,9 +40,12 @@ def redundancy(name: str, family: str, k, units="same", **ident) -> dict:
     k = np.asarray(k, dtype=float)
     ks = np.stack([k, k + 20], 1)
     block = records.to_json(stats.bootstrap_block("window", len(k), units_id=stats.units_id([units, len(k)])))
+    summary = [{"threshold": p, "mean": float(c.mean()), "std": float(c.std()), "median": float(np.median(c)),
+                "min": int(c.min()), "max": int(c.max()), "count": len(c)} for p, c in zip((0.9, 0.98), ks.T)]
     return {**identity(name, family, **ident), "layer": -1, "thresholds": [0.9, 0.98], "definitions": {},
-            "windows": [{"window": 100, "n_windows": len(k), "k": ks.tolist(), "bootstrap": block,
-                         "thresholds": [{"threshold": p, "mean": float(c.mean())} for p, c in zip((0.9, 0.98), ks.T)]}]}
+            "windows": [{"window": 100, "n_windows": len(k), "hidden_size": 256, "max_components": 99,
+                         "thresholds": summary, "mean_cumulative_variance": np.linspace(0.1, 1, 99).tolist(),
+                         "k": ks.tolist(), "bootstrap": block}]}
 
 
 def cosines(mean: float, n: int = 100) -> dict:

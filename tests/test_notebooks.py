@@ -45,8 +45,8 @@ for res in results:
 """,
     "redundancy": """
 for w in result.windows:
-    means = [t["mean"] for t in w["thresholds"]]
-    assert all(1 <= m <= w["max_components"] for m in means) and means == sorted(means)
+    means = [t.mean for t in w.thresholds]
+    assert all(1 <= m <= w.max_components for m in means) and means == sorted(means)
 """,
     "speed": """
 for res in results.values():

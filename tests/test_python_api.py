@@ -70,7 +70,7 @@ def test_probing_runs_every_default_task_on_a_list_of_texts(texts, tmp_path):
 
 def test_redundancy_cuts_windows_from_the_callers_texts(texts, tmp_path):
     res = redundancy.run("tiny-bert", texts, window_length=[8, 12], n_windows=4, cache_dir=tmp_path)
-    assert [w["window"] for w in res.windows] == [8, 12] and all(w["n_windows"] == 4 for w in res.windows)
+    assert [w.window for w in res.windows] == [8, 12] and all(w.n_windows == 4 for w in res.windows)
     assert res.corpus["name"] == CALLER_TEXTS and res.corpus["windows"] == {"8": 4, "12": 4}
     assert "corpus" not in res.config  # the config's corpus ("default") did not apply: the windows are the caller's
     with pytest.raises(ProbeError, match="--window-length 600 is too long"):

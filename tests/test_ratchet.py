@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 ANALYSES = REPO / "analyses"
 
 # Ceilings: the counts today. Lower them as fields and reads are typed; never raise them.
-DICT_RESULT_FIELDS = 16
-STRING_READS_SUMMARY = 108
-STRING_READS_ANALYSES = 550
+DICT_RESULT_FIELDS = 11
+STRING_READS_SUMMARY = 30
+STRING_READS_ANALYSES = 373
 
 
 def _sources(folder: Path) -> list[Path]:

@@ -127,11 +127,11 @@ def test_special_tokens_are_excluded_from_H():
     n, mats = rd.window_matrices(acts, layer=2)
     assert n == 10 and all(H.shape == (10, 16) for H in mats)
     stats = rd.window_stats(acts, layer=2)
-    assert stats["window"] == 10 and stats["n_windows"] == 6 and stats["max_components"] == 9
-    assert all(t["max"] <= 2 for t in stats["thresholds"])  # the random special rows would need many more
-    assert all(t["count"] == 6 for t in stats["thresholds"])
-    assert np.asarray(stats["k"]).shape == (6, 5)
-    assert len(stats["mean_cumulative_variance"]) == 10
+    assert stats.window == 10 and stats.n_windows == 6 and stats.max_components == 9
+    assert all(t.max <= 2 for t in stats.thresholds)  # the random special rows would need many more
+    assert all(t.count == 6 for t in stats.thresholds)
+    assert np.asarray(stats.k).shape == (6, 5)
+    assert len(stats.mean_cumulative_variance) == 10
 
 
 def test_windows_of_unequal_length_are_an_error():
@@ -148,9 +148,9 @@ def test_compute_table_and_plots_on_planted_windows():
     matplotlib.use("Agg")
     short, long = window_activations(n=10, rank=2), window_activations(n=14, rank=3, seed=1)
     res = rd.compute(rd.Config(layer=-1, center=False), acts=[short, long])
-    assert [w["window"] for w in res.windows] == [10, 14]
+    assert [w.window for w in res.windows] == [10, 14]
     assert res.layer == 2 and res.definitions["centring"].startswith("none")
-    assert res.windows[1]["max_components"] == 14
+    assert res.windows[1].max_components == 14
     rows = rd.table_rows(res)
     assert len(rows) == 10 and rows[0]["window"] == 10 and rows[0]["threshold"] == 0.9
     assert all(r["k_max"] <= (2 if r["window"] == 10 else 3) for r in rows)
@@ -163,13 +163,13 @@ def test_compute_table_and_plots_on_planted_windows():
     for ax, w in zip(fig.axes, res.windows):  # the first line of each panel: planted's k(p)
         line = ax.get_lines()[0]
         np.testing.assert_allclose(line.get_xdata(), [90, 92, 94, 96, 98])
-        np.testing.assert_allclose(line.get_ydata(), [t["mean"] for t in w["thresholds"]])
+        np.testing.assert_allclose(line.get_ydata(), [t.mean for t in w.thresholds])
         assert to_hex(line.get_color()) == model_color("planted")
     assert to_hex(fig.axes[0].get_lines()[1].get_color()) == model_color("other")
     spectrum = rd.plot_spectrum([res])
     assert len(spectrum.axes) == 2
     line = spectrum.axes[1].get_lines()[0]
-    np.testing.assert_allclose(line.get_ydata(), res.windows[1]["mean_cumulative_variance"])
+    np.testing.assert_allclose(line.get_ydata(), res.windows[1].mean_cumulative_variance)
     np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 15))
     with pytest.raises(ProbeError, match="out of range"):
         rd.compute(rd.Config(layer=3), acts=short)
@@ -183,9 +183,12 @@ def test_result_json_round_trip(tmp_path):
     assert list(doc) == ["analysis", *back.to_json(), "provenance"]
     assert back.layer == res.layer == 2 and back.thresholds == res.thresholds and back.activations == res.activations
     (got,), (want,) = back.windows, res.windows
-    assert got["k"] == want["k"]
-    assert all(g == pytest.approx(w, abs=1e-8) for g, w in zip(got["thresholds"], want["thresholds"]))
-    np.testing.assert_allclose(got["mean_cumulative_variance"], want["mean_cumulative_variance"], atol=1e-8)
+    assert isinstance(got, rd.WindowRow) and isinstance(got.thresholds[0], rd.ThresholdK)
+    assert isinstance(got.bootstrap, rd.stats.Bootstrap) and got.bootstrap == want.bootstrap
+    assert got.k == want.k
+    assert all(dataclasses.asdict(g) == pytest.approx(dataclasses.asdict(w), abs=1e-8)
+               for g, w in zip(got.thresholds, want.thresholds))
+    np.testing.assert_allclose(got.mean_cumulative_variance, want.mean_cumulative_variance, atol=1e-8)
     again, _ = write_result(tmp_path / "b", "redundancy", "planted", back, rd.table_rows(back))
     assert again.read_bytes() == path.read_bytes()
     with pytest.raises(KeyError, match="windows"):

@@ -129,9 +129,9 @@ def _transitions(results: Sequence[Transitions]) -> list[str]:
 
 def _redundancy(results: Sequence[Redundancy]) -> list[str]:
     first = results[0].windows[0]
-    n, p = first["window"], first["thresholds"][0]["threshold"]
-    ks = {shown(r): next((t["mean"] for w in r.windows if w["window"] == n for t in w["thresholds"]
-                          if abs(t["threshold"] - p) < 1e-9), float("nan")) for r in results}
+    n, p = first.window, first.thresholds[0].threshold
+    ks = {shown(r): next((found[1].mean for w in r.windows if w.window == n and (found := w.at(p)) is not None),
+                         float("nan")) for r in results}
     return [compare(ks, f"number of principal components for {100 * p:g}% of the variance", None,
                     f"mean over windows of {n} tokens; more components = less redundant", ".1f")]
 

@@ -92,7 +92,8 @@ def similarity(name="m-a__m-b__sentence"):
 
 def probing(name="m-d"):
     row = lambda lyr: {"layer": lyr, "accuracy": 0.5 + 0.1 * lyr, "ci_low": 0.4, "ci_high": 0.9,  # noqa: E731
-                       "majority": 0.3, "control_accuracy": 0.4, "selectivity": 0.2, "selectivity_ci_low": 0.1,
+                       "majority": 0.3, "C": 1.0, "n_params": 9, "control_accuracy": 0.4, "selectivity": 0.2,
+                       "selectivity_ci_low": 0.1,
                        "selectivity_ci_high": 0.3}
     tasks = [{"task": "sentence_length", "level": "sentence", "n_items": 100, "n_train": 80, "n_test": 20,
               "n_classes": 3, "layers": [row(lyr) for lyr in range(L + 1)]},

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from analyses import probing as pr
+from analyses import records
 from analyses.probing import tasks as pt
 from probes.capture.activations import Activations
 from probes.errors import ProbeError
@@ -29,13 +30,13 @@ def test_linearly_encoded_label_is_read_at_near_one_and_noise_is_not():
     planted = code[y] + rng.normal(size=(n, d))  # the label is a linear function of the features
     noise = rng.normal(size=(n, d))  # independent of the label
     rows, sizes = pr.probe_layers(layers_of(noise, planted), y, np.arange(n), FAST)
-    assert sizes["n_train"] + sizes["n_test"] == n and sizes["n_test"] == 150
-    assert rows[1]["accuracy"] > 0.97 and rows[1]["ci_low"] > 0.9
-    assert rows[0]["accuracy"] < 0.45  # chance is 0.25
-    assert rows[1]["n_params"] == (d + 1) * k and rows[1]["C"] in FAST.cs
+    assert sizes.n_train + sizes.n_test == n and sizes.n_test == 150
+    assert rows[1].accuracy > 0.97 and rows[1].ci_low > 0.9
+    assert rows[0].accuracy < 0.45  # chance is 0.25
+    assert rows[1].n_params == (d + 1) * k and rows[1].C in FAST.cs
     for r in rows:
-        assert r["ci_low"] <= r["accuracy"] <= r["ci_high"]
-        assert "selectivity" not in r  # no control given
+        assert r.ci_low <= r.accuracy <= r.ci_high
+        assert r.selectivity is None and "selectivity" not in records.to_json(r)  # no control given
 
 
 def test_independent_features_give_the_majority_baseline_within_the_interval():
@@ -45,9 +46,9 @@ def test_independent_features_give_the_majority_baseline_within_the_interval():
     X = rng.normal(size=(n, d))
     rows, _ = pr.probe_layers(layers_of(X), y, np.arange(n), FAST)
     r = rows[0]
-    assert r["majority"] == pytest.approx(0.7, abs=0.06)
-    assert r["ci_low"] <= r["majority"] <= r["ci_high"]
-    assert r["n_params"] == d + 1  # two classes: one weight vector
+    assert r.majority == pytest.approx(0.7, abs=0.06)
+    assert r.ci_low <= r.majority <= r.ci_high
+    assert r.n_params == d + 1  # two classes: one weight vector
 
 
 def test_control_task_on_type_identity_features_is_high_and_selectivity_low():
@@ -60,10 +61,10 @@ def test_control_task_on_type_identity_features_is_high_and_selectivity_low():
     control = pt.control_labels(types, labels, 5, seed=0)
     rows, _ = pr.probe_layers(layers_of(X), labels, groups, FAST, control=control)
     r = rows[0]
-    assert r["control_accuracy"] > 0.9  # the probe memorises each type's control label
-    assert r["accuracy"] < 0.35  # chance 0.2: the task is not in the features
-    assert r["selectivity"] == pytest.approx(r["accuracy"] - r["control_accuracy"])
-    assert r["selectivity_ci_low"] <= r["selectivity"] <= r["selectivity_ci_high"] < 0
+    assert r.control_accuracy > 0.9  # the probe memorises each type's control label
+    assert r.accuracy < 0.35  # chance 0.2: the task is not in the features
+    assert r.selectivity == pytest.approx(r.accuracy - r.control_accuracy)
+    assert r.selectivity_ci_low <= r.selectivity <= r.selectivity_ci_high < 0
 
 
 def test_selective_features_beat_their_control():
@@ -74,7 +75,7 @@ def test_selective_features_beat_their_control():
     X = rng.normal(size=(3, d))[labels] * 3 + rng.normal(size=(n, d))
     control = pt.control_labels(types, labels, 3, seed=0)
     rows, _ = pr.probe_layers(layers_of(X), labels, np.arange(n) // 10, FAST, control=control)
-    assert rows[0]["accuracy"] > 0.95 and rows[0]["selectivity_ci_low"] > 0.4
+    assert rows[0].accuracy > 0.95 and rows[0].selectivity_ci_low > 0.4
 
 
 def test_control_labels_are_per_type_seeded_and_follow_the_label_distribution():
@@ -221,7 +222,7 @@ def test_end_to_end_is_byte_identical_and_redraws(tmp_path):
     np.testing.assert_allclose(lines[0].get_ydata(), [r["accuracy"] for r in doc["tasks"][0]["layers"]])
     np.testing.assert_allclose(lines[0].get_xdata(), [0, 0.5, 1])
     assert to_hex(lines[0].get_color()) == model_color("tiny-slstm")
-    small = {t["task"]: t["n_test"] for t in results[-1].tasks if t.get("small_test")}  # marked in the title
+    small = {t.task: t.n_test for t in results[-1].tasks if t.small_test}  # marked in the title
     assert [ax.get_title() for ax in fig.axes] == [f"{n} (only {small[n]} test items)" if n in small else n
                                                   for n in pt.TASKS]
     sel = pr.plot_selectivity(results)

@@ -34,8 +34,8 @@ CFG = dict(min_per_class=3, cs=[1.0], cv_folds=2, n_boot=20, max_items=300)
 def test_a_task_that_cannot_be_built_is_skipped_and_the_others_run(capsys):
     cfg = pr.Config(task=["word_content", "sent_len", "position"], **CFG)
     res = pr.compute(cfg, acts=acts_of())
-    assert [t["task"] for t in res.tasks] == ["sent_len", "position"]
-    assert [s["task"] for s in res.skipped] == ["word_content"]
+    assert [t.task for t in res.tasks] == ["sent_len", "position"]
+    assert [s.task for s in res.skipped] == ["word_content"]
     err = capsys.readouterr().err
     line = next(ln for ln in err.splitlines() if "skipped task word_content" in ln)
     assert "--n-sentences" in line and "--word-content-skip" in line and "--task" in line
@@ -47,15 +47,15 @@ def test_small_test_sets_are_marked_in_the_result_and_the_figure(capsys):
 
     res = pr.compute(pr.Config(task=["sent_len"], min_test_items=50, **CFG), acts=acts_of())
     entry = res.tasks[0]
-    assert entry["n_test"] < 50 and entry["small_test"] is True
+    assert entry.n_test < 50 and entry.small_test is True
     assert "only" in capsys.readouterr().err
     ax = res.plot()  # on one Axes: said in the legend's title (a Result.plot sets no title)
     legends = [ax.get_legend()] if ax.get_legend() is not None else ax.figure.legends
-    assert any(f"only {entry['n_test']} test items" in lg.get_title().get_text() for lg in legends)
+    assert any(f"only {entry.n_test} test items" in lg.get_title().get_text() for lg in legends)
     assert not ax.get_title()
     plt.close(ax.figure)
     big = pr.compute(pr.Config(task=["sent_len"], min_test_items=5, **CFG), acts=acts_of())
-    assert big.tasks[0]["small_test"] is False
+    assert big.tasks[0].small_test is False
 
 
 def test_no_task_at_all_is_an_error(capsys):

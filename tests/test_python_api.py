@@ -58,14 +58,14 @@ def test_maps_of_a_model_object_loaded_the_default_way(tiny_bert, texts, tmp_pat
 def test_probing_runs_every_default_task_on_a_list_of_texts(texts, tmp_path):
     small = {"n_boot": 50, "min_per_class": 5, "word_content_skip": 20}  # 300 sentences: smaller classes
     res = probing.run("tiny-bert", texts, **small, cache_dir=tmp_path)
-    ran = {t["task"] for t in res.tasks}
+    ran = {t.task for t in res.tasks}
     assert ran == set(probing.Config().task) - {"source"}  # bigram_shift's perturbed sentences were built
     (skipped,) = res.skipped
-    assert skipped["task"] == "source" and "texts=" in skipped["reason"]  # a list of texts has no documents
+    assert skipped.task == "source" and "texts=" in skipped.reason  # a list of texts has no documents
     assert "skipped" in res.summary()
     # from a corpus name, the documents are there: source runs too
     corpus = probing.run("tiny-bert", "default", n_sentences=300, task=["source"], **small, cache_dir=tmp_path)
-    assert [t["task"] for t in corpus.tasks] == ["source"] and not corpus.skipped
+    assert [t.task for t in corpus.tasks] == ["source"] and not corpus.skipped
 
 
 def test_redundancy_cuts_windows_from_the_callers_texts(texts, tmp_path):

@@ -43,17 +43,19 @@ out/figures/probing-selectivity.{png,pdf} (selectivity of the token tasks that h
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from analyses import common, stats, style
+from analyses import common, records, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
 from analyses.probing import tasks as pt
 from analyses.probing.inputs import ProbingInputs, check_tasks
+from analyses.probing.rows import LayerRow, Skipped, Split, TaskResult
 from probes.capture.activations import Activations
 from probes.config import arg, tqdm_class
 from probes.errors import ProbeError
@@ -173,7 +175,7 @@ def bootstrap_interval(values: np.ndarray, groups: np.ndarray, n_boot: int, seed
 
 
 def probe_layers(layers, labels: np.ndarray, groups: np.ndarray, cfg: Config,
-                 control: np.ndarray | None = None, desc: str = "probe") -> tuple[list[dict], dict]:
+                 control: np.ndarray | None = None, desc: str = "probe") -> tuple[list[LayerRow], Split]:
     """Probe every layer. ``layers``: a sequence (or (L+1, n, d) array) of (n, d) feature matrices,
     or a callable layer -> (n, d) with ``len``; labels, groups (n,); control (n,) control labels or
     None. Returns (rows, sizes): one row per layer (accuracy, interval, majority baseline, C,
@@ -191,18 +193,19 @@ def probe_layers(layers, labels: np.ndarray, groups: np.ndarray, cfg: Config,
             fit, cfit = fit
         ok = (fit["pred"] == labels[test]).astype(np.float64)
         lo, hi = bootstrap_interval(ok, g, cfg.n_boot, cfg.seed)
-        row = {"layer": lyr, "accuracy": ok.mean(), "ci_low": lo, "ci_high": hi,
-               "majority": float((labels[test] == majority).mean()), "C": fit["C"], "n_params": fit["n_params"]}
+        row = LayerRow(layer=lyr, accuracy=ok.mean(), ci_low=lo, ci_high=hi,
+                       majority=float((labels[test] == majority).mean()), C=fit["C"], n_params=fit["n_params"])
         if control is not None and cfit is not None:  # cfit: the control task's fit, there exactly with control
             cok = (cfit["pred"] == control[test]).astype(np.float64)
             clo, chi = bootstrap_interval(cok, g, cfg.n_boot, cfg.seed)
             slo, shi = bootstrap_interval(ok - cok, g, cfg.n_boot, cfg.seed)  # paired: same resampled sentences
-            row.update(control_accuracy=cok.mean(), control_ci_low=clo, control_ci_high=chi,
-                       control_majority=float((control[test] == np.bincount(control[train]).argmax()).mean()),
-                       control_C=cfit["C"], control_n_params=cfit["n_params"], selectivity=ok.mean() - cok.mean(),
-                       selectivity_ci_low=slo, selectivity_ci_high=shi)
+            row = dataclasses.replace(
+                row, control_accuracy=cok.mean(), control_ci_low=clo, control_ci_high=chi,
+                control_majority=float((control[test] == np.bincount(control[train]).argmax()).mean()),
+                control_C=cfit["C"], control_n_params=cfit["n_params"], selectivity=ok.mean() - cok.mean(),
+                selectivity_ci_low=slo, selectivity_ci_high=shi)
         rows.append(row)
-    return rows, {"n_train": len(train), "n_test": len(test), "n_test_sentences": len(np.unique(g))}
+    return rows, Split(n_train=len(train), n_test=len(test), n_test_sentences=len(np.unique(g)))
 
 
 # ----------------------------------------------------------------------------- tasks -> results
@@ -263,27 +266,26 @@ class Result(common.AnalysisResult):
     definitions, and per task its build numbers and per-layer rows."""
 
     scikit_learn: str  # the version that fitted the probes
-    definitions: dict  # prose (and n_layers, kept here for the files' layout; nothing reads it)
-    tasks: list[dict]  # per task: task, level ("sentence" / "token"), sizes, classes, balance, layers (rows)
-    skipped: list[dict] = field(default_factory=list)  # tasks the data could not build: task, reason
+    definitions: records.Definitions  # prose (and n_layers, kept here for the files' layout; nothing reads it)
+    tasks: list[TaskResult]  # per task: task, level ("sentence" / "token"), sizes, classes, balance, layers (rows)
+    skipped: list[Skipped] = field(default_factory=list)  # tasks the data could not build: task, reason
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
-        return {f"{t['task']}: best accuracy": stats.Sample(max(r["accuracy"] for r in t["layers"]))
-                for t in self.tasks}
+        return {f"{t.task}: best accuracy": stats.Sample(max(r.accuracy for r in t.layers)) for t in self.tasks}
 
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the first task's held-out accuracy per layer."""
-        return common.as_floats(row["accuracy"] for row in self.tasks[0]["layers"])
+        return common.as_floats(row.accuracy for row in self.tasks[0].layers)
 
     def headline(self) -> dict[str, str]:
         out = {}
         for t in self.tasks:
-            best = max(t["layers"], key=lambda r: r["accuracy"])
-            small = f", only {t['n_test']} test items" if t.get("small_test") else ""
-            out[t["task"]] = (f"best accuracy {best['accuracy']:.3f} at layer {best['layer']} (majority "
-                              f"{best['majority']:.3f}{small})")
+            best = max(t.layers, key=lambda r: r.accuracy)
+            small = f", only {t.n_test} test items" if t.small_test else ""
+            out[t.task] = (f"best accuracy {best.accuracy:.3f} at layer {best.layer} (majority "
+                           f"{best.majority:.3f}{small})")
         if self.skipped:
-            out["skipped"] = "; ".join(f"{s['task']}: {s['reason']}" for s in self.skipped)
+            out["skipped"] = "; ".join(f"{s.task}: {s.reason}" for s in self.skipped)
         return out
 
     @style.drawing
@@ -294,7 +296,7 @@ class Result(common.AnalysisResult):
         ``kwargs`` (``color=``, ``label=``, ``marker=``, ``linewidth=`` ...) go to the line; without
         ``color=`` the next colour of the Axes' cycle; the label (default: the model) enters the legend, so
         results drawn on one Axes overlay. Fonts and colours follow the caller's rcParams. Returns the Axes."""
-        names = [e["task"] for e in self.tasks]
+        names = [e.task for e in self.tasks]
         task = task or (names[0] if names else None)
         if task is None or task not in names:
             raise ProbeError(f"{self.model_name} has no probing task {task!r}; it has {', '.join(names) or 'none'}")
@@ -302,7 +304,7 @@ class Result(common.AnalysisResult):
         _task_panel(ax, [style.on_axes(ax, self, kwargs)], task, key, warn=None, titled=False)
         ax.set_ylabel(f"{task}: {key}")  # short: the panel is 2.8 in high; the line styles go in the legend's title
         entry = self.tasks[names.index(task)]
-        small = f"; only {entry['n_test']} test items" if entry.get("small_test") else ""
+        small = f"; only {entry.n_test} test items" if entry.small_test else ""
         lines = "; --: majority, : control" if key == "accuracy" else ""
         return style.finish(ax, title=f"band: {LEVEL:.0%} interval{lines}{small}")
 
@@ -325,14 +327,14 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
         try:
             tasks.append(cap_items(make_task(n, acts, cfg, doc_of, doc_names), cfg.max_items, cfg.seed))
         except ProbeError as e:
-            skipped.append({"task": n, "reason": str(e)})
+            skipped.append(Skipped(task=n, reason=str(e)))
     if not tasks:  # nothing to run: one error line (the task's own reason when only one was asked for)
         if len(skipped) == 1:
-            raise ProbeError(skipped[0]["reason"])
+            raise ProbeError(skipped[0].reason)
         raise ProbeError("no probing task could be built from these sentences: "
-                         + "; ".join(f"{s['task']}: {s['reason']}" for s in skipped))
+                         + "; ".join(f"{s.task}: {s.reason}" for s in skipped))
     for s in skipped:
-        tqdm_class().write(f"probing {acts.meta['model']['name']}: skipped task {s['task']}: {s['reason']}; or leave "
+        tqdm_class().write(f"probing {acts.meta['model']['name']}: skipped task {s.task}: {s.reason}; or leave "
                          "it out (--task, or task= from Python)", file=sys.stderr)
     out = []
     for task in tasks:
@@ -347,28 +349,28 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
                 control = pt.control_labels(task.types, task.labels, len(task.classes), cfg.seed)
         rows, sizes = probe_layers(TaskLayers(task, acts, shifted), task.labels, task.groups, cfg, control,
                                    desc=f"{acts.meta['model']['name']} {task.name}")
-        entry = {"task": task.name, "level": task.level, "n_items": len(task.labels), **sizes,
-                 "small_test": sizes["n_test"] < cfg.min_test_items,
-                 "n_classes": len(task.classes), "classes": task.classes, "balance": task.balance(),
-                 "notes": task.notes, "layers": rows}
-        if entry["small_test"]:
-            tqdm_class().write(f"probing {acts.meta['model']['name']}: task {task.name} has only {sizes['n_test']} "
+        entry = TaskResult(task=task.name, level=task.level, n_items=len(task.labels), n_train=sizes.n_train,
+                           n_test=sizes.n_test, n_test_sentences=sizes.n_test_sentences,
+                           small_test=sizes.n_test < cfg.min_test_items, n_classes=len(task.classes),
+                           classes=task.classes, balance=task.balance(), notes=task.notes, layers=rows)
+        if entry.small_test:
+            tqdm_class().write(f"probing {acts.meta['model']['name']}: task {task.name} has only {sizes.n_test} "
                              f"test items (< --min-test-items {cfg.min_test_items}): marked small; use more sentences "
                              "(--n-sentences, or more texts from Python)", file=sys.stderr)
         if no_control is not None:
-            entry["control"] = no_control
+            entry.control = no_control
         if control is not None:
-            entry["control_balance"] = {c: int(k) for c, k in zip(task.classes, np.bincount(control, minlength=len(
+            entry.control_balance = {c: int(k) for c, k in zip(task.classes, np.bincount(control, minlength=len(
                 task.classes)))}
         out.append(entry)
     import sklearn
 
-    definitions = {
+    definitions: dict[str, Any] = {
         "layers": "0 = embedding output, l = output of layer l; relative depth = l / L",
         "n_layers": acts.n_layers,
         "sentence_vector": acts.meta["model"]["sentence_vector"],
         "special_tokens": "excluded: never items of token tasks",
-        "tasks": {t["task"]: pt.DEFINITIONS[t["task"]] for t in out},
+        "tasks": {t.task: pt.DEFINITIONS[t.task] for t in out},
         "probe": "Pipeline(StandardScaler, LogisticRegressionCV(lbfgs, L2, multinomial)); C from the grid by "
                  "cross-validated accuracy on the training split (folds by sentence for token tasks); refit on it",
         "interval": f"{LEVEL:.0%} percentile bootstrap over test sentences ({cfg.n_boot} resamples, seeded); "
@@ -381,12 +383,12 @@ def compute(cfg: Config | None = None, *, acts: Activations, shifted: Activation
     definitions["small_test"] = (f"true when the test split has fewer than {cfg.min_test_items} items "
                                  "(--min-test-items): the accuracy and its interval rest on too few items to read")
     return Result(identity=activations_identity(acts, cfg), scikit_learn=sklearn.__version__,
-                  definitions=definitions, tasks=out, skipped=skipped)
+                  definitions=records.Definitions(definitions), tasks=out, skipped=skipped)
 
 
 def table_rows(result: Result) -> list[dict]:
     """Flat CSV rows, one per (task, layer); control columns are empty for the tasks without a control task."""
-    rows = [{"task": t["task"], **row} for t in result.tasks for row in t["layers"]]
+    rows = [{"task": t.task, **records.to_json(row)} for t in result.tasks for row in t.layers]
     keys = list(dict.fromkeys(k for row in rows for k in row))
     return [{k: row.get(k) for k in keys} for row in rows]
 
@@ -406,20 +408,21 @@ def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | N
     result's minimum (``small_test``) says so there (in the colour ``warn``; None: the title's own)."""
     small: list[int] = []  # the test sizes too small to read an accuracy
     for d in drawn:
-        entry = next((e for e in d.result.tasks if e["task"] == name), None)
-        if entry is None or key not in entry["layers"][0]:  # not run, or no control task (no selectivity)
+        entry = next((e for e in d.result.tasks if e.task == name), None)
+        if entry is None or entry.layers[0].statistic(key) is None:  # not run, or no control task (no selectivity)
             continue
-        rows = entry["layers"]
-        x = np.array([r["layer"] for r in rows]) / max(len(rows) - 1, 1)
+        rows = entry.layers
+        x = np.array([r.layer for r in rows]) / max(len(rows) - 1, 1)
         lo, hi = (("ci_low", "ci_high") if key == "accuracy" else (f"{key}_ci_low", f"{key}_ci_high"))
-        ax.plot(x, [r[key] for r in rows], **d.line(marker="o", ms=3))
-        ax.fill_between(x, [r[lo] for r in rows], [r[hi] for r in rows], alpha=0.18, lw=0, **d.quiet)
+        ax.plot(x, [r.statistic(key) for r in rows], **d.line(marker="o", ms=3))
+        ax.fill_between(x, [r.statistic(lo) for r in rows], [r.statistic(hi) for r in rows], alpha=0.18, lw=0,
+                        **d.quiet)
         if key == "accuracy":
-            ax.plot(x, [r["majority"] for r in rows], ls="--", lw=0.8, **d.quiet)
-            if "control_accuracy" in rows[0]:  # a token task with a control task
-                ax.plot(x, [r["control_accuracy"] for r in rows], ls=":", lw=1, **d.quiet)
-        if entry.get("small_test"):
-            small.append(int(entry["n_test"]))
+            ax.plot(x, [r.majority for r in rows], ls="--", lw=0.8, **d.quiet)
+            if rows[0].control_accuracy is not None:  # a token task with a control task
+                ax.plot(x, [r.control_accuracy for r in rows], ls=":", lw=1, **d.quiet)
+        if entry.small_test:
+            small.append(int(entry.n_test))
     if key == "selectivity":
         ax.axhline(0, color="0.4", lw=0.6)
     if titled and small:  # too few test items to read the accuracy: said where the curve is
@@ -432,7 +435,8 @@ def _task_panel(ax, drawn: list[style.Drawn], name: str, key: str, warn: str | N
 def _panels(results: list[Result], key: str, tasks: tuple, fig):
     """One panel per task in ``tasks`` that some result holds, in ``fig`` (a Figure or SubFigure; None:
     a new one); ``key`` against relative depth, one line per model in its colour."""
-    present = [t for t in tasks if any(e["task"] == t and key in e["layers"][0] for r in results for e in r.tasks)]
+    present = [t for t in tasks if any(e.task == t and e.layers[0].statistic(key) is not None for r in results
+                                       for e in r.tasks)]
     cols = min(max(len(present), 1), 3)
     rows = -(-max(len(present), 1) // cols)
     fig = style.new_figure(fig, (3.0 * cols + 0.4, 2.6 * rows))

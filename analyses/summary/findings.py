@@ -157,9 +157,9 @@ def _probing(results: Sequence[Probing]) -> list[str]:
     for r in results:
         parts = []
         for t in r.tasks:
-            best = max(t["layers"], key=lambda row: row["accuracy"])
-            parts.append(f"{t['task']} at layer {best['layer']} ({best['accuracy']:.3f} against a majority "
-                         f"baseline of {best['majority']:.3f})")
+            best = max(t.layers, key=lambda row: row.accuracy)
+            parts.append(f"{t.task} at layer {best.layer} ({best.accuracy:.3f} against a majority "
+                         f"baseline of {best.majority:.3f})")
         if parts:
             out.append(f"{shown(r)} is probed best for " + "; ".join(parts) + ".")
     return out

@@ -26,18 +26,22 @@ the held-out sentences (``--held-out``, a seeded share of the sentence sample):
   layer zero-ablated: loss recovered (L_zero - L_spliced) / (L_zero - L_clean) and the mean KL(clean || spliced)
   over scored positions, with intervals (:mod:`analyses.sae.splice`);
 * each SAE saved (``--save``) under ``<out>/sae/<model>/layer<l>-seed<s>/`` in sae-lens's layout with checksums
-  (:mod:`analyses.sae.io`).
+  (:mod:`analyses.sae.io`); a run that finds the folder resumes from it (:mod:`analyses.sae.resume`): the saved SAE
+  is loaded, not trained again, where it was trained as the run would train it (else trained again, said in one
+  line); a folder of another model or layer, edited, truncated or whose cfg.json does not match its weights is
+  refused (one ``error:`` line).
 
 Without ``--buffer-tokens`` the states are one layer's training tokens read into memory (float32) at a time;
-the held-out tokens are always read into memory. Every formula is in
-docs/definitions.md (Sparse autoencoders).
+the held-out tokens are streamed (blocks of 4096 tokens: checked finite before training, then the statistics'
+two passes). From Python, ``layer=l`` is ``layers=[l]``. Every formula is in docs/definitions.md (Sparse
+autoencoders).
 
     $ python -m analyses.sae --model minilm-l6 --layers 3 --layers -1 [--kind topk --k 32 --width 0 --steps 2000]
 """
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import itertools
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -51,15 +55,18 @@ from analyses.sae import figures
 from analyses.sae.figures import layer_line, log10_histogram
 from analyses.sae.glossary import Glossary, definitions
 from analyses.sae.inputs import SaeInputs
-from analyses.sae.io import SaeRecord, save_sae
+from analyses.sae.io import SaeRecord
 from analyses.sae.metrics import STATISTICS, Estimate, estimates, held_out_sums, mcc
 from analyses.sae.model import KINDS, SaeShape
+from analyses.sae.resume import trained_or_resumed, weights_sha256  # noqa: F401 (weights_sha256: analyses.sae's)
 from analyses.sae.splice import Reconstruct, SpliceStats, splice_stats, splice_sums, zero_sums
 from analyses.sae.stream import TokenSource
 from analyses.sae.train import TrainSettings, train_sae, train_sae_streamed
 from probes.capture.activations import Activations, layer_index
 from probes.config import arg
 from probes.errors import ProbeError
+
+HELD_OUT_BLOCK = 4096  # held-out tokens read at a time
 
 
 @dataclass
@@ -230,11 +237,22 @@ def split_sentences(n_texts: int, share: float, seed: int) -> np.ndarray:
 def finite_states(acts: Activations, layer: int, rows: np.ndarray) -> np.ndarray:
     """(len(rows), d) float32 states of ``rows`` at ``layer``; ProbeError if any is NaN or inf."""
     X = np.asarray(acts.layer_hidden(layer, rows), dtype=np.float32)
-    bad = int((~np.isfinite(X)).any(1).sum())
-    if bad:
-        raise ProbeError(f"layer {layer}: {bad} of {len(X)} token states hold NaN or inf; an SAE cannot be trained "
-                         "or evaluated on them")
+    refuse_nonfinite(layer, int((~np.isfinite(X)).any(1).sum()), len(X))
     return X
+
+
+def refuse_nonfinite(layer: int, bad: int, n: int) -> None:
+    if bad:
+        raise ProbeError(f"layer {layer}: {bad} of {n} token states hold NaN or inf; an SAE cannot be trained "
+                         "or evaluated on them")
+
+
+def check_finite(acts: Activations, layer: int, rows: np.ndarray, block: int = HELD_OUT_BLOCK) -> None:
+    """ProbeError if a state of ``rows`` at ``layer`` is NaN or inf, read ``block`` rows at a time."""
+    bad = 0
+    for s in range(0, len(rows), block):
+        bad += int((~np.isfinite(np.asarray(acts.layer_hidden(layer, rows[s:s + block]), np.float32))).any(1).sum())
+    refuse_nonfinite(layer, bad, len(rows))
 
 
 def source(acts: Activations, layer: int, rows: np.ndarray) -> TokenSource:
@@ -243,19 +261,13 @@ def source(acts: Activations, layer: int, rows: np.ndarray) -> TokenSource:
                        read=lambda start, stop: finite_states(acts, layer, rows[start:stop]))
 
 
-def weights_sha256(sae) -> str:
-    """The sha256 of the safetensors file :func:`analyses.sae.io.save_sae` writes for ``sae``."""
-    from safetensors.torch import save
-
-    return hashlib.sha256(save(sae.tensors())).hexdigest()
-
-
 def compute(cfg: Config | None = None, *, acts: Activations, objective=None,
-            objective_skipped: str | None = None) -> Result:
-    """Train and evaluate the SAEs of every chosen layer and seed; with ``objective`` (the model with its head,
-    :class:`probes.capture.objective.Objective`) and ``cfg.splice``, splice each into the model too
-    (``objective_skipped``: why there is none)."""
-    cfg = cfg or Config()
+            objective_skipped: str | None = None, layer: int | None = None) -> Result:
+    """Train (or, with ``cfg.save``, resume) and evaluate the SAEs of every chosen layer and seed; with
+    ``objective`` (the model with its head, :class:`probes.capture.objective.Objective`) and ``cfg.splice``, splice
+    each into the model too (``objective_skipped``: why there is none). ``layer``: one layer, as ``layers=[layer]``
+    (what ``run(..., layer=l)`` gives)."""
+    cfg = one_layer(cfg or Config(), layer)
     check_config(cfg)
     device = common.check_device(cfg.device)
     layers = sorted({layer_index(x, acts.n_layers, f"--layers {x}") for x in cfg.layers})
@@ -278,10 +290,11 @@ def compute(cfg: Config | None = None, *, acts: Activations, objective=None,
         skip = () if cfg.keep_special else np.unique(np.asarray(acts.token_ids)[np.asarray(acts.special, bool)])
         splicer = _Splicer(objective, [acts.texts[t] for t in held_texts], skip, cfg, boot.level)
     streamed = 0 < cfg.buffer_tokens < len(train_rows)
+    train_sentences = stats.units_id([acts.texts[t] for t in np.flatnonzero(~held)])
     for layer in layers:
         X = None if streamed else finite_states(acts, layer, train_rows)
-        X_held = finite_states(acts, layer, held_rows)
-        d = X_held.shape[1]
+        check_finite(acts, layer, held_rows, HELD_OUT_BLOCK)  # before training (the statistics read them again)
+        d = int(acts.hidden.shape[-1])
         width = cfg.width or 8 * d
         if cfg.kind in ("topk", "batchtopk") and cfg.k > width:
             raise ProbeError(f"--k {cfg.k} is more than the SAE's {width} latents (--width)")
@@ -291,23 +304,25 @@ def compute(cfg: Config | None = None, *, acts: Activations, objective=None,
             settings = TrainSettings(steps=cfg.steps, batch=cfg.tokens_per_step, lr=cfg.lr, l1=cfg.l1,
                                      l0=cfg.l0_coef, dead_window=cfg.dead_window, seed=seed)
             desc = f"SAE {name} layer {layer} seed {seed}"
-            if streamed:
-                trained = train_sae_streamed(source(acts, layer, train_rows), shape, settings, cfg.buffer_tokens,
-                                             desc=desc, device=device)
-            else:
+
+            def train(layer=layer, X=X, shape=shape, settings=settings, desc=desc):
+                if streamed:
+                    return train_sae_streamed(source(acts, layer, train_rows), shape, settings, cfg.buffer_tokens,
+                                              desc=desc, device=device)
                 assert X is not None
-                trained = train_sae(X, shape, settings, desc=desc, device=device)
-            sums = held_out_sums(trained.sae, X_held, unit_of, len(held_texts))
+                return train_sae(X, shape, settings, desc=desc, device=device)
+
+            wanted = SaeRecord(model=name, fingerprint=identity.info.fingerprint or {}, layer=layer, seed=seed,
+                               scale=float("nan"), steps=cfg.steps,
+                               special_tokens="kept" if cfg.keep_special else "excluded", settings=settings,
+                               buffer_tokens=cfg.buffer_tokens if streamed else 0, train_sentences=train_sentences,
+                               n_train_tokens=len(train_rows))
+            folder = Path(cfg.out) / "sae" / common.result_name(name) / f"layer{layer}-seed{seed}"
+            trained, sha, _ = trained_or_resumed(folder if cfg.save else None, wanted, shape, train)
+            sums = held_out_sums(trained.sae, source(acts, layer, held_rows), unit_of, len(held_texts),
+                                 block=HELD_OUT_BLOCK)
             est = estimates(sums, cfg.resamples, cfg.seed, boot.level)
             hist, _ = log10_histogram(sums.fires.sum(0) / max(sums.tokens.sum(), 1.0))
-            if cfg.save:
-                record = SaeRecord(model=name, fingerprint=identity.info.fingerprint or {}, layer=layer,
-                                   seed=seed, scale=trained.scale, steps=cfg.steps,
-                                   special_tokens="kept" if cfg.keep_special else "excluded")
-                folder = Path(cfg.out) / "sae" / common.result_name(name) / f"layer{layer}-seed{seed}"
-                sha = save_sae(trained.sae, folder, record)
-            else:
-                sha = weights_sha256(trained.sae)
             rows.append(SaeRow(layer=layer, seed=seed, kind=cfg.kind, width=width, k=shape.k, d=d,
                                n_train_tokens=len(train_rows), n_held_out_tokens=len(held_rows), scale=trained.scale,
                                final_loss=trained.final_loss, dead_in_training=trained.dead_at_end,
@@ -405,6 +420,17 @@ def plot_mcc_of(results: list[Result], fig=None):
     return _one_panel(figures.plot_mcc, figures.mcc_by_layer([Result.from_json(r) for r in results]), fig)
 
 
+def one_layer(cfg: Config, layer: int | None) -> Config:
+    """``cfg`` with ``layers=[layer]`` where ``layer`` is given (its ``layers`` empty, or that one layer already)."""
+    if layer is not None:
+        if cfg.layers and list(cfg.layers) != [layer]:
+            raise ProbeError(f"layer={layer} and layers={list(cfg.layers)}: give one of them (layer=l is layers=[l])")
+        cfg = dataclasses.replace(cfg, layers=[layer])
+    if not cfg.layers:
+        raise ProbeError("no layer to train an SAE on: give layers=[l] (--layers l) or layer=l")
+    return cfg
+
+
 def check_config(cfg: Config) -> None:
     """Before any work: k cannot exceed a width given explicitly; a buffer holds two minibatches at least."""
     if cfg.kind in ("topk", "batchtopk") and cfg.width and cfg.k > cfg.width:
@@ -418,6 +444,7 @@ ANALYSIS = Analysis(
     name="sae",
     inputs=SaeInputs(),
     Config=Config, Result=Result, compute=compute, table_rows=table_rows, check=check_config,
+    python_inputs={"layer": {"layers": []}},  # run(..., layer=l): the one layer l (layers=[l])
     figures=(Figure("sae", plot, "Sparse autoencoders on each chosen layer's token states: the share of the held-out "
                     "states' variance the SAE reconstructs (left) and the latents firing per token, L0 (right), "
                     "one line per model, band: 95% bootstrap interval over held-out sentences. At equal L0, a "

@@ -24,7 +24,9 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from analyses import records
 from analyses.sae.model import ARCHITECTURE, SAE, SaeShape
+from analyses.sae.train import TrainSettings
 from probes.checkpoints.identity import file_sha
 from probes.errors import ProbeError
 from probes.io import atomic_write
@@ -46,6 +48,13 @@ class SaeRecord:
     scale: float  # c, the factor the SAE was trained at (E||c x|| = sqrt(d)); folded back into the weights
     steps: int
     special_tokens: str  # "kept" or "excluded"
+    # how it was trained, what a resumed run compares (None: an SAE saved before they were recorded)
+    settings: TrainSettings | None = None  # the optimiser's settings and the seed
+    buffer_tokens: int | None = None  # the shuffling buffer it was streamed through (0: the states in memory)
+    train_sentences: str | None = None  # analyses.stats.units_id of the training sentences, in order
+    n_train_tokens: int | None = None
+    final_loss: float | None = None  # the training loss over the last 10% of the steps (scaled units)
+    dead_in_training: int | None = None  # latents silent over the last dead_window training tokens
 
 
 def as_json(value):
@@ -101,7 +110,7 @@ def load_sae(folder: str | Path, fingerprint: dict | None = None, layer: int | N
         cfg = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
         block = dict(cfg.pop("probes"))
         shape = SaeShape(**block.pop("shape"))
-        record = SaeRecord(**block)
+        record: SaeRecord = records.from_json(SaeRecord, block, "probes")
         want = SAE(shape).tensor_shapes()
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise ProbeError(f"{folder} is not an SAE saved by this suite ({type(e).__name__}: {e})") from None

@@ -117,7 +117,8 @@ def test_a_second_run_resumes_with_the_same_numbers_and_trains_nothing(tmp_path,
     assert (folder / WEIGHTS).stat().st_mtime_ns == stamp
     assert records.to_json(again.saes) == records.to_json(first.saes)
     assert records.to_json(again.agreement) == records.to_json(first.agreement)
-    assert "training it again" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "training it again" not in err and err.count("resumed (trained before") == 4, err
 
 
 @pytest.mark.parametrize("change, named", [({"lr": 3e-3}, "lr"), ({"steps": 21}, "steps"), ({"width": 24}, "width"),
@@ -128,10 +129,27 @@ def test_a_saved_sae_of_other_settings_is_trained_again_with_one_line(tmp_path, 
     capsys.readouterr()
     other = sae_analysis.compute(config(tmp_path, **change), acts=acts)
     err = capsys.readouterr().err
-    assert len(train_calls) == 2 and err.count("training it again") == 1 and named in err, err
+    assert len(train_calls) == 2 and err.count("training it again") == 1 and f"this run's in {named}" in err, err
     assert other.saes[0].weights_sha256 != first.saes[0].weights_sha256
     _, record = load_sae(tmp_path / "sae" / "synthetic" / "layer1-seed0")  # saved over: the new settings
     assert record.settings is not None and record.final_loss == other.saes[0].final_loss
+
+
+def test_a_saved_sae_that_records_no_training_is_trained_again_with_one_line(tmp_path, train_calls, capsys):
+    acts = synthetic_acts()
+    first = sae_analysis.compute(config(tmp_path), acts=acts)
+    folder = tmp_path / "sae" / "synthetic" / "layer1-seed0"
+    cfg = json.loads((folder / CONFIG).read_text())
+    for name in ("settings", "buffer_tokens", "train_sentences", "n_train_tokens", "final_loss", "dead_in_training"):
+        del cfg["probes"][name]  # as saved before runs resumed
+    (folder / CONFIG).write_text(json.dumps(cfg))
+    resum(folder)
+    capsys.readouterr()
+    again = sae_analysis.compute(config(tmp_path), acts=acts)
+    err = capsys.readouterr().err
+    assert len(train_calls) == 2 and err.count("training it again") == 1 and "does not record" in err, err
+    assert records.to_json(again.saes) == records.to_json(first.saes)  # trained again alike (seeded, same device)
+    assert load_sae(folder)[1].settings is not None
 
 
 # ----------------------------------------------------------------------------- the command line on tiny-bert

@@ -38,15 +38,15 @@ COMPARED = ("seed", "steps", "special_tokens", "settings", "buffer_tokens", "tra
 
 def differences(saved: SaeRecord, shape_saved: SaeShape, wanted: SaeRecord, shape: SaeShape) -> list[str]:
     """The names of what differs between a saved SAE and the one the run would train (empty: it is the run's)."""
+    if saved.settings is None or saved.final_loss is None or saved.dead_in_training is None:
+        return ["its training, which it does not record (saved before runs resumed)"]
     out = [f.name for f in dataclasses.fields(shape) if getattr(shape_saved, f.name) != getattr(shape, f.name)]
     for name in COMPARED:
         a, b = getattr(saved, name), getattr(wanted, name)
-        if name == "settings" and a is not None and b is not None:
+        if name == "settings" and b is not None:
             out += [f.name for f in dataclasses.fields(b) if getattr(a, f.name) != getattr(b, f.name)]
         elif a != b:
             out.append(name)
-    if saved.final_loss is None or saved.dead_in_training is None:
-        out.append("training outcome (not recorded)")
     return list(dict.fromkeys(out))
 
 
@@ -71,10 +71,11 @@ def trained_or_resumed(folder: Path | None, wanted: SaeRecord, shape: SaeShape,
         diff = differences(saved, sae.shape, wanted, shape)
         if not diff:
             assert saved.final_loss is not None and saved.dead_in_training is not None
+            tqdm_class().write(f"sae: {folder}: resumed (trained before as this run would train it)", file=sys.stderr)
             return (Trained(sae=sae, scale=saved.scale, dead_at_end=saved.dead_in_training,
                             final_loss=saved.final_loss), file_sha(folder / WEIGHTS), True)
-        tqdm_class().write(f"sae: {folder} holds an SAE trained with another {', '.join(diff)}; training it again",
-                           file=sys.stderr)
+        tqdm_class().write(f"sae: {folder}: the saved SAE differs from this run's in {', '.join(diff)}; training it "
+                           "again", file=sys.stderr)
     trained = train()
     if folder is None:
         return trained, weights_sha256(trained.sae), False

@@ -58,9 +58,9 @@ def test_the_forest_plot_draws_each_seeds_difference_and_the_interval_over_seeds
         assert len(bars) == len(c.seeds) + 1  # the seeds and the interval over them
         for bar, s in zip(bars, c.seeds):
             x = bar.lines[0].get_xdata()[0]
-            assert x == pytest.approx(s["difference"])
+            assert x == pytest.approx(s.difference)
             seg = bar.lines[2][0].get_segments()[0]
-            assert [seg[0][0], seg[1][0]] == pytest.approx(s["interval"])
+            assert [seg[0][0], seg[1][0]] == pytest.approx(s.interval)
         over = bars[-1].lines[2][0].get_segments()[0]
         assert [over[0][0], over[1][0]] == pytest.approx(c.across)
         assert any(abs(line.get_xdata()[0]) < 1e-12 for line in ax.lines if len(set(line.get_xdata())) == 1)
@@ -96,7 +96,7 @@ def test_point_value_claims_are_marked(tmp_path):
     assert rise.verdict == claims.HOLDS and rise.point_values and rise.reason == claims.POINT_VALUES
     assert longer.verdict == claims.HOLDS and "+0.0100" in longer.evidence
     line = claims.table_lines(rise)[0]
-    assert line["difference"] == "point values" and line["verdict"] == claims.HOLDS
+    assert line.difference == "point values" and line.verdict == claims.HOLDS
 
 
 def _course_doc(long_against: str):

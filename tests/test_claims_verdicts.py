@@ -40,14 +40,35 @@ def test_a_clear_difference_in_every_seed_holds_with_the_interval_over_seeds(tmp
     f = _k90(tmp_path)
     assert f.verdict == claims.HOLDS and f.n_seeds == 3
     (c,) = f.comparisons
-    assert c.against == "slstm-small vs bert-small" and [s["seed"] for s in c.seeds] == [0, 1, 2]
-    diffs = [s["difference"] for s in c.seeds]
+    assert c.against == "slstm-small vs bert-small" and [s.seed for s in c.seeds] == [0, 1, 2]
+    diffs = [s.difference for s in c.seeds]
     assert c.difference == pytest.approx(np.mean(diffs)) and c.interval == c.across
     half = 4.302653 * np.std(diffs, ddof=1) / np.sqrt(3)  # t_{0.975, 2}
     assert c.across == pytest.approx([np.mean(diffs) - half, np.mean(diffs) + half], rel=1e-5)
-    assert all(s["paired"] and s["interval"][0] > 0 for s in c.seeds)
-    assert f"slstm-small {c.seeds[0]['value_a']:.1f} [" in f.evidence and "over 3 seeds" in f.evidence
-    json.dumps(f.to_json())  # JSON-ready
+    assert all(s.paired and s.interval[0] > 0 for s in c.seeds)
+    assert f"slstm-small {c.seeds[0].value_a:.1f} [" in f.evidence and "over 3 seeds" in f.evidence
+    doc = json.loads(json.dumps(f.to_json()))  # JSON-ready
+    assert list(doc["comparisons"][0]["seeds"][0]) == [*SEED_KEYS[:7], *VALUE_KEYS, *SEED_KEYS[7:]]
+
+
+SEED_KEYS = ["seed", "a", "b", "difference", "interval", "sign", "paired", "units", "unit"]
+VALUE_KEYS = ["value_a", "interval_a", "value_b", "interval_b"]
+
+
+def test_a_seed_row_keeps_the_keys_it_was_written_with_and_reads_back():
+    from analyses import records
+
+    row = evidence.SeedRow(seed=1, a="x-seed1", b="y-seed1", difference=-0.5, interval=[-0.6, -0.4], sign=-1,
+                           paired=True, units=30, unit="sentence")
+    assert list(records.to_json(row)) == SEED_KEYS  # a difference one result saved (topics): no values of A and B
+    assert records.from_json(evidence.SeedRow, records.to_json(row)) == row
+    row.value_a, row.value_b = 0.1, 0.6  # point values: the values' intervals are written as null
+    doc = records.to_json(row)
+    assert list(doc) == [*SEED_KEYS[:7], *VALUE_KEYS, *SEED_KEYS[7:]] and doc["interval_a"] is None
+    assert records.from_json(evidence.SeedRow, doc) == row
+    with pytest.raises(TypeError):  # a misspelt field is an error where the row is made, not a missing number
+        evidence.SeedRow(seed=1, a="x", b="y", diference=-0.5, interval=None, sign=-1, paired=False,  # type: ignore
+                         units=None, unit=None)
 
 
 def test_one_seed_cannot_speak_for_the_architecture(tmp_path):
@@ -55,7 +76,7 @@ def test_one_seed_cannot_speak_for_the_architecture(tmp_path):
     f = _k90(tmp_path)
     (c,) = f.comparisons
     assert f.verdict == claims.INCONCLUSIVE and stats.ONE_SEED in f.reason and c.across is None
-    assert c.interval == c.seeds[0]["interval"] and c.interval[0] > 0  # the seed's own interval excludes zero
+    assert c.interval == c.seeds[0].interval and c.interval[0] > 0  # the seed's own interval excludes zero
 
 
 def test_a_difference_within_noise_is_inconclusive(tmp_path):
@@ -79,7 +100,7 @@ def test_every_seed_excluding_zero_is_not_enough_when_the_seeds_scatter(tmp_path
     _redundancy_pair(tmp_path, [31, 40, 60], [30, 30, 30], sd=1)  # +1, +10, +30: the t interval crosses zero
     f = _k90(tmp_path)
     (c,) = f.comparisons
-    assert all(s["interval"][0] > 0 for s in c.seeds)
+    assert all(s.interval[0] > 0 for s in c.seeds)
     assert f.verdict == claims.INCONCLUSIVE and stats.ACROSS_CROSSES in f.reason and c.across[0] < 0 < c.across[1]
 
 
@@ -92,7 +113,7 @@ def test_results_without_replicates_are_point_values(tmp_path):
     f = _k90(tmp_path)
     (c,) = f.comparisons
     assert f.verdict == claims.HOLDS and c.point_values and "point difference" in f.reason
-    assert all(s["interval"] is None for s in c.seeds) and c.across is not None
+    assert all(s.interval is None for s in c.seeds) and c.across is not None
 
 
 def test_paired_units_give_a_paired_interval():
@@ -193,7 +214,7 @@ def test_the_anisotropy_claim_under_isoscore_reads_each_levels_last_layer(tmp_pa
     assert sentences.verdict == claims.HOLDS and all(c.verdict == claims.HOLDS for c in sentences.comparisons)
     assert tokens.verdict == claims.FAILS
     c = next(c for c in tokens.comparisons if c.against == "slstm-small vs bert-small")
-    assert c.difference == pytest.approx(0.11 - 0.19, abs=0.002) and all(s["paired"] for s in c.seeds)
+    assert c.difference == pytest.approx(0.11 - 0.19, abs=0.002) and all(s.paired for s in c.seeds)
 
 
 # ----------------------------------------------------------------------------- the recurrence claims
@@ -219,7 +240,7 @@ def test_perplexity_claim_is_paired_over_blocks_per_window_and_overlap(tmp_path,
     _ppl(tmp_path, gap)
     f = _claim(tmp_path, "perplexity", "equal window")
     assert f.verdict == verdict and [c.key for c in f.comparisons] == [(128, 0), (128, 16), (128, 32)]
-    assert all(s["paired"] and s["units"] == 40 and s["unit"] == "block" for s in f.seeds)
+    assert all(s.paired and s.units == 40 and s.unit == "block" for s in f.seeds)
     assert f.unit == "block" and "(paired over 40 blocks)" in f.evidence
     assert f.comparisons[0].against == "rec vs base at T=128, o=0"
 
@@ -231,7 +252,7 @@ def test_a_perplexity_result_resampling_seven_documents_is_not_testable(tmp_path
     assert f.verdict == claims.UNTESTED and "rests on 7 documents" in f.reason
     _ppl(tmp_path, -0.05, units=40, blocks=False)  # enough documents: read as before, paired over them
     f = _claim(tmp_path, "perplexity", "equal window")
-    assert f.verdict == claims.HOLDS and all(s["paired"] and s["unit"] == "document" for s in f.seeds)
+    assert f.verdict == claims.HOLDS and all(s.paired and s.unit == "document" for s in f.seeds)
 
 
 def test_claim_2_compares_recurrent_o0_with_the_base_at_t_over_10(tmp_path):
@@ -239,7 +260,7 @@ def test_claim_2_compares_recurrent_o0_with_the_base_at_t_over_10(tmp_path):
     f = _claim(tmp_path, "perplexity", "o = 0")
     (c,) = f.comparisons
     assert c.key == (128, 0, 16)  # T/10 = 12.8: o = 16, not the largest (32)
-    assert all(s["paired"] for s in c.seeds)  # the blocks are the same at every overlap: paired across overlaps
+    assert all(s.paired for s in c.seeds)  # the blocks are the same at every overlap: paired across overlaps
     assert claims.claim2_overlap(300, [5, 10, 30, 50, 75, 200]) == 30  # the paper's Table 2
     assert claims.claim2_overlap(128, [0]) is None
 
@@ -255,8 +276,8 @@ def test_the_topic_claim_reads_the_paired_jsd_difference_the_right_way_round(tmp
     docs.write(tmp_path, "topics", found)
     f = _claim(tmp_path, "topics", "topic JSD")
     (c,) = f.comparisons
-    assert f.verdict == claims.HOLDS and all(s["difference"] < 0 for s in c.seeds)
-    assert [s["a"] for s in c.seeds] == ["rec", "rec-seed1", "rec-seed2"]
+    assert f.verdict == claims.HOLDS and all(s.difference < 0 for s in c.seeds)
+    assert [s.a for s in c.seeds] == ["rec", "rec-seed1", "rec-seed2"]
 
 
 # ----------------------------------------------------------------------------- Table 2 from mlm_loss results
@@ -279,8 +300,8 @@ def test_table2_holds_when_weight_gate_is_ahead_in_every_seed_and_over_seeds(tmp
     _table2(tmp_path, [-0.050, -0.052])
     f = _claim(tmp_path, "mlm_loss", "weight-gate")
     (c,) = f.comparisons
-    assert f.verdict == claims.HOLDS and c.against == "m-wg vs m-sum" and all(s["paired"] for s in c.seeds)
-    assert [(s["a"], s["b"]) for s in c.seeds] == [("m-wg", "m-sum"), ("m-wg-seed1", "m-sum-seed1")]
+    assert f.verdict == claims.HOLDS and c.against == "m-wg vs m-sum" and all(s.paired for s in c.seeds)
+    assert [(s.a, s.b) for s in c.seeds] == [("m-wg", "m-sum"), ("m-wg-seed1", "m-sum-seed1")]
 
 
 def test_table2_of_two_scattered_seeds_is_inconclusive(tmp_path):

@@ -24,8 +24,8 @@ ANALYSES = REPO / "analyses"
 
 # Ceilings: the counts today. Lower them as fields and reads are typed; never raise them.
 DICT_RESULT_FIELDS = 11
-STRING_READS_SUMMARY = 30
-STRING_READS_ANALYSES = 373
+STRING_READS_SUMMARY = 16
+STRING_READS_ANALYSES = 360
 
 
 def _sources(folder: Path) -> list[Path]:

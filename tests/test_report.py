@@ -117,7 +117,7 @@ def test_the_claim_table_is_one_line_per_claim_and_compared_model_with_the_fores
     assert table.count("<tr>") == 1 + len(lines) and len(lines) == 3  # tokens, sentences, transitions: one each
     for f in found:
         (ln,) = claims.table_lines(f)
-        assert f'rowspan="1">{f.verdict}</td>' in table and html_escape(ln["difference"]) in table
+        assert f'rowspan="1">{f.verdict}</td>' in table and html_escape(ln.difference) in table
     assert all(html_escape(f.evidence) not in table for f in found)  # the evidence paragraphs are folded away
     forest = html.index('alt="claims forest plot"')
     assert html.index("</table>", html.index('<table class="claims">')) < forest < html.index('id="anisotropy"')
@@ -153,7 +153,7 @@ def test_each_figure_goes_to_the_analysis_that_declares_it(tmp_path):
         fig, _ = plt.subplots()
         fig.savefig(tmp_path / "figures" / f"{stem}.png")
         plt.close(fig)
-    got = {s["analysis"]: [f["name"] for f in s["figures"]] for s in report.sections(tmp_path)}
+    got = {s["analysis"]: [f.name for f in s["figures"]] for s in report.sections(tmp_path)}
     assert got == {"maps": ["maps-minilm-l6"], "mog": ["mog-subgraph-weights"], "mog_lens": ["mog-lens"]}
     assert report.caption("maps-minilm-l6") == report.caption("maps-tiny-bert") != "" and report.caption("mogul") == ""
 

@@ -166,7 +166,7 @@ def test_trajectories_judge_the_claims_at_every_snapshot_and_the_table_reads_the
                               str(table_out), "--no-figures"])
     trajectories.write(doc, table_out / "trajectories")
     (f,) = [x for x in claims.evaluate(table_out) if x.claim == token.claim]
-    assert f.comparisons[0].seeds[0]["difference"] == pytest.approx(seed.points[-1].difference, abs=1e-12)
+    assert f.comparisons[0].seeds[0].difference == pytest.approx(seed.points[-1].difference, abs=1e-12)
     from analyses.summary.course import describe
 
     word = describe(comp.seeds)

@@ -35,12 +35,14 @@ from analyses.summary.evidence import (
     INPUT_ERRORS,
     Comparison,
     Matchup,
+    SeedRow,
     Unreadable,
     compare,
     untestable_reason,
 )
 
 POINT_VALUES = "point values: the results keep no per-unit values, so no interval"
+CHECK_LINE = "-"  # a Check's one line of the table: what Finding.over_training files its words under
 
 # the sign a claim gives its contrast (A's number minus B's, or |A| - |B|): below zero, or above it
 BELOW_ZERO, ABOVE_ZERO = -1, 1
@@ -113,7 +115,8 @@ class Finding:
     contrast: str = ""  # e.g. "A - B"
     claimed_sign: int = 0  # the sign the claim gives the contrast (0: a Check)
     digits: int = 3
-    over_training: dict = field(default_factory=dict)  # comparison -> its course over training in words (trajectories)
+    # comparison (its ``against``; a Check: CHECK_LINE) -> its course over training in words (trajectories)
+    over_training: dict[str, str] = field(default_factory=dict)
 
     @property
     def deciding(self) -> Comparison | None:
@@ -131,7 +134,7 @@ class Finding:
         return None if self.deciding is None else self.deciding.interval
 
     @property
-    def seeds(self) -> list[dict]:
+    def seeds(self) -> list[SeedRow]:
         return [s for c in self.comparisons for s in c.seeds]
 
     @property
@@ -242,13 +245,13 @@ def evidence_text(c: Comparison, digits: int, unit: str = "") -> str:
         return f"{c.against}: not testable ({c.reason})"
     parts = []
     for r in c.seeds:
-        head = f"seed {r['seed']}: " if len(c.seeds) > 1 else ""
-        values = (f"{r['a']} {r['value_a']:.{digits}f}{fmt_interval(r['interval_a'], digits)} vs {r['b']} "
-                  f"{r['value_b']:.{digits}f}{fmt_interval(r['interval_b'], digits)}, " if "value_a" in r else
-                  f"{r['a']} - {r['b']}: ")
-        paired = f" (paired over {r['units']} {unit}s)" if r["paired"] and r.get("units") else ""
-        parts.append(f"{head}{values}difference {r['difference']:+.{digits}f}"
-                     f"{fmt_interval(r['interval'], digits)}{paired}")
+        head = f"seed {r.seed}: " if len(c.seeds) > 1 else ""
+        values = (f"{r.a} {r.value_a:.{digits}f}{fmt_interval(r.interval_a, digits)} vs {r.b} "
+                  f"{r.value_b:.{digits}f}{fmt_interval(r.interval_b, digits)}, " if r.value_a is not None
+                  and r.value_b is not None else f"{r.a} - {r.b}: ")
+        paired = f" (paired over {r.units} {unit}s)" if r.paired and r.units else ""
+        parts.append(f"{head}{values}difference {r.difference:+.{digits}f}"
+                     f"{fmt_interval(r.interval, digits)}{paired}")
     n = len(c.seeds)
     over = f"; over {n} seeds {c.difference:+.{digits}f}{fmt_interval(c.across, digits)} (t interval)" if c.across \
         else ""

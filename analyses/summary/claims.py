@@ -36,6 +36,7 @@ from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED, Verdict  # noqa
 from analyses.summary.claim import (  # noqa: F401 - re-exported for the report and the tests
     ABOVE_ZERO,
     BELOW_ZERO,
+    CHECK_LINE,
     DIFFERENCE,
     NEARER_ZERO,
     POINT_VALUES,
@@ -134,28 +135,41 @@ def _side_word(sign: int) -> str:
     return "above 0" if sign > 0 else "below 0"
 
 
-def table_lines(f: Finding) -> list[dict]:
+@dataclass(frozen=True)
+class TableLine:
+    """One line of the claim table, in words: the compared models, the verdict, the deciding difference with its
+    interval, the seeds (and how many of their intervals exclude 0), the course over training and the reason."""
+
+    compared: str
+    verdict: Verdict
+    difference: str
+    seeds: str
+    why: str
+    over: str
+
+
+def table_lines(f: Finding) -> list[TableLine]:
     """The claim table's lines of one finding: one per compared model (a Check or an untested claim: one),
     each with the verdict, the deciding difference and its interval, the seeds, and the reason."""
     if not f.comparisons:
-        return [{"compared": "-", "verdict": f.verdict, "difference": "point values" if f.claimed_sign == 0
-                 and f.verdict != UNTESTED else "-", "seeds": "-", "why": f.reason,
-                 "over": f.over_training.get("-", "-")}]
+        return [TableLine(compared=CHECK_LINE, verdict=f.verdict, difference="point values" if f.claimed_sign == 0
+                          and f.verdict != UNTESTED else "-", seeds="-", why=f.reason,
+                          over=f.over_training.get(CHECK_LINE, "-"))]
     lines = []
     for c in f.comparisons:
         if c.difference is None:
-            lines.append({"compared": c.against, "verdict": c.verdict, "difference": "-", "seeds": "-",
-                          "why": c.reason, "over": f.over_training.get(c.against, "-")})
+            lines.append(TableLine(compared=c.against, verdict=c.verdict, difference="-", seeds="-", why=c.reason,
+                                   over=f.over_training.get(c.against, "-")))
             continue
         d = f.digits
         diff = f"{c.difference:+.{d}f}" + ("" if c.interval is None else
                                           f" [{c.interval[0]:+.{d}f}, {c.interval[1]:+.{d}f}]")
         n = len(c.seeds)
-        excluding = sum(1 for r in c.seeds if r["interval"] and (r["interval"][0] > 0 or r["interval"][1] < 0))
+        excluding = sum(1 for r in c.seeds if r.excludes_zero())
         seeds = f"{n} (point values)" if c.point_values else str(n) if n == 1 else \
             f"{n} ({excluding} of {n} exclude 0)"
-        lines.append({"compared": c.against, "verdict": c.verdict, "difference": f"{f.contrast} = {diff}",
-                      "seeds": seeds, "why": c.reason, "over": f.over_training.get(c.against, "-")})
+        lines.append(TableLine(compared=c.against, verdict=c.verdict, difference=f"{f.contrast} = {diff}",
+                               seeds=seeds, why=c.reason, over=f.over_training.get(c.against, "-")))
     return lines
 
 
@@ -180,8 +194,8 @@ def markdown_table(found: list[Finding]) -> str:
         for i, ln in enumerate(table_lines(f)):
             head = f"| {cell(f.paper)} | {cell(f.where)} | {cell(f.claim)} | **{f.verdict}** | " \
                    f"{claim_over_training(f)} |" if i == 0 else "| | | | | |"
-            lines.append(f"{head} {cell(ln['compared'])} | {ln['verdict']} | {cell(ln['difference'])} | "
-                         f"{cell(ln['seeds'])} | {cell(ln['over'])} | {cell(ln['why'])} |")
+            lines.append(f"{head} {cell(ln.compared)} | {ln.verdict} | {cell(ln.difference)} | "
+                         f"{cell(ln.seeds)} | {cell(ln.over)} | {cell(ln.why)} |")
     details = ["", "<details><summary>The evidence behind each verdict (every seed's numbers with their 95% "
                "bootstrap intervals)</summary>", ""]
     details += [f"- **{f.paper} {f.where}** ({f.verdict}): {f.evidence}" for f in found]
@@ -211,8 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     for f in found:
         for ln in table_lines(f):
-            print(f"[{ln['verdict']}] {f.paper} {f.where}: {f.claim} -- {ln['compared']}: {ln['difference']} "
-                  f"({ln['why']})")
+            print(f"[{ln.verdict}] {f.paper} {f.where}: {f.claim} -- {ln.compared}: {ln.difference} ({ln.why})")
 
 
 if __name__ == "__main__":

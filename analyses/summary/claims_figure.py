@@ -17,36 +17,38 @@ import textwrap
 from pathlib import Path
 
 from analyses.stats import FAILS, HOLDS, INCONCLUSIVE, UNTESTED
+from analyses.summary.claim import Finding
+from analyses.summary.evidence import Comparison
 from analyses.summary.trajectory_doc import ClaimCourse, CourseComparison, Trajectories
 
 VERDICT_COLORS = {HOLDS: "#2e7d32", FAILS: "#c62828", INCONCLUSIVE: "#ef6c00", UNTESTED: "#757575"}
 CLAIMED_SHADE = "#c8e6c9"  # the side of zero the claim says
 
 
-def drawn(found: list) -> list[tuple]:
+def drawn(found: list[Finding]) -> list[tuple[Finding, Comparison]]:
     """(finding, comparison) of every comparison with at least one seed's difference: the panels, in order."""
     return [(f, c) for f in found for c in f.comparisons if c.seeds]
 
 
-def _panel(ax, f, c) -> None:
+def _panel(ax, f: Finding, c: Comparison) -> None:
     from matplotlib.ticker import MaxNLocator
 
     rows = list(c.seeds)
     n = len(rows)
     ys = list(range(n, 0, -1))  # seed rows from the top; the row over seeds at 0
     for y, r in zip(ys, rows):
-        iv = r["interval"]
-        xerr = None if iv is None else [[r["difference"] - iv[0]], [iv[1] - r["difference"]]]
-        ax.errorbar([r["difference"]], [y], xerr=xerr, fmt="o", ms=4, color="#37474f", capsize=2, lw=1,
-                    mfc="white" if iv is None else "#37474f", label=f"seed {r['seed']}")
-    labels = [f"seed {r['seed']}" for r in rows]
+        iv = r.interval
+        xerr = None if iv is None else [[r.difference - iv[0]], [iv[1] - r.difference]]
+        ax.errorbar([r.difference], [y], xerr=xerr, fmt="o", ms=4, color="#37474f", capsize=2, lw=1,
+                    mfc="white" if iv is None else "#37474f", label=f"seed {r.seed}")
+    labels = [f"seed {r.seed}" for r in rows]
     if c.across is not None:
         lo, hi = c.across
         ax.errorbar([c.difference], [0], xerr=[[c.difference - lo], [hi - c.difference]], fmt="D", ms=5,
                     color=VERDICT_COLORS[c.verdict], capsize=3, lw=1.6, label="over seeds (t interval)")
         labels.append("over seeds")
         ys.append(0)
-    xs = [x for r in rows for x in ([r["difference"]] + list(r["interval"] or []))] + list(c.across or [])
+    xs = [x for r in rows for x in ([r.difference] + list(r.interval or []))] + list(c.across or [])
     lo, hi = min(xs + [0.0]), max(xs + [0.0])
     pad = 0.08 * (hi - lo) or 0.1 * max(abs(lo), abs(hi), 1e-12)
     lo, hi = lo - pad, hi + pad

@@ -22,15 +22,16 @@ from __future__ import annotations
 import numpy as np
 
 from analyses.pairs import PairInfo
+from analyses.summary.claim import CHECK_LINE, Finding
 from analyses.summary.course import NONE, describe
-from analyses.summary.evidence import like_key
+from analyses.summary.evidence import SeedRow, like_key
 from analyses.summary.trajectory_doc import ClaimCourse, CourseCheck, CourseSeed, Trajectories
 
 ROUNDING = 1e-3  # relative: what a float16 activation cache and another batch size move a number by (evidence.RUN_KEYS)
 OTHER_WEIGHTS = "no trajectory of these weights"
 
 
-def attach(found: list, results: dict[str, list], doc: Trajectories, shas: dict[str, str]) -> None:
+def attach(found: list[Finding], results: dict[str, list], doc: Trajectories, shas: dict[str, str]) -> None:
     """Fill each finding's ``over_training`` (comparison -> words; "-" for a check) from ``doc``; ``shas``: model
     name -> the sha256 of the weights the table's results record."""
     claims: dict[tuple, ClaimCourse] = {c.key: c for c in doc.claims}
@@ -40,7 +41,7 @@ def attach(found: list, results: dict[str, list], doc: Trajectories, shas: dict[
             continue
         table = [r for r in results.get(f.analysis, []) if isinstance(getattr(r, "model_name", None), str)]
         if not f.comparisons and mine.check is not None:
-            f.over_training["-"] = _check_words(mine.check, table, shas)
+            f.over_training[CHECK_LINE] = _check_words(mine.check, table, shas)
         by_against = {c.against: c for c in mine.comparisons}
         for c in f.comparisons:
             course = by_against.get(c.against)
@@ -48,7 +49,7 @@ def attach(found: list, results: dict[str, list], doc: Trajectories, shas: dict[
                 _words(course.seeds, c.seeds, table, shas)
 
 
-def _words(seeds: list[CourseSeed], rows: list[dict], table: list, shas: dict[str, str]) -> str:
+def _words(seeds: list[CourseSeed], rows: list[SeedRow], table: list, shas: dict[str, str]) -> str:
     usable: list[tuple[CourseSeed, str | None]] = []
     unused: list[tuple[CourseSeed, str | None]] = []
     for s in seeds:
@@ -62,15 +63,15 @@ def _words(seeds: list[CourseSeed], rows: list[dict], table: list, shas: dict[st
     return "no trajectory of these results (" + "; ".join(f"seed {s.seed}: {why}" for s, why in unused) + ")"
 
 
-def why_not(s: CourseSeed, rows: list[dict], table: list, shas: dict[str, str]) -> str | None:
+def why_not(s: CourseSeed, rows: list[SeedRow], table: list, shas: dict[str, str]) -> str | None:
     """Why seed trajectory ``s`` does not speak for the table's comparison with seed rows ``rows``
     (:attr:`analyses.summary.evidence.Comparison.seeds`) computed from results ``table``; None when it does."""
-    row = next((r for r in rows if r["seed"] == s.seed), None)
+    row = next((r for r in rows if r.seed == s.seed), None)
     if row is None:
-        have = ", ".join(str(r["seed"]) for r in rows) or "none"
+        have = ", ".join(str(r.seed) for r in rows) or "none"
         return f"not one of the table's seeds ({have})"
-    if (s.a, s.b) != (row["a"], row["b"]):
-        return f"its sides are {s.a} vs {s.b}, not {row['a']} vs {row['b']}"
+    if (s.a, s.b) != (row.a, row.b):
+        return f"its sides are {s.a} vs {s.b}, not {row.a} vs {row.b}"
     if any(shas.get(m) is None or s.final_sha256.get(k) != shas[m] for k, m in (("a", s.a), ("b", s.b))):
         return OTHER_WEIGHTS
     made = _made_like(s.corpus, s.settings, [r for r in table if sides(r) & {s.a, s.b}])
@@ -79,7 +80,7 @@ def why_not(s: CourseSeed, rows: list[dict], table: list, shas: dict[str, str]) 
     last = s.last
     if last is None or last.fraction != 1.0 or last.difference is None:
         return "it has no number at the end of training"
-    d, t = float(row["difference"]), last.difference
+    d, t = float(row.difference), last.difference
     if np.sign(d) != np.sign(t) or abs(d - t) > ROUNDING * max(abs(d), abs(t)) + 1e-12:
         return f"it ends at {t:+.4g}, the table's difference is {d:+.4g}"
     return None
@@ -109,8 +110,8 @@ def _made_like(corpus: dict | None, settings: dict | None, results: list) -> str
         return "the table has no result of these models to compare it with"
     for r in results:
         key = like_key(r)
-        for what, mine, theirs in (("another corpus", corpus, {k: v for k, v in key["corpus"].items() if k in corpus}),
-                                   ("other settings", settings, key["settings"])):
+        for what, mine, theirs in (("another corpus", corpus, {k: v for k, v in key.corpus.items() if k in corpus}),
+                                   ("other settings", settings, key.settings)):
             for k in [*mine, *(k for k in theirs if k not in mine)]:
                 if mine.get(k) != theirs.get(k):
                     return f"made with {what} ({k}: {_short(mine.get(k))}, the table's {_short(theirs.get(k))})"

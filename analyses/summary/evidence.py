@@ -23,6 +23,7 @@ difference a result saved itself, paired: topics). :func:`compare` then
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -241,14 +242,24 @@ def family(result: AnalysisResult) -> str:
 # ----------------------------------------------------------------------------- like with like
 
 
-def like_key(result: AnalysisResult) -> dict:
-    """What must be equal between two results for a comparison of their numbers to mean something: the
-    texts (:data:`CORPUS_KEYS` of the corpus identity) and every setting that changes the numbers (the
-    recorded config without :data:`RUN_KEYS`)."""
+@dataclass(frozen=True)
+class LikeKey:
+    """What must be equal between two results for a comparison of their numbers to mean something: the texts
+    (``corpus``: :data:`CORPUS_KEYS` of the corpus identity), every setting that changes the numbers (``settings``:
+    the recorded config without :data:`RUN_KEYS`) and what a claim adds (``recipe``: a training recipe, from its
+    ``like``)."""
+
+    corpus: dict[str, Any]
+    settings: dict[str, Any]
+    recipe: dict[str, Any] = field(default_factory=dict)
+
+
+def like_key(result: AnalysisResult) -> LikeKey:
+    """The :class:`LikeKey` of ``result``: its corpus identity's :data:`CORPUS_KEYS` and its settings."""
     corpus = result.corpus if isinstance(result.corpus, dict) else {}
     config = result.config if isinstance(result.config, dict) else {}
-    return {"corpus": {k: corpus[k] for k in CORPUS_KEYS if k in corpus},
-            "settings": {k: v for k, v in config.items() if k not in RUN_KEYS}}
+    return LikeKey({k: corpus[k] for k in CORPUS_KEYS if k in corpus},
+                   {k: v for k, v in config.items() if k not in RUN_KEYS})
 
 
 def _short(x: object) -> str:
@@ -256,11 +267,11 @@ def _short(x: object) -> str:
     return text[:19] + "..." if len(text) > 22 else text
 
 
-def unlike(a: str, key_a: dict, b: str, key_b: dict) -> str | None:
+def unlike(a: str, key_a: LikeKey, b: str, key_b: LikeKey) -> str | None:
     """Why results ``a`` and ``b`` cannot be compared (the first difference of their :func:`like_key`, in
     words), or None when they are alike."""
-    for part, what in (("corpus", "corpus"), ("settings", "settings"), ("recipe", "training recipe")):
-        x, y = key_a.get(part, {}), key_b.get(part, {})
+    for what, x, y in (("corpus", key_a.corpus, key_b.corpus), ("settings", key_a.settings, key_b.settings),
+                       ("training recipe", key_a.recipe, key_b.recipe)):
         for k in [*x, *(k for k in y if k not in x)]:
             if x.get(k) != y.get(k):
                 return f"{a} and {b} were computed with a different {what} ({k}: {_short(x.get(k))} vs " \
@@ -294,6 +305,44 @@ class Matchup:
     key: tuple = ()  # where in the results, for a table: e.g. (T, o) or (T, recurrent o, base o)
 
 
+VALUES = ("value_a", "interval_a", "value_b", "interval_b")  # a SeedRow's own numbers of A and B: absent together
+
+
+@dataclass(kw_only=True)
+class SeedRow:
+    """One seed of a comparison: the sides' result names, the difference with its bootstrap interval (None: point
+    values), its sign, whether it is paired, A's and B's own numbers with their intervals (None where one result
+    saved the difference itself: topics) and the units it rests on. Written as a JSON object whose four keys of A's
+    and B's numbers are left out together where there are none (a point value's interval is written as null)."""
+
+    seed: int
+    a: str  # model A's result name
+    b: str  # model B's
+    difference: float
+    interval: list[float] | None
+    sign: int
+    paired: bool
+    value_a: float | None = None
+    interval_a: list[float] | None = None
+    value_b: float | None = None
+    interval_b: list[float] | None = None
+    units: int | None  # how many units A's sample (or the saved difference) rests on
+    unit: str | None
+
+    @property
+    def values(self) -> bool:
+        """Whether the row holds A's and B's own numbers (not only a difference a result saved)."""
+        return self.value_a is not None
+
+    def excludes_zero(self) -> bool:
+        """Whether this seed's own interval lies on one side of zero."""
+        return self.interval is not None and (self.interval[0] > 0 or self.interval[1] < 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if self.values or f.name not in VALUES}
+
+
 @dataclass
 class Comparison:
     """The verdict of one matchup, with what it rests on (JSON-ready)."""
@@ -306,11 +355,11 @@ class Comparison:
     interval: list | None = None  # its interval: over seeds (t), or the one seed's bootstrap interval
     across: list | None = None  # the interval over seeds (None: one seed)
     point_values: bool = False  # the results keep no per-unit values: per-seed evidence is the point difference
-    seeds: list = field(default_factory=list)  # per seed: a, b, values, intervals, difference, interval, paired
+    seeds: list[SeedRow] = field(default_factory=list)  # one per seed both sides have
     key: tuple = ()  # the matchup's key
 
     def to_json(self) -> dict:
-        return {**asdict(self), "verdict": str(self.verdict)}
+        return {**asdict(self), "verdict": str(self.verdict), "seeds": [s.to_json() for s in self.seeds]}
 
 
 def _checked(sample: stats.Sample | None, name: str, quantity: str) -> stats.Sample:
@@ -327,14 +376,14 @@ def compare(matchup: Matchup, quantity: str, claimed_sign: int, contrast: Callab
             like: Callable[[Any], dict] | None = None) -> Comparison:
     """The verdict of one matchup (see the module docstring). ``quantity`` names the number in reasons;
     ``contrast(A, B)`` is what the claim gives the sign ``claimed_sign``; ``like(result) -> dict`` adds
-    claim-specific settings that must agree (merged into :func:`like_key`)."""
+    claim-specific settings that must agree (fields of :class:`LikeKey`, e.g. ``{"recipe": ...}``)."""
     untested = lambda why: Comparison(matchup.against, stats.UNTESTED, why, claimed_sign, key=matchup.key)  # noqa: E731
     if not matchup.pairs:
         return untested(matchup.seeds_note or "no seed in common")
     keys = {}
     for p in matchup.pairs:
         for r in p.results:
-            keys[r.model_name] = {**like_key(r), **(like(r) if like else {})}
+            keys[r.model_name] = dataclasses.replace(like_key(r), **(like(r) if like else {}))
     first = next(iter(keys))
     for name, key in keys.items():
         if (why := unlike(first, keys[first], name, key)) is not None:
@@ -358,19 +407,19 @@ def compare(matchup: Matchup, quantity: str, claimed_sign: int, contrast: Callab
     if not point_values and any(iv is None for iv in intervals):
         return untested(f"no interval: most resamples of {quantity} are undefined (too few or degenerate units)")
     decision = stats.decide([d.point for d in diffs], intervals, claimed_sign)
-    rows: list[dict[str, Any]] = []
+    rows: list[SeedRow] = []
     for p, d, iv, (units, other) in zip(matchup.pairs, diffs, intervals, checked):
-        row = {"seed": p.seed, "a": p.a, "b": p.b, "difference": d.point, "interval": iv,
-               "sign": int(np.sign(d.point)), "paired": d.paired}
+        row = SeedRow(seed=p.seed, a=p.a, b=p.b, difference=d.point, interval=iv, sign=int(np.sign(d.point)),
+                      paired=d.paired, units=units.n_units, unit=units.unit)
         if other is not None:  # A's and B's own numbers (units is A's sample, other B's)
-            row.update(value_a=number(units.point), interval_a=None if point_values else units.interval(),
-                       value_b=number(other.point), interval_b=None if point_values else other.interval())
-        row.update(units=units.n_units, unit=units.unit)
+            row.value_a, row.value_b = number(units.point), number(other.point)
+            if not point_values:
+                row.interval_a, row.interval_b = units.interval(), other.interval()
         rows.append(row)
     across = None if decision.across is None else list(decision.across)
     one = len(rows) == 1
     return Comparison(matchup.against, decision.verdict, decision.reason, claimed_sign,
-                      rows[0]["difference"] if one else decision.mean, rows[0]["interval"] if one else across,
+                      rows[0].difference if one else decision.mean, rows[0].interval if one else across,
                       across, point_values, rows, matchup.key)
 
 

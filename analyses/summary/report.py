@@ -171,7 +171,18 @@ def _png_width(path: Path) -> int:
     return int.from_bytes(head[16:20], "big") if head[:8] == b"\x89PNG\r\n\x1a\n" else 0
 
 
-def _figures(out: Path, analysis: str, results: Sequence = ()) -> list[dict]:
+@dataclass(frozen=True)
+class ShownFigure:
+    """A saved figure as the report shows it: its file's stem, the PNG embedded (a data URI), its caption and its
+    width in CSS pixels."""
+
+    name: str
+    src: str
+    caption: str
+    width: int
+
+
+def _figures(out: Path, analysis: str, results: Sequence = ()) -> list[ShownFigure]:
     """The figures of ``analysis`` that are saved, as its declaration names them: the files it draws for
     ``results`` (its Results; without them, the files any of its figures may be), each with its caption, in
     the order the declaration lists them (then by name)."""
@@ -191,8 +202,7 @@ def _figures(out: Path, analysis: str, results: Sequence = ()) -> list[dict]:
     figs = sorted((p for p in (out / "figures" / f"{stem}.png" for stem in stems) if p.is_file()),
                   key=lambda p: (order(p), p.stem))
     # shown at half their pixel width: saved at 200 dpi, so every figure keeps its size in inches (~100 px each)
-    return [{"name": p.stem, "src": _png(p), "caption": caption(p.stem, results), "width": _png_width(p) // 2}
-            for p in figs]
+    return [ShownFigure(p.stem, _png(p), caption(p.stem, results), _png_width(p) // 2) for p in figs]
 
 
 def _typed(files: list) -> list:
@@ -269,8 +279,8 @@ def sections(out: str | Path, notes: dict[str, str] | None = None, saved: SavedR
             names = {f.path.stem: shown_name(f.doc) if own is None else f.result.model_name  # type: ignore[union-attr]
                      for f in files}
             tables, linked = _tables(out / "results" / name, names, stems, own is not None)
-            figures = [fig for fig in _figures(out, name, typed) if fig["name"] not in shown_figures]
-            shown_figures.update(fig["name"] for fig in figures)
+            figures = [fig for fig in _figures(out, name, typed) if fig.name not in shown_figures]
+            shown_figures.update(fig.name for fig in figures)
             secs.append({"analysis": name, "purpose": _purpose(name), "findings": findings.sentences(name, typed),
                          "figures": figures, "compact": findings.compact_tables(name, typed),
                          "tables": tables, "linked": linked, "results": results,
@@ -312,7 +322,7 @@ def claim_rows(found: list) -> list[dict]:
         lines = claims_mod.table_lines(f)
         for i, ln in enumerate(lines):
             rows.append({"finding": f if i == 0 else None, "span": len(lines), "line": ln,
-                         "verdict_class": str(ln["verdict"]).replace(" ", "-"),
+                         "verdict_class": str(ln.verdict).replace(" ", "-"),
                          "over": claims_mod.claim_over_training(f)})
     return rows
 

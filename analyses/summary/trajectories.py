@@ -35,7 +35,9 @@ from analyses.common import arg, parse_config, read_results, run_main
 from analyses.model_info import ModelPair
 from analyses.pairs import PairInfo
 from analyses.summary import trajectory_doc
+from analyses.summary.claim import Finding
 from analyses.summary.course import LAST_HALF, TRAJECTORY_FILE, check_over_training, last_half_change, over_training
+from analyses.summary.evidence import LikeKey
 from analyses.summary.trajectory_doc import (
     CheckPoint,
     ClaimCourse,
@@ -85,12 +87,12 @@ def renamed_result(result, names: dict[str, str]):
 class JudgedPoint:
     """The claims judged at one point of training: its fraction, the findings, per claim (by statement) the models
     it read, and ``like``: analysis -> model name -> the corpus identity and settings of its result there
-    (:func:`analyses.summary.evidence.like_key`: ``{"corpus": ..., "settings": ...}``)."""
+    (:func:`analyses.summary.evidence.like_key`)."""
 
     fraction: float
-    findings: list
+    findings: list[Finding]
     models: dict[str, list[str]]
-    like: dict[str, dict[str, dict]]
+    like: dict[str, dict[str, LikeKey]]
 
 
 def judge_points(series: list[SeriesRecord], results: dict[str, list]) -> list[JudgedPoint]:
@@ -144,18 +146,18 @@ def trajectories(series: list[SeriesRecord], judged: list[JudgedPoint]) -> Traje
                 if entry.check is None:
                     entry.check = CourseCheck(models, {m: shas.get(m) for m in models}, [], "")
                 made = like.get(models[0]) if models else None
-                entry.check.corpus, entry.check.settings = (made["corpus"], made["settings"]) if made else (None, None)
+                entry.check.corpus, entry.check.settings = (made.corpus, made.settings) if made else (None, None)
                 entry.check.points.append(CheckPoint(point.fraction, str(f.verdict)))
             for c in f.comparisons:
                 by_seed = comps.setdefault(key, {}).setdefault(c.against, {})
                 for r in c.seeds:
-                    seed = by_seed.setdefault(r["seed"], CourseSeed(r["seed"], r["a"], r["b"], {
-                        "a": shas.get(r["a"]), "b": shas.get(r["b"])}, []))
-                    made = like.get(r["a"])  # the last point's: its results were alike (else no seed row)
-                    seed.corpus, seed.settings = (made["corpus"], made["settings"]) if made else (None, None)
-                    step, tokens = steps.get(r["a"], {}).get(round(point.fraction, 6), (None, None))
-                    seed.points.append(CoursePoint(point.fraction, step, tokens, r["difference"],
-                                                   None if r["interval"] is None else tuple(r["interval"])))
+                    seed = by_seed.setdefault(r.seed, CourseSeed(r.seed, r.a, r.b, {
+                        "a": shas.get(r.a), "b": shas.get(r.b)}, []))
+                    made = like.get(r.a)  # the last point's: its results were alike (else no seed row)
+                    seed.corpus, seed.settings = (made.corpus, made.settings) if made else (None, None)
+                    step, tokens = steps.get(r.a, {}).get(round(point.fraction, 6), (None, None))
+                    seed.points.append(CoursePoint(point.fraction, step, tokens, r.difference,
+                                                   None if r.interval is None else (r.interval[0], r.interval[1])))
     for key, entry in claims.items():
         for against, by_seed in comps.get(key, {}).items():
             seeds = [by_seed[k] for k in sorted(by_seed)]

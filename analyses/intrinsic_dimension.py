@@ -301,13 +301,11 @@ class LayerRow:
 
 
 def twonn_statistic(row: LayerRow, level: str) -> tuple[float | None, list[float] | None]:
-    """What a TwoNN panel draws of a layer row at ``level``: the estimate and its interval."""
-    return row.of(level).of("twonn")
+    return row.of(level).of("twonn")  # what a TwoNN panel draws of a layer row at level: estimate, interval
 
 
 def mle_statistic(row: LayerRow, level: str) -> tuple[float | None, list[float] | None]:
-    """What an MLE panel draws of a layer row at ``level``: the estimate and its interval."""
-    return row.of(level).of("mle")
+    return row.of(level).of("mle")  # what an MLE panel draws of a layer row at level: estimate, interval
 
 
 STATISTICS = {"twonn": twonn_statistic, "mle": mle_statistic}  # per estimator (ESTIMATORS' keys)

@@ -61,7 +61,6 @@ Writes out/results/isoscore/<model>.json (+ .csv, one row per layer) and out/fig
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -338,8 +337,7 @@ class LayerRow:
 
 def isoscore_statistic(row: LayerRow, level: str) -> tuple[float | None, list[float | None] | None]:
     """What the figures draw of a layer row at ``level``: the IsoScore and its interval."""
-    cloud = row.of(level)
-    return cloud.isoscore, cloud.isoscore_ci
+    return row.of(level).isoscore, row.of(level).isoscore_ci
 
 
 @dataclass(repr=False)
@@ -415,19 +413,17 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                           isoscore_plugin=finite(isoscore(X)), n_points=len(X), n_sentences=n_sentences,
                           dimension=X.shape[1], total_variance=float(np.var(X, 0).sum()))
             if not np.isfinite(X).all():  # the model's own NaN or inf states (recorded in the activations' meta)
-                cloud = dataclasses.replace(cloud, isoscore=None, isoscore_ci=None, isoscore_plugin=None,
-                                            total_variance=None, note="states that hold NaN or inf: IsoScore is "
-                                                                      "undefined")
+                cloud.isoscore = cloud.isoscore_ci = cloud.isoscore_plugin = cloud.total_variance = None
+                cloud.note = "states that hold NaN or inf: IsoScore is undefined"
             elif same_vectors(X, acts.sentence.dtype):  # one vector for all ([CLS] at the embedding layer, a
                 # dead LayerNorm): up to rounding, which a mean over different lengths leaves as variance
-                cloud = dataclasses.replace(cloud, isoscore=None, isoscore_ci=None, isoscore_plugin=None,
-                                            total_variance=0.0,
-                                            note="every vector is the same (no variance): IsoScore is undefined")
+                cloud.isoscore = cloud.isoscore_ci = cloud.isoscore_plugin = None
+                cloud.total_variance, cloud.note = 0.0, "every vector is the same (no variance): IsoScore is undefined"
             elif cloud.isoscore is None:
-                cloud = dataclasses.replace(
-                    cloud, isoscore_ci=None, note=f"points of {n_sentences} sentences: the estimate needs points of "
-                    "at least 4 different sentences" if n_sentences < 4 else
-                    "too few points: the estimate of tr Sigma^2 is not positive")
+                cloud.isoscore_ci = None
+                cloud.note = (f"points of {n_sentences} sentences: the estimate needs points of at least 4 different "
+                              "sentences" if n_sentences < 4 else "too few points: the estimate of tr Sigma^2 is not "
+                              "positive")
             row[level] = cloud
         layers.append(LayerRow(lyr, **row))
     return Result(

@@ -74,12 +74,13 @@ from typing import Any
 import numpy as np
 
 from analyses import blocks as blocks_mod
-from analyses import common, stats, style
+from analyses import common, records, stats, style
 from analyses.absent import Absent
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LM, LMConfig
-from analyses.records import omitted
+from analyses.perplexity_rows import Row, TrainedOverlaps
+from analyses.records import Definitions, omitted
 from probes.capture.windows import check_window, windowed_nll
 from probes.config import arg, tqdm_class
 from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
@@ -121,11 +122,9 @@ class Result(common.AnalysisResult):
     identity's model is the LM's (probes.models.lm describe); its corpus the split and documents evaluated."""
 
     non_embedding_parameters: int  # N of Kaplan's count
-    overlap_matches_training: dict[str, bool] | None  # recurrent models: overlap (as text) -> the trained one?
-    definitions: dict  # prose: what every number means (nothing reads numbers from it)
-    rows: list[dict]  # per overlap: model, recurrent, window, overlap, token/word perplexity, nll_per_token,
-    #                   scored_tokens, words, windows, tokens_processed, flops_per_token, and the bootstrap
-    #                   intervals (over blocks) token_perplexity_ci, word_perplexity_ci, nll_per_token_ci
+    overlap_matches_training: TrainedOverlaps | None  # recurrent models: is each overlap the trained one?
+    definitions: Definitions  # prose: what every number means (nothing reads numbers from it)
+    rows: list[Row]  # per overlap (analyses.perplexity_rows), with the intervals over blocks
     bootstrap: BlockSums | None = None  # analyses.blocks.bootstrap (unit "block") + blocks: per block its document,
     #                                first_target, tokens and words; "nll": overlap (as text) -> per-block NLL sums
 
@@ -140,7 +139,7 @@ class Result(common.AnalysisResult):
         if key not in PANELS:
             raise ProbeError(f"key must be one of {', '.join(PANELS)}, got {key!r}")
         ax = style.one_axes(ax, (3.6, 2.9))
-        label = f"{style.display_name(self.model_name)} (T={self.rows[0]['window']})" if self.rows else None
+        label = f"{style.display_name(self.model_name)} (T={self.rows[0].window})" if self.rows else None
         _perplexity_panel(ax, [style.on_axes(ax, self, kwargs, label)], key, titled=False)
         return style.finish(ax)
 
@@ -149,15 +148,15 @@ class Result(common.AnalysisResult):
 
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the token perplexity at each overlap, in the order of the overlaps."""
-        return common.as_floats(row["token_perplexity"] for row in sorted(self.rows, key=lambda row: row["overlap"]))
+        return common.as_floats(row.token_perplexity for row in sorted(self.rows, key=lambda row: row.overlap))
 
     def headline(self) -> dict[str, str]:
-        return {f"T={r['window']}, o={r['overlap']}": f"token perplexity {r['token_perplexity']:.2f}, word "
-                                                      f"perplexity {r['word_perplexity']:.2f}" for r in self.rows}
+        return {f"T={r.window}, o={r.overlap}": f"token perplexity {r.token_perplexity:.2f}, word "
+                                                f"perplexity {r.word_perplexity:.2f}" for r in self.rows}
 
     def measured(self) -> list[tuple[int, int]]:
         """The (window T, overlap o) of every row."""
-        return [(row["window"], row["overlap"]) for row in self.rows]
+        return [row.setting for row in self.rows]
 
     def block_sums(self, overlap: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Per bootstrap block, its NLL sum at overlap o and its scored tokens, (n_blocks,) each; None for a result
@@ -172,17 +171,17 @@ class Result(common.AnalysisResult):
         """The token perplexity at window T and overlap o with its bootstrap replicates over blocks (ratio
         bootstrap of the blocks' NLL sums and token counts; a result written before blocks existed resamples
         its documents; the point value alone when the result saved neither)."""
-        row = next((r for r in self.rows if (r["window"], r["overlap"]) == (window, overlap)), None)
+        row = next((r for r in self.rows if r.setting == (window, overlap)), None)
         if row is None:
             raise Absent(f"token perplexity at T={window}, o={overlap}")
-        boot = self.bootstrap
+        point, boot = row.token_perplexity, self.bootstrap
         sums = self.block_sums(overlap)
         if boot is not None and sums is not None:
-            return stats.Sample.of_ratio(row["token_perplexity"], *sums, boot, np.exp)
+            return stats.Sample.of_ratio(point, *sums, boot, np.exp)
         per_doc = None if boot is None else (boot.documents or {}).get(str(overlap))
         if boot is None or per_doc is None:
-            return stats.Sample(row["token_perplexity"])
-        return stats.Sample.of_ratio(row["token_perplexity"], per_doc["nll"], per_doc["tokens"], boot, np.exp)
+            return stats.Sample(point)
+        return stats.Sample.of_ratio(point, per_doc["nll"], per_doc["tokens"], boot, np.exp)
 
 
 # ----------------------------------------------------------------------------- FLOPs
@@ -273,17 +272,17 @@ def document_blocks(lm, docs: list[tuple[str, list[int], int]], block_tokens: in
     return blocks, units
 
 
-def block_intervals(row: dict, nll: np.ndarray, blocks: dict, boot: stats.Bootstrap) -> None:
-    """Percentile intervals of the row's perplexities, resampling blocks (ratio bootstrap: resampled NLL
-    sums over resampled token or word counts), added to ``row`` as token_perplexity_ci, word_perplexity_ci
-    and nll_per_token_ci."""
+def block_intervals(nll: np.ndarray, blocks: dict, boot: stats.Bootstrap) -> dict[str, list[float]]:
+    """Percentile intervals of a row's perplexities, resampling blocks (ratio bootstrap: resampled NLL
+    sums over resampled token or word counts): the row's token_perplexity_ci, word_perplexity_ci and
+    nll_per_token_ci."""
     tok, words = (np.asarray(blocks[k], dtype=np.float64) for k in ("tokens", "words"))
     W = stats.resample_weights(len(nll), boot.resamples, boot.seed)
     per_token = stats.ratio_replicates(nll, tok, W)
     lvl = stats.interval_level(boot)  # the expanded level of a block bootstrap
-    row.update(token_perplexity_ci=np.exp(stats.interval(per_token, lvl)).tolist(),
-               word_perplexity_ci=np.exp(stats.interval(stats.ratio_replicates(nll, words, W), lvl)).tolist(),
-               nll_per_token_ci=stats.interval(per_token, lvl).tolist())
+    return dict(token_perplexity_ci=np.exp(stats.interval(per_token, lvl)).tolist(),
+                word_perplexity_ci=np.exp(stats.interval(stats.ratio_replicates(nll, words, W), lvl)).tolist(),
+                nll_per_token_ci=stats.interval(per_token, lvl).tolist())
 
 
 def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
@@ -315,11 +314,10 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
         nll = np.concatenate([np.add.reduceat(x, block_cuts(len(x), b_tokens)[:-1]) for x in per_target])
         nll_sum = sum(float(x.sum()) for x in per_target)  # summed per document, as before blocks existed
         n_tok, n_words = sum(blocks["tokens"]), sum(d[2] for d in docs)
-        rows.append({"model": lm.name, "recurrent": lm.recurrent, "window": T, "overlap": o,
-                     "token_perplexity": math.exp(nll_sum / n_tok), "word_perplexity": math.exp(nll_sum / n_words),
-                     "nll_per_token": nll_sum / n_tok, "scored_tokens": n_tok, "words": n_words,
-                     "windows": n_win, "tokens_processed": processed, "flops_per_token": fl / n_tok})
-        block_intervals(rows[-1], nll, blocks, boot)
+        rows.append(Row(model=lm.name, recurrent=lm.recurrent, window=T, overlap=o,
+                        token_perplexity=math.exp(nll_sum / n_tok), word_perplexity=math.exp(nll_sum / n_words),
+                        nll_per_token=nll_sum / n_tok, scored_tokens=n_tok, words=n_words, windows=n_win,
+                        tokens_processed=processed, flops_per_token=fl / n_tok, **block_intervals(nll, blocks, boot)))
         nll_by_overlap[str(o)] = nll.tolist()
     notes, matches = {}, None
     if lm.recurrent:
@@ -327,7 +325,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
         notes["recurrence"] = (f"trained with overlap {trained}; h_prev pools each window's first T - o positions, "
                                "so at other overlaps it still summarises the text up to the next window's start "
                                "(the paper re-trains per overlap; its footnote 3 describes this remedy)")
-        matches = {str(o): o == trained for o in cfg.overlap}
+        matches = TrainedOverlaps({o: o == trained for o in cfg.overlap})
     chosen = "--block-tokens" if cfg.block_tokens else "the longest blocks that leave at least 20"
     config = settings_used(cfg, corpus=corpus_id, requested=lm.name)
     if corpus_id.get("source") == CALLER_TEXTS:  # the caller's texts: no corpus split or document draw applied
@@ -337,7 +335,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
         identity=Identity(model_name=lm.name, config=config, model=lm.describe(), corpus=corpus_id),
         non_embedding_parameters=sizes["non_embedding_parameters"],
         overlap_matches_training=matches,  # recurrent models: is each overlap the one it was trained with?
-        definitions={
+        definitions=Definitions({
             "windows": "windows of T tokens start every T - o tokens; a window's T inputs predict the T tokens "
                        "that follow each input; each window scores only targets no earlier window scored (the "
                        "first: all; later: the last T - o); every token but a document's first is scored once",
@@ -350,14 +348,14 @@ def compute(cfg: Config | None = None, *, lm, documents=None) -> Result:
                          "ratio of the resampled NLL sums to the resampled token or word counts; percentile interval "
                          "at the expanded level (analyses.blocks)",
             **notes,
-        },
+        }),
         rows=rows,
         bootstrap=BlockSums(**vars(boot), blocks=blocks, nll=nll_by_overlap),
     )
 
 
 def table_rows(result: Result) -> list[dict]:
-    return [dict(r) for r in result.rows]
+    return [records.to_json(r) for r in result.rows]
 
 
 def markdown_table(results: list[Result]) -> str:
@@ -366,8 +364,8 @@ def markdown_table(results: list[Result]) -> str:
              "|---|---:|---:|---:|---:|---:|---:|"]
     for res in results:
         for r in res.rows:
-            lines.append(f"| {r['model']} | {r['window']} | {r['overlap']} | {r['token_perplexity']:.2f} | "
-                         f"{r['word_perplexity']:.2f} | {r['flops_per_token']:.3g} | {r['scored_tokens']} |")
+            lines.append(f"| {r.model} | {r.window} | {r.overlap} | {r.token_perplexity:.2f} | "
+                         f"{r.word_perplexity:.2f} | {r.flops_per_token:.3g} | {r.scored_tokens} |")
     return "\n".join(lines) + "\n"
 
 
@@ -382,9 +380,9 @@ def _perplexity_panel(ax, drawn: list[style.Drawn], key: str, titled: bool = Tru
     """``key`` against overlap on ``ax``, one line per result in its colour (dashed: recurrent, unless the
     result's keywords set a line style); the panel's title where ``titled`` (a ``Result.plot`` sets none)."""
     for d in drawn:
-        rows = sorted(d.result.rows, key=lambda r: r["overlap"])
-        ax.plot([r["overlap"] for r in rows], [r[key] for r in rows],
-                **d.line(marker="o", ms=4, ls="--" if rows[0]["recurrent"] else "-"))
+        rows = sorted(d.result.rows, key=lambda r: r.overlap)
+        ax.plot([r.overlap for r in rows], [r.perplexity(key) for r in rows],
+                **d.line(marker="o", ms=4, ls="--" if rows[0].recurrent else "-"))
     title, ylabel = PANELS[key]
     ax.set_xlabel("overlap o (tokens)")
     ax.set_ylabel(ylabel)
@@ -394,7 +392,7 @@ def _perplexity_panel(ax, drawn: list[style.Drawn], key: str, titled: bool = Tru
 
 def _in_figure(results: list[Result]) -> list[style.Drawn]:
     """The figure's results in their models' colours, labelled with the model and its window."""
-    return [d._replace(kw={"color": d.color, "label": f"{d.result.model_name} (T={d.result.rows[0]['window']})"})
+    return [d._replace(kw={"color": d.color, "label": f"{d.result.model_name} (T={d.result.rows[0].window})"})
             for d in style.in_figure(results)]
 
 
@@ -419,12 +417,12 @@ def plot_flops(results: list[Result], fig=None):
     ax = fig.subplots()
     colors = style.figure_colors([r.model_name for r in results])
     for res in results:
-        rows = sorted(res.rows, key=lambda r: r["overlap"])
-        xs, ys = [r["flops_per_token"] for r in rows], [r["word_perplexity"] for r in rows]
-        ax.plot(xs, ys, marker="o", ms=4, color=colors[res.model_name], ls="--" if rows[0]["recurrent"] else "-",
+        rows = sorted(res.rows, key=lambda r: r.overlap)
+        xs, ys = [r.flops_per_token for r in rows], [r.word_perplexity for r in rows]
+        ax.plot(xs, ys, marker="o", ms=4, color=colors[res.model_name], ls="--" if rows[0].recurrent else "-",
                 label=res.model_name)
         for r, x, y in zip(rows, xs, ys):
-            ax.annotate(f"o={r['overlap']}", (x, y), fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+            ax.annotate(f"o={r.overlap}", (x, y), fontsize="x-small", xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("FLOPs per scored token (forward)")
     ax.set_ylabel("word perplexity (per word)")
     ax.legend()

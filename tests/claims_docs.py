@@ -105,7 +105,10 @@ def perplexity(name: str, recurrent: bool, nll_per_token: dict, tokens: np.ndarr
         nll = per_doc * tokens
         rows.append({"model": name, "recurrent": recurrent, "window": window, "overlap": o,
                      "token_perplexity": float(np.exp(nll.sum() / tokens.sum())),
-                     "word_perplexity": float(np.exp(1.3 * nll.sum() / tokens.sum())), "flops_per_token": 3e8 + o})
+                     "word_perplexity": float(np.exp(1.3 * nll.sum() / tokens.sum())),
+                     "nll_per_token": float(nll.sum() / tokens.sum()), "scored_tokens": int(tokens.sum()),
+                     "words": int(1.3 * tokens.sum()), "windows": len(tokens), "tokens_processed": int(tokens.sum()),
+                     "flops_per_token": 3e8 + o})
         documents[str(o)] = {"nll": nll.tolist(), "tokens": tokens.tolist()}
     corpus = {"name": "default", "sha256": "aa" * 32, "split": "heldout", "documents": [f"d{i}" for i in
                                                                                        range(len(tokens))]}

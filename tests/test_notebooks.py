@@ -40,8 +40,8 @@ assert np.allclose(aa, 1)  # every layer is identical to itself (token states ar
 import math
 for res in results:
     for row in res.rows:
-        assert row["scored_tokens"] > 0 and row["token_perplexity"] > 1
-        assert math.isclose(row["token_perplexity"], math.exp(row["nll_per_token"]), rel_tol=1e-9)
+        assert row.scored_tokens > 0 and row.token_perplexity > 1
+        assert math.isclose(row.token_perplexity, math.exp(row.nll_per_token), rel_tol=1e-9)
 """,
     "redundancy": """
 for w in result.windows:

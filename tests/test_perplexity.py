@@ -15,6 +15,7 @@ from figure_data import line_drawing
 
 from analyses import perplexity as pp
 from analyses.common import Identity
+from analyses.records import Definitions
 from probes.capture.windows import windowed_nll
 from probes.models.lm import load_lm, non_embedding_parameters
 
@@ -54,13 +55,15 @@ def test_compute_word_and_token_perplexity(models, tmp_path):
     res = pp.compute(cfg, lm=lm)
     ids = lm.encode(text.read_text())
     for row in res.rows:
-        nll = windowed_nll(lm, ids, 16, row["overlap"])["nll"]
-        assert row["scored_tokens"] == len(ids) - 1 and row["words"] == len(text.read_text().split())
-        assert math.isclose(row["token_perplexity"], math.exp(nll.mean()), rel_tol=1e-9)
-        assert math.isclose(row["word_perplexity"], math.exp(nll.sum() / row["words"]), rel_tol=1e-9)
-    f0, f4 = (r["flops_per_token"] for r in res.rows)
+        nll = windowed_nll(lm, ids, 16, row.overlap)["nll"]
+        assert row.scored_tokens == len(ids) - 1 and row.words == len(text.read_text().split())
+        assert math.isclose(row.token_perplexity, math.exp(nll.mean()), rel_tol=1e-9)
+        assert math.isclose(row.word_perplexity, math.exp(nll.sum() / row.words), rel_tol=1e-9)
+    f0, f4 = (r.flops_per_token for r in res.rows)
     assert f4 > f0  # overlap costs compute
-    assert res.overlap_matches_training == {"0": True, "4": False}
+    assert res.overlap_matches_training == pp.TrainedOverlaps({0: True, 4: False})
+    assert res.overlap_matches_training.at(0) is True and res.to_json()["overlap_matches_training"] == {"0": True,
+                                                                                                    "4": False}
 
 
 def test_cli_end_to_end_on_tiny_models(tmp_path, drawn):
@@ -93,11 +96,11 @@ def test_cli_end_to_end_on_tiny_models(tmp_path, drawn):
 
 
 def planted_result(name, overlaps=(0, 8, 16), base=50.0):
-    rows = [{"model": name, "recurrent": False, "window": 32, "overlap": o, "token_perplexity": base + o,
-             "word_perplexity": 2 * base + o, "nll_per_token": 1.0, "scored_tokens": 100, "words": 80,
-             "windows": 4, "tokens_processed": 120, "flops_per_token": 1e6 * (1 + o / 32)} for o in overlaps]
+    rows = [pp.Row(model=name, recurrent=False, window=32, overlap=o, token_perplexity=base + o,
+                   word_perplexity=2 * base + o, nll_per_token=1.0, scored_tokens=100, words=80, windows=4,
+                   tokens_processed=120, flops_per_token=1e6 * (1 + o / 32)) for o in overlaps]
     return pp.Result(identity=Identity(model_name=name, config={}, model={"name": name}, corpus={}),
-                     non_embedding_parameters=10, overlap_matches_training=None, definitions={},
+                     non_embedding_parameters=10, overlap_matches_training=None, definitions=Definitions(),
                      rows=rows[::-1])  # unsorted on purpose
 
 
@@ -111,18 +114,18 @@ def test_figures_plot_the_result_values_in_each_models_colour():
     for ax, key in zip(fig.axes, ("token_perplexity", "word_perplexity")):
         assert ax.get_ylabel() and ax.get_xlabel()
         for line, res in zip(ax.lines, results):
-            rows = sorted(res.rows, key=lambda r: r["overlap"])
+            rows = sorted(res.rows, key=lambda r: r.overlap)
             assert list(line.get_xdata()) == [0, 8, 16]
-            assert list(line.get_ydata()) == [r[key] for r in rows]
+            assert list(line.get_ydata()) == [r.perplexity(key) for r in rows]
             assert line.get_color() == model_color(res.model_name)
     plt.close(fig)
     fig = pp.plot_flops(results)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "FLOPs per scored token (forward)" and ax.get_ylabel()
     for line, res in zip(ax.lines, results):
-        rows = sorted(res.rows, key=lambda r: r["overlap"])
-        assert list(line.get_xdata()) == [r["flops_per_token"] for r in rows]
-        assert list(line.get_ydata()) == [r["word_perplexity"] for r in rows]
+        rows = sorted(res.rows, key=lambda r: r.overlap)
+        assert list(line.get_xdata()) == [r.flops_per_token for r in rows]
+        assert list(line.get_ydata()) == [r.word_perplexity for r in rows]
         assert line.get_color() == model_color(res.model_name)
     plt.close(fig)
     assert model_color("gpt2-small-base") != model_color("gpt2-small-recurrent")
@@ -158,11 +161,11 @@ def test_blocks_are_runs_of_scored_tokens_the_same_at_every_overlap_and_paired_a
     assert b.units_id == res["plain"].bootstrap.units_id  # same tokenizer, same texts: the same blocks
     ids = [lm.encode(t) for t in texts]
     for row in r.rows:
-        assert sum(b.blocks["tokens"]) == row["scored_tokens"] and sum(b.blocks["words"]) == row["words"]
-        per_doc = [windowed_nll(lm, x, 16, row["overlap"])["nll"] for x in ids]
+        assert sum(b.blocks["tokens"]) == row.scored_tokens and sum(b.blocks["words"]) == row.words
+        per_doc = [windowed_nll(lm, x, 16, row.overlap)["nll"] for x in ids]
         want = [x[t - 1:t - 1 + n].sum() for d, t, n in zip(b.blocks["document"], b.blocks["first_target"],
                                                             b.blocks["tokens"]) for x in [per_doc[int(d[5:])]]]
-        assert b.nll[str(row["overlap"])] == pytest.approx(want, rel=1e-9)
+        assert b.nll[str(row.overlap)] == pytest.approx(want, rel=1e-9)
     assert [n for d, n in zip(b.blocks["document"], b.blocks["tokens"]) if d == "text-0"][:-1] == \
         [20] * (sum(d == "text-0" for d in b.blocks["document"]) - 1)
     assert b.blocks["document"].count("text-1") == 1  # fewer targets than a block: one block
@@ -170,7 +173,7 @@ def test_blocks_are_runs_of_scored_tokens_the_same_at_every_overlap_and_paired_a
     assert not {"split", "n_documents", "corpus"} & set(r.config) and r.config["block_tokens"] == 20
     found = claims.claim_named("recurrent-perplexity-equal-window").judge({"perplexity": list(res.values())})
     assert [c.key for c in found.comparisons] == [(16, 0), (16, 4)]
-    assert all(s["paired"] and s["unit"] == "block" and s["units"] == b.n_units for s in found.seeds)
+    assert all(s.paired and s.unit == "block" and s.units == b.n_units for s in found.seeds)
 
 
 def test_default_blocks_follow_the_block_bootstrap_rule_and_the_result_records_them(models):
@@ -192,8 +195,8 @@ def test_default_blocks_follow_the_block_bootstrap_rule_and_the_result_records_t
     assert b.method == "percentile, expanded" and b.interval_level == blocks.expanded_level(0.95, b.n_units)
     W = stats.resample_weights(b.n_units, b.resamples, b.seed)
     rep = stats.ratio_replicates(b.nll["0"], b.blocks["tokens"], W)
-    assert r.rows[0]["token_perplexity_ci"] == pytest.approx(np.exp(stats.interval(rep, b.interval_level)))
-    assert r.token_perplexity(16, 0).interval() == pytest.approx(r.rows[0]["token_perplexity_ci"])
+    assert r.rows[0].token_perplexity_ci == pytest.approx(np.exp(stats.interval(rep, b.interval_level)))
+    assert r.token_perplexity(16, 0).interval() == pytest.approx(r.rows[0].token_perplexity_ci)
 
 
 def test_a_set_without_a_recurrent_model_is_drawn_model_by_model_with_its_intervals(tmp_path, drawn):

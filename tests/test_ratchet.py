@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 ANALYSES = REPO / "analyses"
 
 # Ceilings: the counts today. Lower them as fields and reads are typed; never raise them.
-DICT_RESULT_FIELDS = 11
-STRING_READS_SUMMARY = 16
-STRING_READS_ANALYSES = 360
+DICT_RESULT_FIELDS = 5
+STRING_READS_SUMMARY = 8
+STRING_READS_ANALYSES = 267
 
 
 def _sources(folder: Path) -> list[Path]:

@@ -167,10 +167,10 @@ def _probing(results: Sequence[Probing]) -> list[str]:
 
 def _perplexity(results: Sequence[Perplexity]) -> list[str]:
     out = []
-    settings = sorted({(row["window"], row["overlap"]) for r in results for row in r.rows})
+    settings = sorted({row.setting for r in results for row in r.rows})
     for t, o in settings[:4]:
-        ppl = {shown(r): next((row["token_perplexity"] for row in r.rows if (row["window"], row["overlap"]) ==
-                               (t, o)), float("nan")) for r in results}
+        ppl = {shown(r): next((row.token_perplexity for row in r.rows if row.setting == (t, o)), float("nan"))
+               for r in results}
         out.append(compare(ppl, f"token perplexity at T={t}, o={o}", None, "lower predicts better", ".2f"))
     return out
 

@@ -37,6 +37,7 @@ from probes.errors import ProbeError
 
 if TYPE_CHECKING:
     from analyses.perplexity import Result as Perplexity
+    from analyses.perplexity_rows import Row as PerplexityRow
     from analyses.summary.evidence import Comparison
 
 
@@ -90,8 +91,8 @@ def _fmt(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _row(result: Perplexity, window: int, overlap: int) -> dict:
-    return next(r for r in result.rows if (r["window"], r["overlap"]) == (window, overlap))
+def _row(result: Perplexity, window: int, overlap: int) -> PerplexityRow:
+    return next(r for r in result.rows if r.setting == (window, overlap))
 
 
 def _difference(c: Comparison, digits: int) -> str:
@@ -130,17 +131,17 @@ def perplexity_claims(cfg: Config) -> tuple[list[str], list[str]]:
         trained = (rec.model.recurrence or {}).get("overlap")
         for c in _judged(EQUAL_WINDOW, results):
             (T, o), b, r = c.key, _row(base, *c.key), _row(rec, *c.key)
-            change = 100 * (r["token_perplexity"] / b["token_perplexity"] - 1)
+            change = 100 * (r.token_perplexity / b.token_perplexity - 1)
             at = "yes" if trained == o else f"no (trained at o={trained})"
-            c1.append(f"| {label} | {T} | {o} | {b['token_perplexity']:.2f} | {r['token_perplexity']:.2f} | "
-                      f"{change:+.2f}% | {b['word_perplexity']:.2f} | {r['word_perplexity']:.2f} | {at} | "
+            c1.append(f"| {label} | {T} | {o} | {b.token_perplexity:.2f} | {r.token_perplexity:.2f} | "
+                      f"{change:+.2f}% | {b.word_perplexity:.2f} | {r.word_perplexity:.2f} | {at} | "
                       f"{_difference(c, 2)} | {c.verdict} | {c.reason} |")
         for c in _judged(NO_OVERLAP, results):
             T, _, o = c.key
             r, b = _row(rec, T, 0), _row(base, T, o)
-            c2.append(f"| {label} | {T} | {r['token_perplexity']:.2f} / {r['word_perplexity']:.2f}, "
-                      f"{r['flops_per_token'] / 1e9:.4f} | (o={o}) {b['token_perplexity']:.2f} / "
-                      f"{b['word_perplexity']:.2f}, {b['flops_per_token'] / 1e9:.4f} | {_difference(c, 2)} | "
+            c2.append(f"| {label} | {T} | {r.token_perplexity:.2f} / {r.word_perplexity:.2f}, "
+                      f"{r.flops_per_token / 1e9:.4f} | (o={o}) {b.token_perplexity:.2f} / "
+                      f"{b.word_perplexity:.2f}, {b.flops_per_token / 1e9:.4f} | {_difference(c, 2)} | "
                       f"{c.verdict} | {c.reason} |")
     if not found:
         raise ProbeError(f"no perplexity results of {cfg.base} and {cfg.recurrent} under {cfg.out}/T*/: "

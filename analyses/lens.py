@@ -408,8 +408,9 @@ def paired_difference(a: Result, b: Result, lens: str, stat: str = "ce") -> tupl
     if (ba.units_id != bb.units_id or ba.runs != bb.runs or ba.units is None or bb.units is None
             or len(a.layers) != len(b.layers) or lens not in a.lenses or lens not in b.lenses):
         return None
-    n = np.asarray(ba.units["tokens"], float)
-    sa, sb = (np.asarray(r.units[lens][stat], float) for r in (ba, bb))
+    ua, ub = ba.units, bb.units
+    n = np.asarray(ua["tokens"], dtype=np.float64)
+    sa, sb = (np.asarray(u[lens][stat], dtype=np.float64) for u in (ua, ub))
     d, runs_n = stats.grouped(sb - sa, ba), stats.grouped(n, ba)  # per run of windows (the block bootstrap's)
     W = stats.resample_weights(len(runs_n), ba.resamples, ba.seed)
     rep = ratio_replicates(d, runs_n, W)

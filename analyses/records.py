@@ -127,9 +127,13 @@ def to_json(x: Any) -> Any:
 # ----------------------------------------------------------------------------- reading
 
 
-@functools.cache
 def field_types(cls: type) -> dict[str, Any]:
     """The resolved annotation of each field of dataclass ``cls`` (a name the module cannot resolve: Any)."""
+    return _field_types(cls)
+
+
+@functools.cache
+def _field_types(cls: Any) -> dict[str, Any]:
     try:
         return typing.get_type_hints(cls)
     except (NameError, TypeError, AttributeError):
@@ -184,7 +188,7 @@ def from_json(tp: type[T] | Any, doc: Any, where: str = "") -> T:
     if isinstance(doc, tp):
         return doc
     if _own(tp, "from_json"):
-        return tp.from_json(doc, where)  # type: ignore[attr-defined]
+        return tp.from_json(doc, where)  # type: ignore[union-attr]
     return _record(tp, doc, where)
 
 

@@ -88,13 +88,19 @@ def untestable_reason(e: Exception) -> str:
     return f"a result is not of the expected shape ({type(e).__name__}: {e})"
 
 
+def saved_model_name(doc: dict, default: object = None) -> object:
+    """The model name a saved document records, as it holds it (``default`` when it records none): read where a
+    document is not (or not yet) its analysis's Result, to name it."""
+    return doc.get("model_name", default)
+
+
 def one_per_model(analysis: str, files: list[SavedFile]) -> None:
     """One result per model: two files of one analysis whose results name the same model (a backup copy
     ``slstm-small.old.json`` beside ``slstm-small.json``, a renamed copy) are a ProbeError naming both files,
     since a claim could only pick one of them silently."""
     seen: dict[str, Path] = {}
     for f in files:
-        name = f.doc.get("model_name")
+        name = saved_model_name(f.doc)
         if f.result is not None and f.result.identity.edit:  # an edited run: not the model's (left out, typed_saved)
             continue
         if isinstance(name, str):
@@ -124,7 +130,8 @@ class Unreadable:
 
 def _unreadable(name: str, doc: dict, e: Exception) -> Unreadable:
     what = f"lacks {e}" if isinstance(e, KeyError) else f"is not of its shape ({e})"
-    return Unreadable(str(doc.get("model_name")), f"the {name} result of {doc.get('model_name')} {what}")
+    model = saved_model_name(doc)
+    return Unreadable(str(model), f"the {name} result of {model} {what}")
 
 
 def left_out_edited(analysis: str, result: object, where: object) -> bool:

@@ -43,6 +43,7 @@ from analyses.model_info import ModelInfo
 from analyses.summary import claims as claims_mod
 from analyses.summary import findings
 from analyses.summary.effects import effect_section
+from analyses.summary.evidence import saved_model_name
 
 LONG_TABLE = 50  # a CSV of more rows is linked from the page, not printed on it (the figures show its numbers)
 
@@ -116,7 +117,7 @@ def _tables(folder: Path, names: dict[str, str] | None = None, edited: frozenset
 def shown_name(doc: dict) -> str:
     """The name a result's model is shown under: its registry name, or, for a folder or ``hf:`` id, the
     name as the user gave it (``model_requested``) rather than the hashed file name."""
-    name, requested = str(doc.get("model_name", "")), doc.get("model_requested")
+    name, requested = str(saved_model_name(doc, "")), doc.get("model_requested")
     if isinstance(requested, str) and requested and name.startswith(("dir--", "hf--")):
         return requested
     return name

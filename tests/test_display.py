@@ -104,12 +104,17 @@ def probing(name="m-d"):
 
 def maps(name="m-e"):
     n, K = 4, 2
-    att = {"token_axes": 2, "heads": K, "layers": L, "offsets": [-1, 0, 1], "offset_profile_overall": [0.3, 0.4, 0.3],
-           "offset_profile": [[0.3, 0.4, 0.3]] * L, "local_share": [[0.6, 0.7]] * L, "local_share_uniform": 0.5,
-           "example_means": [np.full((n, n), 1 / n).tolist()],
+    att = {"token_axes": 2, "heads": K, "layers": L, "n_texts": 4, "n_queries": 16,
+           "captured_row_sums": {"min": 1.0, "max": 1.0, "mean": 1.0}, "offsets": [-1, 0, 1],
+           "offset_profile_overall": [0.3, 0.4, 0.3], "offset_profile": [[0.3, 0.4, 0.3]] * L,
+           "mass_beyond_max_offset": [0.0] * L, "local_share": [[0.6, 0.7]] * L, "local_share_by_layer": [0.65] * L,
+           "local_share_overall": 0.65, "local_share_uniform": 0.5, "example_means": [np.full((n, n), 1 / n).tolist()],
            "grid": np.full((L, K, n, n), 1 / n).tolist()}
-    gates = {"token_axes": 1, "kind": "per-token component values", "components": ["i", "f"],
-             "component_mean": [[0.4, 0.6]] * L, "example_maps": [np.full((L, K, n), 0.5).tolist()]}
+    gates = {"token_axes": 1, "layers": L, "kind": "per-token component values", "components": ["i", "f"],
+             "n_texts": 4, "n_tokens": 16, "captured_sums": {"over": "components", "min": 1.0, "max": 1.0, "mean": 1.0},
+             "position_bin_edges": [0.0, 0.5, 1.0], "position_tokens": [8, 8],
+             "position_profile": [[[0.4, 0.4], [0.6, 0.6]]] * L, "component_mean": [[0.4, 0.6]] * L,
+             "component_mean_overall": [0.4, 0.6], "example_maps": [np.full((L, K, n), 0.5).tolist()]}
     doc = _identity(name, keep_special=False, local_radius=2)
     return {**doc, "definitions": {}, "maps_captured": ["attention", "gates"],
             "examples": [{"text_index": 0, "text": "a b c d", "tokens": ["a", "b", "c", "d"]}],

@@ -114,16 +114,16 @@ def test_compute_on_planted_activations_weights_every_query_row_once():
     res = mp.compute(mp.Config(local_radius=0, max_offset=W, examples=2), acts=acts)
     a = res.maps["attention"]
     assert res.maps_captured == ["attention"]
-    assert a["n_queries"] == 4 + 8 and a["n_texts"] == 2
-    np.testing.assert_allclose(a["local_share"], 1.0)  # [CLS] dropped, rows renormalised: the identity
-    assert a["captured_row_sums"]["min"] == pytest.approx(1.0) and a["captured_row_sums"]["max"] == pytest.approx(1.0)
+    assert a.n_queries == 4 + 8 and a.n_texts == 2
+    np.testing.assert_allclose(a.local_share, 1.0)  # [CLS] dropped, rows renormalised: the identity
+    assert a.captured_row_sums.min == pytest.approx(1.0) and a.captured_row_sums.max == pytest.approx(1.0)
     assert res.config["keep_special"] is False
-    assert all(ex["tokens"][0] != "[CLS]" for ex in res.examples)
+    assert all(ex.tokens[0] != "[CLS]" for ex in res.examples)
     kept = mp.compute(mp.Config(local_radius=0, max_offset=W, examples=1, keep_special=True),
                       acts=acts).maps["attention"]
     # per text: the [CLS] row is fully local, the other n - 1 rows half; averaged over all 16 query rows
-    assert kept["local_share_overall"] == pytest.approx((1 + 5 * 0.5 + 1 + 9 * 0.5) / 16)
-    assert kept["n_queries"] == 16
+    assert kept.local_share_overall == pytest.approx((1 + 5 * 0.5 + 1 + 9 * 0.5) / 16)
+    assert kept.n_queries == 16
     rows = mp.table_rows(res)
     assert [r["layer"] for r in rows] == [1, 2] and rows[0]["offset_0"] == pytest.approx(1.0)
 
@@ -134,10 +134,10 @@ def test_uniform_maps_meet_the_uniform_baseline():
     for t, n in enumerate(np.diff(acts.offsets)):
         flat[off[t]:off[t + 1]] = 1.0 / n  # uniform over all tokens; uniform over the kept ones once renormalised
     a = mp.compute(mp.Config(local_radius=2, max_offset=W, examples=1), acts=acts).maps["attention"]
-    np.testing.assert_allclose(a["local_share"], a["local_share_uniform"], atol=1e-6)
+    np.testing.assert_allclose(a.local_share, a.local_share_uniform, atol=1e-6)
     kept = [5, 10, 28]
     expected = sum(sum((min(i + 2, q - 1) - max(i - 2, 0) + 1) / q for i in range(q)) for q in kept) / sum(kept)
-    assert a["local_share_uniform"] == pytest.approx(expected)
+    assert a.local_share_uniform == pytest.approx(expected)
 
 
 def test_bad_settings_are_clear_errors(capsys):
@@ -287,13 +287,13 @@ def test_planted_gates_give_their_per_layer_means():
     res = mp.compute(mp.Config(examples=2, position_bins=4), acts=acts)
     assert res.maps_captured == ["gates", "sentence_weights"]
     g = res.maps["gates"]
-    assert g["token_axes"] == 1 and g["components"] == list(GATES)
-    assert g["n_tokens"] == 3 + 6 and g["n_texts"] == 2  # [CLS]/[SEP] dropped
-    np.testing.assert_allclose(g["component_mean"], GATE_SHARES, atol=1e-6)
-    np.testing.assert_allclose(g["position_profile"], np.repeat(np.asarray(GATE_SHARES)[..., None], 4, -1),
+    assert g.token_axes == 1 and g.components == list(GATES)
+    assert g.n_tokens == 3 + 6 and g.n_texts == 2  # [CLS]/[SEP] dropped
+    np.testing.assert_allclose(g.component_mean, GATE_SHARES, atol=1e-6)
+    np.testing.assert_allclose(g.position_profile, np.repeat(np.asarray(GATE_SHARES)[..., None], 4, -1),
                                atol=1e-6)  # constant along the sentence
-    assert g["captured_sums"]["min"] == pytest.approx(1.0, abs=1e-6)
-    assert sorted(np.shape(e) for e in g["example_maps"]) == [(2, 5, 3), (2, 5, 6)]  # kept tokens only
+    assert g.captured_sums.min == pytest.approx(1.0, abs=1e-6)
+    assert sorted(np.shape(e) for e in g.example_maps) == [(2, 5, 3), (2, 5, 6)]  # kept tokens only
     assert "per_token_maps" in res.definitions
     rows = mp.table_rows(res)
     assert list(rows[0]) == ["map", "layer", "component", "statistic", "value"]
@@ -304,25 +304,25 @@ def test_planted_gates_give_their_per_layer_means():
 def test_sentence_weights_are_renormalised_over_the_kept_tokens():
     acts = planted_token_activations()
     s = mp.compute(mp.Config(examples=2, position_bins=3), acts=acts).maps["sentence_weights"]
-    ex = {np.shape(e)[-1]: np.asarray(e) for e in s["example_maps"]}  # by kept length: 3 and 6 words
+    ex = {np.shape(e)[-1]: np.asarray(e) for e in s.example_maps}  # by kept length: 3 and 6 words
     for q in (3, 6):
         words = np.arange(1, q + 1)
         np.testing.assert_allclose(ex[q][:, 0], np.broadcast_to(words / words.sum(), (2, q)), atol=1e-5)
-    np.testing.assert_allclose(s["mass_on_kept_tokens"], 0.5, atol=1e-6)
-    np.testing.assert_allclose(s["self_weight"], 0.1, atol=1e-6)
+    np.testing.assert_allclose(s.mass_on_kept_tokens, 0.5, atol=1e-6)
+    np.testing.assert_allclose(s.self_weight, 0.1, atol=1e-6)
 
     def entropy(q):
         p = np.arange(1, q + 1) / (q * (q + 1) / 2)
         return -(p * np.log(p)).sum() / np.log(q)
 
-    np.testing.assert_allclose(s["normalised_entropy"], (entropy(3) + entropy(6)) / 2, atol=1e-6)
+    np.testing.assert_allclose(s.normalised_entropy, (entropy(3) + entropy(6)) / 2, atol=1e-6)
     # position profile, 3 bins: text 1 has one word per bin, text 2 two; value m * p_i averaged per bin
     p3, p6 = 3 * np.arange(1, 4) / 6, 6 * np.arange(1, 7) / 21
     expected = [(p3[b] + p6[2 * b] + p6[2 * b + 1]) / 3 for b in range(3)]
-    np.testing.assert_allclose(np.asarray(s["position_profile"])[:, 0], [expected] * 2, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(s.position_profile)[:, 0], [expected] * 2, atol=1e-6)
     kept = mp.compute(mp.Config(examples=1, keep_special=True), acts=acts).maps["sentence_weights"]
-    np.testing.assert_allclose(kept["mass_on_kept_tokens"], 0.9, atol=1e-6)  # all tokens: 1 - own weight
-    assert sum(kept["position_tokens"]) == 5 + 8
+    np.testing.assert_allclose(kept.mass_on_kept_tokens, 0.9, atol=1e-6)  # all tokens: 1 - own weight
+    assert sum(kept.position_tokens) == 5 + 8
 
 
 def test_uniform_sentence_weights_have_entropy_one_and_flat_profile():
@@ -331,9 +331,9 @@ def test_uniform_sentence_weights_have_entropy_one_and_flat_profile():
     for t, n in enumerate(np.diff(acts.offsets)):
         flat[off[t]:off[t + 1]] = 0.9 / n
     s = mp.compute(mp.Config(examples=1), acts=acts).maps["sentence_weights"]
-    np.testing.assert_allclose(s["normalised_entropy"], 1.0, atol=1e-6)
-    np.testing.assert_allclose(s["weight_cv"], 0.0, atol=1e-5)
-    np.testing.assert_allclose(s["position_profile"], 1.0, atol=1e-5)
+    np.testing.assert_allclose(s.normalised_entropy, 1.0, atol=1e-6)
+    np.testing.assert_allclose(s.weight_cv, 0.0, atol=1e-5)
+    np.testing.assert_allclose(s.position_profile, 1.0, atol=1e-5)
 
 
 def test_end_to_end_tiny_slstm(tmp_path, drawn):
@@ -409,10 +409,10 @@ def test_locality_figure_plots_the_result_values_in_the_model_colour():
     fig = mp.plot([mp.Result.from_json(res.to_json())])  # a saved document, read back
     ax_p, ax_s = fig.axes
     a = res.maps["attention"]
-    np.testing.assert_allclose(ax_p.lines[0].get_xdata(), a["offsets"])
-    np.testing.assert_allclose(ax_p.lines[0].get_ydata(), a["offset_profile_overall"])
+    np.testing.assert_allclose(ax_p.lines[0].get_xdata(), a.offsets)
+    np.testing.assert_allclose(ax_p.lines[0].get_ydata(), a.offset_profile_overall)
     np.testing.assert_allclose(ax_s.lines[0].get_xdata(), [1, 2])  # one depth: layer numbers
-    np.testing.assert_allclose(ax_s.lines[0].get_ydata(), np.mean(a["local_share"], 1))
+    np.testing.assert_allclose(ax_s.lines[0].get_ydata(), np.mean(a.local_share, 1))
     assert ax_p.lines[0].get_color() == ax_s.lines[0].get_color() == model_color("planted")
     assert ax_p.get_ylabel() and ax_s.get_xlabel() == "layer"
     plt.close(fig)
@@ -435,19 +435,19 @@ def test_example_figures_show_the_stored_maps():
     fig = mp.plot_examples(res)
     images = [im.get_array() for ax in fig.axes for im in ax.get_images()]
     a = res.maps["attention"]
-    for got, want in zip(images[:2], a["example_means"]):
+    for got, want in zip(images[:2], a.example_means):
         np.testing.assert_allclose(got, want)
-    np.testing.assert_allclose(images[2:], np.reshape(a["grid"], (-1, *np.shape(a["grid"])[2:])))  # L x K grid
+    np.testing.assert_allclose(images[2:], np.reshape(a.grid, (-1, *np.shape(a.grid)[2:])))  # L x K grid
     plt.close(fig)
     tok = mp.compute(mp.Config(examples=1), acts=planted_token_activations())
     fig = mp.plot_examples(tok)  # no token-pair map: the per-token heatmaps
     images = [im.get_array() for ax in fig.axes for im in ax.get_images()]
     for got, name in zip(images, ("gates", "sentence_weights")):
-        x = np.asarray(tok.maps[name]["example_maps"][0])
+        x = np.asarray(tok.maps[name].example_maps[0])
         np.testing.assert_allclose(got, x.reshape(-1, x.shape[-1]))
     plt.close(fig)
     fig = mp.plot([tok])  # the gate panel: one line per gate, y = its mean share per layer
-    mean = np.asarray(tok.maps["gates"]["component_mean"])
+    mean = np.asarray(tok.maps["gates"].component_mean)
     lines = [ln for ln in fig.axes[0].lines if len(ln.get_ydata()) == 2 and ln.get_linestyle() == "-"]
     assert len(lines) == 5
     for c, line in enumerate(lines):

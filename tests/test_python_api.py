@@ -52,7 +52,7 @@ def test_a_model_object_records_the_settings_used_and_keeps_its_mode(tiny_bert, 
 def test_maps_of_a_model_object_loaded_the_default_way(tiny_bert, texts, tmp_path):
     model, tok = tiny_bert
     res = maps.run(model, texts[:8], tokenizer=tok, name="my-bert", examples=1, cache_dir=tmp_path)
-    assert res.maps_captured == ["attention"] and 0 <= res.maps["attention"]["local_share_overall"] <= 1
+    assert res.maps_captured == ["attention"] and 0 <= res.maps.pairs()[0][1].local_share_overall <= 1
 
 
 def test_probing_runs_every_default_task_on_a_list_of_texts(texts, tmp_path):

@@ -33,9 +33,11 @@ gate shares by layer for models with gate maps).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from analyses import style
+from analyses import records, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import activations_identity
 from analyses.inputs import Sentences
@@ -60,6 +62,7 @@ from analyses.maps.gates import (
     summarise_token_map,
     token_rows,
 )
+from analyses.maps.rows import Example, Maps, MapSummary, PairMap, RowSums, SkippedMap, TokenMap
 from probes.capture.activations import Activations
 from probes.config import tqdm_class
 from probes.errors import ProbeError
@@ -131,7 +134,7 @@ def choose_examples(acts: Activations, cfg: Config) -> list[int]:
 # ----------------------------------------------------------------------------- compute
 
 
-def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]) -> dict:
+def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]) -> PairMap | SkippedMap:
     """Corpus summary of one map kind over every text, plus the example maps for the figures."""
     W, w = cfg.max_offset, cfg.local_radius
     profile: np.ndarray | None = None  # (L, 2W+1) summed over queries, from the first text kept on
@@ -143,7 +146,7 @@ def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]
     for t in range(acts.n_texts):
         m = text_map(acts, name, t)
         if m.ndim != 4:
-            return {"token_axes": 0, "skipped": f"map with {m.ndim - 2} token axis: no offsets to summarise"}
+            return SkippedMap(token_axes=0, skipped=f"map with {m.ndim - 2} token axis: no offsets to summarise")
         keep = text_keep(acts, t, cfg.keep_special)
         if not keep.any():
             continue
@@ -171,20 +174,20 @@ def summarise_map(acts: Activations, name: str, cfg: Config, examples: list[int]
     grid = keep_tokens(text_map(acts, name, examples[0]), text_keep(acts, examples[0], cfg.keep_special),
                        not cfg.keep_special)
     L, K = share.shape
-    return {
-        "token_axes": 2, "layers": L, "heads": K, "n_texts": n_texts, "n_queries": n_queries,
-        "captured_row_sums": {"min": float(rs.min()), "max": float(rs.max()), "mean": float(rs.mean())},
-        "offsets": list(range(-W, W + 1)),
-        "offset_profile": profile,  # (L, 2W+1)
-        "offset_profile_overall": profile.mean(0),  # (2W+1,)
-        "mass_beyond_max_offset": row_mass - profile.sum(1),  # (L,): |i - j| > max_offset
-        "local_share": share,  # (L, K)
-        "local_share_by_layer": share.mean(1),  # (L,)
-        "local_share_overall": float(share.mean()),
-        "local_share_uniform": uniform / n_queries,  # baseline: every row uniform over the kept tokens
-        "example_means": ex_maps,  # per example: (m, m), averaged over heads and layers
-        "grid": np.round(grid, GRID_DECIMALS),  # (L, K, m, m) of examples[0]
-    }
+    return PairMap(
+        token_axes=2, layers=L, heads=K, n_texts=n_texts, n_queries=n_queries,
+        captured_row_sums=RowSums(min=float(rs.min()), max=float(rs.max()), mean=float(rs.mean())),
+        offsets=list(range(-W, W + 1)),
+        offset_profile=profile,  # (L, 2W+1)
+        offset_profile_overall=profile.mean(0),  # (2W+1,)
+        mass_beyond_max_offset=row_mass - profile.sum(1),  # (L,): |i - j| > max_offset
+        local_share=share,  # (L, K)
+        local_share_by_layer=share.mean(1),  # (L,)
+        local_share_overall=float(share.mean()),
+        local_share_uniform=uniform / n_queries,  # baseline: every row uniform over the kept tokens
+        example_means=ex_maps,  # per example: (m, m), averaged over heads and layers
+        grid=np.round(grid, GRID_DECIMALS),  # (L, K, m, m) of examples[0]
+    )
 
 
 def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
@@ -194,14 +197,14 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     examples = choose_examples(acts, cfg)
     if not examples:
         raise ProbeError("no sentence has a token left once special tokens are dropped; try --keep-special")
-    maps = {}
+    maps: dict[str, MapSummary] = {}
     axes = {name: map_token_axes(acts, name) for name in names}
     for name in tqdm_class()(names, desc=f"maps {acts.meta['model']['name']}", unit="map"):
         if axes[name] == 1:
             maps[name] = summarise_token_map(acts, name, cfg, examples)
         else:
             maps[name] = summarise_map(acts, name, cfg, examples)
-    definitions = {}
+    definitions: dict[str, Any] = {}
     if any(a == 1 for a in axes.values()):
         definitions["per_token_maps"] = {
             "maps": "per sentence (L, K, n): [layer, component, token i]; for the S-LSTM, layer l is recurrent "
@@ -232,10 +235,10 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
     ex = []
     for t in examples:
         keep = text_keep(acts, t, cfg.keep_special)
-        ex.append({"text_index": t, "text": acts.texts[t], "tokens": [s for s, k in zip(acts.tokens[t], keep) if k]})
+        ex.append(Example(text_index=t, text=acts.texts[t], tokens=[s for s, k in zip(acts.tokens[t], keep) if k]))
     return Result(
         identity=activations_identity(acts, cfg),
-        definitions={
+        definitions=records.Definitions({
             "maps": "per sentence (L, K, n, n): [layer, head, query i, key j]; rows are distributions over keys "
                     "(maps with one token axis: see per_token_maps)",
             "offset": "d = i - j (query i, key j): d > 0 is a key before the query (previous token: d = +1); "
@@ -253,10 +256,10 @@ def compute(cfg: Config | None = None, *, acts: Activations) -> Result:
                         f"{cfg.example_max_tokens} kept tokens; example maps rounded to 1e-{GRID_DECIMALS}",
             "map_descriptions": {n: acts.meta.get("maps", {}).get(n, {}).get("description", "") for n in names},
             **definitions,
-        },
+        }),
         maps_captured=names,
         examples=ex,
-        maps=maps,
+        maps=Maps(maps),
     )
 
 
@@ -266,16 +269,16 @@ def table_rows(result: Result) -> list[dict]:
     or for weights over tokens the entropy, masses and the position profile). Every row has every column."""
     rows = []
     for name, m in result.maps.items():
-        if not is_pair_map(m) and not is_token_map(m):  # not summarised
-            continue
-        if is_token_map(m):
+        if isinstance(m, TokenMap):
             rows += token_rows(name, m)
             continue
-        for lyr, (share, prof) in enumerate(zip(m["local_share"], m["offset_profile"])):
+        if not isinstance(m, PairMap):  # not summarised
+            continue
+        for lyr, (share, prof) in enumerate(zip(m.local_share, m.offset_profile)):
             share = np.asarray(share)
-            rows.append({"map": name, "layer": lyr + 1, "heads": m["heads"], "local_share_mean": share.mean(),
+            rows.append({"map": name, "layer": lyr + 1, "heads": m.heads, "local_share_mean": share.mean(),
                          "local_share_min": share.min(), "local_share_max": share.max(),
-                         **{f"offset_{d}": v for d, v in zip(m["offsets"], prof)}})
+                         **{f"offset_{d}": v for d, v in zip(m.offsets, prof)}})
     columns = list(dict.fromkeys(k for r in rows for k in r))
     return [{k: r.get(k) for k in columns} for r in rows]
 
@@ -288,9 +291,7 @@ def _summaries(drawn: list[style.Drawn]):
     (in a figure its model's, :func:`analyses.style.in_figure`), line style = map kind."""
     styles = {"attention": "-"}
     for d in drawn:
-        for name, m in d.result.maps.items():
-            if not is_pair_map(m):
-                continue
+        for name, m in d.result.maps.pairs():
             ls = styles.setdefault(name, ("--", ":", "-.")[(len(styles) - 1) % 3])
             yield d, ls, m, f"{d.label} ({MAP_TITLES.get(name, name)})"
 
@@ -340,7 +341,7 @@ def _plot_locality(ax_p, ax_s, drawn: list[style.Drawn]) -> None:
     """The offset profile on ``ax_p`` and the local share by layer on ``ax_s``."""
     summaries = list(_summaries(drawn))
     for d, ls, m, label in summaries:
-        ax_p.plot(m["offsets"], m["offset_profile_overall"], **{**d.line(ls=ls, marker="o", ms=2.5, lw=1.2),
+        ax_p.plot(m.offsets, m.offset_profile_overall, **{**d.line(ls=ls, marker="o", ms=2.5, lw=1.2),
                                                                  "label": label})
     ax_p.set_xlabel("offset i - j (tokens; query i, key j; > 0: key before query)")
     ax_p.set_ylabel("mass per query row (share of 1)")
@@ -364,10 +365,10 @@ def _plot_shares(ax_s, drawn: list[style.Drawn], legend: bool = True, titled: bo
     import matplotlib.pyplot as plt
 
     summaries = list(_summaries(drawn))
-    xlabel, layer_x = layer_axis([len(m["local_share"]) for _, _, m, _ in summaries])
+    xlabel, layer_x = layer_axis([len(m.local_share) for _, _, m, _ in summaries])
     baselines: dict[int, object] = {}  # result -> its uniform-maps line
     for d, ls, m, label in summaries:
-        share = np.asarray(m["local_share"])  # (L, K)
+        share = np.asarray(m.local_share)  # (L, K)
         layers = layer_x(len(share))
         ax_s.plot(layers, share.mean(1), **{**d.line(ls=ls, marker="o", ms=4, lw=1.4), "label": label})
         step = layers[0] if len(layers) else 1.0  # spacing of the layer positions
@@ -375,7 +376,7 @@ def _plot_shares(ax_s, drawn: list[style.Drawn], legend: bool = True, titled: bo
         ax_s.scatter((layers[:, None] + jitter[None]).ravel(), share.ravel(), s=6, alpha=0.35, lw=0, **d.quiet)
         if id(d) not in baselines:  # one baseline per result; one legend entry on the Axes
             named = UNIFORM in ax_s.get_legend_handles_labels()[1]
-            baselines[id(d)] = ax_s.axhline(m["local_share_uniform"], color=d.color, ls=":", lw=0.9,
+            baselines[id(d)] = ax_s.axhline(m.local_share_uniform, color=d.color, ls=":", lw=0.9,
                                             label="_nolegend_" if named else UNIFORM)
     cfg = drawn[0].result.config
     ax_s.set_xlabel(xlabel)
@@ -385,7 +386,7 @@ def _plot_shares(ax_s, drawn: list[style.Drawn], legend: bool = True, titled: bo
     ax_s.set_ylim(0, 1.02)
     if xlabel == "layer":
         ax_s.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-        n_layers = max((len(m["local_share"]) for _, _, m, _ in summaries), default=1)
+        n_layers = max((len(m.local_share) for _, _, m, _ in summaries), default=1)
         ax_s.set_xlim(0.5, n_layers + 0.5)
     else:
         ax_s.set_xlim(0, 1.05)
@@ -402,13 +403,13 @@ def plot_examples(result: Result, fig=None):
     draw into (default: a new figure). Returns the figure."""
     from matplotlib.colors import PowerNorm
 
-    kinds = [(n, m) for n, m in result.maps.items() if is_pair_map(m)]
+    kinds = result.maps.pairs()
     if not kinds:
         return plot_token_maps(result, fig)
     examples = result.examples
     E, R = len(examples), len(kinds)
-    heads = [m["heads"] for _, m in kinds]
-    L = max(m["layers"] for _, m in kinds)
+    heads = [m.heads for _, m in kinds]
+    L = max(m.layers for _, m in kinds)
     cell = 0.62 if sum(heads) <= 16 else 0.45
     grid_w = sum(heads) * cell + 1.0 * R
     width = max(3.4 * E + 0.8, grid_w, 6.0)
@@ -420,14 +421,14 @@ def plot_examples(result: Result, fig=None):
     axes = np.atleast_2d(top.subplots(R, E, squeeze=False))
     gamma = 0.5
     for r, (name, m) in enumerate(kinds):
-        vmax = max(float(np.max(a)) for a in m["example_means"]) or 1.0
+        vmax = max(float(np.max(a)) for a in m.example_means) or 1.0
         for c, ex in enumerate(examples):
             ax = axes[r, c]
-            im = ax.imshow(np.asarray(m["example_means"][c]), cmap="viridis",
+            im = ax.imshow(np.asarray(m.example_means[c]), cmap="viridis",
                            norm=PowerNorm(gamma, vmin=0, vmax=vmax), interpolation="nearest")
-            n = len(ex["tokens"])
-            token_labels(ax, ex["tokens"], fontsize=style.points("xtick.labelsize", max(0.5, min(1.0, 21 / max(n, 1)))))
-            ax.set_title(f"{MAP_TITLES.get(name, name)}: sentence {ex['text_index']}",
+            n = len(ex.tokens)
+            token_labels(ax, ex.tokens, fontsize=style.points("xtick.labelsize", max(0.5, min(1.0, 21 / max(n, 1)))))
+            ax.set_title(f"{MAP_TITLES.get(name, name)}: sentence {ex.text_index}",
                          fontsize=style.points("axes.titlesize", 8 / 9))
             ax.grid(False)
             if c == 0:
@@ -435,15 +436,15 @@ def plot_examples(result: Result, fig=None):
             ax.set_xlabel("key token j", labelpad=1)
         cb = top.colorbar(im, ax=axes[r, :].tolist(), shrink=0.8, pad=0.01)
         cb.set_label("weight (sqrt scale)")
-    bottom.suptitle(f"layer x head maps of sentence {examples[0]['text_index']} "
-                    f"(\"{shorten(examples[0]['text'])}\")", fontsize=style.points("figure.titlesize", 0.9))
+    bottom.suptitle(f"layer x head maps of sentence {examples[0].text_index} "
+                    f"(\"{shorten(examples[0].text)}\")", fontsize=style.points("figure.titlesize", 0.9))
     sub = np.atleast_1d(bottom.subfigures(1, R, width_ratios=[h + 1.2 for h in heads], wspace=0.02))
     for sf, (name, m) in zip(sub, kinds):
-        grid = np.asarray(m["grid"])  # (L, K, n, n)
-        gax = sf.subplots(m["layers"], m["heads"], squeeze=False, gridspec_kw={"wspace": 0.05, "hspace": 0.05})
+        grid = np.asarray(m.grid)  # (L, K, n, n)
+        gax = sf.subplots(m.layers, m.heads, squeeze=False, gridspec_kw={"wspace": 0.05, "hspace": 0.05})
         norm = PowerNorm(gamma, vmin=0, vmax=float(grid.max()) or 1.0)
-        for lyr in range(m["layers"]):
-            for h in range(m["heads"]):
+        for lyr in range(m.layers):
+            for h in range(m.heads):
                 ax = gax[lyr, h]
                 im = ax.imshow(grid[lyr, h], cmap="viridis", norm=norm, interpolation="nearest")
                 ax.set_xticks([])

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeGuard
 
 import numpy as np
 
-from analyses import common, stats
+from analyses import common, records, stats
 from analyses.common import SentenceConfig, arg
+from analyses.maps.rows import Example, Maps, MapSummary, PairMap, TokenMap
 from probes.capture.activations import Activations
 
 GRID_DECIMALS = 5  # example maps stored in the JSON (for the figures) are rounded to 1e-5
@@ -34,14 +35,14 @@ def text_keep(acts: Activations, t: int, keep_special: bool) -> np.ndarray:
     return np.ones_like(special) if keep_special else ~special
 
 
-def is_pair_map(m: dict) -> bool:
+def is_pair_map(m: MapSummary) -> TypeGuard[PairMap]:
     """A token-pair map summary (L, K, n, n): attention or kernels."""
-    return m["token_axes"] == 2
+    return isinstance(m, PairMap)
 
 
-def is_token_map(m: dict) -> bool:
+def is_token_map(m: MapSummary) -> TypeGuard[TokenMap]:
     """A per-token map summary (L, K, n): gates, sentence-node weights."""
-    return m["token_axes"] == 1
+    return isinstance(m, TokenMap)
 
 
 def token_labels(ax, tokens: list[str], fontsize: float) -> None:
@@ -88,29 +89,29 @@ class Result(common.AnalysisResult):
     :func:`summarise_map`), 1 (per token: :func:`analyses.maps.gates.summarise_token_map`) or 0 (not
     summarised: its ``skipped`` says why)."""
 
-    definitions: dict  # prose: what every number means (nothing reads numbers from it)
+    definitions: records.Definitions  # prose: what every number means (nothing reads numbers from it)
     maps_captured: list[str]  # map kinds, "attention" first
-    examples: list[dict]  # per example sentence: text_index, text, kept tokens
-    maps: dict[str, dict]  # map kind -> summary
+    examples: list[Example]  # per example sentence: text_index, text, kept tokens
+    maps: Maps  # map kind -> summary
     FIRST_LAYER: ClassVar[int] = 1  # maps come from layers 1..L
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
-        return {f"{MAP_TITLES.get(name, name)}: local share": stats.Sample(m["local_share_overall"])
-                for name, m in self.maps.items() if is_pair_map(m)}
+        return {f"{MAP_TITLES.get(name, name)}: local share": stats.Sample(m.local_share_overall)
+                for name, m in self.maps.pairs()}
 
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: per layer, the mean over heads of the first attention-like map's local
         share (a map of (query, key) token axes)."""
-        return np.mean(next(m for m in self.maps.values() if m["token_axes"] == 2)["local_share"], axis=1)
+        return np.mean(self.maps.pairs()[0][1].local_share, axis=1)
 
     def headline(self) -> dict[str, str]:
         out = {}
         for name, m in self.maps.items():
             if is_pair_map(m):
-                out[f"{MAP_TITLES.get(name, name)}: local share"] = (f"{m['local_share_overall']:.3f} (uniform maps "
-                                                                      f"{m['local_share_uniform']:.3f})")
+                out[f"{MAP_TITLES.get(name, name)}: local share"] = (f"{m.local_share_overall:.3f} (uniform maps "
+                                                                      f"{m.local_share_uniform:.3f})")
             elif is_token_map(m):
-                out[MAP_TITLES.get(name, name)] = f"{m['kind']}, {len(m.get('components', []))} components"
+                out[MAP_TITLES.get(name, name)] = f"{m.kind}, {len(m.components)} components"
         return out
 
     def plot(self, ax=None, **kwargs):

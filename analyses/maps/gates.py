@@ -29,24 +29,23 @@ from analyses.maps.common import (
     MAP_TITLES,
     Config,
     Result,
-    is_token_map,
     layer_axis,
     shorten,
     text_keep,
     text_map,
 )
+from analyses.maps.rows import COMPONENTS, WEIGHTS, CapturedSums, TokenMap
 from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 # one-token-axis maps whose K rows are weights over the tokens (renormalised over the kept ones);
 # every other one-axis map holds per-token values of K components (e.g. gate shares summing to 1 over K)
 TOKEN_DISTRIBUTIONS = ("sentence_weights",)
-WEIGHTS, COMPONENTS = "weights over tokens", "per-token component values"  # the two kinds (summary["kind"])
 
 
-def over_tokens(m: dict) -> bool:
+def over_tokens(m: TokenMap) -> bool:
     """Whether a per-token map summary holds weights over the tokens (else per-token component values)."""
-    return m["kind"] == WEIGHTS
+    return m.over_tokens
 
 
 def map_token_axes(acts: Activations, name: str) -> int:
@@ -91,7 +90,7 @@ def nan_to_none(a: np.ndarray):
     return [(nan_to_none(x) if isinstance(x, np.ndarray) else None if np.isnan(x) else float(x)) for x in a]
 
 
-def summarise_token_map(acts: Activations, name: str, cfg: Config, examples: list[int]) -> dict:
+def summarise_token_map(acts: Activations, name: str, cfg: Config, examples: list[int]) -> TokenMap:
     """Corpus summary of one per-token map kind (L, K, n), plus the example maps for the figure."""
     weighted = name in TOKEN_DISTRIBUTIONS
     B = cfg.position_bins
@@ -145,43 +144,33 @@ def summarise_token_map(acts: Activations, name: str, cfg: Config, examples: lis
         m, keep = text_map(acts, name, t), text_keep(acts, t, cfg.keep_special)
         x = renormalise_over_tokens(m, keep) if weighted else np.asarray(m, np.float64)[..., keep]
         ex_maps.append(np.round(x, GRID_DECIMALS))
-    out = {
-        "token_axes": 1, "layers": L, "components": component_labels(acts, name, K),
-        "kind": WEIGHTS if weighted else COMPONENTS,
-        "n_texts": n_texts, "n_tokens": n_tokens,
-        "captured_sums": {"over": "tokens" if weighted else "components",
-                          "min": float(cs.min()), "max": float(cs.max()), "mean": float(cs.mean())},
-        "position_bin_edges": np.linspace(0, 1, B + 1),
-        "position_tokens": counts,  # (B,) kept tokens per bin
-        "position_profile": nan_to_none(prof),  # (L, K, B); None for an empty bin
-    }
-    if weighted:
-        out.update({
-            "normalised_entropy": ent / max(n_ent, 1),  # (L, K)
-            "weight_cv": cv / max(n_ent, 1),  # (L, K)
-            "entropy_texts": n_ent,
-            "mass_on_kept_tokens": kept_mass / n_texts,  # (L, K)
-            "self_weight": own / n_texts,  # (L, K)
-        })
-    else:
-        mean = total / n_tokens
-        out.update({"component_mean": mean, "component_mean_overall": mean.mean(0)})
-    out["example_maps"] = ex_maps  # per example: (L, K, m)
-    return out
+    mean = total / n_tokens
+    return TokenMap(
+        token_axes=1, layers=L, components=component_labels(acts, name, K), kind=WEIGHTS if weighted else COMPONENTS,
+        n_texts=n_texts, n_tokens=n_tokens,
+        captured_sums=CapturedSums(over="tokens" if weighted else "components", min=float(cs.min()),
+                                   max=float(cs.max()), mean=float(cs.mean())),
+        position_bin_edges=np.linspace(0, 1, B + 1),
+        position_tokens=counts,  # (B,) kept tokens per bin
+        position_profile=nan_to_none(prof),  # (L, K, B); None for an empty bin
+        **(dict(normalised_entropy=ent / max(n_ent, 1), weight_cv=cv / max(n_ent, 1), entropy_texts=n_ent,
+                mass_on_kept_tokens=kept_mass / n_texts, self_weight=own / n_texts) if weighted else
+           dict(component_mean=mean, component_mean_overall=mean.mean(0))),
+        example_maps=ex_maps)  # per example: (L, K, m)
 
 
-def token_rows(name: str, m: dict) -> list[dict]:
+def token_rows(name: str, m: TokenMap) -> list[dict]:
     """Long rows (map, layer, component, statistic, value) of one per-token map kind."""
     rows = []
-    edges = m["position_bin_edges"]
+    edges = m.position_bin_edges
     stats = ["normalised_entropy", "weight_cv", "mass_on_kept_tokens", "self_weight"] if over_tokens(m) else \
         ["component_mean"]
-    for lyr in range(m["layers"]):
-        for c, comp in enumerate(m["components"]):
+    for lyr in range(m.layers):
+        for c, comp in enumerate(m.components):
             for stat in stats:
                 rows.append({"map": name, "layer": lyr + 1, "component": comp, "statistic": stat.replace(
-                    "component_", ""), "value": m[stat][lyr][c]})
-            for b, v in enumerate(m["position_profile"][lyr][c]):
+                    "component_", ""), "value": m.statistic(stat)[lyr][c]})
+            for b, v in enumerate(m.position_profile[lyr][c]):
                 rows.append({"map": name, "layer": lyr + 1, "component": comp,
                              "statistic": f"position_{edges[b]:.2f}-{edges[b + 1]:.2f}", "value": v})
     return rows
@@ -189,8 +178,7 @@ def token_rows(name: str, m: dict) -> list[dict]:
 
 def gate_maps(results: list[Result]):
     """(model, map name, summary) of every per-token component map (S-LSTM gates)."""
-    return [(res.model_name, name, m) for res in results for name, m in res.maps.items()
-            if is_token_map(m) and not over_tokens(m)]
+    return [(res.model_name, name, m) for res in results for name, m in res.maps.tokens() if not over_tokens(m)]
 
 
 def plot_gate_shares(ax, gates, drawn: style.Drawn | None = None) -> None:
@@ -205,11 +193,11 @@ def plot_gate_shares(ax, gates, drawn: style.Drawn | None = None) -> None:
     styles = {"gates": "-", "gates_dominant": "--"}
     markers = "os^Dv"
     models = list(dict.fromkeys(model for model, _, _ in gates))
-    xlabel, layer_x = layer_axis([len(m["component_mean"]) for _, _, m in gates])
+    xlabel, layer_x = layer_axis([len(m.component_mean) for _, _, m in gates])
     n_layers, k_max, values = 1, 1, []
     shown = ax.get_ylim() if drawn is not None and ax.has_data() else None
     for model, name, m in gates:
-        mean = np.asarray(m["component_mean"])  # (L, K)
+        mean = np.asarray(m.component_mean)  # (L, K)
         layers = layer_x(len(mean))
         n_layers, k_max = max(n_layers, len(mean)), max(k_max, mean.shape[1])
         values.append(mean.ravel())
@@ -218,7 +206,7 @@ def plot_gate_shares(ax, gates, drawn: style.Drawn | None = None) -> None:
                 ax.plot(layers, mean[:, c], color=plt.cm.Set1(c % 9), ls=styles.get(name, ":"),
                         marker=markers[models.index(model) % len(markers)], ms=3.5, lw=1.3)
             else:
-                line = drawn.series(c, str(m["components"][c]) if c < len(m["components"]) else f"gate {c}",
+                line = drawn.series(c, str(m.components[c]) if c < len(m.components) else f"gate {c}",
                                     ms=3.5, lw=1.3)
                 line["linestyle"] = drawn.kw.get("linestyle", styles.get(name, ":"))
                 ax.plot(layers, mean[:, c], **{**line, "label": line["label"] if name == "gates" else "_nolegend_"})
@@ -229,7 +217,7 @@ def plot_gate_shares(ax, gates, drawn: style.Drawn | None = None) -> None:
         _gate_axes(ax, xlabel, n_layers, np.concatenate([*values, [1 / k_max]]), shown)  # a caller's Axes: no title
         return
     handles = [Line2D([], [], color=plt.cm.Set1(c % 9), lw=1.5, label=comp)
-               for c, comp in enumerate(gates[0][2]["components"])]
+               for c, comp in enumerate(gates[0][2].components)]
     names = list(dict.fromkeys(name for _, name, _ in gates))
     handles += [Line2D([], [], color="0.3", ls=styles.get(n, ":"), lw=1.2, label=MAP_TITLES.get(n, n))
                 for n in names]
@@ -266,12 +254,12 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
     import matplotlib.pyplot as plt
     from matplotlib.colors import TwoSlopeNorm
 
-    kinds = [(n, m) for n, m in result.maps.items() if is_token_map(m)]
+    kinds = result.maps.tokens()
     ex = result.examples[example]
-    tokens = ex["tokens"]
+    tokens = ex.tokens
     n = len(tokens)
     weights = [(name, m) for name, m in kinds if over_tokens(m)]
-    rows = [np.asarray(m["example_maps"][example]).shape[0] * np.asarray(m["example_maps"][example]).shape[1]
+    rows = [np.asarray(m.example_maps[example]).shape[0] * np.asarray(m.example_maps[example]).shape[1]
             for _, m in kinds]
     cell = 0.2
     heights = [r * cell + 0.45 for r in rows] + ([1.9] if weights else [])
@@ -279,11 +267,11 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
     fig = style.new_figure(fig, (width, sum(heights) + 0.6))
     gs = fig.add_gridspec(len(heights), 1, height_ratios=heights)
     policy = "special tokens kept" if result.config["keep_special"] else "special tokens dropped"
-    fig.suptitle(f"{result.model_name}: per-token maps of sentence {ex['text_index']} ({policy})\n"
-                 f"\"{shorten(ex['text'], 90)}\"", fontsize=style.points("figure.titlesize", 0.9))
+    fig.suptitle(f"{result.model_name}: per-token maps of sentence {ex.text_index} ({policy})\n"
+                 f"\"{shorten(ex.text, 90)}\"", fontsize=style.points("figure.titlesize", 0.9))
     share = None
     for r, (name, m) in enumerate(kinds):
-        x = np.asarray(m["example_maps"][example], np.float64)  # (L, K, n)
+        x = np.asarray(m.example_maps[example], np.float64)  # (L, K, n)
         L, K = x.shape[:2]
         ax = fig.add_subplot(gs[r], sharex=share)
         share = share or ax
@@ -293,7 +281,7 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
         norm = TwoSlopeNorm(vcenter=centre, vmin=min(lo, centre * 0.999), vmax=max(hi, centre * 1.001))
         im = ax.imshow(x.reshape(L * K, -1), cmap="RdBu_r", norm=norm, aspect="auto", interpolation="nearest")
         ax.grid(False)
-        labels = [f"L{lyr + 1} {c}" if K > 1 else f"L{lyr + 1}" for lyr in range(L) for c in m["components"]]
+        labels = [f"L{lyr + 1} {c}" if K > 1 else f"L{lyr + 1}" for lyr in range(L) for c in m.components]
         ax.set_yticks(np.arange(L * K), labels, fontsize=style.points("ytick.labelsize", 0.8 if K > 1 else 0.93))
         ax.set_ylabel("layer, component" if K > 1 else "layer", fontsize=style.points("axes.labelsize", 0.8))
         for lyr in range(1, L):
@@ -314,10 +302,10 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
     if weights:
         ax = fig.add_subplot(gs[-1])
         name, m = weights[0]
-        edges = np.asarray(m["position_bin_edges"])
+        edges = np.asarray(m.position_bin_edges)
         centres = (edges[:-1] + edges[1:]) / 2
-        prof = np.asarray(m["position_profile"], dtype=float)  # (L, K, B), None -> nan
-        ent, cv = np.asarray(m["normalised_entropy"]), np.asarray(m["weight_cv"])
+        prof = np.asarray(m.position_profile, dtype=float)  # (L, K, B), None -> nan
+        ent, cv = np.asarray(m.normalised_entropy), np.asarray(m.weight_cv)
         for lyr in range(prof.shape[0]):
             colour = plt.cm.viridis(lyr / max(prof.shape[0] - 1, 1))
             ax.plot(centres, prof[lyr, 0], marker="o", ms=3, lw=1.2, color=colour,
@@ -326,7 +314,7 @@ def plot_token_maps(result: Result, fig=None, example: int = 0):
         ax.set_xlim(0, 1)
         ax.set_xlabel("relative position in the sentence, (i + 0.5) / m (share of its length)")
         ax.set_ylabel("m * weight (1 = uniform)")
-        ax.set_title(f"corpus: {MAP_TITLES.get(name, name)} by position ({m['n_texts']} sentences; "
+        ax.set_title(f"corpus: {MAP_TITLES.get(name, name)} by position ({m.n_texts} sentences; "
                      "normalised entropy and weight CV per layer)", loc="left",
                      fontsize=style.points("axes.titlesize", 8 / 9))
         ax.ticklabel_format(axis="y", useOffset=False)

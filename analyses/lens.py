@@ -51,7 +51,8 @@ from analyses import blocks, common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import Identity, settings_used
 from analyses.inputs import LM, LMConfig
-from analyses.records import omitted
+from analyses.lens_rows import LayerRow, LensStats, TunedLens
+from analyses.records import Definitions, omitted
 from probes.capture.lens import STATS, lens_statistics
 from probes.capture.store import USER_CACHE, UserCache, cache_subfolder
 from probes.capture.tuned_lens import Documents, TrainSettings, tuned_translators
@@ -172,10 +173,9 @@ class Result(common.AnalysisResult):
     window: int  # T
     overlap: int  # o
     scored_tokens: int
-    definitions: dict  # prose only: nothing reads numbers from it
-    layers: list[dict]  # per layer 0..L: {"layer", "final": l == L, <lens>: {ce, ce_ci, kl, kl_ci, top1, top1_ci}}
-    tuned_lens: dict | None  # the translators' key, settings, training split, sha256 and KL at the first and last
-    #                          steps
+    definitions: Definitions  # prose only: nothing reads numbers from it
+    layers: list[LayerRow]  # per layer 0..L
+    tuned_lens: TunedLens | None  # the translators used (None: the logit lens only)
     bootstrap: WindowSums  # analyses.blocks.bootstrap over runs of windows (runs: each run's first window) + units:
     #                  per window its tokens and per-layer sums
     notes: list[str] | None = None  # why a statistic is null (NaN or inf logits), one line per lens
@@ -196,17 +196,17 @@ class Result(common.AnalysisResult):
 
     def headline_numbers(self) -> dict[str, stats.Sample]:
         mid = self.layers[(len(self.layers) - 1) // 2]
-        return {f"{lens} lens {what}, layer {mid['layer']}": stats.Sample(mid[lens][key])
+        return {f"{lens} lens {what}, layer {mid.layer}": stats.Sample(mid.of(lens).of(key)[0])
                 for lens in self.lenses for key, what in (("kl", "KL"), ("top1", "top-1"))}
 
     def plotted_values(self) -> np.ndarray:
         """What :meth:`plot` draws first: the logit lens's KL per layer."""
-        return common.as_floats(row["logit"]["kl"] for row in self.layers)
+        return common.as_floats(row.logit.kl for row in self.layers)
 
     def headline(self) -> dict[str, str]:
         mid = self.layers[(len(self.layers) - 1) // 2]
-        return {f"{lens} lens, layer {mid['layer']}": f"KL {_number(mid[lens]['kl'])} nats, top-1 "
-                f"{_number(mid[lens]['top1'])}" for lens in self.lenses}
+        return {f"{lens} lens, layer {mid.layer}": f"KL {_number(mid.of(lens).kl)} nats, top-1 "
+                f"{_number(mid.of(lens).top1)}" for lens in self.lenses}
 
 
 def _number(x) -> str:
@@ -248,8 +248,10 @@ def compute(cfg: Config | None = None, *, lm, documents=None, translators_dir=US
         with (tempfile.TemporaryDirectory(prefix="tuned-lens-") if root is None
               else contextlib.nullcontext(root)) as where:
             lenses["tuned"], record = translators(lm, cfg, T, where)
-        tuned_record = {k: record[k] for k in ("key", "settings", "split", "translators_sha256", "loss",
-                                               "kl_first_step", "kl_last_step", "nonfinite_values")}
+        tuned_record = TunedLens(key=record["key"], settings=record["settings"], split=record["split"],
+                                 translators_sha256=record["translators_sha256"], loss=record["loss"],
+                                 kl_first_step=record["kl_first_step"], kl_last_step=record["kl_last_step"],
+                                 nonfinite_values=record["nonfinite_values"])
     per_doc = [lens_statistics(lm, ids, T, cfg.overlap, lenses, cfg.batch_size)
                for _, ids in tqdm_class()(docs, desc=f"lens {lm.name} T={T} o={cfg.overlap}", unit="doc")]
     units = [(name, int(w)) for (name, _), doc in zip(docs, per_doc) for w in range(doc["n_windows"])]
@@ -260,17 +262,19 @@ def compute(cfg: Config | None = None, *, lm, documents=None, translators_dir=US
                             units_id=stats.units_id(units), runs=runs)
     W = stats.resample_weights(len(runs), cfg.resamples, cfg.seed)
     L = int(lm.base.config.num_hidden_layers)
-    layers: list[dict] = [{"layer": lyr, "final": lyr == L} for lyr in range(L + 1)]
-    saved = {}
+    saved, by_lens = {}, {}
     for lens in lenses:
         sums, counts = window_sums(per_doc, lens)
         saved[lens] = {s: stats.rounded(sums[s]) for s in STATS}
+        values = {}  # stat -> (L+1,) points, stat_ci -> (2, L+1)
         for s in STATS:
-            point = sums[s].sum(0) / counts.sum()  # (L+1,)
+            values[s] = sums[s].sum(0) / counts.sum()  # (L+1,)
             rep = ratio_replicates(stats.grouped(sums[s], boot), stats.grouped(counts, boot), W)
-            ci = stats.interval(rep, stats.interval_level(boot))  # (2, L+1)
-            for lyr in range(L + 1):
-                layers[lyr].setdefault(lens, {}).update({s: point[lyr], f"{s}_ci": ci[:, lyr].tolist()})
+            values[f"{s}_ci"] = stats.interval(rep, stats.interval_level(boot))  # (2, L+1)
+        by_lens[lens] = [LensStats(**{k: v[lyr] if v.ndim == 1 else v[:, lyr].tolist() for k, v in values.items()})
+                         for lyr in range(L + 1)]
+    layers = [LayerRow(layer=lyr, final=lyr == L, **{lens: rows[lyr] for lens, rows in by_lens.items()})
+              for lyr in range(L + 1)]
     counts = window_sums(per_doc, "logit")[1]
     model = lm.describe()
     notes = nonfinite_notes(per_doc, lenses, tuned_record)
@@ -281,7 +285,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None, translators_dir=US
         window=T,
         overlap=cfg.overlap,
         scored_tokens=int(counts.sum()),
-        definitions={
+        definitions=Definitions({
             "layers": "0 = embedding output, l = output of layer l; the last layer (final) is the model's output: "
                       "Hugging Face's hidden[L] already holds the final norm, so it is decoded by the output matrix "
                       "alone and KL is 0 there",
@@ -297,7 +301,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None, translators_dir=US
             "intervals": f"block bootstrap over runs of {run} consecutive windows of one document (the longest "
                          "runs that leave at least 20); ratio of resampled sums over resampled token counts; "
                          "percentile interval at the expanded level (analyses.blocks)",
-        },
+        }),
         layers=layers,
         tuned_lens=tuned_record,
         notes=notes or None,
@@ -305,7 +309,7 @@ def compute(cfg: Config | None = None, *, lm, documents=None, translators_dir=US
     )
 
 
-def nonfinite_notes(per_doc: list[dict], lenses: dict, tuned_record: dict | None) -> list[str]:
+def nonfinite_notes(per_doc: list[dict], lenses: dict, tuned_record: TunedLens | None) -> list[str]:
     """One line per lens whose decoded distribution is not finite (NaN or inf logits) at some scored token: where
     and why its ce, kl and top1 are null (an argmax over NaN logits is no prediction)."""
     notes = []
@@ -315,8 +319,8 @@ def nonfinite_notes(per_doc: list[dict], lenses: dict, tuned_record: dict | None
         if not layers:
             continue
         why = ""
-        if lens == "tuned" and tuned_record and tuned_record.get("nonfinite_values"):
-            why = f"; its translators hold {tuned_record['nonfinite_values']} NaN or inf values"
+        if lens == "tuned" and tuned_record and tuned_record.nonfinite_values:
+            why = f"; its translators hold {tuned_record.nonfinite_values} NaN or inf values"
         notes.append(f"{lens} lens, layers {', '.join(map(str, layers))}: the decoded next-token distribution is NaN "
                      f"or inf at {int(bad.any(0).sum())} of {bad.shape[1]} scored tokens{why}, so ce, kl and top1 "
                      "are null there (a NaN is never counted as a disagreement)")
@@ -328,12 +332,13 @@ def table_rows(result: Result | dict) -> list[dict]:
     rows = []
     for r in Result.from_json(result).layers:
         for lens in LENSES:
-            if lens not in r:
+            got = r.lens(lens)
+            if got is None:
                 continue
-            row = {"layer": r["layer"], "final": r["final"], "lens": lens}
+            row: dict = {"layer": r.layer, "final": r.final, "lens": lens}
             for s in STATS:
-                lo, hi = r[lens][f"{s}_ci"]
-                row.update({s: r[lens][s], f"{s}_lo": lo, f"{s}_hi": hi})
+                value, (lo, hi) = got.of(s)
+                row.update({s: value, f"{s}_lo": lo, f"{s}_hi": hi})
             rows.append(row)
     return rows
 
@@ -353,12 +358,13 @@ def _stat_panel(ax, drawn: list[style.Drawn], stat: str, relative: bool, own_lin
         res = d.result
         x = _x(res, relative)
         for lens in res.lenses:
-            y = [np.nan if r[lens][stat] is None else r[lens][stat] for r in res.layers]
+            read = [r.of(lens).of(stat) for r in res.layers]
+            y = [np.nan if value is None else value for value, _ in read]
             kw = {**d.line(marker="o", ms=3), "label": f"{d.label} ({lens})"}
             if not (own_linestyle and "linestyle" in d.kw):
                 kw["linestyle"] = "-" if lens == "logit" else "--"
             ax.plot(x, y, **kw)
-            ci = np.array([[np.nan if v is None else v for v in r[lens][f"{stat}_ci"]] for r in res.layers])
+            ci = np.array([[np.nan if v is None else v for v in interval] for _, interval in read])
             ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.15, lw=0, **d.quiet)
     ax.set_ylabel(STAT_LABELS[stat])
     ax.set_xlabel("relative depth l / L" if relative else "layer l (0 = embeddings, L = output)")

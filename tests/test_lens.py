@@ -242,6 +242,6 @@ def test_intervals_resample_runs_of_consecutive_windows(gpt2):
     sums = np.asarray(b.units["logit"]["ce"])
     rep = lens_analysis.ratio_replicates(stats.grouped(sums, b), stats.grouped(counts, b), W)
     want = stats.interval(rep, blocks.expanded_level(0.95, b.n_units))
-    got = np.array([row["logit"]["ce_ci"] for row in r.layers]).T
+    got = np.array([row.logit.ce_ci for row in r.layers]).T
     assert got == pytest.approx(want, rel=1e-4)  # the saved sums are rounded to 6 digits
     assert lens_analysis.paired_difference(r, r, "logit")[1] == pytest.approx(np.zeros((2, len(r.layers))))

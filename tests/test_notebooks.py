@@ -74,7 +74,7 @@ assert rows[-1]["token_twonn"] > 0 and rows[-1]["sentence_mle"] > 0 and all(r["t
 """,
     "lens": """
 for res in results:
-    assert res.layers[-1]["final"] and res.layers[-1]["logit"]["kl"] == 0 and res.layers[-1]["logit"]["top1"] == 1
+    assert res.layers[-1].final and res.layers[-1].logit.kl == 0 and res.layers[-1].logit.top1 == 1
     assert all(0 <= row["top1"] <= 1 and row["kl"] >= -1e-9 for row in lens.table_rows(res))
 """,
     "causal_probing": """

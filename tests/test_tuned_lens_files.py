@@ -127,7 +127,7 @@ def test_translators_that_hold_nan_give_null_statistics_with_the_reason(gpt2, tm
     doc = read_result(tmp_path / "out" / "results" / "lens" / "tiny-gpt2.json")  # as saved: null, never NaN
     layer0 = doc["layers"][0]
     assert layer0["tuned"]["top1"] is None and layer0["tuned"]["kl"] is None and layer0["tuned"]["ce"] is None
-    assert layer0["logit"]["top1"] == pytest.approx(first.layers[0]["logit"]["top1"])  # the logit lens is unchanged
+    assert layer0["logit"]["top1"] == pytest.approx(first.layers[0].logit.top1)  # the logit lens is unchanged
     assert doc["layers"][1]["tuned"]["top1"] is not None
     assert any("tuned lens, layers 0:" in n and "1 NaN or inf values" in n for n in doc["notes"]), doc["notes"]
     one_layer = lens_analysis.Result.from_json({**doc, "layers": doc["layers"][:1]})
@@ -151,4 +151,4 @@ def test_lens_run_in_an_empty_folder_leaves_it_empty_and_announces_the_training(
     assert "training its" not in capsys.readouterr().err and list(empty.iterdir()) == []
     lens_analysis.run("tiny-gpt2", DOCS, cache_dir=None, **kw)  # no cache: a temporary folder, dropped
     assert list(empty.iterdir()) == [] and len(list((tmp_path / "cache").rglob("translators.safetensors"))) == 1
-    assert np.isfinite(result.layers[0]["tuned"]["kl"])
+    assert np.isfinite(result.layers[0].of("tuned").kl)

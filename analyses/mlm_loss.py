@@ -29,7 +29,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -82,16 +82,69 @@ class TrainingRecords(Inputs):
         return load_inputs(model, cfg)
 
 
+@dataclass
+class Recipe:
+    """The training settings of a model's train_config.json that its loss depends on (None: the record lacks it):
+    the architecture (:data:`ARCHITECTURE`), the fusion, the data and schedule (:data:`TRAINING`), the seed and the
+    precision."""
+
+    arch: str | None = None
+    width: int | None = None
+    layers: int | None = None
+    heads: int | None = None
+    intermediate: int | None = None
+    vocab_size: int | None = None
+    max_positions: int | None = None
+    half_dim: bool | None = None
+    shared_qkv: bool | None = None
+    fusion: str | None = None
+    corpus: str | None = None
+    split: Any = None
+    tokenizer: str | None = None
+    seq_len: int | None = None
+    steps: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    warmup: int | None = None
+    weight_decay: float | None = None
+    mask_prob: float | None = None
+    dropout: float | None = None
+    eval_blocks: int | None = None
+    seed: int | None = None
+    amp: Any = None
+    dtype: str | None = None
+
+    def architecture(self) -> tuple:
+        """The settings of :data:`ARCHITECTURE`, in its order: equal for two models of one shape."""
+        return tuple(getattr(self, k) for k in ARCHITECTURE)
+
+    def training(self) -> dict[str, Any]:
+        """The settings of :data:`TRAINING` (data and schedule): equal for two models trained alike."""
+        return {k: getattr(self, k) for k in TRAINING}
+
+
+# the comparison's settings are the recipe's fields: a name spelt otherwise fails here, at import
+assert {*ARCHITECTURE, *TRAINING} <= {f.name for f in dataclasses.fields(Recipe)}, "ARCHITECTURE/TRAINING: not Recipe"
+
+
+@dataclass
+class HeldoutBlocks:
+    """Per held-out block (n,): its summed masked-LM loss (nats) and its masked tokens."""
+
+    loss_sum: list[float]
+    masked_tokens: list[int]
+
+
 @dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One trained model's held-out MLM loss: the saved document's keys, in order."""
 
-    recipe: dict  # the training settings of train_config.json (arch, fusion, width, layers, ..., seed)
+    recipe: Recipe  # the training settings of train_config.json (arch, fusion, width, layers, ..., seed)
     loss: float  # nats per masked token
     loss_source: str  # "held-out blocks" | "held-out, recorded" | "training, last steps"
     recorded_heldout_loss: float | None  # what the recipe recorded (float32 weights; the blocks: saved weights)
     loss_ci: list[float] | None  # bootstrap interval over blocks (None without per-block values)
-    blocks: dict | None  # {"loss_sum": (n,), "masked_tokens": (n,)} per held-out block; None without the file
+    blocks: HeldoutBlocks | None  # per held-out block; None without the file
     # analyses.blocks.bootstrap over runs of blocks (runs: each run's first block;
     #                                units_id: the masked-token counts)
     bootstrap: stats.Bootstrap | None = None
@@ -106,7 +159,7 @@ class Result(common.AnalysisResult):
     def headline(self) -> dict[str, str]:
         ci = "" if self.loss_ci is None else f" [{self.loss_ci[0]:.3f}, {self.loss_ci[1]:.3f}]"
         return {"held-out MLM loss": f"{self.loss:.3f}{ci} nats per masked token ({self.loss_source})",
-                "fusion": str(self.recipe.get("fusion"))}
+                "fusion": str(self.recipe.fusion)}
 
     @style.drawing
     def plot(self, ax=None, **kwargs):
@@ -120,7 +173,7 @@ class Result(common.AnalysisResult):
 
         ax = style.one_axes(ax, (4.2, 2.4))
         row = sum(isinstance(c, ErrorbarContainer) for c in ax.containers)  # the rows already drawn
-        label = f"{style.display_name(self.model_name)} ({self.recipe.get('fusion')})"
+        label = f"{style.display_name(self.model_name)} ({self.recipe.fusion})"
         _loss_point(ax, style.on_axes(ax, self, kwargs, label), -row)
         ax.set_yticks([])
         ax.set_ylim(-row - 0.7, 0.7)
@@ -132,7 +185,7 @@ class Result(common.AnalysisResult):
         the point value alone without per-block values)."""
         if self.blocks is None or self.bootstrap is None:
             return stats.Sample(self.loss)
-        return stats.Sample.of_ratio(self.loss, self.blocks["loss_sum"], self.blocks["masked_tokens"], self.bootstrap)
+        return stats.Sample.of_ratio(self.loss, self.blocks.loss_sum, self.blocks.masked_tokens, self.bootstrap)
 
 
 def read_blocks(path) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +226,7 @@ def compute(cfg: Config | None = None, *, spec, record: dict, blocks) -> Result:
     """The held-out loss of one trained model, with its interval over blocks where the blocks were scored."""
     cfg = cfg or Config()
     rc = record["config"]
-    recipe = {k: rc.get(k) for k in (*ARCHITECTURE, "fusion", *TRAINING, "seed", "amp", "dtype")}
+    recipe = Recipe(**{f.name: rc.get(f.name) for f in dataclasses.fields(Recipe)})
     evaluation = {"corpus": rc.get("corpus"), "split": "heldout", "tokenizer": rc.get("tokenizer"),
                   "seq_len": rc.get("seq_len"), "eval_blocks": rc.get("eval_blocks"), "mask_prob": rc.get("mask_prob")}
     held = record.get("heldout_loss")
@@ -188,7 +241,7 @@ def compute(cfg: Config | None = None, *, spec, record: dict, blocks) -> Result:
         W = stats.resample_weights(len(runs), boot.resamples, cfg.seed)
         rep = stats.ratio_replicates(stats.grouped(sums, boot), stats.grouped(counts, boot), W)
         loss_ci = stats.interval(rep, stats.interval_level(boot)).tolist()
-        per_block = {"loss_sum": sums.tolist(), "masked_tokens": counts.tolist()}
+        per_block = HeldoutBlocks(loss_sum=sums.tolist(), masked_tokens=counts.tolist())
         evaluation.update(n_blocks=len(sums), masked_tokens=int(counts.sum()))
     elif held is not None:
         loss, source = float(held), "held-out, recorded"
@@ -209,7 +262,7 @@ def table_rows(result: Result) -> list[dict]:
     if result.blocks is None:
         return [{"model": result.model_name, "loss": result.loss, "loss_source": result.loss_source}]
     return [{"model": result.model_name, "block": i, "loss_sum": s, "masked_tokens": c}
-            for i, (s, c) in enumerate(zip(result.blocks["loss_sum"], result.blocks["masked_tokens"]))]
+            for i, (s, c) in enumerate(zip(result.blocks.loss_sum, result.blocks.masked_tokens))]
 
 
 def _loss_point(ax, drawn: style.Drawn, y: float) -> None:
@@ -233,7 +286,7 @@ def plot(results: list[Result], fig=None):
     drawn = style.in_figure(results)
     for y, d in enumerate(reversed(drawn)):
         _loss_point(ax, d._replace(kw={"color": d.color}), y)
-    ax.set_yticks(range(len(results)), [f"{r.model_name} ({r.recipe.get('fusion')})" for r in reversed(results)])
+    ax.set_yticks(range(len(results)), [f"{r.model_name} ({r.recipe.fusion})" for r in reversed(results)])
     ax.set_xlabel("held-out MLM loss (nats per masked token; 95% bootstrap interval over blocks)")
     ax.set_title("held-out masked-LM loss (Graph-Transformer Table 2)")
     return fig

@@ -43,7 +43,7 @@ def _result(name: str) -> mlm_loss.Result:
 def test_the_loss_per_masked_token_and_its_interval_over_blocks(tmp_path, monkeypatch):
     losses = np.random.default_rng(1).normal(5.7, 0.3, 200)
     r = _result(_folder(tmp_path, monkeypatch, "m-wg", losses))
-    sums, counts = np.array(r.blocks["loss_sum"]), np.array(r.blocks["masked_tokens"])
+    sums, counts = np.array(r.blocks.loss_sum), np.array(r.blocks.masked_tokens)
     assert r.loss == pytest.approx(sums.sum() / counts.sum()) and r.loss_source == "held-out blocks"
     # a block bootstrap over runs of 10 consecutive held-out blocks: the longest runs that leave 20 (analyses.blocks)
     assert r.loss_ci[0] < r.loss < r.loss_ci[1] and r.bootstrap.n_units == 20
@@ -54,7 +54,7 @@ def test_the_loss_per_masked_token_and_its_interval_over_blocks(tmp_path, monkey
     assert s.pairing == (stats.units_id(counts.tolist()), 0, stats.RESAMPLES)  # equal counts: the same blocks
     again = mlm_loss.Result.from_json(json.loads(json.dumps(r.to_json())))
     assert again.heldout_loss().interval() == pytest.approx(r.loss_ci)
-    assert r.recipe["fusion"] == "weight-gate" and r.corpus["split"] == "heldout"
+    assert r.recipe.fusion == "weight-gate" and r.corpus["split"] == "heldout"
 
 
 def test_without_block_losses_the_recorded_loss_is_a_point_value(tmp_path, monkeypatch):

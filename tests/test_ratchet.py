@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 ANALYSES = REPO / "analyses"
 
 # Ceilings: the counts today. Lower them as fields and reads are typed; never raise them.
-DICT_RESULT_FIELDS = 2
-STRING_READS_SUMMARY = 8
-STRING_READS_ANALYSES = 265
+DICT_RESULT_FIELDS = 0
+STRING_READS_SUMMARY = 4
+STRING_READS_ANALYSES = 254
 
 
 def _sources(folder: Path) -> list[Path]:

@@ -296,26 +296,18 @@ MOG = "Graph-Transformer"
 def _table2_matchups(results: Sequence[MlmLoss], read: Read) -> list[Matchup]:
     """Table 2's fusion rows (full dimension, no shared q/k/v): each weight-gate model against each sum
     model of the same architecture, per training seed."""
-    from analyses.mlm_loss import ARCHITECTURE
-
-    plain = [r for r in results if family(r) == "mog" and not r.recipe.get("half_dim")
-             and not r.recipe.get("shared_qkv")]
-    def shape(r: MlmLoss) -> tuple:
-        return tuple(r.recipe.get(k) for k in ARCHITECTURE)
-
+    plain = [r for r in results if family(r) == "mog" and not r.recipe.half_dim and not r.recipe.shared_qkv]
     out = []
-    for wg_name, wg in by_model(_side(plain, lambda r: r.recipe.get("fusion") == "weight-gate")).items():
-        size = shape(_first(wg))
-        sums = by_model([r for r in plain if r.recipe.get("fusion") == "sum" and shape(r) == size])
+    for wg_name, wg in by_model(_side(plain, lambda r: r.recipe.fusion == "weight-gate")).items():
+        size = _first(wg).recipe.architecture()
+        sums = by_model([r for r in plain if r.recipe.fusion == "sum" and r.recipe.architecture() == size])
         out += _pairs({wg_name: wg}, sums, read)
     return out
 
 
 def _training_recipe(r: MlmLoss) -> dict:
     """Table 2 compares models trained alike: the recipe's data and schedule, and the kind of loss read."""
-    from analyses.mlm_loss import TRAINING
-
-    return {"recipe": {**{k: r.recipe.get(k) for k in TRAINING}, "loss": r.loss_source}}
+    return {"recipe": {**r.recipe.training(), "loss": r.loss_source}}
 
 
 def _weights(r: Mog) -> list[float]:

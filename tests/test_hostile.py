@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from claims_docs import anisotropy_row
 
 import probes
 import probes.capture.cache as pc
@@ -182,8 +183,7 @@ def _claims_out(tmp_path: Path, value: str) -> Path:
     for name, fam, tok in (("albert-small", "hf", "0.276"), ("slstm-small", "slstm", value)):
         doc = {"analysis": "anisotropy", "model_name": name, "config": {}, "corpus": {}, "headline_layer": 1,
                "definitions": {}, "model": {"family": fam, "kind": "encoder", "num_layers": 4, "hidden_size": 256},
-               "layers": [{"token": {"mean": 0.5}, "sentence": {"mean": 0.5}},
-                          {"token": {"mean": "TOK"}, "sentence": {"mean": 0.3}}]}
+               "layers": [anisotropy_row(0, 0.5, 0.5), anisotropy_row(1, "TOK", 0.3)]}
         (folder / f"{name}.json").write_text(json.dumps(doc).replace('"TOK"', tok))
     return tmp_path / "out"
 

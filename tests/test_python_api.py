@@ -81,7 +81,7 @@ def test_perplexity_scores_the_callers_texts_as_documents(texts, tmp_path):
     res = perplexity.run("tiny-gpt2", [" ".join(texts[i:i + 10]) for i in range(0, 40, 10)], overlap=[0])
     (row,) = res.rows
     assert res.corpus["source"] == CALLER_TEXTS and res.corpus["n_texts"] == 4 and "corpus" not in res.config
-    assert row["scored_tokens"] > 0 and row["token_perplexity"] > 1
+    assert row.scored_tokens > 0 and row.token_perplexity > 1
 
 
 def test_a_pairwise_analysis_takes_the_pair(texts, tmp_path):

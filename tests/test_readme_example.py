@@ -76,26 +76,26 @@ def test_the_five_lines_run_and_write_only_the_figure_where_they_run(user_folder
     assert sorted(p.name for p in user_folder.iterdir()) == ["anisotropy.png", "my-model", "my_sentences.txt"]
     # the saved figure draws the result: the density of the last layer's token cosines
     (patch,) = [p for p in saved[0].axes[0].patches if isinstance(p, StepPatch)]
-    counts = np.asarray(result.layers[result.headline_layer]["token"]["counts"], float)
+    counts = np.asarray(result.layers[result.headline_layer].token.counts, float)
     np.testing.assert_allclose(patch.get_data().values, counts / counts.sum() / (2 / len(counts)))
     entries = sorted((tmp_path / "cache" / "my-model").iterdir())
     assert len(entries) == 1, entries
 
     n_texts = sum(1 for line in SENTENCES.splitlines() if line.strip())
     assert result.model_name == "my-model"
-    assert [layer["layer"] for layer in result.layers] == [0, 1, 2]     # embeddings and both layers
+    assert [layer.layer for layer in result.layers] == [0, 1, 2]     # embeddings and both layers
     assert result.corpus["source"] == "texts given by the caller" and result.corpus["n_texts"] == n_texts
     for layer in result.layers:
-        assert -1.0 <= layer["token"]["mean"] <= 1.0 and layer["token"]["n_vectors"] == result.config["n_tokens"]
+        assert -1.0 <= layer.token.mean <= 1.0 and layer.token.n_vectors == result.config["n_tokens"]
 
     again: dict = {}
     exec(code, again)  # noqa: S102 -- a second run reads the cache entry the first one wrote
     assert sorted((tmp_path / "cache" / "my-model").iterdir()) == entries
-    assert [la["token"]["mean"] for la in again["result"].layers] == [la["token"]["mean"] for la in result.layers]
+    assert [la.token.mean for la in again["result"].layers] == [la.token.mean for la in result.layers]
 
     from analyses import anisotropy
 
     by_path = anisotropy.run(str(user_folder / "my-model"), scope["texts"])
     for a, b in zip(result.layers, by_path.layers, strict=True):
-        assert a["token"]["mean"] == pytest.approx(b["token"]["mean"], abs=1e-6)
-        assert a["sentence"]["mean"] == pytest.approx(b["sentence"]["mean"], abs=1e-6)
+        assert a.token.mean == pytest.approx(b.token.mean, abs=1e-6)
+        assert a.sentence.mean == pytest.approx(b.sentence.mean, abs=1e-6)

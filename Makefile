@@ -323,14 +323,14 @@ typecheck: $(TEST_STAMP)
 	.venv/bin/mypy
 
 # Causal probing of the S-LSTM paper's encoders and their seeds (README, "Which probed properties each architecture
-# uses"): 400 sentences (100 held out), three tasks, every layer; about 13 CPU-minutes for the nine models on 2
-# cores, so not part of make demo. Writes $(OUT)/results/causal_probing/, its figures and the report.
+# uses"): 400 sentences (100 held out), three tasks, every layer, the protocol over three seeds with three random
+# controls per eraser and seed; about 35 CPU-minutes for the nine models on 2 cores, so not part of make demo. Writes $(OUT)/results/causal_probing/, its figures and the report.
 CAUSAL_MS := $(foreach m,slstm-small bert-small albert-small,--model $(m) $(foreach s,1 2,$(if \
              $(wildcard checkpoints/$(m)-seed$(s)/config.json),--model $(m)-seed$(s))))
 .PHONY: causal-probing
 causal-probing: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m analyses.causal_probing $(CAUSAL_MS) --n-sentences 400 --max-items 1500 \
-	    --task position --task token_identity --task sent_len --random-draws 1 --out $(OUT)
+	    --task position --task token_identity --task sent_len --out $(OUT)
 	$(PY) -m analyses.summary.report --out $(OUT)
 
 # The S-LSTM against its baselines through SAEs of equal L0 (docs/sae.md): TopK k = 16, width 1024, layers 1-4 of

@@ -53,9 +53,9 @@ def test_intervals_cover_the_estimators_expectation():
         X, unit = draw(rng)
         found = idim.estimate(X, unit, cfg, 0.95)
         for j, est in enumerate(idim.ESTIMATORS):
-            lo, hi = found[f"{est}_ci"]
+            value, (lo, hi) = found.of(est)
             hits[j] += lo <= truth[j] <= hi
-            inside[j] += lo <= found[est] <= hi
+            inside[j] += lo <= value <= hi
     coverage = hits / SAMPLES
     assert ((0.88 <= coverage) & (coverage <= 0.99)).all(), coverage
     assert (inside == SAMPLES).all(), inside

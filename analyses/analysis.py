@@ -36,7 +36,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from analyses.inputs import Inputs
 from analyses.model_info import ModelInfo, ModelPair
@@ -45,6 +45,8 @@ from probes.errors import ProbeError
 
 if TYPE_CHECKING:
     from analyses.common import AnalysisResult
+
+R = TypeVar("R", bound="AnalysisResult")  # an analysis's Result class: what its table_rows is handed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +101,7 @@ class Figure:
 
 
 @dataclasses.dataclass(frozen=True)
-class Analysis:
+class Analysis(Generic[R]):
     """The declaration of one analysis (see the module docstring).
 
     * ``name``: the name in :data:`analyses.ANALYSES`, of the results folder and of the command;
@@ -118,9 +120,10 @@ class Analysis:
     name: str
     inputs: Inputs
     Config: type
-    Result: type[AnalysisResult]
+    Result: type[R]
     compute: Callable
-    table_rows: Callable
+    # typed by the Result: a function of something else (a figure's list of results) fails make typecheck
+    table_rows: Callable[[R], list[dict]]
     figures: tuple[Figure, ...] = ()
     example: tuple[str, ...] = ()
     tables: dict[str, Callable] = dataclasses.field(default_factory=dict)

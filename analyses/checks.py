@@ -167,7 +167,7 @@ def check_flags(decl: Analysis) -> None:
             f"{decl.name}: {flag} is offered, though its inputs cannot use it ({text!r})"
 
 
-def check_round_trip(decl: Analysis, cfg: Any, result: Any, workdir: str | Path) -> None:
+def check_round_trip(decl: Analysis[Any], cfg: Any, result: Any, workdir: str | Path) -> None:
     """Each Result of one compute round-trips through JSON and its result file, with one identity and a short repr."""
     workdir = Path(workdir)
     for res in decl.inputs.results(result):
@@ -176,7 +176,8 @@ def check_round_trip(decl: Analysis, cfg: Any, result: Any, workdir: str | Path)
         doc = res.to_json()
         assert {"model_name", "config"} <= set(doc) and not {"out", "figures"} & set(res.config), decl.name
         text = repr(res)  # a notebook cell shows a few lines, not every number
-        assert type(res).__repr__ is AnalysisResult.__repr__ and len(text) < 1500 and decl.name in text, text[:200]
+        shown: Any = type(res).__repr__  # AnalysisResult's short display, not a dataclass repr of every number
+        assert shown is AnalysisResult.__repr__ and len(text) < 1500 and decl.name in text, text[:200]
         # the layers it has numbers for: from the embeddings, or from layer 1 for maps (the layers compute them)
         layers = res.summary().get("layers")
         assert layers is None or layers.startswith(f"{type(res).FIRST_LAYER}.."), layers

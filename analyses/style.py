@@ -36,8 +36,8 @@ import contextlib
 import functools
 import hashlib
 import weakref
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -329,17 +329,21 @@ def _settle_ticks(obj) -> None:
             axis.majorTicks, axis.minorTicks  # noqa: B018 - touching the lazy lists creates the first tick
 
 
-def drawing(draw):
+Draw = TypeVar("Draw", bound=Callable[..., Any])  # a plot function
+
+
+def drawing(draw: Draw) -> Draw:
     """Decorator of every plot function: it draws under the rcParams in force (the caller's, or the suite's
     inside :func:`theme`) and settles the ticks of what it returns (a Figure, SubFigure or Axes), so that the
-    figure keeps those sizes when shown after the ``with`` block."""
+    figure keeps those sizes when shown after the ``with`` block. The decorated function keeps its signature for
+    the type checker (a plot function given where a table's rows function is asked for fails make typecheck)."""
     @functools.wraps(draw)
     def wrapper(*args, **kwargs):
         drawn = draw(*args, **kwargs)
         _settle_ticks(drawn)
         return drawn
 
-    return wrapper
+    return cast(Draw, wrapper)
 
 
 # ----------------------------------------------------------------------------- figures and axes

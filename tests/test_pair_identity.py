@@ -159,6 +159,10 @@ STRING_METHODS = {"join", "split", "rsplit", "partition", "rpartition"}
 ALLOWED = {
     ("analyses/similarity/__init__.py", "separator tested with in", '"__" in m'):
         "check_config refuses a --model option holding '__' before any work (a CLI option, not a result)",
+    ("analyses/effect_result.py", "a pair's name written as an f-string",
+     'f"{self.model}{self.edit}__{re.sub(r\'[^A-Za-z0-9.=-]+\', \'-\', self.statistic).strip(\'-\')}"'):
+        "an effect's file name (the edited run and its statistic) under out/effects/, which no reader of results "
+        "or pairs lists",
 }
 
 

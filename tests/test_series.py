@@ -23,6 +23,7 @@ import yaml
 import analyses.anisotropy as anisotropy
 from analyses import data
 from analyses import series as series_mod
+from analyses.causal_probing import Result as CausalResult
 from analyses.common import read_results
 from probes.corpus import DEFAULT_CORPUS_DIR
 from probes.errors import ProbeError
@@ -215,3 +216,22 @@ def test_reuse_runs_only_points_not_analysed_from_the_same_weights_and_options(t
     assert len(calls) == 1 and len(calls[0].model) == len(first.lines[0].points)  # other settings: all again
     assert calls[0].n_sentences == 13 and not calls[0].figures  # a typed Config, not command-line words
     assert seen == [(None, sorted(calls[0].model))]  # the points handed over as specs, no registry in the environment
+
+
+def test_causal_probing_runs_along_a_series_and_draws_its_headline(trained, tmp_path):
+    """`probes series causal_probing` draws LEACE's excess loss against the step, each point the checkpoint's own
+    result's headline with its interval."""
+    _, series = trained
+    out = tmp_path / "o"
+    series_mod.main(["causal_probing", "--series", str(series["bert"]), "--out", str(out), "--",
+                     "--n-sentences", "40", "--max-items", "150", "--task", "position", "--n-boot", "50",
+                     "--seeds", "2", "--random-draws", "1"])
+    doc = json.loads((out / "series" / "causal_probing.json").read_text())
+    assert doc["statistic"].startswith("position: LEACE excess loss")
+    (line,) = doc["lines"]
+    assert [p["step"] for p in line["points"]] == [1, 2, 4, 6, 8]
+    assert (out / "figures" / "series-causal_probing.png").exists()
+    last = CausalResult.from_json(json.loads(
+        (out / "results" / "causal_probing" / "tiny-bert-run.step-0000008.json").read_text()))
+    sample = last.headline_numbers()[doc["statistic"]]
+    assert line["points"][-1]["value"] == pytest.approx(sample.point, abs=1e-7)

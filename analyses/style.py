@@ -361,6 +361,18 @@ def new_figure(fig=None, figsize: tuple[float, float] = (6.4, 4.0)):
     return plt.figure(figsize=figsize, layout="constrained")
 
 
+def panel_grid(fig, n: int, cols: int = 3, panel: tuple[float, float] = (3.0, 2.6)):
+    """(fig, axes): ``n`` panels (at least one) in rows of at most ``cols``, each about ``panel`` inches, in ``fig``
+    (a Figure or SubFigure) or a new figure; the grid's unused places are hidden. axes: (rows * cols,)."""
+    cols = min(max(n, 1), cols)
+    rows = -(-max(n, 1) // cols)
+    fig = new_figure(fig, (panel[0] * cols + 0.4, panel[1] * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
 def one_axes(ax=None, figsize: tuple[float, float] = (4.2, 3.0)):
     """``ax`` (one Axes to draw on) or, when None, the Axes of a new constrained-layout figure of ``figsize``
     (the panel's size: :func:`finish` adds the legend below it)."""

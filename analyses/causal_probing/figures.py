@@ -82,12 +82,7 @@ def accuracy_panel(ax, drawn: list, task: str) -> None:
 def _panels(results: list[Result], fig, draw, legend: str):
     named = list(dict.fromkeys(e.task for r in results for e in r.tasks))
     present = [t for t in TASKS if t in named] + [t for t in named if t not in TASKS]  # the caller's tasks last
-    cols = min(max(len(present), 1), 3)
-    rows = -(-max(len(present), 1) // cols)
-    fig = style.new_figure(fig, (3.0 * cols + 0.4, 2.6 * rows))
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax in axes[len(present):]:
-        ax.set_visible(False)
+    fig, axes = style.panel_grid(fig, len(present))
     drawn = style.in_figure(results)
     for ax, task in zip(axes, present):
         draw(ax, drawn, task)

@@ -437,12 +437,7 @@ def _panels(results: list[Result], key: str, tasks: tuple, fig):
     a new one); ``key`` against relative depth, one line per model in its colour."""
     present = [t for t in tasks if any(e.task == t and e.layers[0].statistic(key) is not None for r in results
                                        for e in r.tasks)]
-    cols = min(max(len(present), 1), 3)
-    rows = -(-max(len(present), 1) // cols)
-    fig = style.new_figure(fig, (3.0 * cols + 0.4, 2.6 * rows))
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax in axes[len(present):]:
-        ax.set_visible(False)
+    fig, axes = style.panel_grid(fig, len(present))
     sentences = any(t in pt.SENTENCE_TASKS for t in present)  # panels of sentence vectors: label how each is made
     drawn = [d._replace(kw={k: v for k, v in d.kw.items() if k != "linestyle"})
              for d in style.in_figure(results, pooling=sentences)]

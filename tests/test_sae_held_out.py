@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from analyses.sae import metrics
 from analyses.sae.metrics import estimates, explained_variance, held_out_sums, legacy_explained_variance
 from analyses.sae.model import SAE, SaeShape
 from analyses.sae.stream import TokenSource
@@ -37,3 +38,21 @@ def test_streamed_held_out_sums_equal_the_in_memory_ones_and_read_one_block_at_a
     assert b["explained_variance"].value is not None and b["explained_variance_legacy"].value is not None
     assert abs(b["explained_variance"].value - explained_variance(X, x_hat)) < 1e-9
     assert abs(b["explained_variance_legacy"].value - legacy_explained_variance(X, x_hat)) < 1e-9
+
+
+def test_latent_counts_get_no_interval_that_would_lie_beside_them():
+    """dead and dense count latents over every held-out token; a resample of sentences silences more latents, so a
+    percentile interval of the count would exclude it: they are reported without one (the means keep theirs)."""
+    rng = np.random.default_rng(0)
+    n_units, m = 40, 6
+    fires = np.zeros((n_units, m))
+    fires[0, 0] = 1.0  # latent 0 fires on one sentence only; latents 1..5 on every sentence
+    fires[:, 1:] = 5.0
+    tokens = np.full(n_units, 10.0)
+    d = 3
+    sums = metrics.HeldOutSums(tokens=tokens, x_sum=rng.normal(size=(n_units, d)), fires=fires,
+                               **{k: rng.random(n_units) + 1 for k in ("sq_error", "sq_norm", "l0", "cosine",
+                                                                       "l2_ratio", "hat_sq", "dot", "legacy")})
+    est = metrics.estimates(sums, resamples=200, seed=0)
+    assert est["dead"].value == 0.0 and est["dead"].ci is None and est["dense"].ci is None
+    assert est["l0"].ci is not None and est["l0"].ci[0] <= est["l0"].value <= est["l0"].ci[1]

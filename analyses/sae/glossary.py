@@ -65,7 +65,10 @@ def definitions(cfg: Config) -> Glossary:
         "density": "mean over latents of the share of held-out tokens where it fires",
         "density_log10_counts": "latents per bin of log10(share of held-out tokens where it fires), bins of 0.5 "
                                 "from -6 to 0 (below 1e-6: the first bin); dead latents are not among them",
-        "dead": "latents firing on no held-out token", "dense": "latents firing on more than 10% of held-out tokens",
+        "dead": "latents firing on no held-out token (a count over the whole held-out sample: no interval, since a "
+                "resample of sentences would silence more latents)",
+        "dense": "latents firing on more than 10% of held-out tokens (a count over the whole held-out sample: no "
+                 "interval)",
         "mcc": "mean over pairs of seeds of the mean |cos| of their decoder rows matched by the Hungarian algorithm",
         "split": f"{cfg.held_out:g} of the sentences held out (seed {cfg.seed}); special tokens "
                  + ("kept" if cfg.keep_special else "excluded"),

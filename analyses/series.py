@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,7 +125,7 @@ class SeriesResult:
         else:
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # numbers, not powers of ten
         ax.set_xlabel("training step")
-        ax.set_ylabel(self.statistic)
+        ax.set_ylabel(textwrap.fill(self.statistic, 32))  # a long statistic in lines, not cut at the figure's edge
         return style.finish(ax)
 
 

@@ -3,19 +3,18 @@
 ``stats.Bootstrap``). Written and read back by the records' codec (:mod:`analyses.records`), its optional keys left
 out of the file while None, so a saved block keeps the keys it always had.
 
+    >>> from analyses import records
     >>> b = Bootstrap(resamples=1000, level=0.95, unit="sentence", n_units=40, seed=0)
-    >>> b.read_level, as_bootstrap({"resamples": 1000, "level": 0.95, "unit": "block", "n_units": 25, "seed": 0,
-    ...                             "interval_level": 0.96}).read_level
+    >>> b.read_level, records.from_json(Bootstrap, {"resamples": 1000, "level": 0.95, "unit": "block",
+    ...                                         "n_units": 25, "seed": 0, "interval_level": 0.96}).read_level
     (0.95, 0.96)
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from analyses import records
 from analyses.records import omitted
 
 
@@ -52,12 +51,3 @@ class Replicated(Bootstrap):
     and what they index (e.g. ``layer``). Read by the Result's accessors, which name the statistic."""
 
     replicates: dict[str, Any] | None = omitted()
-
-
-def as_bootstrap(block: Bootstrap | dict) -> Bootstrap:
-    """A saved bootstrap block as a :class:`Bootstrap` (a mapping read by the records' codec; keys beyond the
-    base's, such as an analysis's replicates, are not the base's business and are left aside)."""
-    if isinstance(block, Bootstrap):
-        return block
-    known = {f.name for f in dataclasses.fields(Bootstrap)}
-    return records.from_json(Bootstrap, {k: v for k, v in block.items() if k in known}, "bootstrap")

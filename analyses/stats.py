@@ -36,7 +36,6 @@ import numpy as np
 # the bootstrap block's record, which the analyses read as stats.Bootstrap and stats.Replicated
 from analyses.bootstrap_record import Bootstrap as Bootstrap
 from analyses.bootstrap_record import Replicated as Replicated
-from analyses.bootstrap_record import as_bootstrap
 from analyses.stacklevel import outside_stacklevel
 
 RESAMPLES = 1000  # default number of bootstrap resamples
@@ -147,17 +146,17 @@ def blockwise_replicates(statistic: Callable[[np.ndarray], np.ndarray], n: int, 
 # resamples runs of saved units, ``runs`` in its bootstrap block; the two functions below read them.
 
 
-def interval_level(block: Bootstrap | dict) -> float:
+def interval_level(block: Bootstrap) -> float:
     """The level at which a saved ``bootstrap`` block's replicates are read: its ``interval_level`` (a block
     bootstrap's expanded level) or else its ``level``."""
-    return as_bootstrap(block).read_level
+    return block.read_level
 
 
-def grouped(values, block: Bootstrap | dict | None) -> np.ndarray:
+def grouped(values, block: Bootstrap | None) -> np.ndarray:
     """Per-unit values summed over the runs a saved ``bootstrap`` block resamples (its ``runs``: the first unit of
     each run) or, without ``runs``, as they are. (n_runs, ...)"""
     v = np.asarray(values, dtype=np.float64)
-    runs = None if block is None else as_bootstrap(block).runs
+    runs = None if block is None else block.runs
     return v if runs is None else np.add.reduceat(v, np.asarray(runs, dtype=np.int64), axis=0)
 
 
@@ -316,12 +315,11 @@ def rounded(x, digits: int = 6) -> list:
 # ----------------------------------------------------------------------------- what a claim compares
 
 
-def pairing(block: Bootstrap | dict | None) -> tuple | None:
+def pairing(block: Bootstrap | None) -> tuple | None:
     """The pairing key of a saved bootstrap block, (units_id, seed, resamples); None when it names no units."""
-    if not isinstance(block, (Bootstrap, dict)):
+    if block is None or not block.units_id:
         return None
-    b = as_bootstrap(block)
-    return None if not b.units_id else (b.units_id, b.seed, b.resamples)
+    return block.units_id, block.seed, block.resamples
 
 
 @dataclass(frozen=True, eq=False)
@@ -337,29 +335,29 @@ class Sample:
     level: float = LEVEL  # the level its percentile interval is read at (a block bootstrap: the expanded level)
 
     @classmethod
-    def saved(cls, point, replicates, block: Bootstrap | dict | None) -> Sample:
+    def saved(cls, point, replicates, block: Bootstrap | None) -> Sample:
         """The point and the replicates a result saved beside its ``bootstrap`` block."""
-        if replicates is None or not isinstance(block, (Bootstrap, dict)):
+        if replicates is None or block is None:
             return cls(point)
-        b = as_bootstrap(block)
-        return cls(point, np.asarray(replicates, dtype=np.float64), int(b.n_units), b.unit, pairing(b), b.read_level)
+        return cls(point, np.asarray(replicates, dtype=np.float64), int(block.n_units), block.unit, pairing(block),
+                   block.read_level)
 
     @classmethod
-    def of_mean(cls, point, values, block: Bootstrap | dict) -> Sample:
+    def of_mean(cls, point, values, block: Bootstrap) -> Sample:
         """The mean of per-unit ``values`` resampled as ``block`` says (the weights the analysis drew)."""
-        b, v = as_bootstrap(block), np.asarray(values, dtype=np.float64)
-        W = resample_weights(len(v), int(b.resamples), int(b.seed))
-        return cls(point, mean_replicates(v, W), len(v), b.unit, pairing(b), b.read_level)
+        v = np.asarray(values, dtype=np.float64)
+        W = resample_weights(len(v), int(block.resamples), int(block.seed))
+        return cls(point, mean_replicates(v, W), len(v), block.unit, pairing(block), block.read_level)
 
     @classmethod
-    def of_ratio(cls, point, numerators, denominators, block: Bootstrap | dict, transform=None) -> Sample:
+    def of_ratio(cls, point, numerators, denominators, block: Bootstrap, transform=None) -> Sample:
         """sum(num) / sum(den) over units resampled as ``block`` says (in its ``runs`` where it has them:
         :func:`grouped`), then ``transform`` (e.g. np.exp)."""
-        b = as_bootstrap(block)
-        num, den = grouped(numerators, b), grouped(denominators, b)
-        W = resample_weights(len(num), int(b.resamples), int(b.seed))
+        num, den = grouped(numerators, block), grouped(denominators, block)
+        W = resample_weights(len(num), int(block.resamples), int(block.seed))
         rep = ratio_replicates(num, den, W)
-        return cls(point, rep if transform is None else transform(rep), len(num), b.unit, pairing(b), b.read_level)
+        return cls(point, rep if transform is None else transform(rep), len(num), block.unit, pairing(block),
+                   block.read_level)
 
     def interval(self) -> list[float] | None:
         """Its percentile interval; None without replicates or when :func:`interval` finds none."""

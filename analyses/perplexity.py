@@ -69,7 +69,6 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -79,8 +78,8 @@ from analyses.absent import Absent
 from analyses.analysis import Analysis, Figure
 from analyses.common import CALLER_TEXTS, Identity, settings_used
 from analyses.inputs import LM, LMConfig
-from analyses.perplexity_rows import Row, TrainedOverlaps
-from analyses.records import Definitions, omitted
+from analyses.perplexity_rows import BlockSums, Row, TrainedOverlaps
+from analyses.records import Definitions
 from probes.capture.windows import check_window, windowed_nll
 from probes.config import arg, tqdm_class
 from probes.corpus import SPLITS, corpus_split, load_corpus, sample_documents
@@ -105,17 +104,6 @@ class Config(LMConfig):
     batch_size: int = arg(16, "windows per forward pass (plain models)", min=1)
 
 
-@dataclass
-class BlockSums(stats.Bootstrap):
-    """The block bootstrap of the scored tokens, with what a paired difference resamples: per block its document,
-    first target, tokens and words (``blocks``) and, per overlap (as text), the blocks' NLL sums (``nll``); a file
-    written before blocks existed has per document its NLL and tokens instead (``documents``)."""
-
-    blocks: dict[str, list] | None = omitted()
-    nll: dict[str, list[float]] | None = omitted()
-    documents: dict[str, Any] | None = omitted()
-
-
 @dataclass(repr=False)
 class Result(common.AnalysisResult):
     """One model's perplexities: the saved document's keys, in order (prose only in ``definitions``). The
@@ -131,7 +119,8 @@ class Result(common.AnalysisResult):
     @style.drawing
     def plot(self, ax=None, key: str = "token_perplexity", **kwargs):
         """The headline panel on one Axes (a new figure when None), like a scikit-learn Display: ``key``
-        ("token_perplexity" or "word_perplexity") against the overlap (dashed: a recurrent model).
+        ("token_perplexity" or "word_perplexity") against the overlap, each point with its 95% bootstrap interval
+        over blocks (dashed: a recurrent model).
         ``kwargs`` (``color=``, ``label=``, ``linestyle=``, ``marker=`` ...) go to the line; without
         ``color=`` the next colour of the Axes' cycle; the label (default: the model and its window) enters
         the legend, so results drawn on one Axes overlay. Fonts and colours follow the caller's rcParams.
@@ -378,11 +367,17 @@ PANELS = {"token_perplexity": ("token-level perplexity", "token perplexity (per 
 
 def _perplexity_panel(ax, drawn: list[style.Drawn], key: str, titled: bool = True) -> None:
     """``key`` against overlap on ``ax``, one line per result in its colour (dashed: recurrent, unless the
-    result's keywords set a line style); the panel's title where ``titled`` (a ``Result.plot`` sets none)."""
+    result's keywords set a line style), each point with its bootstrap interval over blocks as a vertical bar in
+    the line's colour (a file without intervals: the points alone); the panel's title where ``titled`` (a
+    ``Result.plot`` sets none)."""
     for d in drawn:
         rows = sorted(d.result.rows, key=lambda r: r.overlap)
-        ax.plot([r.overlap for r in rows], [r.perplexity(key) for r in rows],
-                **d.line(marker="o", ms=4, ls="--" if rows[0].recurrent else "-"))
+        line, = ax.plot([r.overlap for r in rows], [r.perplexity(key) for r in rows],
+                        **d.line(marker="o", ms=4, ls="--" if rows[0].recurrent else "-"))
+        bars = [(r.overlap, *ci) for r in rows if (ci := r.interval(key)) is not None]
+        if bars:
+            x, lo, hi = zip(*bars)
+            ax.vlines(x, lo, hi, color=line.get_color(), lw=max(1.0, line.get_linewidth() * 0.8))
     title, ylabel = PANELS[key]
     ax.set_xlabel("overlap o (tokens)")
     ax.set_ylabel(ylabel)
@@ -399,8 +394,8 @@ def _in_figure(results: list[Result]) -> list[style.Drawn]:
 @style.drawing
 def plot(results: list[Result], fig=None):
     """Token- and word-level perplexity against overlap, one line per model in its colour (dashed:
-    a recurrent model). ``fig``: a Figure or SubFigure to draw into (default: a new figure). Returns
-    the figure."""
+    a recurrent model), each point with its bootstrap interval over blocks. ``fig``: a Figure or SubFigure to
+    draw into (default: a new figure). Returns the figure."""
     fig = style.new_figure(fig, (7.4, 2.9))
     axes = fig.subplots(1, 2)
     for ax, key in zip(axes, PANELS):

@@ -1,6 +1,7 @@
 """The rows a perplexity result saves (:mod:`analyses.perplexity`): one :class:`Row` per (window T, overlap o),
-and, for a recurrent model, whether each overlap is the one it was trained with (:class:`TrainedOverlaps`, saved as
-``{"<overlap>": true/false}``). Records read by attribute, written and read back by :mod:`analyses.records`.
+for a recurrent model whether each overlap is the one it was trained with (:class:`TrainedOverlaps`, saved as
+``{"<overlap>": true/false}``), and the block bootstrap with its blocks' sums (:class:`BlockSums`). Records read by
+attribute, written and read back by :mod:`analyses.records`.
 
     >>> from analyses import records
     >>> TrainedOverlaps.from_json({"0": False, "16": True}).at(16)
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from analyses import stats
 from analyses.records import Malformed, omitted
 from probes.errors import ProbeError
 
@@ -53,6 +55,11 @@ class Row:
             raise ProbeError(f"key must be one of {', '.join(PERPLEXITIES)}, got {key!r}")
         return self.token_perplexity if key == "token_perplexity" else self.word_perplexity
 
+    def interval(self, key: str) -> list[float] | None:
+        """The 95% bootstrap interval over blocks of :meth:`perplexity` ``key`` (None: a file without them)."""
+        self.perplexity(key)  # the key's check
+        return self.token_perplexity_ci if key == "token_perplexity" else self.word_perplexity_ci
+
 
 class TrainedOverlaps:
     """A recurrent model's overlaps, each with whether it is the one the model was trained with. Saved as
@@ -82,3 +89,14 @@ class TrainedOverlaps:
             return cls({int(o): m for o, m in doc.items()})
         except ValueError as e:
             raise Malformed(f"{where}: an overlap is not a whole number ({e})") from None
+
+
+@dataclass
+class BlockSums(stats.Bootstrap):
+    """The block bootstrap of the scored tokens, with what a paired difference resamples: per block its document,
+    first target, tokens and words (``blocks``) and, per overlap (as text), the blocks' NLL sums (``nll``); a file
+    written before blocks existed has per document its NLL and tokens instead (``documents``)."""
+
+    blocks: dict[str, list] | None = omitted()
+    nll: dict[str, list[float]] | None = omitted()
+    documents: dict[str, Any] | None = omitted()

@@ -131,6 +131,28 @@ def test_figures_plot_the_result_values_in_each_models_colour():
     assert model_color("gpt2-small-base") != model_color("gpt2-small-recurrent")
 
 
+def test_one_results_plot_draws_each_perplexity_with_its_interval():
+    """A result's own panel: the points at each overlap and a bar from each interval's low to its high end, in
+    the line's colour; a file without intervals draws the points alone."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    res = planted_result("gpt2-small-base")
+    for r in res.rows:
+        r.token_perplexity_ci = [r.token_perplexity - 2.0, r.token_perplexity + 3.0]
+    ax = res.plot(color="C3")
+    (line,), (bars,) = ax.lines, ax.collections
+    rows = sorted(res.rows, key=lambda r: r.overlap)
+    assert list(line.get_ydata()) == [r.token_perplexity for r in rows]
+    segments = [seg.tolist() for seg in bars.get_segments()]
+    assert segments == [[[r.overlap, r.token_perplexity - 2.0], [r.overlap, r.token_perplexity + 3.0]] for r in rows]
+    assert tuple(bars.get_colors()[0]) == to_rgba(line.get_color())
+    plt.close(ax.figure)
+    ax = planted_result("gpt2-small-base").plot(key="word_perplexity")  # no intervals in these rows
+    assert len(ax.lines) == 1 and not ax.collections
+    plt.close(ax.figure)
+
+
 @pytest.mark.integration
 def test_cli_encoder_model_is_one_clear_line(tmp_path):
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}

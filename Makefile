@@ -333,6 +333,12 @@ causal-probing: $(STAMP)
 	    --task position --task token_identity --task sent_len --out $(OUT)
 	$(PY) -m analyses.summary.report --out $(OUT)
 
+# Whether the causal verdicts survive reseeding the protocol: bert-small from base seeds 0, 1 and 2 on the same 400
+# sentences (docs/causal-probing-base-seeds.md); about 12 CPU-minutes, two runs at once.
+.PHONY: causal-base-seeds
+causal-base-seeds: $(STAMP)
+	$(PY) scripts/causal_base_seeds.py --out $(OUT)/causal-base-seeds --jobs 2
+
 # The S-LSTM against its baselines through SAEs of equal L0 (docs/sae.md): TopK k = 16, width 1024, layers 1-4 of
 # the nine models, 400 sentences, 400 steps; about 30 CPU-minutes on a busy 2-core machine. Writes
 # docs/sae-slstm-vs-baselines.{json,png}; SAE_FINDING_ARGS="--n-sentences 2000 --steps 2000" runs it larger.

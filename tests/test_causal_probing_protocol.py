@@ -59,6 +59,44 @@ def test_holm_rejects_step_down_and_stops_at_the_first_it_keeps():
     assert holm([], alpha=0.05) == []
 
 
+def test_used_needs_the_pooled_test_and_every_seed_and_not_used_tolerates_one_seed_of_three():
+    from analyses.causal_probing.verdict import verdict
+
+    assert verdict(True, [True, True, True]) == "used"
+    assert verdict(True, [True, True, False]) == "inconclusive"  # a claim of use survives every draw, or is open
+    assert verdict(False, [True, True, True]) == "inconclusive"  # the seeds, not the pooled replicates
+    assert verdict(False, [True, False, False]) == "not used"  # one seed of three, unsupported by the pool: chance
+    assert verdict(False, [True, True, False]) == "inconclusive"
+    assert verdict(False, [True, False]) == "inconclusive"  # an even split
+    assert verdict(True, [True]) == "used" and verdict(False, [False]) == "not used"  # one seed: its own test
+
+
+def test_the_pooled_test_reads_every_seeds_replicates_with_holm_over_the_layers():
+    """Three layers, three seeds of planted bootstrap replicates: a clear effect in every seed (used), none in
+    any (not used), and a layer where one seed's replicates lie far above 0 and two seeds' around it (the pool
+    does not reject; one seed of three says used: not used)."""
+    from analyses.causal_probing.protocol import Draw
+    from analyses.causal_probing.rows import SeedEntry
+    from analyses.causal_probing.verdict import decide, method_row
+
+    rng = np.random.default_rng(0)
+
+    def draw(center, used):
+        reps = center + 0.01 * rng.normal(size=400)
+        entry = SeedEntry(seed=0, rank=2, accuracy=0.5, random_accuracy=0.5, removed_variance=0.1,
+                          random_removed_variance=[0.1], random_rank=[2], delta_loss=center,
+                          random_delta_loss=0.0, excess_loss=center,
+                          p_value=float(np.mean(reps <= 0)), used=used)
+        return Draw(entry, [0.4, 0.6], [0.4, 0.6], reps, reps, reps, None)
+
+    rows = [method_row([draw(0.2, True)] * 3, True),
+            method_row([draw(0.0, False) for _ in range(3)], True),
+            method_row([draw(0.3, True), draw(0.0, False), draw(-0.01, False)], True)]
+    decide(rows)
+    assert [r.verdict for r in rows] == ["used", "not used", "not used"]  # the third: chance, by the rule
+    assert rows[0].p_value == 0.0 and rows[2].used_in == 1 and 0.3 < rows[2].p_value < 0.7
+
+
 def _cyclic():
     from test_causal_probing import _cyclic_lm
 
@@ -140,3 +178,16 @@ def test_the_declared_table_has_a_row_per_task_and_layer_with_each_methods_numbe
     assert [row["inlp_excess_loss_low"] for row in rows] == [x.inlp.excess_loss_ci[0] for x in layers]
     assert all(isinstance(row["accuracy"], float) for row in rows)  # a number, never a (value, interval) pair
     assert list(r.to_frame()["leace_rank"]) == [2] * len(layers)
+
+
+def test_two_base_seeds_probe_the_same_sentences_and_the_sample_seed_picks_them():
+    """The sentences drawn from a corpus are the data: --seed moves the protocol's draws only, --sample-seed the
+    sample."""
+    from analyses.causal_probing.inputs import CausalInputs
+
+    def texts(**options):
+        cfg = causal_probing.Config(n_sentences=6, **options)
+        return CausalInputs().activations("tiny-bert", cfg, cache_dir=None).texts
+
+    first = texts(seed=0)
+    assert texts(seed=2) == first and texts(seed=0, sample_seed=1) != first

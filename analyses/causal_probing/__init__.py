@@ -26,13 +26,15 @@ per text, a label per token or a function of the text, :mod:`analyses.causal_pro
   states' variance at random;
 * all of the above ``--seeds`` N times (default 3), with seeds ``--seed`` .. ``--seed`` + N - 1: the split, the
   masked positions, the random controls, INLP's own split, the words drawn for each task (``--max-items``) and the
-  bootstraps (the sentence sample is the base seed's). Numbers are means over seeds; a loss change's 95% interval
+  bootstraps (the sentence sample drawn from a corpus is ``--sample-seed``'s, 0 unless given, whatever ``--seed``:
+  two base seeds probe the same sentences). Numbers are means over seeds; a loss change's 95% interval
   pools every seed's bootstrap replicates over its held-out sentences (paired across conditions, a ratio of summed
-  losses to summed scored tokens). The verdict per layer (:mod:`analyses.causal_probing.verdict`): in each seed
-  Holm's test over the task's layers (one-sided, family-wise 2.5%) says whether the excess is above 0; a layer is
-  **used** when every seed says so, **not used** when none does, **inconclusive** when they disagree
-  (:func:`used_layers`, :func:`verdicts`). The headline number (:meth:`Result.headline_numbers`, what a series
-  draws): per task, LEACE's excess loss averaged over the layers.
+  losses to summed scored tokens). The verdict per layer (:mod:`analyses.causal_probing.verdict`): Holm's test
+  over the task's layers (one-sided, family-wise 2.5%) of "the excess is above 0", on the pooled replicates and in
+  each seed; a layer is **used** when the pooled test and every seed's say so, **not used** when the pooled test
+  does not and fewer than half the seeds' do, **inconclusive** otherwise (:func:`used_layers`, :func:`verdicts`).
+  The headline number (:meth:`Result.headline_numbers`, what a series draws): per task, LEACE's excess loss
+  averaged over the layers.
 
 A model without a head to score its objective (a bare ``BertModel`` object) gets the accuracies only; the result
 says why. For the S-LSTM an edit reaches its token states h (hidden[l]), not its cell states c, which carry what
@@ -80,9 +82,11 @@ from probes.errors import ProbeError
 class Config(ProbeOptions):
     """Erase each probed property at each layer (LEACE, INLP) and measure the probe's accuracy and the model's own
     loss against random erasures of the same share of variance, over --seeds seeds (--seed: the first; the
-    sample, splits, masks, controls and bootstrap)."""
+    splits, masks, controls and bootstrap; the sentence sample is --sample-seed's)."""
 
     n_sentences: int = arg(1000, "random sentences (the same sample and cache as the other sentence analyses)", min=2)
+    sample_seed: int = arg(0, "seed of the sentence sample drawn from the corpus: the data, the same whatever --seed "
+                              "(which seeds the protocol's draws)", min=0)
     # probing's settings (analyses.probing.ProbeOptions); these defaults differ from probing's because every item
     # is a word (a sentence task labels each of its words), bigram_shift has no causal version, and the probe is
     # refitted five times per layer and seed (the states, two erasers, two controls): fewer classes (LEACE's rank
@@ -103,7 +107,7 @@ class Config(ProbeOptions):
                                "layer's variance (their mean loss change)", min=1)
     mask_prob: float = arg(0.15, "masked-LM objective: share of each sentence's tokens masked", min=0.01, max=0.9)
     seeds: int = arg(3, "run the protocol (split, masks, controls, INLP's split) with seeds --seed .. --seed + N - 1;"
-                        " a layer is used when every seed's test says so", min=1)
+                        " a layer is used when the pooled test and every seed's say so", min=1)
 
 
 @dataclass(repr=False)
@@ -181,8 +185,8 @@ def verdicts(result: Result, task: str, method: str = "leace") -> dict[int, str]
 
 def used_layers(result: Result, task: str, method: str = "leace") -> list[int] | None:
     """The layers where erasing ``task`` with ``method`` raises the model's loss more than random erasures of the
-    same share of variance in every seed's run (Holm's test over the layers in each; :func:`verdicts` names the
-    inconclusive ones). None: the task was not run, or the loss was not measured."""
+    same share of variance, by the pooled test and in every seed's run (Holm's test over the layers in each;
+    :func:`verdicts` names the inconclusive ones). None: the task was not run, or the loss was not measured."""
     found = verdicts(result, task, method)
     return None if found is None else [k for k, v in found.items() if v == "used"]
 
@@ -265,8 +269,8 @@ def _definitions(cfg: Config) -> Definitions:
                  f"accuracy and the objective measured on the held-out part ({cfg.test_size:.0%})",
         "seeds": f"the protocol runs {cfg.seeds} times, seeds {cfg.seed}..{cfg.seed + cfg.seeds - 1}: the words "
                  "drawn (the --max-items cap), the split, the masked positions, the random controls, INLP's split "
-                 "and the bootstraps; the sentence sample is the first seed's. Numbers are means over seeds (per "
-                 "seed: seeds)",
+                 "and the bootstraps; the sentence sample is --sample-seed's, whatever --seed. Numbers are means "
+                 "over seeds (per seed: seeds)",
         "leace": "Belrose et al. 2023, closed form (analyses.causal_probing.erasers); rank <= K - 1",
         "inlp": "Ravfogel et al. 2020: logistic classifiers' row spaces removed until a held-out fifth of the "
                 f"training part is at majority + 0.01, at most {cfg.inlp_iterations}; mean kept",
@@ -284,9 +288,10 @@ def _definitions(cfg: Config) -> Definitions:
         "excess_loss": "delta_loss(eraser) - delta_loss(random controls)",
         "interval": "95% percentile interval of every seed's bootstrap replicates pooled (resamples of its held-out "
                     "sentences, paired across conditions, a ratio of sums): the spread over seeds and sentences",
-        "verdict": "per seed, Holm's step-down test over the task's layers, one-sided at family-wise 2.5%, on the "
-                   "share p of the seed's bootstrap replicates of the excess at or below 0; used: every seed's "
-                   "test rejects; not used: none does; inconclusive: they disagree",
+        "verdict": "Holm's step-down test over the task's layers, one-sided at family-wise 2.5%, on the share p of "
+                   "bootstrap replicates of the excess at or below 0: once on every seed's replicates pooled (p_value)"
+                   " and once per seed (seeds[].p_value, used); used: the pooled test and every seed's reject; not "
+                   "used: the pooled test does not and fewer than half the seeds' do; inconclusive: otherwise",
         "headline": "per task, LEACE's excess loss averaged over the layers, mean over seeds",
     })
 
@@ -321,8 +326,8 @@ ANALYSIS = Analysis(
     figures=(
         Figure("causal-probing", plot, "How much more the model's own loss rises when LEACE erases the property at a "
                "layer than when random directions removing as much of the layer's variance are erased (nats per "
-               "token; band: 95% interval over seeds and held-out sentences; filled: a layer used in every seed, "
-               "open: inconclusive). Above 0: the model uses the property there."),
+               "token; band: 95% interval over seeds and held-out sentences; filled: a layer used (the pooled test "
+               "and every seed), open: inconclusive). Above 0: the model uses the property there."),
         Figure("causal-probing-accuracy", plot_accuracy, "The probe's held-out accuracy on the layer's word states "
                "(solid), after LEACE erased the property (dashed: it should sit on the majority baseline, dotted)."),
     ),

@@ -43,7 +43,7 @@ def depth(rows: list[LayerRow], n_layers: int | None) -> np.ndarray:
 
 def excess_panel(ax, drawn: list, task: str, method: str) -> None:
     """The excess loss of ``method`` for ``task`` against relative depth, one line (and band) per result; a layer
-    used (every seed) a filled marker, inconclusive (the seeds disagree) an open one."""
+    used (the pooled test and every seed) a filled marker, inconclusive (they disagree) an open one."""
     for d in drawn:
         entry = next((e for e in d.result.tasks if e.task == task), None)
         rows = [r for r in (entry.layers if entry else []) if r.method(method).excess_loss is not None]
@@ -96,7 +96,7 @@ def _panels(results: list[Result], fig, draw, legend: str):
 def plot(results: list[Result], fig=None):
     """The excess loss of LEACE (its loss change minus variance-matched random erasures') against relative depth,
     one panel per task, one line per model (band: 95% interval over seeds and held-out sentences; filled: a
-    layer used in every seed, open: inconclusive). ``fig``: a Figure or SubFigure to draw into (default: a new
+    layer used, open: inconclusive). ``fig``: a Figure or SubFigure to draw into (default: a new
     figure). Returns the figure."""
     return _panels(results, fig, lambda ax, drawn, task: excess_panel(ax, drawn, task, "leace"),
                    f"band: {LEVEL:.0%} interval; filled: used,\nopen: inconclusive")

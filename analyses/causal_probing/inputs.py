@@ -33,6 +33,12 @@ class CausalInputs(ProbingInputs):
     """Probing's inputs (no perturbed sentences), plus ``objective``: the model with its head
     (:class:`probes.capture.objective.Objective`), or None with ``objective_skipped``, why."""
 
+    def activations(self, model, cfg, texts: list[str] | None = None, **options):
+        """The sentence sample of ``cfg.sample_seed``, whatever ``cfg.seed``: the sentences are the data, the
+        seeds only the protocol's draws (as for the caller's own texts), so runs from different base seeds probe
+        the same sentences."""
+        return super().activations(model, dataclasses.replace(cfg, seed=cfg.sample_seed), texts, **options)
+
     def load(self, unit: tuple, cfg) -> dict:
         return {**super().load(unit, cfg), **objective_of(unit[0], cfg)}
 

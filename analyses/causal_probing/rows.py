@@ -57,8 +57,9 @@ class MethodRow:
     random_delta_loss_ci: list[float] | None = omitted()
     excess_loss: float | None = omitted()
     excess_loss_ci: list[float] | None = omitted()
+    p_value: float | None = omitted()  # share of every seed's bootstrap replicates of the excess <= 0 (pooled)
     verdict: str | None = omitted()  # one of VERDICTS; None: no objective was scored
-    used_in: int | None = omitted()  # the seeds whose test says used
+    used_in: int | None = omitted()  # the seeds whose own test says used
     iterations: int | None = omitted()  # INLP, the first seed's
     dev_accuracy: list[float] | None = omitted()
     dev_majority: float | None = omitted()

@@ -187,7 +187,8 @@ def _topics(results: Sequence[Topics]) -> list[str]:
 
 def _causal_probing(results: Sequence[CausalProbing]) -> list[str]:
     """Per task, the layers of each model where erasing the property (LEACE) costs more of the model's own loss than
-    random erasures of the same share of variance in every seed's run (causal_probing.used_layers)."""
+    random erasures of the same share of variance, by the pooled test and in every seed's run
+    (causal_probing.used_layers)."""
     from analyses.causal_probing import used_layers
 
     out = []
@@ -200,7 +201,8 @@ def _causal_probing(results: Sequence[CausalProbing]) -> list[str]:
                 parts.append(f"{shown(r)}: {', '.join(map(str, layers)) if layers else 'none'}")
         if parts:
             out.append(f"Erasing {task} (LEACE) costs the model more of its own loss than random erasures of the "
-                       f"same share of variance (in every seed, Holm over layers) at layers: " + "; ".join(parts) + ".")
+                       "same share of variance (pooled over seeds and in every seed, Holm over layers) at layers: "
+                       + "; ".join(parts) + ".")
     return out
 
 

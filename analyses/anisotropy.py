@@ -50,6 +50,7 @@ from analyses.cosines import (  # noqa: F401 - pairwise_cosines, exact_quantiles
     self_similarity,
 )
 from analyses.inputs import Sentences
+from analyses.layer_points import ByLevel
 from analyses.records import Definitions, omitted
 from probes.capture.activations import Activations, layer_index
 from probes.config import arg, tqdm_class
@@ -116,9 +117,9 @@ def draw_sample(acts: Activations, cfg: Config) -> Sample:
 
 
 @dataclass(kw_only=True)
-class LayerRow:
-    """One layer's statistics, a row of :attr:`Result.layers` (the saved keys, in order). A statistic with no
-    pair to average is NaN (null in the file, None read back)."""
+class LayerRow(ByLevel[CosineSummary]):
+    """One layer's statistics, a row of :attr:`Result.layers` (the saved keys, in order; ``row.of("token")``: a
+    level's cosines). A statistic with no pair to average is NaN (null in the file, None read back)."""
 
     layer: int  # 0 = embeddings, l = output of layer l
     token: CosineSummary  # the pairwise cosines of the token sample
@@ -138,12 +139,6 @@ class LayerRow:
     intra_sentence_similarity: float
     intra_sentence_adjusted: float
     n_zero_tokens: int | None = omitted()  # kept tokens whose state is a zero vector: left out of every cosine
-
-    def of(self, level: str) -> CosineSummary:
-        """The ``level`` ("token" or "sentence") cosine summary."""
-        if level not in ("token", "sentence"):
-            raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
-        return self.token if level == "token" else self.sentence
 
     def mean_ci(self, level: str) -> list[float] | None:
         """The interval of the mean ``level`` cosine (None where the file saved none)."""

@@ -53,7 +53,7 @@ from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
 from analyses.inputs import Sentences
-from analyses.layer_points import LEVELS, clouds, draw_tokens, finite, level_panel
+from analyses.layer_points import LEVELS, ByLevel, clouds, draw_tokens, finite, level_panel
 from analyses.records import Definitions, omitted
 from analyses.rounding import same_vectors
 from probes.capture.activations import Activations
@@ -286,18 +286,12 @@ class Dimension:
 
 
 @dataclass
-class LayerRow:
-    """One layer's intrinsic dimensions, a row of :attr:`Result.layers`."""
+class LayerRow(ByLevel[Dimension]):
+    """One layer's intrinsic dimensions, a row of :attr:`Result.layers` (``row.of("token")``: a level's)."""
 
     layer: int  # 0 = embeddings
     token: Dimension
     sentence: Dimension
-
-    def of(self, level: str) -> Dimension:
-        """The ``level`` ("token" or "sentence") estimates."""
-        if level not in LEVELS:
-            raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
-        return self.token if level == "token" else self.sentence
 
 
 def twonn_statistic(row: LayerRow, level: str) -> tuple[float | None, list[float] | None]:

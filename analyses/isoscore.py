@@ -69,7 +69,7 @@ from analyses import common, stats, style
 from analyses.analysis import Analysis, Figure
 from analyses.common import SentenceConfig, activations_identity
 from analyses.inputs import Sentences
-from analyses.layer_points import LEVELS, clouds, draw_tokens, finite, level_panel, plot_levels
+from analyses.layer_points import LEVELS, ByLevel, clouds, draw_tokens, finite, level_panel, plot_levels
 from analyses.records import Definitions, omitted
 from analyses.rounding import same_vectors
 from probes.capture.activations import Activations
@@ -321,18 +321,12 @@ class Cloud:
 
 
 @dataclass
-class LayerRow:
-    """One layer's IsoScores, a row of :attr:`Result.layers`."""
+class LayerRow(ByLevel[Cloud]):
+    """One layer's IsoScores, a row of :attr:`Result.layers` (``row.of("token")``: a level's cloud)."""
 
     layer: int  # 0 = embeddings
     token: Cloud
     sentence: Cloud
-
-    def of(self, level: str) -> Cloud:
-        """The ``level`` ("token" or "sentence") cloud's IsoScore."""
-        if level not in LEVELS:
-            raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
-        return self.token if level == "token" else self.sentence
 
 
 def isoscore_statistic(row: LayerRow, level: str) -> tuple[float | None, list[float | None] | None]:

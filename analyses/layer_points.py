@@ -15,7 +15,7 @@ the seeded token sample, its sentences as bootstrap units, and the per-layer lin
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,22 @@ from probes.capture.activations import Activations
 from probes.errors import ProbeError
 
 LEVELS = ("token", "sentence")
+T = TypeVar("T")
+
+
+class ByLevel(Generic[T]):
+    """A layer row's lookup by level, for a row dataclass that declares ``token`` and ``sentence`` fields of one
+    record type (``class LayerRow(ByLevel[Cloud])``): :meth:`of` names the level."""
+
+    token: T
+    sentence: T
+
+    def of(self, level: str) -> T:
+        """The ``level`` ("token" or "sentence") record."""
+        if level not in LEVELS:
+            raise ProbeError(f"level must be 'token' or 'sentence', got {level!r}")
+        return self.token if level == "token" else self.sentence
+
 # what a line of the figure reads off a layer row at a level: the value and its interval (None: undefined)
 Statistic = Callable[[Any, str], tuple["float | None", "Sequence[float | None] | None"]]
 

@@ -41,7 +41,7 @@ import sys
 import types
 import typing
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeVar, Union
 
 from analyses.stacklevel import outside_stacklevel
@@ -49,6 +49,7 @@ from analyses.stacklevel import outside_stacklevel
 __all__ = ["Definitions", "DroppedKeys", "Malformed", "from_json", "is_record_type", "omitted", "to_json"]
 
 T = TypeVar("T")
+V = TypeVar("V")
 OMIT = "records.omit_when_none"  # field metadata: left out of the JSON while None
 
 
@@ -65,33 +66,41 @@ def omitted(default: Any = None) -> Any:
     return dataclasses.field(default=default, metadata={OMIT: True})
 
 
-class Definitions:
+class Named(Mapping[str, V]):
+    """A read-only mapping of names to records, in the order given, that a result saves as ``{name: value}``
+    (:class:`Definitions`, ``analyses.maps.rows.Maps``). Equal to another of its kind (a subclass included) with
+    the same items."""
+
+    def __init__(self, entries: Mapping[str, V] | Iterable[tuple[str, V]] = ()):
+        self.entries: dict[str, V] = dict(entries)
+
+    def __getitem__(self, name: str) -> V:
+        return self.entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __eq__(self, other: object) -> bool:
+        kin = isinstance(other, type(self)) or isinstance(self, type(other))
+        return kin and isinstance(other, Named) and self.entries == other.entries
+
+
+class Definitions(Named[str]):
     """What a result's terms mean, in words: prose only, nothing reads a number from it. Saved as ``{term:
     meaning}``; ``d["term"]`` reads one meaning (for people and tests, never for a number)."""
 
-    def __init__(self, terms: Mapping[str, str] | Iterable[tuple[str, str]] = ()):
-        self.terms: dict[str, str] = dict(terms)
-
-    def __getitem__(self, term: str) -> str:
-        return self.terms[term]
-
-    def __contains__(self, term: object) -> bool:
-        return term in self.terms
-
-    def __iter__(self):
-        return iter(self.terms)
-
-    def __len__(self) -> int:
-        return len(self.terms)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Definitions) and self.terms == other.terms
+    @property
+    def terms(self) -> dict[str, str]:
+        return self.entries
 
     def __repr__(self) -> str:
-        return f"Definitions({len(self.terms)} terms: {', '.join(self.terms)})"
+        return f"Definitions({len(self.entries)} terms: {', '.join(self.entries)})"
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.terms)
+        return dict(self.entries)
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "definitions") -> Definitions:

@@ -11,7 +11,7 @@ back) are typed :data:`Array`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,37 +125,25 @@ MapSummary = PairMap | TokenMap | SkippedMap
 KINDS: dict[int, type] = {2: PairMap, 1: TokenMap, 0: SkippedMap}  # token_axes -> the summary's record
 
 
-class Maps(Mapping[str, MapSummary]):
+class Maps(records.Named[MapSummary]):
     """Each map kind's summary by its name, in the order computed; saved as ``{name: summary}``."""
 
     def __init__(self, summaries: Mapping[str, MapSummary] | None = None):
-        self.summaries: dict[str, MapSummary] = dict(summaries or {})
-
-    def __getitem__(self, name: str) -> MapSummary:
-        return self.summaries[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.summaries)
-
-    def __len__(self) -> int:
-        return len(self.summaries)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Maps) and self.summaries == other.summaries
+        super().__init__(summaries or {})
 
     def __repr__(self) -> str:
-        return f"Maps({', '.join(self.summaries)})"
+        return f"Maps({', '.join(self.entries)})"
 
     def pairs(self) -> list[tuple[str, PairMap]]:
         """(name, summary) of the token-pair maps."""
-        return [(n, m) for n, m in self.summaries.items() if isinstance(m, PairMap)]
+        return [(n, m) for n, m in self.entries.items() if isinstance(m, PairMap)]
 
     def tokens(self) -> list[tuple[str, TokenMap]]:
         """(name, summary) of the per-token maps."""
-        return [(n, m) for n, m in self.summaries.items() if isinstance(m, TokenMap)]
+        return [(n, m) for n, m in self.entries.items() if isinstance(m, TokenMap)]
 
     def to_json(self) -> dict[str, Any]:
-        return {n: records.to_json(m) for n, m in self.summaries.items()}
+        return {n: records.to_json(m) for n, m in self.entries.items()}
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "maps") -> Maps:

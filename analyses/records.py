@@ -92,10 +92,6 @@ class Definitions(Named[str]):
     """What a result's terms mean, in words: prose only, nothing reads a number from it. Saved as ``{term:
     meaning}``; ``d["term"]`` reads one meaning (for people and tests, never for a number)."""
 
-    @property
-    def terms(self) -> dict[str, str]:
-        return self.entries
-
     def __repr__(self) -> str:
         return f"Definitions({len(self.entries)} terms: {', '.join(self.entries)})"
 

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from probes.config import arg, parse_config, run_main  # noqa: E402
 from probes.errors import ProbeError  # noqa: E402
+from probes.io import atomic_text  # noqa: E402
 
 METHODS = ("leace", "inlp")
 
@@ -113,10 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(cfg.out)
     text = markdown(cfg, rows)
     doc = {"settings": asdict(cfg), "rows": [asdict(r) for r in rows]}
-    for name, body in (("base-seeds.md", text), ("base-seeds.json", json.dumps(doc, indent=1) + "\n")):
-        tmp = out / f"{name}.tmp"
-        tmp.write_text(body)
-        tmp.replace(out / name)
+    atomic_text(out / "base-seeds.md", text)
+    atomic_text(out / "base-seeds.json", json.dumps(doc, indent=1) + "\n")
     print(text)
 
 

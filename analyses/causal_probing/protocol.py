@@ -115,7 +115,9 @@ def run_seed(tasks: list[Items], acts, layers: list[int], seed: int, cfg, object
                 for layer in progress(layers, f"{items.name} seed {seed}")]
         if scorer is not None:
             for m in METHODS:
-                _holm([r.draw(m).entry for r in rows])
+                entries = [r.draw(m).entry for r in rows]
+                for e, rejected in zip(entries, holm_tested([e.p_value for e in entries])):
+                    e.used = rejected
         out.append(SeedTask(int((~test).sum()), int(test.sum()), rows))
     return SeedRun(seed, held, out, scorer)
 
@@ -131,15 +133,14 @@ def holm(p: list[float], alpha: float = ALPHA) -> list[bool]:
     return reject
 
 
-def _holm(entries: list[SeedEntry]) -> None:
-    """Set each entry's ``used``: Holm over the layers that have a p-value (an INLP that removed nothing: not
-    used, and no hypothesis tested)."""
-    tested = [e for e in entries if e.p_value is not None]
-    for e, r in zip(tested, holm([float(e.p_value) for e in tested if e.p_value is not None])):
-        e.used = bool(r)
-    for e in entries:
-        if e.p_value is None:
-            e.used = False
+def holm_tested(p: list[float | None], alpha: float = ALPHA) -> list[bool]:
+    """:func:`holm` over the layers that have a p-value; a layer without one (an INLP that removed nothing) is no
+    hypothesis of the family, and not rejected."""
+    tested = [i for i, v in enumerate(p) if v is not None]
+    reject = [False] * len(p)
+    for i, r in zip(tested, holm([float(p[i] or 0.0) for i in tested], alpha)):
+        reject[i] = r
+    return reject
 
 
 def _layer(items: Items, acts, layer: int, test: np.ndarray, cfg, seed: int, scorer: Scorer | None) -> SeedLayer:

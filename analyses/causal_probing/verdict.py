@@ -28,7 +28,7 @@ import numpy as np
 
 from analyses import stats
 from analyses.causal_probing.inputs import Items
-from analyses.causal_probing.protocol import LEVEL, METHODS, Draw, SeedRun, holm
+from analyses.causal_probing.protocol import LEVEL, METHODS, Draw, SeedRun, holm_tested
 from analyses.causal_probing.rows import HeldOut, LayerRow, MethodRow, TaskRow
 
 
@@ -40,22 +40,25 @@ def verdict(pooled: bool, used: list[bool]) -> str:
     return "not used" if not pooled and 2 * sum(used) < len(used) else "inconclusive"
 
 
-def pooled_p(draws: list[Draw]) -> float | None:
-    """The share of every seed's bootstrap replicates of the excess at or below 0 (None: no eraser in any seed
-    removed anything, or no loss was measured: no test)."""
-    if all(d.entry.p_value is None for d in draws) or any(d.excess_reps is None for d in draws):
+def pooled_p(draws: list[Draw], excess: np.ndarray | None) -> float | None:
+    """The share of every seed's bootstrap replicates of the excess (``excess``, pooled) at or below 0 (None: no
+    eraser in any seed removed anything, or no loss was measured: no test)."""
+    if excess is None or all(d.entry.p_value is None for d in draws):
         return None
-    return float(np.mean(np.concatenate([d.excess_reps for d in draws if d.excess_reps is not None]) <= 0))
+    return float(np.mean(excess <= 0))
 
 
 def envelope(cis: list[list[float]]) -> list[float]:
     return [float(min(c[0] for c in cis)), float(max(c[1] for c in cis))]
 
 
-def _pooled(reps: list[np.ndarray | None]) -> list[float] | None:
-    if any(r is None for r in reps):
-        return None
-    return stats.interval(np.concatenate([r for r in reps if r is not None]), LEVEL).tolist()
+def _joined(reps: list[np.ndarray | None]) -> np.ndarray | None:
+    """Every seed's bootstrap replicates, pooled (None where a seed has none)."""
+    return None if any(r is None for r in reps) else np.concatenate([r for r in reps if r is not None])
+
+
+def _pooled(reps: np.ndarray | None) -> list[float] | None:
+    return None if reps is None else stats.interval(reps, LEVEL).tolist()
 
 
 def _mean(values) -> float:
@@ -78,10 +81,11 @@ def method_row(draws: list[Draw], scored: bool) -> MethodRow:
         row.delta_loss = _mean(d.entry.delta_loss for d in draws)
         row.random_delta_loss = _mean(d.entry.random_delta_loss for d in draws)
         row.excess_loss = _mean(d.entry.excess_loss for d in draws)
-        row.delta_loss_ci = _pooled([d.delta_reps for d in draws])
-        row.random_delta_loss_ci = _pooled([d.random_reps for d in draws])
-        row.excess_loss_ci = _pooled([d.excess_reps for d in draws])
-        row.p_value = pooled_p(draws)
+        excess = _joined([d.excess_reps for d in draws])
+        row.delta_loss_ci = _pooled(_joined([d.delta_reps for d in draws]))
+        row.random_delta_loss_ci = _pooled(_joined([d.random_reps for d in draws]))
+        row.excess_loss_ci = _pooled(excess)
+        row.p_value = pooled_p(draws, excess)
         row.used_in = sum(bool(d.entry.used) for d in draws)
     return row
 
@@ -89,10 +93,8 @@ def method_row(draws: list[Draw], scored: bool) -> MethodRow:
 def decide(rows: list[MethodRow]) -> None:
     """Each row's verdict: Holm over the task's layers on the pooled p-values (a row without one is no test, and
     not used), then :func:`verdict` with the seeds' own tests."""
-    tested = [r for r in rows if r.p_value is not None]
-    rejected = dict(zip(map(id, tested), holm([float(r.p_value) for r in tested if r.p_value is not None])))
-    for r in rows:
-        r.verdict = verdict(rejected.get(id(r), False), [bool(e.used) for e in r.seeds])
+    for r, rejected in zip(rows, holm_tested([r.p_value for r in rows])):
+        r.verdict = verdict(rejected, [bool(e.used) for e in r.seeds])
 
 
 def task_rows(tasks: list[Items], runs: list[SeedRun]) -> list[TaskRow]:

@@ -35,7 +35,7 @@ class Glossary(Definitions):
         if isinstance(doc, list):
             terms: list[Term] = records.from_json(list[Term], doc, where)
             return cls((t.term, t.meaning) for t in terms)
-        return cls(super().from_json(doc, where).terms)
+        return cls(super().from_json(doc, where).entries)
 
 
 def definitions(cfg: Config) -> Glossary:
